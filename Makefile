@@ -1,0 +1,100 @@
+# hookkeeper — make help lists the targets.
+
+# Control-plane versions for envtest, the e2e suite and `make dev`; they are
+# built from the Go module proxy (hack/controlplane.sh), once, into bin/k8s.
+KUBE_VERSION ?= v1.37.2
+ETCD_VERSION ?= v3.6.16
+export KUBE_VERSION ETCD_VERSION
+
+IMG ?= ghcr.io/hookkeeper/hookkeeper:dev
+GOOS ?= $(shell go env GOOS)
+GOARCH ?= $(shell go env GOARCH)
+ASSETS_DIR ?= $(CURDIR)/bin/k8s/$(patsubst v%,%,$(KUBE_VERSION))-$(GOOS)-$(GOARCH)
+KUBECTL ?= $(ASSETS_DIR)/kubectl
+CONTROLLER_GEN ?= go tool controller-gen
+
+# Packages whose tests need a real control plane get KUBEBUILDER_ASSETS.
+export KUBEBUILDER_ASSETS := $(ASSETS_DIR)
+
+.PHONY: all
+all: build
+
+##@ General
+
+.PHONY: help
+help: ## Display this help.
+	@awk 'BEGIN {FS = ":.*##"; printf "\nUsage:\n  make \033[36m<target>\033[0m\n"} /^[a-zA-Z_0-9-]+:.*?##/ { printf "  \033[36m%-18s\033[0m %s\n", $$1, $$2 } /^##@/ { printf "\n\033[1m%s\033[0m\n", substr($$0, 5) } ' $(MAKEFILE_LIST)
+
+##@ Development
+
+.PHONY: manifests
+manifests: ## Generate CRDs and RBAC from the markers in api/ and controllers/.
+	$(CONTROLLER_GEN) rbac:roleName=manager-role crd paths="./..." output:crd:artifacts:config=config/crd/bases
+
+.PHONY: generate
+generate: ## Generate deepcopy code for the API types.
+	$(CONTROLLER_GEN) object:headerFile="hack/boilerplate.go.txt" paths="./..."
+
+.PHONY: fmt
+fmt: ## Run gofmt on the code.
+	gofmt -s -w $$(git ls-files '*.go')
+
+.PHONY: vet
+vet: ## Run go vet.
+	go vet ./...
+
+.PHONY: verify
+verify: ## Fail when generated files are stale, code is unformatted or vet complains.
+	./hack/verify.sh
+
+.PHONY: controlplane
+controlplane: ## Build etcd, kube-apiserver and kubectl into bin/k8s (once).
+	@./hack/controlplane.sh >/dev/null
+
+.PHONY: test
+test: controlplane ## Run every test suite against the real control plane.
+	go test ./... -race -count=1 -timeout 30m
+
+.PHONY: fuzz
+fuzz: ## Run the fuzz targets for longer (FUZZTIME, default 2m each).
+	go test ./internal/backoff/ -run='^$$' -fuzz=FuzzPolicy -fuzztime=$${FUZZTIME:-2m}
+
+.PHONY: dev
+dev: controlplane build ## Start a local control plane, the operator and the samples.
+	./hack/dev.sh
+
+##@ Build
+
+.PHONY: build
+build: ## Build the manager binary into bin/.
+	go build -trimpath -o bin/manager ./cmd
+
+.PHONY: run
+run: ## Run the manager against the cluster in $KUBECONFIG.
+	go run ./cmd --ledger=sqlite://$(CURDIR)/.dev/ledger.db
+
+.PHONY: docker-build
+docker-build: ## Build the container image (needs a Docker engine).
+	docker build -t $(IMG) .
+
+.PHONY: build-installer
+build-installer: manifests controlplane ## Write dist/install.yaml (CRDs, RBAC, the operator) for IMG.
+	@mkdir -p dist && rm -rf dist/.kustomize && cp -r config dist/.kustomize
+	sed -i 's#newName: .*#newName: $(firstword $(subst :, ,$(IMG)))#; s#newTag: .*#newTag: $(lastword $(subst :, ,$(IMG)))#' dist/.kustomize/manager/kustomization.yaml
+	$(KUBECTL) kustomize dist/.kustomize/default > dist/install.yaml
+	@rm -rf dist/.kustomize
+	@echo "wrote dist/install.yaml for $(IMG)"
+
+##@ Deployment
+
+.PHONY: install
+install: manifests controlplane ## Install the CRDs into the cluster in $KUBECONFIG.
+	$(KUBECTL) apply --server-side -k config/crd
+
+.PHONY: uninstall
+uninstall: controlplane ## Remove the CRDs from the cluster in $KUBECONFIG.
+	$(KUBECTL) delete --ignore-not-found -k config/crd
+
+.PHONY: deploy
+deploy: build-installer ## Deploy the operator to the cluster in $KUBECONFIG.
+	$(KUBECTL) apply --server-side -f dist/install.yaml

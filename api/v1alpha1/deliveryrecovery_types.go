@@ -1,0 +1,249 @@
+package v1alpha1
+
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// RecoveryMode is what a DeliveryRecovery does with the deliveries it
+// selects.
+// +kubebuilder:validation:Enum=Auto;Retry;Reissue;Dismiss
+type RecoveryMode string
+
+const (
+	// RecoveryModeAuto retries where a retry is allowed and reissues
+	// otherwise.
+	RecoveryModeAuto RecoveryMode = "Auto"
+	// RecoveryModeRetry resends the same event identity; items that can no
+	// longer be replayed are refused.
+	RecoveryModeRetry RecoveryMode = "Retry"
+	// RecoveryModeReissue asks for a new event identity with fresh material.
+	RecoveryModeReissue RecoveryMode = "Reissue"
+	// RecoveryModeDismiss resolves the deliveries without resending.
+	RecoveryModeDismiss RecoveryMode = "Dismiss"
+)
+
+// DeliverySelector selects unresolved exhausted deliveries of the endpoint.
+// Criteria are ANDed; an empty selector selects all of them.
+// +kubebuilder:validation:XValidation:rule="!has(self.exhaustedAfter) || !has(self.exhaustedBefore) || self.exhaustedAfter < self.exhaustedBefore",message="selector.exhaustedAfter must be earlier than selector.exhaustedBefore"
+type DeliverySelector struct {
+	// deliveryIDs selects these deliveries.
+	// +optional
+	// +kubebuilder:validation:MaxItems=1000
+	// +kubebuilder:validation:items:MaxLength=64
+	// +listType=set
+	DeliveryIDs []string `json:"deliveryIDs,omitempty"`
+
+	// eventIDs selects the deliveries of these events.
+	// +optional
+	// +kubebuilder:validation:MaxItems=1000
+	// +kubebuilder:validation:items:MaxLength=64
+	// +listType=set
+	EventIDs []string `json:"eventIDs,omitempty"`
+
+	// eventTypes selects deliveries of events of these types or patterns.
+	// +optional
+	// +kubebuilder:validation:MaxItems=64
+	// +listType=set
+	EventTypes []EventTypePattern `json:"eventTypes,omitempty"`
+
+	// exhaustedAfter selects deliveries exhausted at or after this time.
+	// +optional
+	ExhaustedAfter *metav1.Time `json:"exhaustedAfter,omitempty"`
+
+	// exhaustedBefore selects deliveries exhausted before this time.
+	// +optional
+	ExhaustedBefore *metav1.Time `json:"exhaustedBefore,omitempty"`
+}
+
+// DeliveryRecoverySpec is the operation to run. It is immutable: to do
+// something else, create another DeliveryRecovery.
+type DeliveryRecoverySpec struct {
+	// endpointRef names the WebhookEndpoint whose deliveries are recovered.
+	// +required
+	EndpointRef LocalObjectReference `json:"endpointRef"`
+
+	// selector narrows the unresolved exhausted deliveries to recover; absent
+	// means all of them.
+	// +optional
+	Selector *DeliverySelector `json:"selector,omitempty"`
+
+	// action is Retry (same event identity), Reissue (new event identity
+	// with fresh material), Auto (retry where allowed, reissue otherwise) or
+	// Dismiss (resolve without resending).
+	// +required
+	Action RecoveryMode `json:"action"`
+
+	// limit is the most deliveries this operation handles, oldest first.
+	// +optional
+	// +kubebuilder:default=100
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=10000
+	Limit *int32 `json:"limit,omitempty"`
+
+	// ttlSecondsAfterFinished deletes the DeliveryRecovery this long after
+	// it completes or fails, as for Jobs; absent keeps it. The deliveries'
+	// resolutions stay in the ledger either way.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	TTLSecondsAfterFinished *int32 `json:"ttlSecondsAfterFinished,omitempty"`
+}
+
+// ItemOutcome is where one recovered delivery stands.
+// +kubebuilder:validation:Enum=Pending;Retried;Reissued;AwaitingReissue;Refused;Dismissed;Delivered;FailedAgain
+type ItemOutcome string
+
+const (
+	ItemPending         ItemOutcome = "Pending"
+	ItemRetried         ItemOutcome = "Retried"
+	ItemReissued        ItemOutcome = "Reissued"
+	ItemAwaitingReissue ItemOutcome = "AwaitingReissue"
+	ItemRefused         ItemOutcome = "Refused"
+	ItemDismissed       ItemOutcome = "Dismissed"
+	ItemDelivered       ItemOutcome = "Delivered"
+	ItemFailedAgain     ItemOutcome = "FailedAgain"
+)
+
+// Reasons an item is refused.
+const (
+	// RefusedReissueRequired: the event's one-time secrets were scrubbed.
+	RefusedReissueRequired = "ReissueRequired"
+	// RefusedReplayWindowExceeded: the event is older than the replay window.
+	RefusedReplayWindowExceeded = "ReplayWindowExceeded"
+	// RefusedPayloadExpired: the payload was pruned after its retention.
+	RefusedPayloadExpired = "PayloadExpired"
+	// RefusedNoReissueHandler: no endpoint subscribes to
+	// hookkeeper.reissue.requested, so nobody can mint fresh material.
+	RefusedNoReissueHandler = "NoReissueHandler"
+)
+
+// RecoveryItem is one delivery handled by the operation.
+type RecoveryItem struct {
+	// deliveryID is the exhausted delivery.
+	// +required
+	DeliveryID string `json:"deliveryID"`
+	// eventID is its event identity.
+	// +required
+	EventID string `json:"eventID"`
+	// action is what was done for it.
+	// +optional
+	Action RecoveryAction `json:"action,omitempty"`
+	// outcome is where it stands.
+	// +required
+	Outcome ItemOutcome `json:"outcome"`
+	// reason is a machine-readable reason for a refusal or failure.
+	// +optional
+	Reason string `json:"reason,omitempty"`
+	// message explains the outcome to a human.
+	// +optional
+	// +kubebuilder:validation:MaxLength=256
+	Message string `json:"message,omitempty"`
+	// newDeliveryID is the delivery created by a retry or reissue.
+	// +optional
+	NewDeliveryID string `json:"newDeliveryID,omitempty"`
+	// newEventID is the event identity created by a reissue.
+	// +optional
+	NewEventID string `json:"newEventID,omitempty"`
+}
+
+// RecoveryCounts are the operation's items by outcome.
+type RecoveryCounts struct {
+	// matched is how many deliveries the selector matched (up to limit).
+	// +optional
+	Matched int32 `json:"matched"`
+	// retried items were resent under the same event identity.
+	// +optional
+	Retried int32 `json:"retried"`
+	// reissued items were replaced by a new event identity.
+	// +optional
+	Reissued int32 `json:"reissued"`
+	// awaitingReissue items wait for the producer's replacement event.
+	// +optional
+	AwaitingReissue int32 `json:"awaitingReissue"`
+	// refused items could not be recovered as asked; see their reason.
+	// +optional
+	Refused int32 `json:"refused"`
+	// dismissed items were resolved without resending.
+	// +optional
+	Dismissed int32 `json:"dismissed"`
+	// delivered items reached their receiver after the recovery.
+	// +optional
+	Delivered int32 `json:"delivered"`
+	// failedAgain items were exhausted again after the recovery.
+	// +optional
+	FailedAgain int32 `json:"failedAgain"`
+}
+
+// DeliveryRecoveryStatus is the progress of the operation.
+type DeliveryRecoveryStatus struct {
+	// observedGeneration is the generation this status describes.
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+
+	// conditions: Complete, Failed and ReissueRequired.
+	// +optional
+	// +listType=map
+	// +listMapKey=type
+	// +kubebuilder:validation:MaxItems=8
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+
+	// counts are the items by outcome.
+	// +optional
+	Counts RecoveryCounts `json:"counts,omitempty"`
+
+	// items lists the handled deliveries, at most 100; counts has the totals.
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=100
+	Items []RecoveryItem `json:"items,omitempty"`
+
+	// startTime is when the operation started.
+	// +optional
+	StartTime *metav1.Time `json:"startTime,omitempty"`
+
+	// completionTime is when every item reached its outcome.
+	// +optional
+	CompletionTime *metav1.Time `json:"completionTime,omitempty"`
+}
+
+// DeliveryRecovery is a one-shot operation, like a Job, that resolves the
+// unresolved exhausted deliveries of an endpoint. Its effects are keyed by
+// its UID, so it never retries or reissues twice.
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:resource:shortName=drec,categories=hookkeeper
+// +kubebuilder:printcolumn:name="Endpoint",type=string,JSONPath=`.spec.endpointRef.name`
+// +kubebuilder:printcolumn:name="Action",type=string,JSONPath=`.spec.action`
+// +kubebuilder:printcolumn:name="Matched",type=integer,JSONPath=`.status.counts.matched`
+// +kubebuilder:printcolumn:name="Retried",type=integer,JSONPath=`.status.counts.retried`
+// +kubebuilder:printcolumn:name="Reissued",type=integer,JSONPath=`.status.counts.reissued`
+// +kubebuilder:printcolumn:name="Refused",type=integer,JSONPath=`.status.counts.refused`
+// +kubebuilder:printcolumn:name="Complete",type=string,JSONPath=`.status.conditions[?(@.type=="Complete")].status`
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+type DeliveryRecovery struct {
+	metav1.TypeMeta `json:",inline"`
+
+	// metadata is standard object metadata.
+	// +optional
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	// spec is the operation; immutable once created.
+	// +required
+	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="spec is immutable: a DeliveryRecovery runs once; create a new one to recover again"
+	Spec DeliveryRecoverySpec `json:"spec"`
+
+	// status is the operation's progress.
+	// +optional
+	Status DeliveryRecoveryStatus `json:"status,omitempty"`
+}
+
+// DeliveryRecoveryList is a list of DeliveryRecovery.
+// +kubebuilder:object:root=true
+type DeliveryRecoveryList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []DeliveryRecovery `json:"items"`
+}
+
+func init() {
+	SchemeBuilder.Register(&DeliveryRecovery{}, &DeliveryRecoveryList{})
+}

@@ -1,0 +1,107 @@
+// Command manager runs hookkeeper: the controllers for RetryPolicy,
+// WebhookEndpoint and DeliveryRecovery, and (from the delivery engine
+// onwards) the engine and its HTTP API. It only wires: flags, options,
+// manager, reconcilers, health checks, start.
+package main
+
+import (
+	"crypto/tls"
+	"flag"
+	"os"
+
+	"k8s.io/apimachinery/pkg/runtime"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/healthz"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	"sigs.k8s.io/controller-runtime/pkg/metrics/filters"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	hookkeeperv1alpha1 "github.com/hookkeeper/hookkeeper/api/v1alpha1"
+	"github.com/hookkeeper/hookkeeper/controllers"
+	"github.com/hookkeeper/hookkeeper/internal/ledger"
+)
+
+var (
+	scheme   = runtime.NewScheme()
+	setupLog = ctrl.Log.WithName("setup")
+)
+
+func init() {
+	utilruntime.Must(clientgoscheme.AddToScheme(scheme))
+	utilruntime.Must(hookkeeperv1alpha1.AddToScheme(scheme))
+}
+
+func main() {
+	var (
+		metricsAddr, probeAddr, ledgerFlag string
+		secureMetrics, enableHTTP2         bool
+		leaderElect                        bool
+	)
+	flag.StringVar(&metricsAddr, "metrics-bind-address", "0", "Address the metrics endpoint binds to, such as :8443; \"0\" disables it.")
+	flag.BoolVar(&secureMetrics, "metrics-secure", true, "Serve metrics over HTTPS, for callers authorized by a SubjectAccessReview.")
+	flag.BoolVar(&enableHTTP2, "enable-http2", false, "Enable HTTP/2 for the metrics server (off by default: CVE-2023-44487, CVE-2023-39325).")
+	flag.StringVar(&probeAddr, "health-probe-bind-address", ":8081", "Address the /healthz and /readyz probes bind to.")
+	flag.BoolVar(&leaderElect, "leader-elect", false, "Run the controllers on one elected replica at a time.")
+	flag.StringVar(&ledgerFlag, "ledger", "sqlite://hookkeeper-ledger.db", "Where the delivery ledger lives: sqlite://<path> (embedded, one replica) or postgres://<dsn> (shared, several replicas).")
+	opts := zap.Options{}
+	opts.BindFlags(flag.CommandLine)
+	flag.Parse()
+
+	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&opts)))
+
+	loc, err := ledger.ParseLocation(ledgerFlag)
+	if err != nil {
+		setupLog.Error(err, "invalid --ledger")
+		os.Exit(2)
+	}
+	setupLog.Info("ledger configured", "ledger", loc.String())
+
+	var tlsOpts []func(*tls.Config)
+	if !enableHTTP2 {
+		tlsOpts = append(tlsOpts, func(c *tls.Config) { c.NextProtos = []string{"http/1.1"} })
+	}
+	metricsOpts := metricsserver.Options{
+		BindAddress:   metricsAddr,
+		SecureServing: secureMetrics,
+		TLSOpts:       tlsOpts,
+	}
+	if secureMetrics {
+		metricsOpts.FilterProvider = filters.WithAuthenticationAndAuthorization
+	}
+
+	mgr, err := ctrl.NewManager(ctrl.GetConfigOrDie(), ctrl.Options{
+		Scheme:                 scheme,
+		Metrics:                metricsOpts,
+		HealthProbeBindAddress: probeAddr,
+		LeaderElection:         leaderElect,
+		LeaderElectionID:       "controller-leader.hookkeeper.dev",
+	})
+	if err != nil {
+		setupLog.Error(err, "unable to create manager")
+		os.Exit(1)
+	}
+
+	if err := (&controllers.RetryPolicyReconciler{
+		Client: mgr.GetClient(),
+	}).SetupWithManager(mgr); err != nil {
+		setupLog.Error(err, "unable to create controller", "controller", "RetryPolicy")
+		os.Exit(1)
+	}
+
+	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {
+		setupLog.Error(err, "unable to set up health check")
+		os.Exit(1)
+	}
+	if err := mgr.AddReadyzCheck("readyz", healthz.Ping); err != nil {
+		setupLog.Error(err, "unable to set up ready check")
+		os.Exit(1)
+	}
+
+	setupLog.Info("starting manager")
+	if err := mgr.Start(ctrl.SetupSignalHandler()); err != nil {
+		setupLog.Error(err, "problem running manager")
+		os.Exit(1)
+	}
+}

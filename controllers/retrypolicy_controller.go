@@ -1,0 +1,100 @@
+package controllers
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/clock"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	hookv1 "github.com/hookkeeper/hookkeeper/api/v1alpha1"
+)
+
+// retryPolicyRefIndex indexes WebhookEndpoints by the RetryPolicy they name.
+const retryPolicyRefIndex = "spec.retryPolicyRef.name"
+
+// RetryPolicyReconciler writes a RetryPolicy's effective schedule, its
+// worst-case horizon, how many endpoints use it, and its Ready condition.
+type RetryPolicyReconciler struct {
+	client.Client
+	// Clock stamps condition transitions; nil means the real clock.
+	Clock clock.PassiveClock
+}
+
+func (r *RetryPolicyReconciler) now() time.Time {
+	if r.Clock == nil {
+		return time.Now()
+	}
+	return r.Clock.Now()
+}
+
+// +kubebuilder:rbac:groups=hookkeeper.dev,resources=retrypolicies,verbs=get;list;watch
+// +kubebuilder:rbac:groups=hookkeeper.dev,resources=retrypolicies/status,verbs=get;update;patch
+// +kubebuilder:rbac:groups=hookkeeper.dev,resources=webhookendpoints,verbs=get;list;watch
+
+// Reconcile gathers the policy and the endpoints that use it, computes the
+// status with retryPolicyStatus, and patches it.
+func (r *RetryPolicyReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	var policy hookv1.RetryPolicy
+	if err := r.Get(ctx, req.NamespacedName, &policy); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+
+	var endpoints hookv1.WebhookEndpointList
+	if err := r.List(ctx, &endpoints, client.InNamespace(policy.Namespace),
+		client.MatchingFields{retryPolicyRefIndex: policy.Name}); err != nil {
+		return ctrl.Result{}, fmt.Errorf("listing endpoints that use RetryPolicy %s: %w", req.NamespacedName, err)
+	}
+
+	before := policy.DeepCopy()
+	policy.Status = retryPolicyStatus(&policy, int32(len(endpoints.Items)), r.now())
+	if err := patchStatus(ctx, r.Client, before, &policy, func(p *hookv1.RetryPolicy) any { return p.Status }); err != nil {
+		if apierrors.IsNotFound(err) {
+			return ctrl.Result{}, nil
+		}
+		return ctrl.Result{}, err
+	}
+	log.FromContext(ctx).V(1).Info("reconciled", "attempts", policy.Status.Attempts, "horizon", policy.Status.Horizon)
+	return ctrl.Result{}, nil
+}
+
+// SetupWithManager registers the controller: it reconciles on spec changes
+// (status writes do not requeue it) and when an endpoint starts or stops
+// using a policy.
+func (r *RetryPolicyReconciler) SetupWithManager(mgr ctrl.Manager) error {
+	if err := mgr.GetFieldIndexer().IndexField(context.Background(), &hookv1.WebhookEndpoint{}, retryPolicyRefIndex,
+		func(o client.Object) []string {
+			ep := o.(*hookv1.WebhookEndpoint)
+			if ep.Spec.RetryPolicyRef == nil {
+				return nil
+			}
+			return []string{ep.Spec.RetryPolicyRef.Name}
+		}); err != nil {
+		return fmt.Errorf("indexing WebhookEndpoints by retry policy: %w", err)
+	}
+	return ctrl.NewControllerManagedBy(mgr).
+		Named("retrypolicy").
+		For(&hookv1.RetryPolicy{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
+		Watches(&hookv1.WebhookEndpoint{}, handler.EnqueueRequestsFromMapFunc(policyOfEndpoint)).
+		Complete(r)
+}
+
+// policyOfEndpoint maps an endpoint to the policy it names. On updates the
+// handler calls it for both the old and the new object, so a policy an
+// endpoint stops using is recounted too.
+func policyOfEndpoint(_ context.Context, o client.Object) []reconcile.Request {
+	ep, ok := o.(*hookv1.WebhookEndpoint)
+	if !ok || ep.Spec.RetryPolicyRef == nil {
+		return nil
+	}
+	return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: ep.Namespace, Name: ep.Spec.RetryPolicyRef.Name}}}
+}
