@@ -3,6 +3,7 @@ package controllers
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -50,14 +51,60 @@ func backoffPolicy(spec *hookv1.RetryPolicySpec) (backoff.Policy, error) {
 		}
 		milli, err := backoff.ParseFactor(factor)
 		if err != nil {
-			return backoff.Policy{}, fmt.Errorf("spec.backoff.factor: %w", err)
+			return backoff.Policy{}, err
 		}
 		p.FactorMilli = milli
 	}
 	if err := p.Validate(); err != nil {
-		return backoff.Policy{}, fmt.Errorf("spec: %w", err)
+		return backoff.Policy{}, err
 	}
 	return p, nil
+}
+
+// specPaths maps the backoff package's field names onto RetryPolicy paths.
+var specPaths = map[string]string{
+	"strategy":       "spec.backoff.strategy",
+	"initialDelay":   "spec.backoff.initialDelay",
+	"factor":         "spec.backoff.factor",
+	"maxDelay":       "spec.backoff.maxDelay",
+	"schedule":       "spec.backoff.schedule",
+	"jitterPercent":  "spec.backoff.jitterPercent",
+	"maxAttempts":    "spec.horizon.maxAttempts",
+	"maxAge":         "spec.horizon.maxAge",
+	"attemptTimeout": "spec.attemptTimeout",
+	"retryAfterCap":  "spec.retryAfterCap",
+}
+
+// conditionMessage renders the violations in err as "path: rule" pairs on
+// one bounded line, with the fields named as in the RetryPolicy spec.
+func conditionMessage(err error) string {
+	var parts []string
+	errs := []error{err}
+	if joined, ok := err.(interface{ Unwrap() []error }); ok {
+		errs = joined.Unwrap()
+	}
+	for _, e := range errs {
+		var fe *backoff.FieldError
+		if !errors.As(e, &fe) {
+			parts = append(parts, e.Error())
+			continue
+		}
+		name, index, _ := strings.Cut(fe.Field, "[")
+		path, ok := specPaths[name]
+		if !ok {
+			path = "spec." + name
+		}
+		if index != "" {
+			path += "[" + index
+		}
+		parts = append(parts, path+": "+fe.Detail)
+	}
+	msg := strings.Join(parts, "; ")
+	const limit = 1024
+	if len(msg) > limit {
+		msg = msg[:limit-3] + "..."
+	}
+	return msg
 }
 
 // retryPolicyStatus computes the whole status of a policy observed at now:
@@ -109,27 +156,6 @@ func readiness(p backoff.Policy, plan backoff.Plan, replayWindow time.Duration) 
 	return metav1.ConditionTrue, hookv1.ReasonReconciled, fmt.Sprintf(
 		"up to %d attempts, exhausted at most %s after the first; replayable for %s",
 		plan.Attempts, backoff.FormatDuration(plan.WorstCase), backoff.FormatDuration(replayWindow))
-}
-
-// conditionMessage renders a validation error for a condition message, on
-// one line and bounded.
-func conditionMessage(err error) string {
-	var joined interface{ Unwrap() []error }
-	msg := err.Error()
-	if errors.As(err, &joined) {
-		msg = ""
-		for i, e := range joined.Unwrap() {
-			if i > 0 {
-				msg += "; "
-			}
-			msg += e.Error()
-		}
-	}
-	const limit = 1024
-	if len(msg) > limit {
-		msg = msg[:limit-3] + "..."
-	}
-	return msg
 }
 
 func duration(d *metav1.Duration) time.Duration {
