@@ -1,0 +1,438 @@
+package ledger
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/hookkeeper/hookkeeper/internal/backoff"
+)
+
+// Store is the durable ledger. Two implementations, SQLite (embedded,
+// one process) and PostgreSQL (shared by several processes), pass one
+// conformance suite (package ledgertest). The contract:
+//
+//   - Every method that changes state does so in one transaction; a crash
+//     at any point leaves either all of its effects or none.
+//   - Batch methods (EventInsertMany, AttemptRecordMany) commit all their
+//     items in one transaction, so that durability costs one sync per batch,
+//     not per delivery; per-item failures are reported per item and do not
+//     abort the batch.
+//   - Time is never read from the database or the wall clock: every method
+//     that needs "now" takes it in its params, so tests pin it.
+//   - A delivery in state in_flight belongs to the owner of its lease until
+//     the lease expires; then DeliveryClaim may hand it to another owner.
+//     AttemptRecordMany and DeliveryRelease refuse (ErrLeaseLost) a caller
+//     that no longer holds the lease, so an attempt is never counted twice.
+//   - Per-endpoint statistics are maintained in the same transactions as the
+//     state changes they count, so reading them costs the same whatever the
+//     size of the ledger.
+//   - Errors are the sentinels below (wrapped with context) or driver errors
+//     wrapped with context; drivers translate native errors in one place.
+type Store interface {
+	// EndpointUpsert creates or replaces an endpoint's configuration and
+	// returns it with its new Version (1 on creation, +1 on every change).
+	EndpointUpsert(ctx context.Context, params *EndpointUpsertParams) (Endpoint, error)
+	// EndpointDelete removes an endpoint: its scheduled and in-flight
+	// deliveries become cancelled (their history stays) and it no longer
+	// matches new events. It returns how many deliveries were cancelled.
+	// Deleting an unknown endpoint returns ErrNotFound.
+	EndpointDelete(ctx context.Context, params *EndpointDeleteParams) (int, error)
+	// EndpointGet returns one endpoint, or ErrNotFound.
+	EndpointGet(ctx context.Context, id string) (Endpoint, error)
+	// EndpointList returns every endpoint, ordered by ID.
+	EndpointList(ctx context.Context) ([]Endpoint, error)
+
+	// EventInsertMany ingests events in one transaction. Each event fans
+	// out to every endpoint of its namespace whose EventTypes match its type
+	// (paused endpoints included: their deliveries wait), as deliveries in
+	// state scheduled due at Now. With an IdempotencyKey, an event whose key
+	// was already used in the namespace is not inserted again: the result is
+	// the original event and deliveries with Duplicate set when the
+	// BodyHash matches, and Err = ErrIdempotencyConflict when it does not.
+	// Items of one batch are applied in order, so a key repeated within a
+	// batch behaves as if the calls were sequential. The returned error is
+	// for the whole batch (nothing was committed).
+	EventInsertMany(ctx context.Context, params []*EventInsertParams) ([]EventInsertResult, error)
+
+	// DeliveryClaim leases up to Limit due deliveries to Owner until
+	// Now+LeaseFor, earliest due first: scheduled deliveries due at or before
+	// Now, and in-flight deliveries whose lease expired at or before Now
+	// (an expired lease returns the delivery to the pool; the interrupted
+	// attempt was never recorded, so nothing is double-counted). Deliveries
+	// of paused or deleted endpoints and of ExcludeEndpoints are skipped.
+	// On PostgreSQL concurrent claimers never receive the same delivery
+	// (FOR UPDATE SKIP LOCKED).
+	DeliveryClaim(ctx context.Context, params *DeliveryClaimParams) ([]ClaimedDelivery, error)
+	// DeliveryRelease returns a leased delivery to scheduled, due at DueAt,
+	// without recording an attempt (used when a claimed delivery cannot be
+	// sent now: rate limit, in-flight limit, shutdown).
+	DeliveryRelease(ctx context.Context, params *DeliveryReleaseParams) error
+	// AttemptRecordMany records finished attempts and the resulting
+	// transitions in one transaction. For each item, in order: the delivery
+	// must be in_flight and leased by Owner (else that item fails with
+	// ErrLeaseLost and changes nothing); the attempt is appended with the
+	// next Number; Attempts increments; FirstAttemptAt is set if unset; the
+	// delivery moves to Next. When Next is exhausted the resolution becomes
+	// unresolved and, if the endpoint names an existing DeadLetter endpoint,
+	// a hookkeeper.delivery.exhausted event (data: DeadLetterData) with one
+	// delivery to it is inserted in the same transaction.
+	AttemptRecordMany(ctx context.Context, params []*AttemptRecordParams) ([]AttemptRecordResult, error)
+
+	// EventGet returns one event, or ErrNotFound.
+	EventGet(ctx context.Context, id string) (Event, error)
+	// DeliveryGet returns one delivery, or ErrNotFound.
+	DeliveryGet(ctx context.Context, id string) (Delivery, error)
+	// DeliveryList lists deliveries by filter, ordered by ID, paginated with
+	// AfterID.
+	DeliveryList(ctx context.Context, params *DeliveryListParams) ([]Delivery, error)
+	// AttemptList returns a delivery's attempts in order.
+	AttemptList(ctx context.Context, deliveryID string) ([]Attempt, error)
+	// EndpointStats returns an endpoint's counters, or ErrNotFound.
+	EndpointStats(ctx context.Context, endpointID string) (EndpointStats, error)
+	// NextDueAt returns when the earliest scheduled delivery (of an
+	// unpaused, undeleted endpoint) is due; ok is false when there is none.
+	NextDueAt(ctx context.Context) (at time.Time, ok bool, err error)
+
+	// Close releases the store's resources.
+	Close() error
+}
+
+// Sentinel errors. Drivers wrap them with context; test with errors.Is.
+var (
+	ErrNotFound            = errors.New("not found")
+	ErrIdempotencyConflict = errors.New("idempotency key already used with a different body")
+	ErrLeaseLost           = errors.New("delivery is not leased by this owner")
+)
+
+// DeliveryState is where a delivery stands.
+//
+//	            claim                  2xx (Response mode)
+//	scheduled ─────────▶ in_flight ───────────────────────▶ delivered
+//	    ▲  ▲                │ │ │ 2xx (Callback mode)
+//	    │  └─ lease expired ┘ │ └───────────────────▶ awaiting_ack ──▶ delivered | exhausted | scheduled
+//	    │     or released     │ failure, retryable, within horizon
+//	    └─────────────────────┤
+//	                          │ failure past the horizon, non-retryable, 410
+//	                          └──────────────────────▶ exhausted (resolution: unresolved)
+//	endpoint deleted: scheduled | in_flight | awaiting_ack ──▶ cancelled
+type DeliveryState string
+
+const (
+	StateScheduled   DeliveryState = "scheduled"
+	StateInFlight    DeliveryState = "in_flight"
+	StateAwaitingAck DeliveryState = "awaiting_ack"
+	StateDelivered   DeliveryState = "delivered"
+	StateExhausted   DeliveryState = "exhausted"
+	StateCancelled   DeliveryState = "cancelled"
+)
+
+// Terminal reports whether no further attempt follows.
+func (s DeliveryState) Terminal() bool {
+	return s == StateDelivered || s == StateExhausted || s == StateCancelled
+}
+
+// ExhaustReason says why a delivery was given up on.
+type ExhaustReason string
+
+const (
+	ExhaustMaxAttempts  ExhaustReason = "MaxAttempts"
+	ExhaustMaxAge       ExhaustReason = "MaxAge"
+	ExhaustNonRetryable ExhaustReason = "NonRetryable"
+	ExhaustGone         ExhaustReason = "Gone"
+	ExhaustAckRejected  ExhaustReason = "AckRejected"
+	ExhaustAckTimeout   ExhaustReason = "AckTimeout"
+)
+
+// Resolution is what became of a terminal delivery that needed an owner.
+type Resolution string
+
+const (
+	ResolutionNone       Resolution = ""
+	ResolutionUnresolved Resolution = "unresolved"
+	ResolutionRetried    Resolution = "retried"
+	ResolutionReissued   Resolution = "reissued"
+	ResolutionDismissed  Resolution = "dismissed"
+)
+
+// AckMode says what completes a delivery.
+type AckMode string
+
+const (
+	AckResponse AckMode = "Response"
+	AckCallback AckMode = "Callback"
+)
+
+// DeadLetterEventType is the type of the event sent to a dead-letter
+// endpoint when a delivery is exhausted.
+const DeadLetterEventType = "hookkeeper.delivery.exhausted"
+
+// Sensitive holds secret bytes (signing secrets, an event's one-time
+// secrets). It formats as "[redacted]" with every fmt verb and marshals to
+// JSON as null, so that it cannot leak through a log line, an error message
+// or an API answer by accident. Read it with Reveal.
+type Sensitive []byte
+
+// Reveal returns the secret bytes.
+func (s Sensitive) Reveal() []byte { return s }
+
+// Format implements fmt.Formatter.
+func (s Sensitive) Format(f fmt.State, _ rune) { _, _ = f.Write([]byte("[redacted]")) }
+
+// MarshalJSON implements json.Marshaler.
+func (s Sensitive) MarshalJSON() ([]byte, error) { return []byte("null"), nil }
+
+// SigningSecret is one whsec_ secret of an endpoint. During a rotation the
+// previous secret stays valid until NotAfter and attempts are signed with
+// every secret still valid.
+type SigningSecret struct {
+	Value Sensitive
+	// NotAfter is when the secret stops being used; zero means current.
+	NotAfter time.Time
+}
+
+// Header is a static header sent with every attempt.
+type Header struct {
+	Name  string `json:"name"`
+	Value string `json:"value"`
+}
+
+// RateLimit bounds attempts per second to an endpoint; zero means none.
+type RateLimit struct {
+	PerSecond int `json:"perSecond"`
+	Burst     int `json:"burst"`
+}
+
+// RetryBudget bounds automatic retries per endpoint per minute.
+type RetryBudget struct {
+	RatioPercent int `json:"ratioPercent"`
+	MinPerMinute int `json:"minPerMinute"`
+}
+
+// Policy is the delivery policy of an endpoint, as resolved from its
+// RetryPolicy.
+type Policy struct {
+	Backoff backoff.Policy `json:"backoff"`
+	// RetryOn lists the retried failure classes: NetworkError, Timeout,
+	// 4xx, 5xx or an exact status code.
+	RetryOn           []string      `json:"retryOn"`
+	ReplayWindow      time.Duration `json:"replayWindow"`
+	SecretGracePeriod time.Duration `json:"secretGracePeriod"`
+	PayloadRetention  time.Duration `json:"payloadRetention"`
+	EvidenceRetention time.Duration `json:"evidenceRetention"`
+	Budget            *RetryBudget  `json:"budget,omitempty"`
+}
+
+// Endpoint is a destination's configuration as registered by the
+// controllers. ID is "<namespace>/<name>".
+type Endpoint struct {
+	ID          string
+	Namespace   string
+	Name        string
+	URL         string
+	EventTypes  []string
+	Secrets     []SigningSecret
+	Policy      Policy
+	AckMode     AckMode
+	AckTimeout  time.Duration
+	Paused      bool
+	DeadLetter  string // endpoint ID in the same namespace, or ""
+	RateLimit   RateLimit
+	MaxInFlight int
+	Headers     []Header
+	// Version increments on every upsert; the engine uses it to notice a
+	// changed configuration.
+	Version   int64
+	UpdatedAt time.Time
+}
+
+// EndpointID returns the ID of the endpoint name in namespace.
+func EndpointID(namespace, name string) string { return namespace + "/" + name }
+
+// EndpointUpsertParams carries the configuration to store; Version and
+// UpdatedAt are set by the store (UpdatedAt from Now).
+type EndpointUpsertParams struct {
+	Endpoint Endpoint
+	Now      time.Time
+}
+
+// EndpointDeleteParams names the endpoint to delete.
+type EndpointDeleteParams struct {
+	ID  string
+	Now time.Time
+}
+
+// Event is one published event. Data is the JSON object the producer sent;
+// Secrets the separate one-time secrets object, merged into data only on the
+// wire, and nil once scrubbed (SecretNames stays).
+type Event struct {
+	ID             string
+	Namespace      string
+	Type           string
+	Data           json.RawMessage
+	Secrets        Sensitive
+	SecretNames    []string
+	SecretsScrubAt *time.Time
+	ReissueOf      string
+	IdempotencyKey string
+	BodyHash       []byte
+	CreatedAt      time.Time
+}
+
+// EventInsertParams is one event to ingest. ID is generated by the caller
+// (NewID("evt")) so that the ID is known before the commit.
+type EventInsertParams struct {
+	ID             string
+	Namespace      string
+	Type           string
+	Data           json.RawMessage
+	Secrets        Sensitive
+	SecretNames    []string
+	ReissueOf      string
+	IdempotencyKey string
+	BodyHash       []byte
+	Now            time.Time
+}
+
+// EventInsertResult is the outcome of one EventInsertParams.
+type EventInsertResult struct {
+	Event      Event
+	Deliveries []Delivery
+	// Duplicate is true when the idempotency key was used before with the
+	// same body: Event and Deliveries are the originals.
+	Duplicate bool
+	// Err is ErrIdempotencyConflict (wrapped) when the key was used with a
+	// different body; nothing was inserted.
+	Err error
+}
+
+// Delivery is one event bound for one endpoint.
+type Delivery struct {
+	ID             string
+	EventID        string
+	EndpointID     string
+	State          DeliveryState
+	Attempts       int
+	DueAt          time.Time
+	FirstAttemptAt *time.Time
+	LeaseOwner     string
+	LeaseUntil     *time.Time
+	AckDeadline    *time.Time
+	LastStatus     int
+	LastError      string
+	ExhaustReason  ExhaustReason
+	Resolution     Resolution
+	TerminalAt     *time.Time
+	CreatedAt      time.Time
+}
+
+// DeliveryClaimParams selects deliveries to lease.
+type DeliveryClaimParams struct {
+	Owner            string
+	Now              time.Time
+	LeaseFor         time.Duration
+	Limit            int
+	ExcludeEndpoints []string
+}
+
+// ClaimedDelivery is a leased delivery with what is needed to send it.
+type ClaimedDelivery struct {
+	Delivery Delivery
+	Event    Event
+	// EndpointVersion is the endpoint configuration version at claim time.
+	EndpointVersion int64
+}
+
+// DeliveryReleaseParams returns a leased delivery to scheduled.
+type DeliveryReleaseParams struct {
+	DeliveryID string
+	Owner      string
+	DueAt      time.Time
+	Now        time.Time
+}
+
+// Attempt is one HTTP request to an endpoint and what came back.
+type Attempt struct {
+	DeliveryID string
+	Number     int
+	StartedAt  time.Time
+	Duration   time.Duration
+	// StatusCode is 0 when no response arrived (see Error).
+	StatusCode int
+	// Error describes a failure without a response, or why a response
+	// failed; never a secret.
+	Error string
+	// ResponseExcerpt is the start of the response body, bounded by the
+	// dispatcher.
+	ResponseExcerpt []byte
+}
+
+// Next is the transition that follows an attempt.
+type Next struct {
+	State DeliveryState // scheduled, awaiting_ack, delivered or exhausted
+	// DueAt is when the retry is due (State scheduled).
+	DueAt time.Time
+	// AckDeadline is when an acknowledgement is due (State awaiting_ack).
+	AckDeadline time.Time
+	// Reason says why the delivery was exhausted (State exhausted).
+	Reason ExhaustReason
+}
+
+// AttemptRecordParams records one finished attempt.
+type AttemptRecordParams struct {
+	DeliveryID string
+	Owner      string
+	Attempt    Attempt
+	Next       Next
+	Now        time.Time
+}
+
+// AttemptRecordResult is the outcome of one AttemptRecordParams.
+type AttemptRecordResult struct {
+	Delivery Delivery
+	// DeadLetter is the delivery created for the dead-letter endpoint, if
+	// any.
+	DeadLetter *Delivery
+	// Err is ErrLeaseLost (wrapped) or ErrNotFound when nothing changed.
+	Err error
+}
+
+// DeadLetterData is the data of a hookkeeper.delivery.exhausted event.
+type DeadLetterData struct {
+	DeliveryID  string        `json:"deliveryID"`
+	EventID     string        `json:"eventID"`
+	EventType   string        `json:"eventType"`
+	Endpoint    string        `json:"endpoint"`
+	Reason      ExhaustReason `json:"reason"`
+	Attempts    int           `json:"attempts"`
+	LastStatus  int           `json:"lastStatus,omitempty"`
+	LastError   string        `json:"lastError,omitempty"`
+	ExhaustedAt time.Time     `json:"exhaustedAt"`
+}
+
+// DeliveryListParams filters DeliveryList; zero fields do not filter.
+type DeliveryListParams struct {
+	EndpointID string
+	EventID    string
+	States     []DeliveryState
+	Resolution Resolution
+	AfterID    string
+	// Limit defaults to 100 and is capped at 1000.
+	Limit int
+}
+
+// EndpointStats are an endpoint's counters.
+type EndpointStats struct {
+	EndpointID          string
+	Pending             int64 // scheduled
+	InFlight            int64
+	AwaitingAck         int64
+	Delivered           int64
+	ExhaustedUnresolved int64
+	Cancelled           int64
+	LastSuccessAt       *time.Time
+	LastFailureAt       *time.Time
+	LastFailureReason   string
+}
