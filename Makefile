@@ -51,9 +51,13 @@ verify: ## Fail when generated files are stale, code is unformatted or vet compl
 controlplane: ## Build etcd, kube-apiserver and kubectl into bin/k8s (once).
 	@./hack/controlplane.sh >/dev/null
 
+.PHONY: postgres
+postgres: ## Start a local PostgreSQL for the store tests (idempotent).
+	@./hack/postgres.sh >/dev/null
+
 .PHONY: test
-test: controlplane ## Run every test suite against the real control plane.
-	go test ./... -race -count=1 -timeout 30m
+test: controlplane postgres ## Run every test suite against the real control plane and PostgreSQL.
+	HOOKKEEPER_TEST_POSTGRES="$$(./hack/postgres.sh)" go test ./... -race -count=1 -timeout 45m
 
 .PHONY: fuzz
 fuzz: ## Run the fuzz targets for longer (FUZZTIME, default 2m each).
