@@ -1,0 +1,25 @@
+// Package dispatch sends one delivery attempt and says what its outcome
+// means; the engine decides what happens next (package backoff) and records
+// it (package ledger).
+//
+// It exists as its own package so that everything that touches the wire is
+// in one place and testable against real HTTP servers:
+//
+//   - the envelope {id, type, timestamp, data}, into whose data the event's
+//     one-time secrets are merged here and nowhere else, so they exist only
+//     in the request body (lesson 3);
+//   - Standard Webhooks signing with every valid secret (package signing),
+//     with webhook-id = event id, stable across retries (lesson 2);
+//   - a per-attempt timeout, no redirects (a 3xx is a failure: following it
+//     would send the body, secrets included, to another address), a bounded
+//     response excerpt, Retry-After on 429 and 503;
+//   - errors that name neither the URL's path, query or user information
+//     nor any secret, because they are stored in the ledger and shown on
+//     resources;
+//   - Classify, a pure function from a Result and a policy's retryOn list
+//     to a Verdict.
+//
+// The engine pushes thousands of attempts per second to one receiver, so
+// Send reuses connections (a tuned http.Transport), encodes envelopes into
+// pooled buffers and allocates little else.
+package dispatch

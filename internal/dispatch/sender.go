@@ -1,0 +1,208 @@
+package dispatch
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/hookkeeper/hookkeeper/internal/signing"
+)
+
+// Sender sends attempts. Its zero value works with the defaults; its
+// fields are read on the first Send, and it must not be copied after.
+type Sender struct {
+	// Client sends the requests (NewClient when nil). Send uses a copy
+	// that never follows redirects and keeps no cookies, whatever Client
+	// says, so a redirect can never carry an envelope elsewhere.
+	Client *http.Client
+	// MaxExcerpt bounds the response excerpt: DefaultMaxExcerpt when 0,
+	// none when negative.
+	MaxExcerpt int
+	// Now gives the attempt time (webhook-timestamp, and the reference of
+	// an HTTP-date Retry-After); time.Now when nil. Durations are measured
+	// on the monotonic clock whatever Now is.
+	Now func() time.Time
+	// UserAgent is sent as User-Agent; DefaultUserAgent when empty.
+	UserAgent string
+
+	once   sync.Once
+	client *http.Client
+	ua     []string
+}
+
+func (s *Sender) init() {
+	c := NewClient()
+	if s.Client != nil {
+		cp := *s.Client
+		c = &cp
+	}
+	c.CheckRedirect = refuseRedirect
+	c.Jar = nil
+	s.client = c
+	s.ua = []string{DefaultUserAgent}
+	if s.UserAgent != "" {
+		s.ua = []string{s.UserAgent}
+	}
+}
+
+func (s *Sender) now() time.Time {
+	if s.Now != nil {
+		return s.Now()
+	}
+	return time.Now()
+}
+
+// Send makes one attempt: it POSTs the envelope of req, signed with every
+// signing secret, and reads at most MaxExcerpt bytes of the response. It
+// never returns an error of its own: failures are in the Result.
+func (s *Sender) Send(ctx context.Context, req Request) Result {
+	s.once.Do(s.init)
+	began := time.Now()
+	res := s.send(ctx, &req)
+	res.Duration = time.Since(began)
+	return res
+}
+
+func (s *Sender) send(ctx context.Context, req *Request) Result {
+	res := Result{Start: s.now()}
+	invalid := func(err error) Result {
+		res.Err, res.Class = err, InvalidRequest
+		return res
+	}
+	timeout := req.Timeout
+	if timeout <= 0 {
+		timeout = DefaultTimeout
+	}
+	actx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+
+	env := getEnvelopeBuf()
+	defer env.release()
+	if err := writeEnvelope(&env.buf, req); err != nil {
+		return invalid(err)
+	}
+	payload := env.buf.Bytes()
+	sig, err := signing.SignatureHeader(req.SigningSecrets, req.EventID, res.Start, payload)
+	if err != nil {
+		return invalid(err)
+	}
+
+	hr, err := http.NewRequestWithContext(actx, http.MethodPost, req.URL, nil)
+	if err != nil {
+		return invalid(urlParseError(err))
+	}
+	if err := checkURL(hr); err != nil {
+		return invalid(err)
+	}
+	h := hr.Header
+	for _, sh := range req.Headers {
+		if !validHeaderName(sh.Name) || !validHeaderValue(sh.Value) {
+			// The value may be a credential: name the header only.
+			return invalid(fmt.Errorf("static header %q is not a valid HTTP header", sh.Name))
+		}
+		h.Add(sh.Name, sh.Value)
+	}
+	// One backing array for the per-attempt values; every slice has
+	// len == cap, so an append elsewhere copies instead of overwriting.
+	vals := [...]string{req.EventID, strconv.FormatInt(res.Start.Unix(), 10), sig}
+	perAttempt := vals[:]
+	h["Content-Type"] = contentTypeJSON
+	h["User-Agent"] = s.ua
+	h["Webhook-Id"] = perAttempt[0:1:1]
+	h["Webhook-Timestamp"] = perAttempt[1:2:2]
+	h["Webhook-Signature"] = perAttempt[2:3:3]
+	hr.Body, _ = env.getBody()
+	hr.GetBody = env.getBody
+	hr.ContentLength = int64(len(payload))
+
+	resp, err := s.client.Do(hr)
+	if err != nil {
+		res.Err, res.Class = transportError(ctx, actx, err, hr.URL, timeout)
+		return res
+	}
+	res.StatusCode = resp.StatusCode
+	if res.StatusCode == http.StatusTooManyRequests || res.StatusCode == http.StatusServiceUnavailable {
+		res.RetryAfter = parseRetryAfter(resp.Header.Get("Retry-After"), s.now())
+	}
+	// Errors reading the body do not change the outcome: the status
+	// arrived. A body longer than the drain limit closes the connection.
+	if resp.Body != http.NoBody {
+		res.Excerpt = readExcerpt(resp.Body, s.maxExcerpt(), resp.ContentLength)
+		_, _ = io.CopyN(io.Discard, resp.Body, maxDrain)
+	}
+	_ = resp.Body.Close()
+	return res
+}
+
+// contentTypeJSON is shared by all requests; len == cap keeps it immutable.
+var contentTypeJSON = []string{"application/json"}[:1:1]
+
+func (s *Sender) maxExcerpt() int {
+	if s.MaxExcerpt == 0 {
+		return DefaultMaxExcerpt
+	}
+	return s.MaxExcerpt
+}
+
+// readExcerpt reads up to limit bytes of r.
+func readExcerpt(r io.Reader, limit int, contentLength int64) []byte {
+	if limit <= 0 || contentLength == 0 {
+		return nil
+	}
+	n := limit
+	if contentLength > 0 && contentLength < int64(n) {
+		n = int(contentLength)
+	}
+	buf := make([]byte, n)
+	k, _ := io.ReadFull(r, buf)
+	if k == 0 {
+		return nil
+	}
+	return buf[:k:k]
+}
+
+func checkURL(hr *http.Request) error {
+	switch {
+	case hr.URL.Scheme != "http" && hr.URL.Scheme != "https":
+		return errors.New("endpoint URL scheme must be http or https")
+	case hr.URL.Host == "":
+		return errors.New("endpoint URL has no host")
+	}
+	return nil
+}
+
+// validHeaderName reports whether s is an HTTP token (RFC 9110 §5.1).
+func validHeaderName(s string) bool {
+	if s == "" {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9':
+		case c < 0x80 && isTokenPunct[c]:
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+var isTokenPunct = [128]bool{'!': true, '#': true, '$': true, '%': true, '&': true, '\'': true, '*': true,
+	'+': true, '-': true, '.': true, '^': true, '_': true, '`': true, '|': true, '~': true}
+
+// validHeaderValue rejects control characters other than tab (RFC 9110
+// §5.5), which would let a value inject headers.
+func validHeaderValue(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; (c < ' ' && c != '\t') || c == 0x7f {
+			return false
+		}
+	}
+	return true
+}
