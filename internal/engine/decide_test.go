@@ -1,0 +1,71 @@
+package engine
+
+import (
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/hookkeeper/hookkeeper/internal/backoff"
+	"github.com/hookkeeper/hookkeeper/internal/dispatch"
+	"github.com/hookkeeper/hookkeeper/internal/ledger"
+)
+
+func TestDecide(t *testing.T) {
+	t0 := time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
+	policy := ledger.Policy{
+		Backoff: backoff.Policy{
+			Strategy: backoff.Schedule, Schedule: []time.Duration{5 * time.Second, time.Minute},
+			MaxAttempts: 3, MaxAge: time.Hour, AttemptTimeout: 10 * time.Second, RetryAfterCap: 10 * time.Minute,
+		},
+		RetryOn: []string{"NetworkError", "Timeout", "429", "5xx"},
+	}
+	response := &ledger.Endpoint{ID: "ns/a", Policy: policy, AckMode: ledger.AckResponse}
+	callback := &ledger.Endpoint{ID: "ns/b", Policy: policy, AckMode: ledger.AckCallback, AckTimeout: 5 * time.Minute}
+	first := &ledger.Delivery{Attempts: 0}
+	started := t0.Add(-time.Minute)
+	second := &ledger.Delivery{Attempts: 1, FirstAttemptAt: &started}
+	third := &ledger.Delivery{Attempts: 2, FirstAttemptAt: &started}
+	old := t0.Add(-59*time.Minute - 30*time.Second)
+	aged := &ledger.Delivery{Attempts: 1, FirstAttemptAt: &old}
+
+	tests := []struct {
+		name        string
+		ep          *ledger.Endpoint
+		d           *ledger.Delivery
+		res         dispatch.Result
+		want        ledger.Next
+		wantFailure string
+	}{
+		{name: "2xx completes a Response-mode delivery", ep: response, d: first, res: dispatch.Result{StatusCode: 204},
+			want: ledger.Next{State: ledger.StateDelivered}},
+		{name: "2xx only accepts a Callback-mode delivery", ep: callback, d: first, res: dispatch.Result{StatusCode: 202},
+			want: ledger.Next{State: ledger.StateAwaitingAck, AckDeadline: t0.Add(5 * time.Minute)}},
+		{name: "503 is retried after the first scheduled delay", ep: response, d: first, res: dispatch.Result{StatusCode: 503},
+			want: ledger.Next{State: ledger.StateScheduled, DueAt: t0.Add(5 * time.Second)}, wantFailure: "HTTP 503"},
+		{name: "the second retry uses the second delay", ep: response, d: second, res: dispatch.Result{StatusCode: 500},
+			want: ledger.Next{State: ledger.StateScheduled, DueAt: t0.Add(time.Minute)}, wantFailure: "HTTP 500"},
+		{name: "Retry-After lengthens the delay", ep: response, d: first, res: dispatch.Result{StatusCode: 429, RetryAfter: 2 * time.Minute},
+			want: ledger.Next{State: ledger.StateScheduled, DueAt: t0.Add(2 * time.Minute)}, wantFailure: "HTTP 429"},
+		{name: "a network error is retried", ep: response, d: first, res: dispatch.Result{Err: errors.New("connection refused"), Class: dispatch.NetworkError},
+			want: ledger.Next{State: ledger.StateScheduled, DueAt: t0.Add(5 * time.Second)}, wantFailure: "connection refused"},
+		{name: "the last allowed attempt exhausts with MaxAttempts", ep: response, d: third, res: dispatch.Result{StatusCode: 502},
+			want: ledger.Next{State: ledger.StateExhausted, Reason: ledger.ExhaustMaxAttempts}, wantFailure: "HTTP 502"},
+		{name: "a retry past maxAge exhausts with MaxAge", ep: response, d: aged, res: dispatch.Result{StatusCode: 503},
+			want: ledger.Next{State: ledger.StateExhausted, Reason: ledger.ExhaustMaxAge}, wantFailure: "HTTP 503"},
+		{name: "410 exhausts with Gone at once", ep: response, d: first, res: dispatch.Result{StatusCode: 410},
+			want: ledger.Next{State: ledger.StateExhausted, Reason: ledger.ExhaustGone}, wantFailure: "HTTP 410"},
+		{name: "a status the policy does not retry exhausts with NonRetryable", ep: response, d: first, res: dispatch.Result{StatusCode: 400},
+			want: ledger.Next{State: ledger.StateExhausted, Reason: ledger.ExhaustNonRetryable}, wantFailure: "HTTP 400"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := decide(tt.ep, tt.d, &tt.res, t0, t0, nil)
+			if got.next != tt.want {
+				t.Errorf("next = %+v, want %+v", got.next, tt.want)
+			}
+			if got.failure != tt.wantFailure {
+				t.Errorf("failure = %q, want %q", got.failure, tt.wantFailure)
+			}
+		})
+	}
+}

@@ -1,0 +1,398 @@
+package engine
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	mathrand "math/rand/v2"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/go-logr/logr"
+	"golang.org/x/time/rate"
+
+	"github.com/hookkeeper/hookkeeper/internal/dispatch"
+	"github.com/hookkeeper/hookkeeper/internal/groupcommit"
+	"github.com/hookkeeper/hookkeeper/internal/ledger"
+)
+
+// Clock is the engine's source of time; tests inject a fake one.
+type Clock interface{ Now() time.Time }
+
+type realClock struct{}
+
+func (realClock) Now() time.Time { return time.Now() }
+
+// Sender sends one attempt; *dispatch.Sender is the real one.
+type Sender interface {
+	Send(ctx context.Context, req dispatch.Request) dispatch.Result
+}
+
+// ExhaustedNotice announces that a delivery was given up on.
+type ExhaustedNotice struct {
+	Delivery ledger.Delivery
+	// DeadLetter is the delivery enqueued to the dead-letter endpoint, if
+	// any.
+	DeadLetter *ledger.Delivery
+}
+
+// Options configure an Engine. Store is required; the rest have defaults.
+type Options struct {
+	Store  ledger.Store
+	Sender Sender
+	// Owner identifies this process in leases; unique per process.
+	Owner string
+	// Workers bounds the attempts in progress at once (default 128).
+	Workers int
+	// ClaimBatch bounds the deliveries claimed per query (default 128).
+	ClaimBatch int
+	// LeaseMargin is added to the longest attempt timeout to form the lease
+	// (default 15s): a crashed owner's deliveries return to the pool after
+	// it.
+	LeaseMargin time.Duration
+	// IdleWait is the longest sleep between claims when nothing is due
+	// (default 1s); it bounds how late work inserted by another process is
+	// noticed.
+	IdleWait time.Duration
+	// PublishBatch and RecordBatch tune the group commits of ingest and of
+	// attempt records.
+	PublishBatch groupcommit.Options
+	RecordBatch  groupcommit.Options
+	// OnExhausted is called after an exhaustion is committed. It must not
+	// block: hand the notice to a queue.
+	OnExhausted func(ExhaustedNotice)
+	Clock       Clock
+	// Rand returns values in [0,1) for jitter (default math/rand/v2).
+	Rand    func() float64
+	Logger  logr.Logger
+	Metrics *Metrics
+}
+
+// Engine delivers the ledger's due deliveries. Create it with New, run it
+// with Run; Publish, RegisterEndpoint and the other methods may be called
+// before and while it runs.
+type Engine struct {
+	opts      Options
+	store     ledger.Store
+	publisher *groupcommit.Batcher[*ledger.EventInsertParams, ledger.EventInsertResult]
+	recorder  *groupcommit.Batcher[*ledger.AttemptRecordParams, ledger.AttemptRecordResult]
+	wakeCh    chan struct{}
+	sem       chan struct{}
+
+	mu        sync.Mutex
+	endpoints map[string]*endpointState
+}
+
+// endpointState is the engine's view of one endpoint: its configuration at
+// a version, and this process's in-flight count and rate limiter.
+type endpointState struct {
+	cfg      ledger.Endpoint
+	inFlight int
+	limiter  *rate.Limiter
+}
+
+// New returns an Engine for opts.
+func New(opts Options) (*Engine, error) {
+	if opts.Store == nil {
+		return nil, errors.New("engine: a Store is required")
+	}
+	if opts.Sender == nil {
+		opts.Sender = dispatch.NewSender()
+	}
+	if opts.Owner == "" {
+		opts.Owner = defaultOwner()
+	}
+	if opts.Workers <= 0 {
+		opts.Workers = 128
+	}
+	if opts.ClaimBatch <= 0 {
+		opts.ClaimBatch = 128
+	}
+	if opts.LeaseMargin <= 0 {
+		opts.LeaseMargin = 15 * time.Second
+	}
+	if opts.IdleWait <= 0 {
+		opts.IdleWait = time.Second
+	}
+	if opts.Clock == nil {
+		opts.Clock = realClock{}
+	}
+	if opts.Rand == nil {
+		opts.Rand = mathrand.Float64
+	}
+	if opts.Logger.GetSink() == nil {
+		opts.Logger = logr.Discard()
+	}
+	e := &Engine{
+		opts:      opts,
+		store:     opts.Store,
+		wakeCh:    make(chan struct{}, 1),
+		sem:       make(chan struct{}, opts.Workers),
+		endpoints: map[string]*endpointState{},
+	}
+	e.publisher = groupcommit.New(opts.Store.EventInsertMany, opts.PublishBatch)
+	e.recorder = groupcommit.New(opts.Store.AttemptRecordMany, opts.RecordBatch)
+	return e, nil
+}
+
+func defaultOwner() string {
+	host, _ := os.Hostname()
+	var b [4]byte
+	_, _ = rand.Read(b[:])
+	return fmt.Sprintf("%s-%d-%s", host, os.Getpid(), hex.EncodeToString(b[:]))
+}
+
+// Owner is this engine's lease owner identity.
+func (e *Engine) Owner() string { return e.opts.Owner }
+
+// wake makes the claim loop look for work now.
+func (e *Engine) wake() {
+	select {
+	case e.wakeCh <- struct{}{}:
+	default:
+	}
+}
+
+// Publish commits an event (group-committed with concurrent calls) and
+// wakes the claim loop. It implements ingest.Publisher.
+func (e *Engine) Publish(ctx context.Context, params *ledger.EventInsertParams) (ledger.EventInsertResult, error) {
+	res, err := e.publisher.Do(ctx, params)
+	e.opts.Metrics.observePublish(res, err)
+	if err == nil && res.Err == nil && !res.Duplicate && len(res.Deliveries) > 0 {
+		e.wake()
+	}
+	return res, err
+}
+
+// Close stops accepting publishes and attempt records after draining those
+// in progress. Call it after Run returned.
+func (e *Engine) Close() {
+	e.publisher.Close()
+	e.recorder.Close()
+}
+
+// Run claims and sends due deliveries until ctx is done, then waits for the
+// attempts in progress: an attempt cut short by shutdown is released, not
+// counted.
+func (e *Engine) Run(ctx context.Context) error {
+	if err := e.loadEndpoints(ctx); err != nil {
+		return err
+	}
+	log := e.opts.Logger.WithValues("owner", e.opts.Owner)
+	log.Info("delivery engine started", "workers", e.opts.Workers)
+
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	timer := time.NewTimer(0)
+	defer timer.Stop()
+
+	for {
+		if ctx.Err() != nil {
+			return nil
+		}
+		wait, err := e.claimOnce(ctx, &wg)
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			log.Error(err, "claiming deliveries failed; retrying")
+			wait = time.Second
+		}
+		if wait == 0 {
+			continue
+		}
+		timer.Reset(wait)
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-e.wakeCh:
+		case <-timer.C:
+		}
+		if !timer.Stop() {
+			select {
+			case <-timer.C:
+			default:
+			}
+		}
+	}
+}
+
+// claimOnce claims what free workers can take and starts the attempts. It
+// returns how long to wait before the next claim: zero when more work is
+// probably ready.
+func (e *Engine) claimOnce(ctx context.Context, wg *sync.WaitGroup) (time.Duration, error) {
+	free := cap(e.sem) - len(e.sem)
+	if free == 0 {
+		return e.opts.IdleWait, nil // a finishing attempt wakes us sooner
+	}
+	limit := min(free, e.opts.ClaimBatch)
+	now := e.opts.Clock.Now()
+	claimed, err := e.store.DeliveryClaim(ctx, &ledger.DeliveryClaimParams{
+		Owner:            e.opts.Owner,
+		Now:              now,
+		LeaseFor:         e.leaseFor(),
+		Limit:            limit,
+		ExcludeEndpoints: e.fullEndpoints(),
+	})
+	if err != nil {
+		return 0, fmt.Errorf("claiming deliveries: %w", err)
+	}
+	started := 0
+	for i := range claimed {
+		if e.start(ctx, wg, &claimed[i]) {
+			started++
+		}
+	}
+	if len(claimed) == limit && started > 0 {
+		return 0, nil
+	}
+
+	next, ok, err := e.store.NextDueAt(ctx)
+	if err != nil {
+		return 0, fmt.Errorf("finding the next due delivery: %w", err)
+	}
+	wait := e.opts.IdleWait
+	if ok {
+		wait = min(wait, max(next.Sub(e.opts.Clock.Now()), 10*time.Millisecond))
+	}
+	return wait, nil
+}
+
+// start begins the attempt for a claimed delivery, or releases it when its
+// endpoint is at its in-flight or rate limit. It reports whether an attempt
+// started.
+func (e *Engine) start(ctx context.Context, wg *sync.WaitGroup, c *ledger.ClaimedDelivery) bool {
+	now := e.opts.Clock.Now()
+	st, err := e.endpointFor(ctx, c.Delivery.EndpointID, c.EndpointVersion)
+	if err != nil {
+		e.opts.Logger.Error(err, "loading endpoint configuration; releasing delivery", "delivery", c.Delivery.ID)
+		e.release(c, now.Add(time.Second), "config")
+		return false
+	}
+
+	e.mu.Lock()
+	if max := st.cfg.MaxInFlight; max > 0 && st.inFlight >= max {
+		e.mu.Unlock()
+		e.release(c, now, "max_in_flight")
+		return false
+	}
+	if st.limiter != nil {
+		r := st.limiter.ReserveN(now, 1)
+		if delay := r.DelayFrom(now); !r.OK() || delay > 0 {
+			r.CancelAt(now)
+			e.mu.Unlock()
+			e.release(c, now.Add(delay), "rate_limit")
+			return false
+		}
+	}
+	st.inFlight++
+	cfg := st.cfg
+	e.mu.Unlock()
+
+	e.sem <- struct{}{}
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		defer func() {
+			e.mu.Lock()
+			st.inFlight--
+			e.mu.Unlock()
+			<-e.sem
+			e.wake()
+		}()
+		e.attempt(ctx, &cfg, c)
+	}()
+	return true
+}
+
+// attempt sends one delivery and records the outcome.
+func (e *Engine) attempt(ctx context.Context, ep *ledger.Endpoint, c *ledger.ClaimedDelivery) {
+	started := e.opts.Clock.Now()
+	e.opts.Metrics.observeLag(started.Sub(c.Delivery.DueAt))
+
+	res := e.opts.Sender.Send(ctx, dispatch.Request{
+		URL:            ep.URL,
+		Headers:        ep.Headers,
+		EventID:        c.Event.ID,
+		EventType:      c.Event.Type,
+		EventTime:      c.Event.CreatedAt,
+		Data:           c.Event.Data,
+		Secrets:        c.Event.Secrets,
+		SigningSecrets: signingSecrets(ep.Secrets, started),
+		Timeout:        ep.Policy.Backoff.AttemptTimeout,
+	})
+	if ctx.Err() != nil {
+		// Shutdown cut the attempt short: it proves nothing, so it is not
+		// counted; the delivery is due again at once.
+		e.release(c, started, "shutdown")
+		return
+	}
+	now := e.opts.Clock.Now()
+	out := decide(ep, &c.Delivery, &res, started, now, e.opts.Rand)
+	e.opts.Metrics.observeAttempt(res.Duration, out.next)
+
+	recordCtx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	rec, err := e.recorder.Do(recordCtx, &ledger.AttemptRecordParams{
+		DeliveryID: c.Delivery.ID,
+		Owner:      e.opts.Owner,
+		Attempt: ledger.Attempt{
+			DeliveryID:      c.Delivery.ID,
+			StartedAt:       started,
+			Duration:        res.Duration,
+			StatusCode:      res.StatusCode,
+			Error:           out.failure,
+			ResponseExcerpt: res.Excerpt,
+		},
+		Next: out.next,
+		Now:  now,
+	})
+	log := e.opts.Logger.WithValues("delivery", c.Delivery.ID, "event", c.Event.ID, "endpoint", ep.ID)
+	switch {
+	case err != nil:
+		// The lease expires and the delivery is attempted again: at least
+		// once, never lost.
+		log.Error(err, "recording attempt failed")
+		return
+	case rec.Err != nil:
+		log.V(1).Info("attempt not recorded", "reason", rec.Err.Error())
+		return
+	}
+	if out.next.State == ledger.StateExhausted {
+		log.Info("delivery exhausted", "reason", out.next.Reason, "attempts", rec.Delivery.Attempts, "lastError", out.failure)
+		if rec.DeadLetter != nil {
+			e.wake()
+		}
+		if e.opts.OnExhausted != nil {
+			e.opts.OnExhausted(ExhaustedNotice{Delivery: rec.Delivery, DeadLetter: rec.DeadLetter})
+		}
+	}
+}
+
+// release returns a claimed delivery to the pool without an attempt.
+func (e *Engine) release(c *ledger.ClaimedDelivery, due time.Time, reason string) {
+	e.opts.Metrics.observeRelease(reason)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	err := e.store.DeliveryRelease(ctx, &ledger.DeliveryReleaseParams{
+		DeliveryID: c.Delivery.ID, Owner: e.opts.Owner, DueAt: due, Now: e.opts.Clock.Now(),
+	})
+	if err != nil && !errors.Is(err, ledger.ErrLeaseLost) {
+		e.opts.Logger.Error(err, "releasing delivery failed; its lease will expire", "delivery", c.Delivery.ID)
+	}
+}
+
+// signingSecrets returns the secrets an attempt at now is signed with: the
+// current one and those of a rotation still in grace.
+func signingSecrets(secrets []ledger.SigningSecret, now time.Time) []ledger.Sensitive {
+	out := make([]ledger.Sensitive, 0, len(secrets))
+	for _, s := range secrets {
+		if s.NotAfter.IsZero() || now.Before(s.NotAfter) {
+			out = append(out, s.Value)
+		}
+	}
+	return out
+}

@@ -1,0 +1,137 @@
+package engine
+
+import (
+	"context"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/hookkeeper/hookkeeper/internal/ledger"
+)
+
+// Metrics are the engine's Prometheus metrics. A nil *Metrics records
+// nothing, so tests and tools can run without a registry.
+type Metrics struct {
+	attempts        *prometheus.CounterVec
+	exhausted       *prometheus.CounterVec
+	attemptDuration prometheus.Histogram
+	schedulingLag   prometheus.Histogram
+	events          *prometheus.CounterVec
+	released        *prometheus.CounterVec
+}
+
+// NewMetrics registers the engine's metrics with reg (the manager passes
+// controller-runtime's registry), and a collector that reports each
+// endpoint's pending and exhausted-unresolved deliveries from the ledger's
+// counters when scraped.
+func NewMetrics(reg prometheus.Registerer, store ledger.Store) *Metrics {
+	m := &Metrics{
+		attempts: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "hookkeeper_delivery_attempts_total",
+			Help: "Delivery attempts by what followed them: delivered, accepted (awaiting acknowledgement), retry or exhausted.",
+		}, []string{"outcome"}),
+		exhausted: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "hookkeeper_deliveries_exhausted_total",
+			Help: "Deliveries given up on, by reason.",
+		}, []string{"reason"}),
+		attemptDuration: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "hookkeeper_attempt_duration_seconds",
+			Help:    "Duration of delivery attempts, from request to response or failure.",
+			Buckets: prometheus.ExponentialBuckets(0.001, 4, 10),
+		}),
+		schedulingLag: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "hookkeeper_scheduling_lag_seconds",
+			Help:    "Time from when a delivery was due to when its attempt started.",
+			Buckets: prometheus.ExponentialBuckets(0.001, 4, 10),
+		}),
+		events: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "hookkeeper_events_published_total",
+			Help: "Events published, by result: created, duplicate (idempotent replay), conflict or error.",
+		}, []string{"result"}),
+		released: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "hookkeeper_deliveries_released_total",
+			Help: "Claimed deliveries returned to the ledger without an attempt, by reason.",
+		}, []string{"reason"}),
+	}
+	reg.MustRegister(m.attempts, m.exhausted, m.attemptDuration, m.schedulingLag, m.events, m.released,
+		&statsCollector{store: store})
+	return m
+}
+
+func (m *Metrics) observeLag(d time.Duration) {
+	if m != nil {
+		m.schedulingLag.Observe(max(d, 0).Seconds())
+	}
+}
+
+func (m *Metrics) observeAttempt(d time.Duration, next ledger.Next) {
+	if m == nil {
+		return
+	}
+	m.attemptDuration.Observe(d.Seconds())
+	switch next.State {
+	case ledger.StateDelivered:
+		m.attempts.WithLabelValues("delivered").Inc()
+	case ledger.StateAwaitingAck:
+		m.attempts.WithLabelValues("accepted").Inc()
+	case ledger.StateScheduled:
+		m.attempts.WithLabelValues("retry").Inc()
+	case ledger.StateExhausted:
+		m.attempts.WithLabelValues("exhausted").Inc()
+		m.exhausted.WithLabelValues(string(next.Reason)).Inc()
+	}
+}
+
+func (m *Metrics) observePublish(res ledger.EventInsertResult, err error) {
+	if m == nil {
+		return
+	}
+	switch {
+	case err != nil:
+		m.events.WithLabelValues("error").Inc()
+	case res.Err != nil:
+		m.events.WithLabelValues("conflict").Inc()
+	case res.Duplicate:
+		m.events.WithLabelValues("duplicate").Inc()
+	default:
+		m.events.WithLabelValues("created").Inc()
+	}
+}
+
+func (m *Metrics) observeRelease(reason string) {
+	if m != nil {
+		m.released.WithLabelValues(reason).Inc()
+	}
+}
+
+// statsCollector reads the per-endpoint counters on scrape.
+type statsCollector struct{ store ledger.Store }
+
+var (
+	pendingDesc = prometheus.NewDesc("hookkeeper_deliveries_pending",
+		"Deliveries scheduled for a first attempt or a retry, per endpoint.", []string{"endpoint"}, nil)
+	exhaustedDesc = prometheus.NewDesc("hookkeeper_deliveries_exhausted_unresolved",
+		"Exhausted deliveries waiting for a DeliveryRecovery, per endpoint.", []string{"endpoint"}, nil)
+)
+
+func (c *statsCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- pendingDesc
+	ch <- exhaustedDesc
+}
+
+func (c *statsCollector) Collect(ch chan<- prometheus.Metric) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	eps, err := c.store.EndpointList(ctx)
+	if err != nil {
+		return
+	}
+	for _, ep := range eps {
+		s, err := c.store.EndpointStats(ctx, ep.ID)
+		if err != nil {
+			continue
+		}
+		ch <- prometheus.MustNewConstMetric(pendingDesc, prometheus.GaugeValue, float64(s.Pending), ep.ID)
+		ch <- prometheus.MustNewConstMetric(exhaustedDesc, prometheus.GaugeValue, float64(s.ExhaustedUnresolved), ep.ID)
+	}
+}

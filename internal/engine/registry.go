@@ -1,0 +1,146 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"golang.org/x/time/rate"
+
+	"github.com/hookkeeper/hookkeeper/internal/ledger"
+)
+
+// defaultAttemptTimeout applies when an endpoint's policy sets none.
+const defaultAttemptTimeout = 30 * time.Second
+
+// RegisterEndpoint stores an endpoint's configuration durably (so that a
+// restart never delivers to a stale one) and applies it to this engine.
+// Pausing is registering with Paused set: deliveries keep accumulating.
+func (e *Engine) RegisterEndpoint(ctx context.Context, ep ledger.Endpoint) (ledger.Endpoint, error) {
+	if ep.ID == "" {
+		ep.ID = ledger.EndpointID(ep.Namespace, ep.Name)
+	}
+	stored, err := e.store.EndpointUpsert(ctx, &ledger.EndpointUpsertParams{Endpoint: ep, Now: e.opts.Clock.Now()})
+	if err != nil {
+		return ledger.Endpoint{}, fmt.Errorf("registering endpoint %s: %w", ep.ID, err)
+	}
+	e.apply(stored)
+	e.wake()
+	return stored, nil
+}
+
+// RemoveEndpoint deletes an endpoint: its pending deliveries are cancelled
+// and keep their history. It returns how many were cancelled; removing an
+// unknown endpoint is not an error.
+func (e *Engine) RemoveEndpoint(ctx context.Context, id string) (int, error) {
+	n, err := e.store.EndpointDelete(ctx, &ledger.EndpointDeleteParams{ID: id, Now: e.opts.Clock.Now()})
+	if err != nil && !errors.Is(err, ledger.ErrNotFound) {
+		return 0, fmt.Errorf("removing endpoint %s: %w", id, err)
+	}
+	e.mu.Lock()
+	delete(e.endpoints, id)
+	e.mu.Unlock()
+	return n, nil
+}
+
+// EndpointStats returns an endpoint's counters from the ledger; the cost
+// does not grow with the size of the ledger.
+func (e *Engine) EndpointStats(ctx context.Context, id string) (ledger.EndpointStats, error) {
+	return e.store.EndpointStats(ctx, id)
+}
+
+// loadEndpoints fills the cache from the ledger at start.
+func (e *Engine) loadEndpoints(ctx context.Context) error {
+	eps, err := e.store.EndpointList(ctx)
+	if err != nil {
+		return fmt.Errorf("loading endpoints: %w", err)
+	}
+	for _, ep := range eps {
+		e.apply(ep)
+	}
+	return nil
+}
+
+// apply installs a configuration unless the cache already holds a newer
+// one, keeping the in-flight count and, when the limit is unchanged, the
+// rate limiter's state.
+func (e *Engine) apply(ep ledger.Endpoint) *endpointState {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	st, ok := e.endpoints[ep.ID]
+	if ok && st.cfg.Version >= ep.Version {
+		return st
+	}
+	if !ok {
+		st = &endpointState{}
+		e.endpoints[ep.ID] = st
+	}
+	if !ok || st.cfg.RateLimit != ep.RateLimit {
+		st.limiter = newLimiter(ep.RateLimit)
+	}
+	st.cfg = ep
+	return st
+}
+
+func newLimiter(rl ledger.RateLimit) *rate.Limiter {
+	if rl.PerSecond <= 0 {
+		return nil
+	}
+	burst := rl.Burst
+	if burst < rl.PerSecond {
+		burst = rl.PerSecond
+	}
+	return rate.NewLimiter(rate.Limit(rl.PerSecond), burst)
+}
+
+// endpointFor returns the cached state of an endpoint, reloading it from
+// the ledger when the claim saw a newer version (another process, or a
+// registration racing the claim).
+func (e *Engine) endpointFor(ctx context.Context, id string, version int64) (*endpointState, error) {
+	e.mu.Lock()
+	st, ok := e.endpoints[id]
+	e.mu.Unlock()
+	if ok && st.cfg.Version >= version {
+		return st, nil
+	}
+	ep, err := e.store.EndpointGet(ctx, id)
+	if err != nil {
+		return nil, fmt.Errorf("loading endpoint %s: %w", id, err)
+	}
+	return e.apply(ep), nil
+}
+
+// fullEndpoints lists the endpoints at their in-flight limit, which the
+// next claim skips.
+func (e *Engine) fullEndpoints() []string {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	var full []string
+	for id, st := range e.endpoints {
+		if st.cfg.MaxInFlight > 0 && st.inFlight >= st.cfg.MaxInFlight {
+			full = append(full, id)
+		}
+	}
+	return full
+}
+
+// leaseFor is the lease of a claim: the longest attempt timeout of any
+// endpoint plus the margin, so that a lease never expires under a live
+// attempt.
+func (e *Engine) leaseFor() time.Duration {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	var longest time.Duration
+	for _, st := range e.endpoints {
+		timeout := st.cfg.Policy.Backoff.AttemptTimeout
+		if timeout <= 0 {
+			timeout = defaultAttemptTimeout
+		}
+		longest = max(longest, timeout)
+	}
+	if longest == 0 {
+		longest = defaultAttemptTimeout
+	}
+	return longest + e.opts.LeaseMargin
+}

@@ -1,0 +1,270 @@
+// Package groupcommit batches concurrent writes into one commit.
+//
+// A durable write costs one sync of the ledger, whatever its size; group
+// commit shares that sync between every caller that arrived meanwhile.
+// Callers submit one item each with Do; a single committer goroutine takes
+// everything queued (up to MaxBatch), calls the commit function once, and
+// hands each caller its own result.
+//
+// The committer starts the next commit as soon as the previous one
+// returns, with whatever queued during it. An idle system therefore commits
+// a lone item at once (no added latency), and a loaded one batches by
+// itself: the busier the store, the larger the batches. MaxDelay optionally
+// trades latency for larger batches by letting the committer wait for more
+// items, but the natural batching needs no timer.
+//
+// Cancellation is ambiguous by nature. A caller whose context ends while
+// its item is queued gets ctx.Err(): if the committer had not yet taken the
+// item it is dropped, but if it had, the item may still be committed. The
+// caller cannot tell which, so work submitted here should be idempotent
+// (ingest uses the Idempotency-Key: a retry returns the original).
+package groupcommit
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// ErrClosed is returned by Do after Close.
+var ErrClosed = errors.New("groupcommit: batcher is closed")
+
+// DefaultMaxBatch is the batch cap when Options.MaxBatch is zero.
+const DefaultMaxBatch = 128
+
+// Options tune a Batcher. The zero value is sensible: batches of up to
+// DefaultMaxBatch, no waiting, no commit timeout.
+type Options struct {
+	// MaxBatch caps the items per commit (default DefaultMaxBatch).
+	MaxBatch int
+	// MaxDelay, when positive, lets a batch that is not full wait until its
+	// first item has been queued for MaxDelay before it is committed. Zero
+	// commits as soon as the committer is free.
+	MaxDelay time.Duration
+	// CommitTimeout, when positive, bounds each call of the commit function
+	// through its context.
+	CommitTimeout time.Duration
+}
+
+// Batcher group-commits items submitted concurrently with Do.
+//
+// Its queue is not bounded: every queued item has a caller blocked on it,
+// so the callers bound it (for ingest, the HTTP server's concurrency), and
+// no caller ever waits anywhere that ignores its context.
+type Batcher[Req, Res any] struct {
+	fn   func(context.Context, []Req) ([]Res, error)
+	opts Options
+
+	mu     sync.Mutex
+	queue  []*call[Req, Res] // guarded by mu
+	closed bool              // guarded by mu
+	wake   chan struct{}     // capacity 1: "the queue or closed changed"
+	exited chan struct{}
+
+	// testHookQueued, when set before use, runs after an item is queued.
+	testHookQueued func()
+}
+
+// Call states: the committer and an abandoning caller race for a queued
+// call with a compare-and-swap, so an item is either committed or dropped.
+const (
+	stateQueued int32 = iota
+	stateTaken
+	stateAbandoned
+)
+
+type call[Req, Res any] struct {
+	req      Req
+	queuedAt time.Time
+	state    atomic.Int32
+	res      Res
+	err      error
+	done     chan struct{}
+}
+
+// New starts a Batcher that commits with fn. Close it to stop its
+// committer goroutine.
+func New[Req, Res any](fn func(context.Context, []Req) ([]Res, error), opts Options) *Batcher[Req, Res] {
+	if opts.MaxBatch <= 0 {
+		opts.MaxBatch = DefaultMaxBatch
+	}
+	b := &Batcher[Req, Res]{
+		fn:     fn,
+		opts:   opts,
+		wake:   make(chan struct{}, 1),
+		exited: make(chan struct{}),
+	}
+	go b.run()
+	return b
+}
+
+// Do queues req for the next commit and waits for its result. It returns
+// the commit function's error for the whole batch if there was one,
+// ErrClosed after Close, and ctx.Err() if ctx ends first, in which case the
+// item may or may not have been committed (see the package documentation).
+func (b *Batcher[Req, Res]) Do(ctx context.Context, req Req) (Res, error) {
+	var zero Res
+	if err := ctx.Err(); err != nil {
+		return zero, err
+	}
+	c := &call[Req, Res]{req: req, queuedAt: time.Now(), done: make(chan struct{})}
+	b.mu.Lock()
+	if b.closed {
+		b.mu.Unlock()
+		return zero, ErrClosed
+	}
+	b.queue = append(b.queue, c)
+	b.mu.Unlock()
+	b.signal()
+	if b.testHookQueued != nil {
+		b.testHookQueued()
+	}
+
+	select {
+	case <-c.done:
+		return c.res, c.err
+	case <-ctx.Done():
+		// Drop the item if the committer has not taken it yet; otherwise
+		// it is being committed and the outcome is unknown to this caller.
+		c.state.CompareAndSwap(stateQueued, stateAbandoned)
+		return zero, ctx.Err()
+	}
+}
+
+// Close refuses new work with ErrClosed, waits until every item already
+// queued is committed, and stops the committer. It is safe to call more
+// than once and concurrently with Do.
+func (b *Batcher[Req, Res]) Close() {
+	b.mu.Lock()
+	b.closed = true
+	b.mu.Unlock()
+	b.signal()
+	<-b.exited
+}
+
+// signal wakes the committer; a wake-up already pending is enough.
+func (b *Batcher[Req, Res]) signal() {
+	select {
+	case b.wake <- struct{}{}:
+	default:
+	}
+}
+
+// run is the committer: it commits until closed with an empty queue.
+func (b *Batcher[Req, Res]) run() {
+	defer close(b.exited)
+	batch := make([]*call[Req, Res], 0, b.opts.MaxBatch)
+	reqs := make([]Req, 0, b.opts.MaxBatch)
+	for {
+		var done bool
+		batch, done = b.collect(batch[:0])
+		if done {
+			return
+		}
+		reqs = reqs[:0]
+		for _, c := range batch {
+			reqs = append(reqs, c.req)
+		}
+		b.commit(batch, reqs)
+		clear(reqs) // do not pin committed items until the next batch
+		clear(batch)
+	}
+}
+
+// collect waits for a first item and takes everything queued (up to
+// MaxBatch); with MaxDelay it then waits for more until the first item has
+// been queued for MaxDelay, the batch is full, or the batcher closes. done
+// reports that the batcher is closed and drained.
+func (b *Batcher[Req, Res]) collect(batch []*call[Req, Res]) (_ []*call[Req, Res], done bool) {
+	for {
+		var closed bool
+		batch, closed = b.take(batch)
+		if len(batch) > 0 {
+			break
+		}
+		if closed {
+			return batch, true
+		}
+		<-b.wake
+	}
+	if b.opts.MaxDelay <= 0 || len(batch) >= b.opts.MaxBatch {
+		return batch, false
+	}
+	wait := b.opts.MaxDelay - time.Since(batch[0].queuedAt)
+	if wait <= 0 {
+		return batch, false
+	}
+	timer := time.NewTimer(wait)
+	defer timer.Stop()
+	for len(batch) < b.opts.MaxBatch {
+		select {
+		case <-b.wake:
+			var closed bool
+			if batch, closed = b.take(batch); closed {
+				return batch, false // commit now; the rest follows
+			}
+		case <-timer.C:
+			return batch, false
+		}
+	}
+	return batch, false
+}
+
+// take moves queued items into batch, up to MaxBatch, skipping those whose
+// callers gave up, and reports whether the batcher is closed.
+func (b *Batcher[Req, Res]) take(batch []*call[Req, Res]) ([]*call[Req, Res], bool) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	n := 0
+	for n < len(b.queue) && len(batch) < b.opts.MaxBatch {
+		c := b.queue[n]
+		n++
+		if c.state.CompareAndSwap(stateQueued, stateTaken) {
+			batch = append(batch, c)
+		}
+	}
+	rest := copy(b.queue, b.queue[n:])
+	clear(b.queue[rest:])
+	b.queue = b.queue[:rest]
+	return batch, b.closed
+}
+
+// commit runs fn once and completes every call of the batch.
+func (b *Batcher[Req, Res]) commit(batch []*call[Req, Res], reqs []Req) {
+	res, err := b.call(reqs)
+	if err == nil && len(res) != len(reqs) {
+		err = fmt.Errorf("groupcommit: commit returned %d results for %d requests", len(res), len(reqs))
+	}
+	for i, c := range batch {
+		if err != nil {
+			c.err = err
+		} else {
+			c.res = res[i]
+		}
+		close(c.done)
+	}
+}
+
+// call invokes fn, turning a panic into a batch error so that the callers
+// of the batch get an answer and the committer keeps serving.
+func (b *Batcher[Req, Res]) call(reqs []Req) (res []Res, err error) {
+	ctx := context.Background()
+	if b.opts.CommitTimeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, b.opts.CommitTimeout)
+		defer cancel()
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			res, err = nil, fmt.Errorf("groupcommit: commit panicked: %v", r)
+		}
+	}()
+	res, err = b.fn(ctx, reqs)
+	if err != nil {
+		err = fmt.Errorf("groupcommit: commit of %d items: %w", len(reqs), err)
+	}
+	return res, err
+}

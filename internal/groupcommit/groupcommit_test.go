@@ -1,0 +1,455 @@
+package groupcommit
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// gate is a commit function that reports each batch and then blocks until
+// the test releases it, so tests decide what queues during a commit.
+type gate struct {
+	batches chan []int
+	release chan error
+}
+
+func newGate() *gate {
+	return &gate{batches: make(chan []int, 100), release: make(chan error)}
+}
+
+func (g *gate) fn(_ context.Context, reqs []int) ([]string, error) {
+	g.batches <- slices.Clone(reqs)
+	if err := <-g.release; err != nil {
+		return nil, err
+	}
+	res := make([]string, len(reqs))
+	for i, r := range reqs {
+		res[i] = fmt.Sprint("r", r)
+	}
+	return res, nil
+}
+
+// newGated returns a batcher over g whose queued items are announced on
+// the returned channel.
+func newGated(t *testing.T, g *gate, opts Options) (*Batcher[int, string], chan struct{}) {
+	t.Helper()
+	b := New(g.fn, opts)
+	queued := make(chan struct{}, 1000)
+	b.testHookQueued = func() { queued <- struct{}{} }
+	t.Cleanup(func() {
+		close(g.release) // unblock any commit still waiting
+		b.Close()
+	})
+	return b, queued
+}
+
+type outcome struct {
+	req int
+	res string
+	err error
+}
+
+// submit runs Do(ctx, req) in a goroutine and reports on out.
+func submit(ctx context.Context, b *Batcher[int, string], req int, out chan<- outcome) {
+	go func() {
+		res, err := b.Do(ctx, req)
+		out <- outcome{req, res, err}
+	}()
+}
+
+func TestDoIdleCommitsAtOnce(t *testing.T) {
+	var calls atomic.Int32
+	b := New(func(_ context.Context, reqs []int) ([]int, error) {
+		calls.Add(1)
+		out := make([]int, len(reqs))
+		for i, r := range reqs {
+			out[i] = r * 2
+		}
+		return out, nil
+	}, Options{MaxDelay: 0})
+	defer b.Close()
+	for i := range 5 {
+		got, err := b.Do(context.Background(), i)
+		if err != nil || got != i*2 {
+			t.Fatalf("Do(%d) = %d, %v; want %d, nil", i, got, err, i*2)
+		}
+	}
+	if n := calls.Load(); n != 5 {
+		t.Errorf("sequential calls made %d commits, want 5 (one each, no waiting)", n)
+	}
+}
+
+func TestBatchesWhatQueuedDuringCommitInOrder(t *testing.T) {
+	g := newGate()
+	b, queued := newGated(t, g, Options{MaxBatch: 16})
+	out := make(chan outcome, 16)
+
+	submit(context.Background(), b, 0, out)
+	<-queued
+	if got := <-g.batches; !slices.Equal(got, []int{0}) {
+		t.Fatalf("first batch = %v, want [0]", got)
+	}
+	// The committer is busy with [0]: queue 1..10 one after the other.
+	for i := 1; i <= 10; i++ {
+		submit(context.Background(), b, i, out)
+		<-queued
+	}
+	g.release <- nil
+	want := []int{1, 2, 3, 4, 5, 6, 7, 8, 9, 10}
+	if got := <-g.batches; !slices.Equal(got, want) {
+		t.Fatalf("second batch = %v, want %v (everything queued meanwhile, in order)", got, want)
+	}
+	g.release <- nil
+	for range 11 {
+		o := <-out
+		if o.err != nil || o.res != fmt.Sprint("r", o.req) {
+			t.Errorf("Do(%d) = %q, %v; want its own result", o.req, o.res, o.err)
+		}
+	}
+}
+
+func TestMaxBatchCapsBatches(t *testing.T) {
+	g := newGate()
+	b, queued := newGated(t, g, Options{MaxBatch: 4})
+	out := make(chan outcome, 16)
+
+	submit(context.Background(), b, 0, out)
+	<-queued
+	<-g.batches
+	for i := 1; i <= 10; i++ {
+		submit(context.Background(), b, i, out)
+		<-queued
+	}
+	for _, want := range [][]int{{1, 2, 3, 4}, {5, 6, 7, 8}, {9, 10}} {
+		g.release <- nil
+		if got := <-g.batches; !slices.Equal(got, want) {
+			t.Fatalf("batch = %v, want %v", got, want)
+		}
+	}
+	g.release <- nil
+	for range 11 {
+		if o := <-out; o.err != nil || o.res != fmt.Sprint("r", o.req) {
+			t.Errorf("Do(%d) = %q, %v", o.req, o.res, o.err)
+		}
+	}
+}
+
+// TestDoHonoursContextWhileCloseWaits: with a commit stuck and Close
+// waiting for it, a new caller is refused at once and a queued caller can
+// still give up.
+func TestDoHonoursContextWhileCloseWaits(t *testing.T) {
+	g := newGate()
+	b, queued := newGated(t, g, Options{})
+	out := make(chan outcome, 4)
+	submit(context.Background(), b, 0, out)
+	<-queued
+	<-g.batches // stuck until released
+	ctx, cancel := context.WithCancel(context.Background())
+	submit(ctx, b, 1, out)
+	<-queued
+	closed := make(chan struct{})
+	go func() { b.Close(); close(closed) }()
+
+	cancel()
+	if o := <-out; o.req != 1 || !errors.Is(o.err, context.Canceled) {
+		t.Fatalf("queued caller = %+v, want context.Canceled", o)
+	}
+	for {
+		// Once Close has marked the batcher closed, Do is refused without
+		// blocking; until then it queues and would be drained.
+		if _, err := b.Do(context.Background(), 2); errors.Is(err, ErrClosed) {
+			break
+		}
+	}
+	g.release <- nil // [0]
+	<-closed
+	if o := <-out; o.req != 0 || o.err != nil {
+		t.Errorf("Do(0) = %+v", o)
+	}
+}
+
+func TestBatchErrorFansOut(t *testing.T) {
+	g := newGate()
+	b, queued := newGated(t, g, Options{})
+	out := make(chan outcome, 8)
+
+	submit(context.Background(), b, 0, out)
+	<-queued
+	<-g.batches
+	for i := 1; i <= 3; i++ {
+		submit(context.Background(), b, i, out)
+		<-queued
+	}
+	g.release <- nil // [0] succeeds
+	if o := <-out; o.err != nil {
+		t.Fatalf("Do(0): %v", o.err)
+	}
+	<-g.batches
+	boom := errors.New("disk full")
+	g.release <- boom // [1 2 3] fails as a whole
+	for range 3 {
+		o := <-out
+		if !errors.Is(o.err, boom) || o.res != "" {
+			t.Errorf("Do(%d) = %q, %v; want the batch error", o.req, o.res, o.err)
+		}
+	}
+	// The committer carries on.
+	submit(context.Background(), b, 4, out)
+	<-g.batches
+	g.release <- nil
+	if o := <-out; o.err != nil || o.res != "r4" {
+		t.Errorf("after a failed batch: Do(4) = %q, %v", o.res, o.err)
+	}
+}
+
+func TestMisbehavingCommitFunction(t *testing.T) {
+	tests := []struct {
+		name string
+		fn   func(context.Context, []int) ([]int, error)
+		want string
+	}{
+		{"too few results", func(context.Context, []int) ([]int, error) { return nil, nil }, "returned 0 results for 1 requests"},
+		{"panic", func(context.Context, []int) ([]int, error) { panic("bug") }, "commit panicked: bug"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			b := New(tt.fn, Options{})
+			defer b.Close()
+			for range 2 { // the committer survives
+				if _, err := b.Do(context.Background(), 1); err == nil || !strings.Contains(err.Error(), tt.want) {
+					t.Fatalf("Do = %v, want an error containing %q", err, tt.want)
+				}
+			}
+		})
+	}
+}
+
+func TestCloseDrainsThenRefuses(t *testing.T) {
+	g := newGate()
+	b, queued := newGated(t, g, Options{})
+	out := make(chan outcome, 8)
+
+	submit(context.Background(), b, 0, out)
+	<-queued
+	<-g.batches
+	for i := 1; i <= 3; i++ {
+		submit(context.Background(), b, i, out)
+		<-queued
+	}
+	closed := make(chan struct{})
+	go func() { b.Close(); close(closed) }()
+
+	select {
+	case <-closed:
+		t.Fatal("Close returned while a commit was running")
+	default:
+	}
+	g.release <- nil // [0]
+	if got := <-g.batches; !slices.Equal(got, []int{1, 2, 3}) {
+		t.Fatalf("drained batch = %v, want [1 2 3]", got)
+	}
+	g.release <- nil
+	<-closed
+	for range 4 {
+		if o := <-out; o.err != nil || o.res != fmt.Sprint("r", o.req) {
+			t.Errorf("queued before Close: Do(%d) = %q, %v; want committed", o.req, o.res, o.err)
+		}
+	}
+	if _, err := b.Do(context.Background(), 9); !errors.Is(err, ErrClosed) {
+		t.Errorf("Do after Close = %v, want ErrClosed", err)
+	}
+	b.Close() // idempotent
+}
+
+func TestCloseConcurrentWithDo(t *testing.T) {
+	var committed atomic.Int64
+	b := New(func(_ context.Context, reqs []int) ([]int, error) {
+		committed.Add(int64(len(reqs)))
+		return reqs, nil
+	}, Options{MaxBatch: 8})
+	var wg sync.WaitGroup
+	var ok, refused atomic.Int64
+	for i := range 200 {
+		wg.Go(func() {
+			got, err := b.Do(context.Background(), i)
+			switch {
+			case err == nil && got == i:
+				ok.Add(1)
+			case errors.Is(err, ErrClosed):
+				refused.Add(1)
+			default:
+				t.Errorf("Do(%d) = %d, %v", i, got, err)
+			}
+		})
+	}
+	b.Close()
+	wg.Wait()
+	if ok.Load()+refused.Load() != 200 || committed.Load() != ok.Load() {
+		t.Errorf("ok %d + refused %d, committed %d: every call must be answered, and only answered ones committed",
+			ok.Load(), refused.Load(), committed.Load())
+	}
+}
+
+func TestCancelWhileQueuedDropsTheItem(t *testing.T) {
+	g := newGate()
+	b, queued := newGated(t, g, Options{})
+	out := make(chan outcome, 8)
+
+	submit(context.Background(), b, 0, out)
+	<-queued
+	<-g.batches
+	ctx, cancel := context.WithCancel(context.Background())
+	submit(ctx, b, 1, out)
+	<-queued
+	cancel()
+	if o := <-out; o.req != 1 || !errors.Is(o.err, context.Canceled) {
+		t.Fatalf("cancelled Do = %+v, want context.Canceled", o)
+	}
+	g.release <- nil
+	<-out
+	submit(context.Background(), b, 2, out)
+	if got := <-g.batches; !slices.Equal(got, []int{2}) {
+		t.Fatalf("next batch = %v, want [2]: an item abandoned before it was taken is not committed", got)
+	}
+	g.release <- nil
+	<-out
+}
+
+func TestCancelDuringCommitIsAmbiguous(t *testing.T) {
+	g := newGate()
+	b, queued := newGated(t, g, Options{})
+	out := make(chan outcome, 1)
+
+	ctx, cancel := context.WithCancel(context.Background())
+	submit(ctx, b, 7, out)
+	<-queued
+	<-g.batches // taken: the commit is running
+	cancel()
+	if o := <-out; !errors.Is(o.err, context.Canceled) {
+		t.Fatalf("Do = %+v, want context.Canceled without waiting for the commit", o)
+	}
+	g.release <- nil // ...and the item is committed all the same
+}
+
+func TestDoWithEndedContextQueuesNothing(t *testing.T) {
+	b := New(func(context.Context, []int) ([]int, error) {
+		t.Error("commit called")
+		return nil, nil
+	}, Options{})
+	defer b.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, err := b.Do(ctx, 1); !errors.Is(err, context.Canceled) {
+		t.Errorf("Do = %v, want context.Canceled", err)
+	}
+}
+
+func TestMaxDelayWaitsForMore(t *testing.T) {
+	g := newGate()
+	// MaxDelay is far longer than the test: the batch is committed because
+	// it is full, not because the delay ran out.
+	b, queued := newGated(t, g, Options{MaxBatch: 3, MaxDelay: time.Hour})
+	out := make(chan outcome, 3)
+	for i := range 3 {
+		submit(context.Background(), b, i, out)
+		<-queued
+	}
+	if got := <-g.batches; len(got) != 3 {
+		t.Fatalf("batch = %v, want all 3 items", got)
+	}
+	g.release <- nil
+	for range 3 {
+		if o := <-out; o.err != nil {
+			t.Error(o.err)
+		}
+	}
+}
+
+func TestMaxDelayExpires(t *testing.T) {
+	b := New(func(_ context.Context, reqs []int) ([]int, error) { return reqs, nil },
+		Options{MaxBatch: 100, MaxDelay: time.Millisecond})
+	defer b.Close()
+	if got, err := b.Do(context.Background(), 3); err != nil || got != 3 {
+		t.Errorf("Do = %d, %v", got, err)
+	}
+}
+
+func TestCommitTimeout(t *testing.T) {
+	b := New(func(ctx context.Context, reqs []int) ([]int, error) {
+		if _, ok := ctx.Deadline(); !ok {
+			return nil, errors.New("no deadline")
+		}
+		return reqs, nil
+	}, Options{CommitTimeout: time.Minute})
+	defer b.Close()
+	if _, err := b.Do(context.Background(), 1); err != nil {
+		t.Error(err)
+	}
+}
+
+func TestConcurrentCallersGetTheirOwnResults(t *testing.T) {
+	var maxBatch atomic.Int64
+	b := New(func(_ context.Context, reqs []int) ([]int, error) {
+		if n := int64(len(reqs)); n > maxBatch.Load() {
+			maxBatch.Store(n) // only the committer writes
+		}
+		out := make([]int, len(reqs))
+		for i, r := range reqs {
+			out[i] = -r
+		}
+		return out, nil
+	}, Options{MaxBatch: 32})
+	defer b.Close()
+	var wg sync.WaitGroup
+	for g := range 16 {
+		wg.Go(func() {
+			for i := range 200 {
+				req := g*1000 + i
+				if got, err := b.Do(context.Background(), req); err != nil || got != -req {
+					t.Errorf("Do(%d) = %d, %v", req, got, err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if maxBatch.Load() > 32 {
+		t.Errorf("a batch had %d items, more than MaxBatch", maxBatch.Load())
+	}
+}
+
+// BenchmarkDo measures throughput against a commit that costs about as much
+// as a small fsync, and reports the batch size that load produced.
+func BenchmarkDo(b *testing.B) {
+	for _, cost := range []time.Duration{0, 100 * time.Microsecond} {
+		b.Run(fmt.Sprint("commit=", cost), func(b *testing.B) {
+			var items, commits atomic.Int64
+			bt := New(func(_ context.Context, reqs []int) ([]int, error) {
+				commits.Add(1)
+				items.Add(int64(len(reqs)))
+				if cost > 0 {
+					time.Sleep(cost)
+				}
+				return reqs, nil
+			}, Options{})
+			b.SetParallelism(32)
+			b.RunParallel(func(pb *testing.PB) {
+				for pb.Next() {
+					if _, err := bt.Do(context.Background(), 1); err != nil {
+						b.Error(err)
+					}
+				}
+			})
+			bt.Close()
+			if c := commits.Load(); c > 0 {
+				b.ReportMetric(float64(items.Load())/float64(c), "items/commit")
+			}
+		})
+	}
+}

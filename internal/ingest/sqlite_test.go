@@ -1,0 +1,153 @@
+package ingest
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/hookkeeper/hookkeeper/internal/groupcommit"
+	"github.com/hookkeeper/hookkeeper/internal/ledger"
+	"github.com/hookkeeper/hookkeeper/internal/ledger/sqlite"
+)
+
+// TestPublishThroughSQLite runs the API over a real HTTP server and the
+// embedded ledger: concurrent publishes group-committed into SQLite,
+// idempotent replay and conflict decided by the store on the handler's
+// hash, and the read API on what was committed.
+func TestPublishThroughSQLite(t *testing.T) {
+	ctx := t.Context()
+	store, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "ledger.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = store.Close() })
+	for _, ep := range []struct{ ns, name, types string }{{"shop", "billing", "order.*"}, {"shop", "audit", "*"}, {"other", "spy", "*"}} {
+		_, err := store.EndpointUpsert(ctx, &ledger.EndpointUpsertParams{Now: testNow, Endpoint: ledger.Endpoint{
+			ID: ledger.EndpointID(ep.ns, ep.name), Namespace: ep.ns, Name: ep.name, URL: "https://receiver.example/" + ep.name,
+			EventTypes: []string{ep.types}, Secrets: []ledger.SigningSecret{{Value: ledger.Sensitive("whsec_x")}}, AckMode: ledger.AckResponse,
+		}})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	pub := NewStorePublisher(store, groupcommit.Options{})
+	h, err := New(Config{Publisher: pub, Reader: store, Auth: StaticTokens{goodToken: {Username: "it"}}, Now: func() time.Time { return testNow }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(h)
+	defer srv.Close()
+
+	call := func(method, path, body, key string) (int, http.Header, string) {
+		t.Helper()
+		r, err := http.NewRequestWithContext(ctx, method, srv.URL+path, strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		r.Header.Set("Authorization", "Bearer "+goodToken)
+		r.Header.Set("Content-Type", "application/json")
+		if key != "" {
+			r.Header.Set(IdempotencyKeyHeader, key)
+		}
+		resp, err := srv.Client().Do(r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, resp.Header, string(b)
+	}
+
+	// Concurrent publishes, each committed before its 201.
+	const n = 24
+	ids := make([]string, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() {
+			body := fmt.Sprintf(`{"type":"order.created","data":{"order":%d},"secrets":{"claim":"CLAIM-%d"}}`, i, i)
+			status, _, answer := call("POST", "/v1/namespaces/shop/events", body, fmt.Sprint("order-", i))
+			if status != http.StatusCreated {
+				t.Errorf("publish %d: %d %s", i, status, answer)
+				return
+			}
+			var a PublishAnswer
+			if err := json.Unmarshal([]byte(answer), &a); err != nil || len(a.Deliveries) != 2 {
+				t.Errorf("publish %d: %s (%v): want deliveries to billing and audit", i, answer, err)
+				return
+			}
+			ids[i] = a.ID
+		})
+	}
+	wg.Wait()
+	if t.Failed() {
+		t.FailNow()
+	}
+
+	// Replay, reformatted: the original. Another body: 409.
+	status, hdr, answer := call("POST", "/v1/namespaces/shop/events", "{ \"secrets\": {\"claim\": \"CLAIM-3\"}, \"data\": {\"order\": 3}, \"type\": \"order.created\" }", "order-3")
+	if status != http.StatusOK || hdr.Get(ReplayedHeader) != "true" || !strings.Contains(answer, ids[3]) {
+		t.Errorf("replay: %d %v %s, want 200 with %s", status, hdr.Get(ReplayedHeader), answer, ids[3])
+	}
+	if status, _, answer := call("POST", "/v1/namespaces/shop/events", `{"type":"order.created","data":{"order":4}}`, "order-3"); status != http.StatusConflict {
+		t.Errorf("conflict: %d %s", status, answer)
+	}
+	// The same key in another namespace is another event.
+	if status, _, answer := call("POST", "/v1/namespaces/other/events", `{"type":"order.created","data":{"order":3}}`, "order-3"); status != http.StatusCreated {
+		t.Errorf("other namespace: %d %s", status, answer)
+	}
+
+	// Reads.
+	status, _, answer = call("GET", "/v1/namespaces/shop/events/"+ids[5], "", "")
+	var ev EventView
+	if err := json.Unmarshal([]byte(answer), &ev); status != http.StatusOK || err != nil {
+		t.Fatalf("GET event: %d %s", status, answer)
+	}
+	if string(ev.Data) != `{"order":5}` || !slices.Equal(ev.SecretNames, []string{"claim"}) || ev.SecretsScrubbed || strings.Contains(answer, "CLAIM-5") {
+		t.Errorf("event = %s", answer)
+	}
+	if status, _, _ := call("GET", "/v1/namespaces/other/events/"+ids[5], "", ""); status != http.StatusNotFound {
+		t.Errorf("event from another namespace: %d, want 404", status)
+	}
+	status, _, answer = call("GET", "/v1/namespaces/shop/deliveries?event="+ids[5], "", "")
+	var l DeliveryList
+	if err := json.Unmarshal([]byte(answer), &l); status != http.StatusOK || err != nil || len(l.Items) != 2 {
+		t.Fatalf("deliveries of the event: %d %s", status, answer)
+	}
+	d := l.Items[0]
+	if status, _, answer := call("GET", "/v1/namespaces/shop/deliveries/"+d.ID+"/attempts", "", ""); status != http.StatusOK || answer != "{\"items\":[]}\n" {
+		t.Errorf("attempts: %d %s", status, answer)
+	}
+	if status, _, _ := call("GET", "/v1/namespaces/other/deliveries/"+d.ID, "", ""); status != http.StatusNotFound {
+		t.Errorf("delivery from another namespace: %d, want 404", status)
+	}
+	seen := 0
+	for after := ""; ; {
+		status, _, answer := call("GET", "/v1/namespaces/shop/deliveries?endpoint=billing&limit=10&after="+after, "", "")
+		var page DeliveryList
+		if err := json.Unmarshal([]byte(answer), &page); status != http.StatusOK || err != nil {
+			t.Fatalf("page: %d %s", status, answer)
+		}
+		seen += len(page.Items)
+		if page.NextAfter == "" {
+			break
+		}
+		after = page.NextAfter
+	}
+	if seen != n {
+		t.Errorf("paged through %d billing deliveries, want %d", seen, n)
+	}
+
+	// Shutdown: queued work was committed; new publishes are told to retry.
+	pub.Close()
+	if status, _, answer := call("POST", "/v1/namespaces/shop/events", validBody, ""); status != http.StatusServiceUnavailable || !strings.Contains(answer, string(CodeUnavailable)) {
+		t.Errorf("after Close: %d %s", status, answer)
+	}
+}

@@ -1,0 +1,240 @@
+package ledgertest
+
+import (
+	"testing"
+	"time"
+
+	"github.com/hookkeeper/hookkeeper/internal/ledger"
+)
+
+func exerciseClaim(t *testing.T, newStore func(t *testing.T) ledger.Store) {
+	subtests(t, newStore, map[string]func(t *testing.T, f *fixture){
+		"DueOnlyEarliestFirst": func(t *testing.T, f *fixture) {
+			f.upsert(endpoint("shop", "all", "*"), t0)
+			f.upsert(endpoint("shop", "all", "*"), t0) // version 2
+			var ids []string
+			// Inserted out of due order.
+			for _, d := range []time.Duration{2 * time.Second, 0, 3 * time.Second, time.Second} {
+				ids = append(ids, f.publish("shop", "order.created", at(d)).Deliveries[0].ID)
+			}
+			if got := f.claim("w", at(-time.Second), time.Minute, 10); len(got) != 0 {
+				t.Fatalf("claimed %v before anything was due", claimedIDs(got))
+			}
+			now := at(2 * time.Second)
+			got := f.claim("w", now, 30*time.Second, 10)
+			wantEqual(t, "claimed in due order", claimedIDs(got), []string{ids[1], ids[3], ids[0]})
+			for _, c := range got {
+				d := c.Delivery
+				if d.State != ledger.StateInFlight || d.LeaseOwner != "w" || d.LeaseUntil == nil || !d.LeaseUntil.Equal(now.Add(30*time.Second)) {
+					t.Fatalf("claimed delivery %s: state %s owner %q until %v", d.ID, d.State, d.LeaseOwner, d.LeaseUntil)
+				}
+				wantEqual(t, "DeliveryGet of a claimed delivery", f.delivery(d.ID), d)
+				if c.EndpointVersion != 2 {
+					t.Fatalf("EndpointVersion = %d, want 2", c.EndpointVersion)
+				}
+				ev, err := f.s.EventGet(f.ctx, d.EventID)
+				if err != nil {
+					t.Fatalf("EventGet: %v", err)
+				}
+				wantEqual(t, "claimed event", canonEvent(t, c.Event), canonEvent(t, ev))
+			}
+			if got := f.claim("w", now, time.Minute, 10); len(got) != 0 {
+				t.Fatalf("claimed %v again while leased", claimedIDs(got))
+			}
+			wantEqual(t, "the last one, when due", claimedIDs(f.claim("w", at(3*time.Second), time.Minute, 10)), []string{ids[2]})
+		},
+		"ClaimCarriesSecrets": func(t *testing.T, f *fixture) {
+			f.upsert(endpoint("shop", "all", "*"), t0)
+			p := event("shop", "order.created", t0)
+			p.Secrets, p.SecretNames = ledger.Sensitive(`{"token":"tok_1"}`), []string{"token"}
+			f.insert(p)
+			c := f.claimOne("w", t0)
+			if string(c.Event.Secrets.Reveal()) != `{"token":"tok_1"}` || len(c.Event.SecretNames) != 1 {
+				t.Fatalf("claimed event secrets %q names %v", c.Event.Secrets.Reveal(), c.Event.SecretNames)
+			}
+		},
+		"Limit": func(t *testing.T, f *fixture) {
+			f.upsert(endpoint("shop", "all", "*"), t0)
+			var ids []string
+			for i := range 5 {
+				ids = append(ids, f.publish("shop", "order.created", at(time.Duration(i)*time.Millisecond)).Deliveries[0].ID)
+			}
+			now := at(time.Second)
+			wantEqual(t, "first claim", claimedIDs(f.claim("a", now, time.Minute, 2)), ids[:2])
+			wantEqual(t, "second claim", claimedIDs(f.claim("b", now, time.Minute, 2)), ids[2:4])
+			wantEqual(t, "third claim", claimedIDs(f.claim("c", now, time.Minute, 2)), ids[4:])
+			f.wantCounts("shop/all", counts{InFlight: 5})
+		},
+		"SkipsPausedDeletedAndExcluded": func(t *testing.T, f *fixture) {
+			paused := endpoint("shop", "paused", "*")
+			paused.Paused = true
+			f.upsert(paused, t0)
+			f.upsert(endpoint("shop", "deleted", "*"), t0)
+			f.upsert(endpoint("shop", "busy", "*"), t0)
+			f.upsert(endpoint("shop", "open", "*"), t0)
+			res := f.publish("shop", "order.created", t0)
+			if len(res.Deliveries) != 4 {
+				t.Fatalf("fan-out: %d deliveries, want 4", len(res.Deliveries))
+			}
+			if _, err := f.s.EndpointDelete(f.ctx, &ledger.EndpointDeleteParams{ID: "shop/deleted", Now: t0}); err != nil {
+				t.Fatalf("EndpointDelete: %v", err)
+			}
+			got := f.claim("w", at(time.Second), time.Minute, 10, "shop/busy", "shop/unknown")
+			wantEqual(t, "claimable endpoints", endpointsOfClaimed(got), []string{"shop/open"})
+			if got := f.claim("w", at(time.Second), time.Minute, 10, "shop/busy"); len(got) != 0 {
+				t.Fatalf("claimed %v of excluded or paused endpoints", claimedIDs(got))
+			}
+			wantEqual(t, "without exclusions", endpointsOfClaimed(f.claim("w", at(time.Second), time.Minute, 10)), []string{"shop/busy"})
+			// Unpausing makes the waiting deliveries claimable.
+			paused.Paused = false
+			f.upsert(paused, at(2*time.Second))
+			c := f.claimOne("w", at(2*time.Second))
+			if c.Delivery.EndpointID != "shop/paused" || c.EndpointVersion != 2 {
+				t.Fatalf("after unpausing: claimed %s of version %d", c.Delivery.EndpointID, c.EndpointVersion)
+			}
+		},
+		"BlockedBacklogDoesNotHideDueWork": func(t *testing.T, f *fixture) {
+			// Blocked endpoints hold hundreds of earlier deliveries: more
+			// than a driver may read ahead in due order.
+			paused := endpoint("shop", "paused", "*")
+			paused.Paused = true
+			f.upsert(paused, t0)
+			f.upsert(endpoint("shop", "busy", "*"), t0)
+			var backlog []*ledger.EventInsertParams
+			for i := range 300 {
+				backlog = append(backlog, event("shop", "order.created", at(time.Duration(i)*time.Millisecond)))
+			}
+			f.insert(backlog...)
+			f.upsert(endpoint("shop", "open", "order.shipped"), t0)
+			var want []string
+			for i := range 3 {
+				res := f.publish("shop", "order.shipped", at(time.Second+time.Duration(i)*time.Millisecond))
+				want = append(want, deliveryTo(t, res, "shop/open"))
+			}
+			now := at(time.Minute)
+			if got, ok, err := f.s.NextDueAt(f.ctx); err != nil || !ok || !got.Equal(t0) {
+				t.Fatalf("NextDueAt = %v, %v, %v; want the busy endpoint's first at %v", got, ok, err, t0)
+			}
+			wantEqual(t, "claim past the blocked backlog", claimedIDs(f.claim("w", now, time.Minute, 2, "shop/busy")), want[:2])
+			wantEqual(t, "and the rest", claimedIDs(f.claim("w", now, time.Minute, 2, "shop/busy")), want[2:])
+			// With the busy endpoint drained, only the paused backlog is left.
+			if got := f.claim("w", now, time.Minute, 1000); len(got) != 303 {
+				t.Fatalf("claimed %d of the busy endpoint's backlog, want 303", len(got))
+			}
+			if got, ok, err := f.s.NextDueAt(f.ctx); err != nil || ok {
+				t.Fatalf("NextDueAt with only a paused backlog = %v, %v, %v; want none", got, ok, err)
+			}
+			f.wantCounts("shop/paused", counts{Pending: 303})
+		},
+		"ExpiredLeaseIsReclaimed": func(t *testing.T, f *fixture) {
+			f.upsert(endpoint("shop", "all", "*"), t0)
+			id := f.publish("shop", "order.created", t0).Deliveries[0].ID
+			f.claim("a", t0, time.Minute, 1)
+			if got := f.claim("b", at(time.Minute-time.Millisecond), time.Minute, 10); len(got) != 0 {
+				t.Fatalf("claimed %v while the lease was live", claimedIDs(got))
+			}
+			now := at(time.Minute) // expired at or before now
+			got := f.claim("b", now, 2*time.Minute, 10)
+			wantEqual(t, "reclaimed", claimedIDs(got), []string{id})
+			d := got[0].Delivery
+			if d.LeaseOwner != "b" || !d.LeaseUntil.Equal(now.Add(2*time.Minute)) || d.Attempts != 0 {
+				t.Fatalf("reclaimed delivery: owner %q until %v attempts %d", d.LeaseOwner, d.LeaseUntil, d.Attempts)
+			}
+			f.wantCounts("shop/all", counts{InFlight: 1})
+		},
+		"ExpiredLeaseOrdersWithScheduled": func(t *testing.T, f *fixture) {
+			f.upsert(endpoint("shop", "all", "*"), t0)
+			first := f.publish("shop", "order.created", t0).Deliveries[0].ID
+			f.claim("a", t0, time.Second, 1)
+			second := f.publish("shop", "order.created", at(time.Millisecond)).Deliveries[0].ID
+			got := f.claim("b", at(time.Minute), time.Minute, 10)
+			wantEqual(t, "expired and scheduled, earliest due first", claimedIDs(got), []string{first, second})
+		},
+		"ReleaseReschedules": func(t *testing.T, f *fixture) {
+			f.upsert(endpoint("shop", "all", "*"), t0)
+			id := f.publish("shop", "order.created", t0).Deliveries[0].ID
+			f.claimOne("a", t0)
+			err := f.s.DeliveryRelease(f.ctx, &ledger.DeliveryReleaseParams{DeliveryID: id, Owner: "b", DueAt: at(time.Second), Now: t0})
+			wantErr(t, "release by another owner", err, ledger.ErrLeaseLost)
+			err = f.s.DeliveryRelease(f.ctx, &ledger.DeliveryReleaseParams{DeliveryID: "dlv_unknown", Owner: "a", DueAt: at(time.Second), Now: t0})
+			wantErr(t, "release of an unknown delivery", err, ledger.ErrNotFound)
+
+			due := at(5 * time.Second)
+			if err := f.s.DeliveryRelease(f.ctx, &ledger.DeliveryReleaseParams{DeliveryID: id, Owner: "a", DueAt: due, Now: at(time.Second)}); err != nil {
+				t.Fatalf("DeliveryRelease: %v", err)
+			}
+			d := f.delivery(id)
+			if d.State != ledger.StateScheduled || !d.DueAt.Equal(due) || d.LeaseOwner != "" || d.LeaseUntil != nil || d.Attempts != 0 {
+				t.Fatalf("released delivery: %+v", d)
+			}
+			f.wantCounts("shop/all", counts{Pending: 1})
+			if got, err := f.s.AttemptList(f.ctx, id); err != nil || len(got) != 0 {
+				t.Fatalf("release recorded attempts: %v, %v", got, err)
+			}
+			err = f.s.DeliveryRelease(f.ctx, &ledger.DeliveryReleaseParams{DeliveryID: id, Owner: "a", DueAt: due, Now: at(time.Second)})
+			wantErr(t, "release of a scheduled delivery", err, ledger.ErrLeaseLost)
+			if got := f.claim("a", due.Add(-time.Millisecond), time.Minute, 10); len(got) != 0 {
+				t.Fatal("released delivery claimed before its DueAt")
+			}
+			f.claimOne("b", due)
+		},
+		"ReleaseAfterReclaimIsRefused": func(t *testing.T, f *fixture) {
+			f.upsert(endpoint("shop", "all", "*"), t0)
+			id := f.publish("shop", "order.created", t0).Deliveries[0].ID
+			f.claimOne("a", t0)
+			f.claim("b", at(time.Minute), time.Minute, 1)
+			err := f.s.DeliveryRelease(f.ctx, &ledger.DeliveryReleaseParams{DeliveryID: id, Owner: "a", DueAt: at(time.Hour), Now: at(time.Minute)})
+			wantErr(t, "release by the former owner", err, ledger.ErrLeaseLost)
+			if d := f.delivery(id); d.State != ledger.StateInFlight || d.LeaseOwner != "b" {
+				t.Fatalf("after a refused release: state %s owner %q", d.State, d.LeaseOwner)
+			}
+		},
+		"NextDueAt": func(t *testing.T, f *fixture) {
+			next := func() (time.Time, bool) {
+				t.Helper()
+				at, ok, err := f.s.NextDueAt(f.ctx)
+				if err != nil {
+					t.Fatalf("NextDueAt: %v", err)
+				}
+				return at, ok
+			}
+			if _, ok := next(); ok {
+				t.Fatal("NextDueAt on an empty store reports a delivery")
+			}
+			paused := endpoint("shop", "paused", "*")
+			paused.Paused = true
+			f.upsert(paused, t0)
+			f.publish("shop", "order.created", t0)
+			if _, ok := next(); ok {
+				t.Fatal("NextDueAt counts a paused endpoint's delivery")
+			}
+			f.upsert(endpoint("shop", "open", "*"), t0)
+			f.publish("shop", "order.created", at(3*time.Second))
+			f.publish("shop", "order.created", at(2*time.Second))
+			if got, ok := next(); !ok || !got.Equal(at(2*time.Second)) {
+				t.Fatalf("NextDueAt = %v, %v; want %v", got, ok, at(2*time.Second))
+			}
+			c := f.claimOne("w", at(2*time.Second))
+			if got, ok := next(); !ok || !got.Equal(at(3*time.Second)) {
+				t.Fatalf("NextDueAt after a claim = %v, %v; want %v", got, ok, at(3*time.Second))
+			}
+			f.claimOne("w", at(3*time.Second))
+			if got, ok := next(); ok {
+				t.Fatalf("NextDueAt with everything in flight = %v", got)
+			}
+			f.mustRecord(attempt(c.Delivery.ID, "w", at(4*time.Second), 503, ledger.Next{State: ledger.StateScheduled, DueAt: at(time.Hour)}))
+			if got, ok := next(); !ok || !got.Equal(at(time.Hour)) {
+				t.Fatalf("NextDueAt after a retry = %v, %v; want %v", got, ok, at(time.Hour))
+			}
+		},
+	})
+}
+
+// endpointsOfClaimed returns the sorted endpoint IDs of claimed deliveries.
+func endpointsOfClaimed(cs []ledger.ClaimedDelivery) []string {
+	ds := make([]ledger.Delivery, 0, len(cs))
+	for _, c := range cs {
+		ds = append(ds, c.Delivery)
+	}
+	return endpointsOf(ds)
+}

@@ -1,0 +1,101 @@
+package ledgertest
+
+import (
+	"testing"
+	"time"
+
+	"github.com/hookkeeper/hookkeeper/internal/ledger"
+)
+
+func exerciseStats(t *testing.T, newStore func(t *testing.T) ledger.Store) {
+	subtests(t, newStore, map[string]func(t *testing.T, f *fixture){
+		"CountersFollowEveryTransition": testStatsLifecycle,
+	})
+}
+
+// testStatsLifecycle moves deliveries through every transition and checks
+// the counters and last outcomes after each step.
+func testStatsLifecycle(t *testing.T, f *fixture) {
+	const ep = "shop/all"
+	f.upsert(endpoint("shop", "all", "*"), t0)
+	wantEqual(t, "stats of a new endpoint", f.stats(ep), ledger.EndpointStats{EndpointID: ep})
+	f.upsert(endpoint("shop", "bystander", "other.type"), t0)
+
+	var ids []string
+	for _, r := range f.insert(event("shop", "a", t0), event("shop", "b", t0), event("shop", "c", t0)) {
+		ids = append(ids, r.Deliveries[0].ID)
+	}
+	f.wantCounts(ep, counts{Pending: 3})
+
+	first := claimedIDs(f.claim("w", t0, time.Minute, 2))
+	f.wantCounts(ep, counts{Pending: 1, InFlight: 2})
+
+	if err := f.s.DeliveryRelease(f.ctx, &ledger.DeliveryReleaseParams{DeliveryID: first[1], Owner: "w", DueAt: t0, Now: t0}); err != nil {
+		t.Fatalf("DeliveryRelease: %v", err)
+	}
+	f.wantCounts(ep, counts{Pending: 2, InFlight: 1})
+
+	fail1 := at(time.Second)
+	f.mustRecord(attempt(first[0], "w", fail1, 503, ledger.Next{State: ledger.StateScheduled, DueAt: t0}))
+	f.wantCounts(ep, counts{Pending: 3})
+	st := f.stats(ep)
+	if st.LastFailureAt == nil || !st.LastFailureAt.Equal(fail1) || st.LastFailureReason != "HTTP 503" || st.LastSuccessAt != nil {
+		t.Fatalf("after a retryable failure: %+v", st)
+	}
+
+	f.claim("w", at(2*time.Second), time.Minute, 10)
+	f.wantCounts(ep, counts{InFlight: 3})
+
+	// An expired lease taken over and a refused record change nothing.
+	f.claim("v", at(2*time.Second+time.Minute), time.Minute, 10)
+	f.wantCounts(ep, counts{InFlight: 3})
+	if r := f.record(attempt(ids[0], "w", at(3*time.Minute), 200, ledger.Next{State: ledger.StateDelivered})); r.Err == nil {
+		t.Fatal("record by the former lease holder accepted")
+	}
+	f.wantCounts(ep, counts{InFlight: 3})
+
+	done := at(4 * time.Minute)
+	exhaust := attempt(ids[2], "v", done, 0, ledger.Next{State: ledger.StateExhausted, Reason: ledger.ExhaustNonRetryable})
+	exhaust.Attempt.Error = "tls: certificate expired"
+	res, err := f.s.AttemptRecordMany(f.ctx, []*ledger.AttemptRecordParams{
+		attempt(ids[0], "v", done, 200, ledger.Next{State: ledger.StateDelivered}),
+		attempt(ids[1], "v", done, 202, ledger.Next{State: ledger.StateAwaitingAck, AckDeadline: at(time.Hour)}),
+		exhaust,
+	})
+	if err != nil {
+		t.Fatalf("AttemptRecordMany: %v", err)
+	}
+	for i, r := range res {
+		if r.Err != nil {
+			t.Fatalf("item %d: %v", i, r.Err)
+		}
+	}
+	f.wantCounts(ep, counts{Delivered: 1, AwaitingAck: 1, ExhaustedUnresolved: 1})
+	st = f.stats(ep)
+	if st.LastSuccessAt == nil || !st.LastSuccessAt.Equal(done) || st.LastFailureAt == nil || !st.LastFailureAt.Equal(done) ||
+		st.LastFailureReason != "tls: certificate expired" {
+		t.Fatalf("after success and exhaustion: %+v", st)
+	}
+
+	// A later success leaves the last failure as it was.
+	later := at(5 * time.Minute)
+	id := f.publish("shop", "d", later).Deliveries[0].ID
+	f.wantCounts(ep, counts{Pending: 1, Delivered: 1, AwaitingAck: 1, ExhaustedUnresolved: 1})
+	f.claimOne("w", later)
+	f.mustRecord(attempt(id, "w", later, 200, ledger.Next{State: ledger.StateDelivered}))
+	st = f.stats(ep)
+	if !st.LastSuccessAt.Equal(later) || !st.LastFailureAt.Equal(done) || st.LastFailureReason != "tls: certificate expired" {
+		t.Fatalf("after a later success: %+v", st)
+	}
+
+	// Deletion cancels the live ones; the counters stay readable.
+	f.publish("shop", "e", later)
+	f.publish("shop", "f", later)
+	f.claim("w", later, time.Minute, 1)
+	f.wantCounts(ep, counts{Pending: 1, InFlight: 1, Delivered: 2, AwaitingAck: 1, ExhaustedUnresolved: 1})
+	if _, err := f.s.EndpointDelete(f.ctx, &ledger.EndpointDeleteParams{ID: ep, Now: later}); err != nil {
+		t.Fatalf("EndpointDelete: %v", err)
+	}
+	f.wantCounts(ep, counts{Delivered: 2, ExhaustedUnresolved: 1, Cancelled: 3})
+	f.wantCounts("shop/bystander", counts{})
+}

@@ -1,0 +1,138 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/hookkeeper/hookkeeper/internal/ledger"
+)
+
+// claimSQL leases due deliveries. The inner SELECT walks deliveries_claimable
+// in due order and locks rows with SKIP LOCKED, so concurrent claimers (in
+// this process or another) each take rows the others do not hold, and a
+// row another claimer leased and committed meanwhile is re-checked against
+// the WHERE clause and dropped. An in-flight row qualifies once its lease
+// expired; its due_at is in the past then, so one range scan finds both.
+const claimSQL = `
+	WITH picked AS (
+		SELECT d.id, d.state AS prev_state, ep.version
+		FROM deliveries d JOIN endpoints ep ON ep.id = d.endpoint_id
+		WHERE d.state IN ('scheduled', 'in_flight') AND d.due_at <= $1
+			AND (d.state = 'scheduled' OR d.lease_until <= $1)
+			AND NOT ep.paused AND ep.deleted_at IS NULL AND d.endpoint_id <> ALL($2::text[])
+		ORDER BY d.due_at, d.seq
+		LIMIT $3
+		FOR UPDATE OF d SKIP LOCKED
+	), claimed AS (
+		UPDATE deliveries d SET state = 'in_flight', lease_owner = $4, lease_until = $5
+		FROM picked WHERE d.id = picked.id
+		RETURNING ` + deliveryColumns + `, d.seq, picked.prev_state, picked.version
+	)
+	SELECT ` + deliveryColumns + `, d.prev_state, d.version, ` + eventColumns + `
+	FROM claimed d JOIN events e ON e.id = d.event_id LEFT JOIN event_secrets sec ON sec.event_id = e.id
+	ORDER BY d.due_at, d.seq`
+
+// DeliveryClaim implements ledger.Store.
+func (s *Store) DeliveryClaim(ctx context.Context, params *ledger.DeliveryClaimParams) ([]ledger.ClaimedDelivery, error) {
+	const op = "claim deliveries"
+	if params == nil || params.Owner == "" {
+		return nil, fmt.Errorf("%s: an Owner is required", op)
+	}
+	if params.Limit <= 0 {
+		return nil, nil
+	}
+	exclude := params.ExcludeEndpoints
+	if exclude == nil {
+		exclude = []string{} // <> ALL(NULL) would exclude everything
+	}
+	now := nanos(params.Now)
+	until := nanos(params.Now.Add(params.LeaseFor))
+	var claimed []ledger.ClaimedDelivery
+	err := s.tx(ctx, op, func(tx pgx.Tx) error {
+		claimed = claimed[:0]
+		rows, err := tx.Query(ctx, claimSQL, now, exclude, params.Limit, params.Owner, until)
+		if err != nil {
+			return err
+		}
+		delta := statsDelta{}
+		var (
+			d         deliveryRow
+			e         eventRow
+			prevState string
+			version   int64
+		)
+		dests := append(append(d.dests(), &prevState, &version), e.dests()...)
+		if _, err := pgx.ForEachRow(rows, dests, func() error {
+			ev, err := e.value()
+			if err != nil {
+				return err
+			}
+			c := ledger.ClaimedDelivery{Delivery: d.value(), Event: ev, EndpointVersion: version}
+			claimed = append(claimed, c)
+			// An expired lease changes owner, not state.
+			delta.move(c.Delivery.EndpointID, ledger.DeliveryState(prevState), ledger.ResolutionNone, ledger.StateInFlight, ledger.ResolutionNone)
+			return nil
+		}); err != nil {
+			return err
+		}
+		return delta.apply(ctx, tx)
+	})
+	if err != nil {
+		return nil, err
+	}
+	return claimed, nil
+}
+
+// DeliveryRelease implements ledger.Store.
+func (s *Store) DeliveryRelease(ctx context.Context, params *ledger.DeliveryReleaseParams) error {
+	if params == nil {
+		return errors.New("release delivery: nil params")
+	}
+	op := "release delivery " + params.DeliveryID
+	return s.tx(ctx, op, func(tx pgx.Tx) error {
+		var endpointID string
+		err := tx.QueryRow(ctx, `
+			UPDATE deliveries SET state = 'scheduled', due_at = $3, lease_owner = '', lease_until = NULL
+			WHERE id = $1 AND state = 'in_flight' AND lease_owner = $2
+			RETURNING endpoint_id`, params.DeliveryID, params.Owner, nanos(params.DueAt)).Scan(&endpointID)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return leaseLostOrMissing(ctx, tx, params.DeliveryID, params.Owner)
+		}
+		if err != nil {
+			return err
+		}
+		delta := statsDelta{}
+		delta.move(endpointID, ledger.StateInFlight, ledger.ResolutionNone, ledger.StateScheduled, ledger.ResolutionNone)
+		return delta.apply(ctx, tx)
+	})
+}
+
+// leaseLostOrMissing says why a lease holder's update matched no row.
+func leaseLostOrMissing(ctx context.Context, tx pgx.Tx, id, owner string) error {
+	var state, holder string
+	err := tx.QueryRow(ctx, `SELECT state, lease_owner FROM deliveries WHERE id = $1`, id).Scan(&state, &holder)
+	if err != nil {
+		return err // ErrNoRows becomes ledger.ErrNotFound
+	}
+	return fmt.Errorf("%w (state %s, owner %q, not %q)", ledger.ErrLeaseLost, state, holder, owner)
+}
+
+// NextDueAt implements ledger.Store.
+func (s *Store) NextDueAt(ctx context.Context) (time.Time, bool, error) {
+	var due int64
+	err := s.pool.QueryRow(ctx, `
+		SELECT d.due_at FROM deliveries d JOIN endpoints ep ON ep.id = d.endpoint_id
+		WHERE d.state = 'scheduled' AND NOT ep.paused AND ep.deleted_at IS NULL
+		ORDER BY d.due_at LIMIT 1`).Scan(&due)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return time.Time{}, false, nil
+	}
+	if err != nil {
+		return time.Time{}, false, translate("next due delivery", err)
+	}
+	return fromNanos(due), true, nil
+}

@@ -1,0 +1,249 @@
+package postgres_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/hookkeeper/hookkeeper/internal/ledger"
+	"github.com/hookkeeper/hookkeeper/internal/ledger/postgres/pgtest"
+)
+
+// TestTwoStoresNeverShareALiveLease plays two processes (two stores, two
+// pools) draining one ledger while a producer publishes: no delivery is
+// handed out twice while its lease is live, together they claim every
+// delivery, and once the leases expire every delivery is reclaimed exactly
+// once more.
+func TestTwoStoresNeverShareALiveLease(t *testing.T) {
+	t.Parallel()
+	schema := pgtest.NewSchema(t)
+	stores := []ledger.Store{pgtest.OpenStore(t, schema), pgtest.OpenStore(t, schema)}
+	const (
+		endpoints = 3
+		upfront   = 200
+		produced  = 100
+		total     = (upfront + produced) * endpoints
+	)
+	for i := range endpoints {
+		upsert(t, stores[0], endpoint("shop", fmt.Sprintf("ep%d", i), "*"))
+	}
+	insert(t, stores[1], events(upfront, "shop", t0))
+
+	drain := func(now time.Time, round string, during func()) map[string]string {
+		var (
+			mu      sync.Mutex
+			claimed = map[string]string{} // delivery → owner
+			wg      sync.WaitGroup
+		)
+		if during != nil {
+			wg.Go(during)
+		}
+		for p, s := range stores {
+			for w := range 3 {
+				owner := fmt.Sprintf("%s-process%d-worker%d", round, p, w)
+				wg.Go(func() {
+					for idle := 0; idle < 20; {
+						got, err := s.DeliveryClaim(context.Background(), &ledger.DeliveryClaimParams{
+							Owner: owner, Now: now, LeaseFor: time.Hour, Limit: 7,
+						})
+						if err != nil {
+							t.Errorf("%s: DeliveryClaim: %v", owner, err)
+							return
+						}
+						if len(got) == 0 {
+							idle++
+							time.Sleep(time.Millisecond)
+							continue
+						}
+						idle = 0
+						mu.Lock()
+						for _, c := range got {
+							if prev, dup := claimed[c.Delivery.ID]; dup {
+								t.Errorf("delivery %s leased to %s and %s", c.Delivery.ID, prev, owner)
+							}
+							if c.Delivery.LeaseOwner != owner || !c.Delivery.LeaseUntil.Equal(now.Add(time.Hour)) {
+								t.Errorf("delivery %s claimed by %s: lease %q until %v", c.Delivery.ID, owner, c.Delivery.LeaseOwner, c.Delivery.LeaseUntil)
+							}
+							claimed[c.Delivery.ID] = owner
+						}
+						mu.Unlock()
+					}
+				})
+			}
+		}
+		wg.Wait()
+		return claimed
+	}
+
+	now := at(time.Second)
+	first := drain(now, "first", func() {
+		for range produced / 10 {
+			if _, err := stores[1].EventInsertMany(context.Background(), events(10, "shop", t0)); err != nil {
+				t.Errorf("EventInsertMany: %v", err)
+				return
+			}
+		}
+	})
+	if t.Failed() {
+		return
+	}
+	// The producer may finish after the workers went idle.
+	for _, c := range claimAll(t, stores[0], "late", now) {
+		if prev, dup := first[c.Delivery.ID]; dup {
+			t.Fatalf("delivery %s leased to %s and late", c.Delivery.ID, prev)
+		}
+		first[c.Delivery.ID] = "late"
+	}
+	if len(first) != total {
+		t.Fatalf("claimed %d distinct deliveries, want %d", len(first), total)
+	}
+	schemaCheck(t, stores[0], schema, total)
+
+	// Every lease expired: each delivery is reclaimed once, by anyone.
+	second := drain(now.Add(time.Hour), "second", nil)
+	if len(second) != total {
+		t.Fatalf("reclaimed %d distinct deliveries after the leases expired, want %d", len(second), total)
+	}
+	schemaCheck(t, stores[1], schema, total)
+}
+
+// claimAll claims everything due at now.
+func claimAll(t *testing.T, s ledger.Store, owner string, now time.Time) []ledger.ClaimedDelivery {
+	t.Helper()
+	got, err := s.DeliveryClaim(context.Background(), &ledger.DeliveryClaimParams{Owner: owner, Now: now, LeaseFor: time.Hour, Limit: 100000})
+	if err != nil {
+		t.Fatalf("DeliveryClaim: %v", err)
+	}
+	return got
+}
+
+// schemaCheck wants every delivery in flight and the counters to agree.
+func schemaCheck(t *testing.T, s ledger.Store, schema string, inFlight int) {
+	t.Helper()
+	wantCountersMatchRecount(t, s, schema)
+	ds, err := s.DeliveryList(context.Background(), &ledger.DeliveryListParams{States: []ledger.DeliveryState{ledger.StateInFlight}, Limit: ledger.MaxListLimit})
+	if err != nil {
+		t.Fatalf("DeliveryList: %v", err)
+	}
+	if len(ds) != inFlight {
+		t.Fatalf("%d deliveries in flight, want %d", len(ds), inFlight)
+	}
+}
+
+// TestTwoStoresKeepCountersExact runs a mixed workload from two stores at
+// once (publishing, claiming, recording every kind of outcome, dead
+// letters, releases, and an endpoint deleted midway) and checks that no
+// transaction failed and that the incrementally kept counters equal a
+// recount. Lock ordering is what keeps this free of deadlocks.
+func TestTwoStoresKeepCountersExact(t *testing.T) {
+	t.Parallel()
+	schema := pgtest.NewSchema(t)
+	stores := []ledger.Store{pgtest.OpenStore(t, schema), pgtest.OpenStore(t, schema)}
+	for i := range 4 {
+		ep := endpoint("shop", fmt.Sprintf("ep%d", i), "*")
+		if i == 3 {
+			ep.DeadLetter = "shop/ep0"
+		}
+		upsert(t, stores[0], ep)
+	}
+	now := at(time.Second)
+	ctx := context.Background()
+	var wg sync.WaitGroup
+	for p, s := range stores {
+		wg.Go(func() { // producer
+			for range 15 {
+				if _, err := s.EventInsertMany(ctx, events(10, "shop", t0)); err != nil {
+					t.Errorf("EventInsertMany: %v", err)
+					return
+				}
+			}
+		})
+		for w := range 2 {
+			owner := fmt.Sprintf("process%d-worker%d", p, w)
+			rng := rand.New(rand.NewPCG(uint64(p), uint64(w)))
+			wg.Go(func() { work(t, s, owner, now, rng) })
+		}
+	}
+	wg.Go(func() {
+		time.Sleep(50 * time.Millisecond)
+		if _, err := stores[1].EndpointDelete(ctx, &ledger.EndpointDeleteParams{ID: "shop/ep1", Now: now}); err != nil {
+			t.Errorf("EndpointDelete: %v", err)
+		}
+	})
+	wg.Wait()
+	wantCountersMatchRecount(t, stores[0], schema)
+}
+
+// work claims and records random outcomes until nothing is claimable for a
+// while.
+func work(t *testing.T, s ledger.Store, owner string, now time.Time, rng *rand.Rand) {
+	ctx := context.Background()
+	for idle := 0; idle < 30; {
+		got, err := s.DeliveryClaim(ctx, &ledger.DeliveryClaimParams{Owner: owner, Now: now, LeaseFor: time.Hour, Limit: 8})
+		if err != nil {
+			t.Errorf("%s: DeliveryClaim: %v", owner, err)
+			return
+		}
+		if len(got) == 0 {
+			idle++
+			time.Sleep(time.Millisecond)
+			continue
+		}
+		idle = 0
+		var batch []*ledger.AttemptRecordParams
+		for _, c := range got {
+			p := &ledger.AttemptRecordParams{
+				DeliveryID: c.Delivery.ID, Owner: owner, Now: now,
+				Attempt: ledger.Attempt{StartedAt: now, Duration: time.Millisecond, StatusCode: 500},
+			}
+			switch rng.IntN(6) {
+			case 0:
+				err := s.DeliveryRelease(ctx, &ledger.DeliveryReleaseParams{DeliveryID: c.Delivery.ID, Owner: owner, DueAt: now, Now: now})
+				wantOnlyCancelled(t, s, owner, c.Delivery.ID, err)
+				continue
+			case 1: // retry, due at once, so it comes back
+				if c.Delivery.Attempts >= 2 {
+					p.Next = ledger.Next{State: ledger.StateExhausted, Reason: ledger.ExhaustMaxAttempts}
+				} else {
+					p.Next = ledger.Next{State: ledger.StateScheduled, DueAt: now}
+				}
+			case 2:
+				p.Next = ledger.Next{State: ledger.StateExhausted, Reason: ledger.ExhaustNonRetryable}
+			case 3:
+				p.Attempt.StatusCode = 202
+				p.Next = ledger.Next{State: ledger.StateAwaitingAck, AckDeadline: now.Add(time.Hour)}
+			default:
+				p.Attempt.StatusCode = 200
+				p.Next = ledger.Next{State: ledger.StateDelivered}
+			}
+			batch = append(batch, p)
+		}
+		if len(batch) == 0 {
+			continue
+		}
+		res, err := s.AttemptRecordMany(ctx, batch)
+		if err != nil {
+			t.Errorf("%s: AttemptRecordMany: %v", owner, err)
+			return
+		}
+		for i, r := range res {
+			wantOnlyCancelled(t, s, owner, batch[i].DeliveryID, r.Err)
+		}
+	}
+}
+
+// wantOnlyCancelled accepts err only as the lease lost to the endpoint
+// deleted midway, which cancels the deliveries its workers hold.
+func wantOnlyCancelled(t *testing.T, s ledger.Store, owner, id string, err error) {
+	t.Helper()
+	if err == nil {
+		return
+	}
+	if d, _ := s.DeliveryGet(context.Background(), id); !errors.Is(err, ledger.ErrLeaseLost) || d.State != ledger.StateCancelled {
+		t.Errorf("%s: delivery %s: %v", owner, id, err)
+	}
+}

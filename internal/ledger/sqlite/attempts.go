@@ -1,0 +1,132 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/hookkeeper/hookkeeper/internal/ledger"
+)
+
+// AttemptRecordMany implements ledger.Store.
+func (s *Store) AttemptRecordMany(ctx context.Context, params []*ledger.AttemptRecordParams) ([]ledger.AttemptRecordResult, error) {
+	if len(params) == 0 {
+		return nil, nil
+	}
+	results := make([]ledger.AttemptRecordResult, len(params))
+	err := s.write(ctx, "record attempts", func(t *wtx) error {
+		ds := deltas{}
+		for i, p := range params {
+			res, err := s.recordAttempt(t, p, ds)
+			if err != nil {
+				return err
+			}
+			results[i] = res
+		}
+		return ds.apply(t, s.ws.statsApply)
+	})
+	if err != nil {
+		return nil, err
+	}
+	return results, nil
+}
+
+// recordAttempt applies one item. A returned error aborts the batch; a
+// lost lease, an unknown delivery or an invalid transition is the item's
+// result and changes nothing.
+func (s *Store) recordAttempt(t *wtx, p *ledger.AttemptRecordParams, ds deltas) (ledger.AttemptRecordResult, error) {
+	op := "record attempt of delivery " + p.DeliveryID
+	if err := p.Next.Validate(); err != nil {
+		return ledger.AttemptRecordResult{Err: fmt.Errorf("%s: %w", op, err)}, nil
+	}
+	n := p.Next
+	var (
+		dueAt, ackDeadline, terminalAt any
+		reason                         ledger.ExhaustReason
+		resolution                     ledger.Resolution
+	)
+	switch n.State {
+	case ledger.StateScheduled:
+		dueAt = nanos(n.DueAt)
+	case ledger.StateAwaitingAck:
+		ackDeadline = nanos(n.AckDeadline)
+	case ledger.StateDelivered:
+		terminalAt = nanos(p.Now)
+	case ledger.StateExhausted:
+		terminalAt, reason, resolution = nanos(p.Now), n.Reason, ledger.ResolutionUnresolved
+	}
+	a := p.Attempt
+	d, err := scanDelivery(t.stmt(s.ws.attemptTransition).QueryRowContext(t.ctx,
+		p.DeliveryID, p.Owner, string(n.State), nanos(p.FirstAttemptTime()), dueAt, ackDeadline,
+		int64(a.StatusCode), a.Error, string(reason), string(resolution), terminalAt))
+	if errors.Is(err, sql.ErrNoRows) {
+		return ledger.AttemptRecordResult{Err: s.leaseLost(t, op, p.DeliveryID, p.Owner)}, nil
+	}
+	if err != nil {
+		return ledger.AttemptRecordResult{}, translate(op, err)
+	}
+	if _, err := t.stmt(s.ws.attemptInsert).ExecContext(t.ctx, d.ID, int64(d.Attempts), p.Owner, nanos(a.StartedAt),
+		int64(a.Duration), int64(a.StatusCode), a.Error, nullBytes(a.ResponseExcerpt), nanos(p.Now)); err != nil {
+		return ledger.AttemptRecordResult{}, translate(op, err)
+	}
+
+	dt := ds.get(d.EndpointID)
+	dt.move(ledger.StateInFlight, n.State)
+	switch success, failure := n.StatsOutcome(); {
+	case success:
+		dt.success = p.Now
+	case failure:
+		dt.failure, dt.reason = p.Now, ledger.FailureReason(a)
+	}
+
+	res := ledger.AttemptRecordResult{Delivery: d}
+	if n.State == ledger.StateExhausted {
+		if res.DeadLetter, err = s.deadLetter(t, d, p.Now, ds); err != nil {
+			return ledger.AttemptRecordResult{}, err
+		}
+	}
+	return res, nil
+}
+
+// deadLetter inserts the hookkeeper.delivery.exhausted event for the
+// exhausted delivery d and its one delivery to the dead-letter endpoint
+// named by d's endpoint, if that endpoint exists in the same namespace.
+func (s *Store) deadLetter(t *wtx, d ledger.Delivery, now time.Time, ds deltas) (*ledger.Delivery, error) {
+	op := "dead-letter delivery " + d.ID
+	var namespace, target, eventType string
+	err := t.stmt(s.ws.endpointForDeadLetter).QueryRowContext(t.ctx, d.EndpointID, d.EventID).Scan(&namespace, &target, &eventType)
+	if err != nil {
+		return nil, translate(op, err)
+	}
+	if target == "" || !ledger.DeadLetters(eventType) {
+		return nil, nil
+	}
+	var targetNamespace string
+	err = t.stmt(s.ws.deadLetterTarget).QueryRowContext(t.ctx, target).Scan(&targetNamespace)
+	if errors.Is(err, sql.ErrNoRows) || (err == nil && targetNamespace != namespace) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, translate(op, err)
+	}
+	data, err := json.Marshal(ledger.NewDeadLetterData(d, eventType, now))
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", op, err)
+	}
+	ev := ledger.Event{
+		ID: ledger.NewID("evt", now), Namespace: namespace, Type: ledger.DeadLetterEventType,
+		Data: data, CreatedAt: now.UTC(),
+	}
+	if err := s.storeEvent(t, ev); err != nil {
+		return nil, err
+	}
+	dl, err := s.storeDelivery(t, ev.ID, target, now)
+	if err != nil {
+		return nil, err
+	}
+	ds.get(target).enter(ledger.StateScheduled, 1)
+	return &dl, nil
+}

@@ -1,0 +1,163 @@
+package sqlite
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/hookkeeper/hookkeeper/internal/eventtype"
+	"github.com/hookkeeper/hookkeeper/internal/ledger"
+)
+
+// subscriber is a live endpoint of a namespace and its type patterns.
+type subscriber struct {
+	id       string
+	patterns []string
+}
+
+// EventInsertMany implements ledger.Store. The endpoints of each namespace
+// are loaded once per batch; an idempotency key costs one index lookup.
+func (s *Store) EventInsertMany(ctx context.Context, params []*ledger.EventInsertParams) ([]ledger.EventInsertResult, error) {
+	if len(params) == 0 {
+		return nil, nil
+	}
+	results := make([]ledger.EventInsertResult, len(params))
+	err := s.write(ctx, "insert events", func(t *wtx) error {
+		subs := map[string][]subscriber{}
+		ds := deltas{}
+		for i, p := range params {
+			res, err := s.insertEvent(t, p, subs, ds)
+			if err != nil {
+				return err
+			}
+			results[i] = res
+		}
+		return ds.apply(t, s.ws.statsApply)
+	})
+	if err != nil {
+		return nil, err
+	}
+	return results, nil
+}
+
+// insertEvent applies one item of a batch. A returned error aborts the
+// batch; an idempotency conflict is the item's result.
+func (s *Store) insertEvent(t *wtx, p *ledger.EventInsertParams, subs map[string][]subscriber, ds deltas) (ledger.EventInsertResult, error) {
+	op := "insert event " + p.ID
+	if p.IdempotencyKey != "" {
+		orig, err := scanEvent(t.stmt(s.ws.eventByKey).QueryRowContext(t.ctx, p.Namespace, p.IdempotencyKey))
+		switch err = translate(op+": idempotency key", err); {
+		case err == nil:
+			if !bytes.Equal(orig.BodyHash, p.BodyHash) {
+				return ledger.EventInsertResult{Err: fmt.Errorf("event %s: idempotency key %q of event %s: %w",
+					p.ID, p.IdempotencyKey, orig.ID, ledger.ErrIdempotencyConflict)}, nil
+			}
+			rows, err := t.stmt(s.ws.deliveriesByEvent).QueryContext(t.ctx, orig.ID)
+			if err != nil {
+				return ledger.EventInsertResult{}, translate(op+": original deliveries", err)
+			}
+			dels, err := collectDeliveries(rows)
+			if err != nil {
+				return ledger.EventInsertResult{}, translate(op+": original deliveries", err)
+			}
+			return ledger.EventInsertResult{Event: orig, Deliveries: dels, Duplicate: true}, nil
+		case !errors.Is(err, ledger.ErrNotFound):
+			return ledger.EventInsertResult{}, err
+		}
+	}
+
+	ev := ledger.Event{
+		ID: p.ID, Namespace: p.Namespace, Type: p.Type, Data: p.Data, Secrets: p.Secrets,
+		SecretNames: p.SecretNames, ReissueOf: p.ReissueOf, IdempotencyKey: p.IdempotencyKey,
+		BodyHash: p.BodyHash, CreatedAt: p.Now.UTC(),
+	}
+	if ev.ID == "" {
+		ev.ID = ledger.NewID("evt", p.Now)
+	}
+	if err := s.storeEvent(t, ev); err != nil {
+		return ledger.EventInsertResult{}, err
+	}
+
+	eps, ok := subs[p.Namespace]
+	if !ok {
+		var err error
+		if eps, err = s.subscribers(t, p.Namespace); err != nil {
+			return ledger.EventInsertResult{}, err
+		}
+		subs[p.Namespace] = eps
+	}
+	res := ledger.EventInsertResult{Event: ev}
+	for _, ep := range eps {
+		if !eventtype.MatchAny(ep.patterns, p.Type) {
+			continue
+		}
+		d, err := s.storeDelivery(t, ev.ID, ep.id, p.Now)
+		if err != nil {
+			return ledger.EventInsertResult{}, err
+		}
+		ds.get(ep.id).enter(ledger.StateScheduled, 1)
+		res.Deliveries = append(res.Deliveries, d)
+	}
+	return res, nil
+}
+
+// storeEvent inserts an event row; secrets are written revealed.
+func (s *Store) storeEvent(t *wtx, ev ledger.Event) error {
+	names, err := jsonText(ev.SecretNames)
+	if err != nil {
+		return fmt.Errorf("insert event %s: secret names: %w", ev.ID, err)
+	}
+	if ev.SecretNames == nil {
+		names = "[]"
+	}
+	_, err = t.stmt(s.ws.eventInsert).ExecContext(t.ctx, ev.ID, ev.Namespace, ev.Type, []byte(ev.Data),
+		nullBytes(ev.Secrets.Reveal()), names, ev.ReissueOf, ev.IdempotencyKey, nullBytes(ev.BodyHash), nanos(ev.CreatedAt))
+	return translate("insert event "+ev.ID, err)
+}
+
+// storeDelivery inserts a delivery scheduled at now and returns it.
+func (s *Store) storeDelivery(t *wtx, eventID, endpointID string, now time.Time) (ledger.Delivery, error) {
+	d := ledger.Delivery{
+		ID: ledger.NewID("dlv", now), EventID: eventID, EndpointID: endpointID,
+		State: ledger.StateScheduled, DueAt: now.UTC(), CreatedAt: now.UTC(),
+	}
+	_, err := t.stmt(s.ws.deliveryInsert).ExecContext(t.ctx, d.ID, eventID, endpointID, nanos(now))
+	return d, translate("insert delivery of event "+eventID+" to "+endpointID, err)
+}
+
+// subscribers loads the live endpoints of a namespace.
+func (s *Store) subscribers(t *wtx, namespace string) ([]subscriber, error) {
+	op := "endpoints of namespace " + namespace
+	rows, err := t.stmt(s.ws.namespaceEndpoints).QueryContext(t.ctx, namespace)
+	if err != nil {
+		return nil, translate(op, err)
+	}
+	defer rows.Close()
+	var out []subscriber
+	for rows.Next() {
+		var (
+			sub   subscriber
+			types string
+		)
+		if err := rows.Scan(&sub.id, &types); err != nil {
+			return nil, translate(op, err)
+		}
+		if err := json.Unmarshal([]byte(types), &sub.patterns); err != nil {
+			return nil, fmt.Errorf("%s: event types of %s: %w", op, sub.id, err)
+		}
+		out = append(out, sub)
+	}
+	return out, translate(op, rows.Err())
+}
+
+// EventGet implements ledger.Store.
+func (s *Store) EventGet(ctx context.Context, id string) (ledger.Event, error) {
+	ev, err := scanEvent(s.rs.eventGet.QueryRowContext(ctx, id))
+	if err != nil {
+		return ledger.Event{}, translate("get event "+id, err)
+	}
+	return ev, nil
+}

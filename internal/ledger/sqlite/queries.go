@@ -1,0 +1,256 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"strings"
+)
+
+// Every SQL statement of the store. Statements are prepared once at Open:
+// write statements on the single writer connection, reads on the read pool.
+// Parameter lists of variable length (claimed IDs, states) are
+// passed as one JSON array and expanded with json_each, so that every
+// statement stays prepared.
+
+const endpointCols = `id, namespace, name, url, event_types, signing_secrets, policy, ack_mode, ack_timeout_ns,
+	paused, dead_letter, rate_per_second, rate_burst, max_in_flight, headers, version, updated_at`
+
+const eventCols = `id, namespace, type, data, secrets, secret_names, secrets_scrubbed_at, reissue_of,
+	idempotency_key, body_hash, created_at`
+
+const deliveryCols = `id, event_id, endpoint_id, state, due_at, lease_owner, lease_until, attempts,
+	first_attempt_at, ack_deadline, last_status, last_error, exhaust_reason, resolution, terminal_at, created_at`
+
+// prefixed returns a column list with every column qualified by alias.
+func prefixed(alias, cols string) string {
+	parts := strings.Split(cols, ",")
+	for i, p := range parts {
+		parts[i] = alias + "." + strings.TrimSpace(p)
+	}
+	return strings.Join(parts, ", ")
+}
+
+var writeSQL = struct {
+	endpointUpsert, statsEnsure, endpointDelete, deliveriesCancel, statsCancel,
+	namespaceEndpoints, endpointForDeadLetter, deadLetterTarget,
+	eventByKey, eventInsert, deliveryInsert, deliveriesByEvent,
+	statsApply,
+	pausedEndpoints, claimDue, claimExpired, claimBacklogged, claimDueOf, claimLease, claimedRows,
+	release, deliveryExists,
+	attemptTransition, attemptInsert string
+}{
+	endpointUpsert: `INSERT INTO endpoints (` + endpointCols + `, deleted)
+		VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, 1, ?16, 0)
+		ON CONFLICT (id) DO UPDATE SET
+			namespace = excluded.namespace, name = excluded.name, url = excluded.url,
+			event_types = excluded.event_types, signing_secrets = excluded.signing_secrets,
+			policy = excluded.policy, ack_mode = excluded.ack_mode, ack_timeout_ns = excluded.ack_timeout_ns,
+			paused = excluded.paused, dead_letter = excluded.dead_letter,
+			rate_per_second = excluded.rate_per_second, rate_burst = excluded.rate_burst,
+			max_in_flight = excluded.max_in_flight, headers = excluded.headers,
+			version = endpoints.version + 1, deleted = 0, updated_at = excluded.updated_at
+		RETURNING version`,
+	statsEnsure:    `INSERT INTO endpoint_stats (endpoint_id) VALUES (?1) ON CONFLICT (endpoint_id) DO NOTHING`,
+	endpointDelete: `UPDATE endpoints SET deleted = 1, updated_at = ?2 WHERE id = ?1 AND deleted = 0`,
+	deliveriesCancel: `UPDATE deliveries SET state = 'cancelled', terminal_at = ?2, lease_owner = '', lease_until = NULL
+		WHERE endpoint_id = ?1 AND state IN ('scheduled', 'in_flight', 'awaiting_ack')`,
+	statsCancel: `UPDATE endpoint_stats SET cancelled = cancelled + ?2, pending = 0, in_flight = 0, awaiting_ack = 0
+		WHERE endpoint_id = ?1`,
+
+	namespaceEndpoints:    `SELECT id, event_types FROM endpoints WHERE namespace = ?1 AND deleted = 0 ORDER BY id`,
+	endpointForDeadLetter: `SELECT ep.namespace, ep.dead_letter, e.type FROM endpoints ep, events e WHERE ep.id = ?1 AND e.id = ?2`,
+	deadLetterTarget:      `SELECT namespace FROM endpoints WHERE id = ?1 AND deleted = 0`,
+
+	eventByKey: `SELECT ` + eventCols + ` FROM events WHERE namespace = ?1 AND idempotency_key = ?2 AND idempotency_key <> ''`,
+	eventInsert: `INSERT INTO events (id, namespace, type, data, secrets, secret_names, reissue_of, idempotency_key, body_hash, created_at)
+		VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)`,
+	deliveryInsert: `INSERT INTO deliveries (id, event_id, endpoint_id, state, due_at, created_at)
+		VALUES (?1, ?2, ?3, 'scheduled', ?4, ?4)`,
+	deliveriesByEvent: `SELECT ` + deliveryCols + ` FROM deliveries WHERE event_id = ?1 ORDER BY id`,
+
+	statsApply: `UPDATE endpoint_stats SET
+			pending = pending + ?2, in_flight = in_flight + ?3, awaiting_ack = awaiting_ack + ?4,
+			delivered = delivered + ?5, exhausted_unresolved = exhausted_unresolved + ?6, cancelled = cancelled + ?7,
+			last_success_at = coalesce(?8, last_success_at),
+			last_failure_at = coalesce(?9, last_failure_at),
+			last_failure_reason = CASE WHEN ?9 IS NULL THEN last_failure_reason ELSE ?10 END
+		WHERE endpoint_id = ?1`,
+
+	// Claims read candidates in due order from a partial index and filter
+	// blocked endpoints in Go (claim.go). ?1 now, ?2 limit.
+	pausedEndpoints: `SELECT id FROM endpoints WHERE paused <> 0`,
+	claimDue: `SELECT id, endpoint_id, state, due_at FROM deliveries
+		WHERE state = 'scheduled' AND due_at <= ?1 ORDER BY due_at, id LIMIT ?2`,
+	claimExpired: `SELECT id, endpoint_id, state, due_at FROM deliveries
+		WHERE state = 'in_flight' AND lease_until <= ?1 ORDER BY due_at, id LIMIT ?2`,
+	// The fallback when blocked endpoints hold the head of the queue: the
+	// endpoints with due work, then each one's earliest (?1 endpoint,
+	// ?2 now, ?3 limit). The repeated state term lets SQLite use the
+	// partial index deliveries_live.
+	claimBacklogged: `SELECT endpoint_id FROM endpoint_stats WHERE pending > 0`,
+	claimDueOf: `SELECT id, endpoint_id, state, due_at FROM deliveries
+		WHERE endpoint_id = ?1 AND state IN ('scheduled', 'in_flight', 'awaiting_ack') AND state = 'scheduled' AND due_at <= ?2
+		ORDER BY due_at, id LIMIT ?3`,
+	claimLease: `UPDATE deliveries SET state = 'in_flight', lease_owner = ?1, lease_until = ?2
+		WHERE id IN (SELECT value FROM json_each(?3))`,
+	claimedRows: `SELECT ` + prefixed("d", deliveryCols) + `, ep.version, ` + prefixed("e", eventCols) + `
+		FROM json_each(?1) j
+		JOIN deliveries d ON d.id = j.value
+		JOIN events e ON e.id = d.event_id
+		JOIN endpoints ep ON ep.id = d.endpoint_id
+		ORDER BY j.key`,
+
+	release: `UPDATE deliveries SET state = 'scheduled', due_at = ?3, lease_owner = '', lease_until = NULL
+		WHERE id = ?1 AND state = 'in_flight' AND lease_owner = ?2
+		RETURNING endpoint_id`,
+	deliveryExists: `SELECT 1 FROM deliveries WHERE id = ?1`,
+
+	// The lease check and the transition are one statement: no row means
+	// the caller does not hold the lease (or the delivery does not exist).
+	attemptTransition: `UPDATE deliveries SET
+			state = ?3, attempts = attempts + 1, first_attempt_at = coalesce(first_attempt_at, ?4),
+			due_at = coalesce(?5, due_at), ack_deadline = ?6, last_status = ?7, last_error = ?8,
+			exhaust_reason = ?9, resolution = ?10, terminal_at = ?11, lease_owner = '', lease_until = NULL
+		WHERE id = ?1 AND state = 'in_flight' AND lease_owner = ?2
+		RETURNING ` + deliveryCols,
+	attemptInsert: `INSERT INTO attempts (delivery_id, number, owner, started_at, duration_ns, status_code, error, response_excerpt, recorded_at)
+		VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)`,
+}
+
+var readSQL = struct {
+	endpointGet, endpointList, eventGet, deliveryGet, deliveryExists, attemptList, statsGet string
+}{
+	endpointGet:    `SELECT ` + endpointCols + ` FROM endpoints WHERE id = ?1 AND deleted = 0`,
+	endpointList:   `SELECT ` + endpointCols + ` FROM endpoints WHERE deleted = 0 ORDER BY id`,
+	eventGet:       `SELECT ` + eventCols + ` FROM events WHERE id = ?1`,
+	deliveryGet:    `SELECT ` + deliveryCols + ` FROM deliveries WHERE id = ?1`,
+	deliveryExists: `SELECT 1 FROM deliveries WHERE id = ?1`,
+	attemptList: `SELECT delivery_id, number, started_at, duration_ns, status_code, error, response_excerpt
+		FROM attempts WHERE delivery_id = ?1 ORDER BY number`,
+	// Stats outlive a deleted endpoint: its cancelled deliveries stay counted.
+	statsGet: `SELECT endpoint_id, pending, in_flight, awaiting_ack, delivered, exhausted_unresolved, cancelled,
+			last_success_at, last_failure_at, last_failure_reason
+		FROM endpoint_stats WHERE endpoint_id = ?1`,
+}
+
+// deliveryListSQL builds DeliveryList's query from fixed fragments: only
+// the filters in use appear, so SQLite picks the index that fits them.
+// Arguments: ?1 endpoint, ?2 event, ?3 states (JSON), ?4 resolution,
+// ?5 after ID, ?6 limit.
+func deliveryListSQL(endpoint, event, states, resolution bool) string {
+	var b strings.Builder
+	b.WriteString(`SELECT ` + deliveryCols + ` FROM deliveries WHERE id > ?5`)
+	if endpoint {
+		b.WriteString(` AND endpoint_id = ?1`)
+	}
+	if event {
+		b.WriteString(` AND event_id = ?2`)
+	}
+	if states {
+		b.WriteString(` AND state IN (SELECT value FROM json_each(?3))`)
+	}
+	if resolution {
+		b.WriteString(` AND resolution = ?4`)
+	}
+	b.WriteString(` ORDER BY id LIMIT ?6`)
+	return b.String()
+}
+
+// writeStmts and readStmts hold the prepared statements.
+type (
+	writeStmts struct {
+		endpointUpsert, statsEnsure, endpointDelete, deliveriesCancel, statsCancel,
+		namespaceEndpoints, endpointForDeadLetter, deadLetterTarget,
+		eventByKey, eventInsert, deliveryInsert, deliveriesByEvent,
+		statsApply,
+		pausedEndpoints, claimDue, claimExpired, claimBacklogged, claimDueOf, claimLease, claimedRows,
+		release, deliveryExists,
+		attemptTransition, attemptInsert *sql.Stmt
+	}
+	readStmts struct {
+		endpointGet, endpointList, eventGet, deliveryGet, deliveryExists, attemptList, statsGet *sql.Stmt
+		// The claim's candidate queries, for NextDueAt.
+		pausedEndpoints, claimDue, claimBacklogged, claimDueOf *sql.Stmt
+		// deliveryList is indexed by the filter bits (see deliveryListKey).
+		deliveryList [16]*sql.Stmt
+	}
+)
+
+// deliveryListKey maps DeliveryList's filters to its statement.
+func deliveryListKey(endpoint, event, states, resolution bool) int {
+	k := 0
+	for i, on := range []bool{endpoint, event, states, resolution} {
+		if on {
+			k |= 1 << i
+		}
+	}
+	return k
+}
+
+// prepare prepares every statement.
+func (s *Store) prepare(ctx context.Context) error {
+	ws, rs := writeSQL, readSQL
+	for _, p := range []struct {
+		db   *sql.DB
+		dst  **sql.Stmt
+		text string
+	}{
+		{s.w, &s.ws.endpointUpsert, ws.endpointUpsert},
+		{s.w, &s.ws.statsEnsure, ws.statsEnsure},
+		{s.w, &s.ws.endpointDelete, ws.endpointDelete},
+		{s.w, &s.ws.deliveriesCancel, ws.deliveriesCancel},
+		{s.w, &s.ws.statsCancel, ws.statsCancel},
+		{s.w, &s.ws.namespaceEndpoints, ws.namespaceEndpoints},
+		{s.w, &s.ws.endpointForDeadLetter, ws.endpointForDeadLetter},
+		{s.w, &s.ws.deadLetterTarget, ws.deadLetterTarget},
+		{s.w, &s.ws.eventByKey, ws.eventByKey},
+		{s.w, &s.ws.eventInsert, ws.eventInsert},
+		{s.w, &s.ws.deliveryInsert, ws.deliveryInsert},
+		{s.w, &s.ws.deliveriesByEvent, ws.deliveriesByEvent},
+		{s.w, &s.ws.statsApply, ws.statsApply},
+		{s.w, &s.ws.pausedEndpoints, ws.pausedEndpoints},
+		{s.w, &s.ws.claimDue, ws.claimDue},
+		{s.w, &s.ws.claimExpired, ws.claimExpired},
+		{s.w, &s.ws.claimBacklogged, ws.claimBacklogged},
+		{s.w, &s.ws.claimDueOf, ws.claimDueOf},
+		{s.w, &s.ws.claimLease, ws.claimLease},
+		{s.w, &s.ws.claimedRows, ws.claimedRows},
+		{s.w, &s.ws.release, ws.release},
+		{s.w, &s.ws.deliveryExists, ws.deliveryExists},
+		{s.w, &s.ws.attemptTransition, ws.attemptTransition},
+		{s.w, &s.ws.attemptInsert, ws.attemptInsert},
+		{s.r, &s.rs.endpointGet, rs.endpointGet},
+		{s.r, &s.rs.endpointList, rs.endpointList},
+		{s.r, &s.rs.eventGet, rs.eventGet},
+		{s.r, &s.rs.deliveryGet, rs.deliveryGet},
+		{s.r, &s.rs.deliveryExists, rs.deliveryExists},
+		{s.r, &s.rs.attemptList, rs.attemptList},
+		{s.r, &s.rs.statsGet, rs.statsGet},
+		{s.r, &s.rs.pausedEndpoints, ws.pausedEndpoints},
+		{s.r, &s.rs.claimDue, ws.claimDue},
+		{s.r, &s.rs.claimBacklogged, ws.claimBacklogged},
+		{s.r, &s.rs.claimDueOf, ws.claimDueOf},
+	} {
+		st, err := p.db.PrepareContext(ctx, p.text)
+		if err != nil {
+			return fmt.Errorf("prepare %q: %w", firstLine(p.text), err)
+		}
+		*p.dst = st
+	}
+	for k := range s.rs.deliveryList {
+		text := deliveryListSQL(k&1 != 0, k&2 != 0, k&4 != 0, k&8 != 0)
+		st, err := s.r.PrepareContext(ctx, text)
+		if err != nil {
+			return fmt.Errorf("prepare %q: %w", firstLine(text), err)
+		}
+		s.rs.deliveryList[k] = st
+	}
+	return nil
+}
+
+// firstLine shortens a statement for an error message.
+func firstLine(q string) string {
+	line, _, _ := strings.Cut(strings.TrimSpace(q), "\n")
+	return line
+}

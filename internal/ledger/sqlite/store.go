@@ -1,0 +1,191 @@
+// Package sqlite is the embedded ledger: a ledger.Store in one SQLite file,
+// through the pure-Go driver modernc.org/sqlite, so that hookkeeper runs
+// with no database server and no cgo.
+//
+// SQLite has one writer. The store keeps one write connection (every
+// method that changes state queues for it, so "database is locked" never
+// surfaces) and a pool of query-only connections that read concurrently
+// from the WAL. Commits are durable by default (synchronous=FULL): an
+// accepted event survives a crash or power loss, and the engine amortizes
+// the fsync by batching ~100 items per transaction.
+//
+// All SQL lives in queries.go and every driver error passes through
+// translate (errors.go).
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"net/url"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"time"
+
+	_ "modernc.org/sqlite" // registers the "sqlite" database/sql driver
+
+	"github.com/hookkeeper/hookkeeper/internal/ledger"
+)
+
+// Store is the SQLite ledger. It is safe for concurrent use.
+type Store struct {
+	w  *sql.DB // one connection: the single writer
+	r  *sql.DB // query-only connections
+	ws writeStmts
+	rs readStmts
+}
+
+var _ ledger.Store = (*Store)(nil)
+
+// Option configures Open.
+type Option func(*options)
+
+type options struct {
+	synchronous string
+	busyTimeout time.Duration
+	readConns   int
+	cacheKiB    int
+}
+
+// WithSynchronous sets PRAGMA synchronous: FULL (the default) syncs the WAL
+// on every commit; NORMAL may lose the last commits on power loss (never
+// corrupts) and is only for tests and benchmarks that say so.
+func WithSynchronous(mode string) Option { return func(o *options) { o.synchronous = mode } }
+
+// WithBusyTimeout bounds how long a connection waits for a lock held by
+// another process (in-process writers queue for the write connection
+// instead). Default 5s.
+func WithBusyTimeout(d time.Duration) Option { return func(o *options) { o.busyTimeout = d } }
+
+// WithReadConns sets the size of the read pool. Default max(4, GOMAXPROCS).
+func WithReadConns(n int) Option { return func(o *options) { o.readConns = n } }
+
+// WithCacheSize sets each connection's page cache in KiB. Default 32 MiB.
+func WithCacheSize(kib int) Option { return func(o *options) { o.cacheKiB = kib } }
+
+// Open opens (creating if needed) the ledger at path and migrates it to the
+// current schema.
+func Open(ctx context.Context, path string, opts ...Option) (*Store, error) {
+	o := options{
+		synchronous: "FULL",
+		busyTimeout: 5 * time.Second,
+		readConns:   max(4, runtime.GOMAXPROCS(0)),
+		cacheKiB:    32 << 10,
+	}
+	for _, opt := range opts {
+		opt(&o)
+	}
+	switch o.synchronous {
+	case "OFF", "NORMAL", "FULL", "EXTRA":
+	default:
+		return nil, fmt.Errorf("open ledger %s: synchronous %q: want OFF, NORMAL, FULL or EXTRA", path, o.synchronous)
+	}
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return nil, fmt.Errorf("open ledger %s: %w", path, err)
+	}
+
+	w, err := sql.Open("sqlite", dsn(abs, o, false))
+	if err != nil {
+		return nil, fmt.Errorf("open ledger %s: %w", abs, err)
+	}
+	w.SetMaxOpenConns(1)
+	w.SetMaxIdleConns(1)
+	w.SetConnMaxLifetime(0)
+	w.SetConnMaxIdleTime(0)
+	s := &Store{w: w}
+	if err := migrate(ctx, w); err != nil {
+		_ = w.Close()
+		return nil, fmt.Errorf("open ledger %s: %w", abs, err)
+	}
+
+	r, err := sql.Open("sqlite", dsn(abs, o, true))
+	if err != nil {
+		_ = w.Close()
+		return nil, fmt.Errorf("open ledger %s: %w", abs, err)
+	}
+	r.SetMaxOpenConns(o.readConns)
+	r.SetMaxIdleConns(o.readConns)
+	s.r = r
+	if err := s.prepare(ctx); err != nil {
+		_ = s.Close()
+		return nil, fmt.Errorf("open ledger %s: %w", abs, err)
+	}
+	return s, nil
+}
+
+// dsn builds the connection string: a file: URI (so any path is escaped)
+// with the pragmas every connection needs.
+func dsn(path string, o options, readOnly bool) string {
+	q := url.Values{}
+	q.Add("_pragma", "busy_timeout("+strconv.FormatInt(o.busyTimeout.Milliseconds(), 10)+")")
+	q.Add("_pragma", "journal_mode(WAL)")
+	q.Add("_pragma", "synchronous("+o.synchronous+")")
+	q.Add("_pragma", "foreign_keys(1)")
+	q.Add("_pragma", "cache_size(-"+strconv.Itoa(o.cacheKiB)+")")
+	q.Add("_pragma", "temp_store(MEMORY)")
+	if readOnly {
+		q.Set("_query_only", "1")
+	} else {
+		// The only writer takes the write lock up front, so a transaction
+		// never fails half-way upgrading a read lock.
+		q.Set("_txlock", "immediate")
+	}
+	u := url.URL{Scheme: "file", Path: path, RawQuery: q.Encode()}
+	return u.String()
+}
+
+// Close closes both pools.
+func (s *Store) Close() error {
+	var errs []error
+	if s.r != nil {
+		errs = append(errs, s.r.Close())
+	}
+	errs = append(errs, s.w.Close())
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("close ledger: %w", err)
+	}
+	return nil
+}
+
+// wtx is one write transaction on the writer connection, with the
+// prepared statements rebound to it once each.
+type wtx struct {
+	ctx   context.Context
+	tx    *sql.Tx
+	bound map[*sql.Stmt]*sql.Stmt
+}
+
+// stmt returns st bound to the transaction. The writer has one connection,
+// so the driver statement is prepared once for the store's life.
+func (t *wtx) stmt(st *sql.Stmt) *sql.Stmt {
+	if b, ok := t.bound[st]; ok {
+		return b
+	}
+	b := t.tx.StmtContext(t.ctx, st)
+	t.bound[st] = b
+	return b
+}
+
+// write runs fn in a write transaction and commits it; op names the
+// operation in errors.
+func (s *Store) write(ctx context.Context, op string, fn func(t *wtx) error) error {
+	tx, err := s.w.BeginTx(ctx, nil)
+	if err != nil {
+		return translate(op+": begin", err)
+	}
+	// Statements run without the caller's cancellation: database/sql
+	// already rolls the transaction back if ctx ends, and a cancellable
+	// context costs the driver a goroutine per statement.
+	t := &wtx{ctx: context.WithoutCancel(ctx), tx: tx, bound: make(map[*sql.Stmt]*sql.Stmt, 8)}
+	if err := fn(t); err != nil {
+		_ = tx.Rollback()
+		return err
+	}
+	if err := tx.Commit(); err != nil {
+		return translate(op+": commit", err)
+	}
+	return nil
+}

@@ -1,0 +1,386 @@
+package main_test
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/onsi/gomega"
+
+	"github.com/hookkeeper/hookkeeper/internal/ledger"
+	"github.com/hookkeeper/hookkeeper/internal/ledger/postgres/pgtest"
+	"github.com/hookkeeper/hookkeeper/internal/ledger/sqlite"
+	"github.com/hookkeeper/hookkeeper/internal/signing"
+)
+
+// These tests run the engine as a real process (enginehost), so that it can
+// be killed with SIGKILL mid-run and so that two of them can share one
+// PostgreSQL ledger.
+
+const token = "test-token"
+
+var (
+	buildOnce sync.Once
+	binary    string
+	buildErr  error
+)
+
+func enginehostBinary(t *testing.T) string {
+	buildOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "enginehost")
+		if err != nil {
+			buildErr = err
+			return
+		}
+		binary = filepath.Join(dir, "enginehost")
+		out, err := exec.Command("go", "build", "-o", binary, ".").CombinedOutput()
+		if err != nil {
+			buildErr = fmt.Errorf("go build: %v\n%s", err, out)
+		}
+	})
+	if buildErr != nil {
+		t.Fatal(buildErr)
+	}
+	return binary
+}
+
+// host is one running enginehost process.
+type host struct {
+	cmd    *exec.Cmd
+	addr   string
+	stdout *bufio.Scanner
+	stderr *bytes.Buffer
+	done   chan error
+}
+
+func startHost(t *testing.T, args ...string) *host {
+	t.Helper()
+	cmd := exec.Command(enginehostBinary(t), append([]string{"--token", token}, args...)...)
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := &host{cmd: cmd, stderr: &bytes.Buffer{}, done: make(chan error, 1)}
+	cmd.Stderr = h.stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	h.stdout = bufio.NewScanner(stdout)
+	if !h.stdout.Scan() || !strings.HasPrefix(h.stdout.Text(), "listening ") {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+		t.Fatalf("enginehost did not start: %q\n%s", h.stdout.Text(), h.stderr)
+	}
+	h.addr = strings.TrimPrefix(h.stdout.Text(), "listening ")
+	go func() { h.done <- cmd.Wait() }()
+	t.Cleanup(func() { _ = cmd.Process.Kill(); <-h.done })
+	return h
+}
+
+// stop ends the process gracefully and returns how many attempts it made.
+func (h *host) stop(t *testing.T) int {
+	t.Helper()
+	_ = h.cmd.Process.Signal(syscall.SIGTERM)
+	attempts := -1
+	for h.stdout.Scan() {
+		if _, err := fmt.Sscanf(h.stdout.Text(), "attempts %d", &attempts); err == nil {
+			break
+		}
+	}
+	<-h.done
+	h.done <- nil // for the cleanup
+	return attempts
+}
+
+// kill ends the process with SIGKILL: no shutdown code runs.
+func (h *host) kill(t *testing.T) {
+	t.Helper()
+	if err := h.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	<-h.done
+	h.done <- nil
+}
+
+// countingReceiver records every webhook-id it receives and checks that no
+// event is being received twice at the same moment.
+type countingReceiver struct {
+	*httptest.Server
+	mu          sync.Mutex
+	seen        map[string]int
+	active      map[string]int
+	overlaps    atomic.Int64
+	requests    atomic.Int64
+	hold        time.Duration
+	firstUnique atomic.Int64
+}
+
+func newCountingReceiver(t *testing.T, hold time.Duration) *countingReceiver {
+	r := &countingReceiver{seen: map[string]int{}, active: map[string]int{}, hold: hold}
+	r.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		id := req.Header.Get("webhook-id")
+		_, _ = io.Copy(io.Discard, req.Body)
+		r.mu.Lock()
+		r.active[id]++
+		if r.active[id] > 1 {
+			r.overlaps.Add(1)
+		}
+		r.seen[id]++
+		if r.seen[id] == 1 {
+			r.firstUnique.Add(1)
+		}
+		r.mu.Unlock()
+		r.requests.Add(1)
+		if r.hold > 0 {
+			time.Sleep(r.hold) // a slow receiver, to widen the window for double sends
+		}
+		r.mu.Lock()
+		r.active[id]--
+		r.mu.Unlock()
+		w.WriteHeader(http.StatusNoContent)
+	}))
+	t.Cleanup(r.Close)
+	return r
+}
+
+func (r *countingReceiver) count(id string) int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.seen[id]
+}
+
+func writeEndpoints(t *testing.T, url string, maxInFlight int) string {
+	t.Helper()
+	secret, err := signing.GenerateSecret()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := []map[string]any{{
+		"namespace": "crash", "name": "receiver", "url": url, "eventTypes": []string{"*"},
+		"secret": string(secret.Reveal()), "maxInFlight": maxInFlight, "maxAttempts": 20,
+		"delay": "50ms", "timeout": "2s",
+	}}
+	data, _ := json.Marshal(cfg)
+	path := filepath.Join(t.TempDir(), "endpoints.json")
+	if err := os.WriteFile(path, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// publish posts one event; it returns the event ID when the engine
+// answered 201 or 200 (committed), or "" when the outcome is unknown.
+func publish(client *http.Client, addr, key string) (string, error) {
+	req, _ := http.NewRequest(http.MethodPost, "http://"+addr+"/v1/namespaces/crash/events",
+		strings.NewReader(`{"type":"order.created","data":{"key":"`+key+`","pad":"`+strings.Repeat("x", 900)+`"}}`))
+	req.Header.Set("Authorization", "Bearer "+token)
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Idempotency-Key", key)
+	resp, err := client.Do(req)
+	if err != nil {
+		return "", err
+	}
+	defer resp.Body.Close()
+	var body struct {
+		ID string `json:"id"`
+	}
+	if resp.StatusCode != http.StatusCreated && resp.StatusCode != http.StatusOK {
+		b, _ := io.ReadAll(resp.Body)
+		return "", fmt.Errorf("HTTP %d: %s", resp.StatusCode, b)
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&body); err != nil {
+		return "", err
+	}
+	return body.ID, nil
+}
+
+// TestCrashLosesNoAcceptedEvent publishes thousands of events, kills the
+// engine with SIGKILL while thousands are still in flight, restarts it on
+// the same ledger file and checks that every event whose publish was
+// answered is delivered at least once, and that publishing the unanswered
+// ones again with the same Idempotency-Key creates no duplicates.
+func TestCrashLosesNoAcceptedEvent(t *testing.T) {
+	const total = 5000
+	g := gomega.NewWithT(t)
+	dir := t.TempDir()
+	ledgerPath := filepath.Join(dir, "ledger.db")
+	// A slow receiver (16 at a time, 20ms each) keeps thousands of accepted
+	// events pending when the engine is killed.
+	rcv := newCountingReceiver(t, 20*time.Millisecond)
+	endpoints := writeEndpoints(t, rcv.URL, 16)
+	args := []string{"--ledger", "sqlite://" + ledgerPath, "--endpoints", endpoints, "--lease-margin", "1s", "--workers", "32"}
+
+	first := startHost(t, args...)
+	var (
+		mu       sync.Mutex
+		accepted = map[string]string{} // key -> event ID
+		killed   = make(chan struct{})
+		next     atomic.Int64
+		wg       sync.WaitGroup
+	)
+	client := &http.Client{Timeout: 10 * time.Second}
+	for range 16 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				i := next.Add(1)
+				if i > total {
+					return
+				}
+				key := fmt.Sprintf("key-%05d", i)
+				id, err := publish(client, first.addr, key)
+				if err != nil {
+					select {
+					case <-killed:
+						return // the engine is gone; unanswered keys are republished later
+					default:
+						t.Errorf("publish %s before the kill: %v", key, err)
+						return
+					}
+				}
+				mu.Lock()
+				accepted[key] = id
+				mu.Unlock()
+			}
+		}()
+	}
+
+	// Kill once a good share is accepted but much is still undelivered.
+	g.Eventually(func() bool {
+		mu.Lock()
+		n := len(accepted)
+		mu.Unlock()
+		return n >= 3500 && rcv.firstUnique.Load() >= 100
+	}).WithTimeout(60 * time.Second).WithPolling(time.Millisecond).Should(gomega.BeTrue())
+	close(killed)
+	first.kill(t)
+	wg.Wait()
+
+	mu.Lock()
+	acceptedAtKill := len(accepted)
+	mu.Unlock()
+	deliveredAtKill := rcv.firstUnique.Load()
+	t.Logf("at SIGKILL: %d events accepted, %d delivered", acceptedAtKill, deliveredAtKill)
+	if acceptedAtKill-int(deliveredAtKill) < 1000 {
+		t.Fatalf("only %d accepted events were in flight at the kill; the test must kill with thousands pending", acceptedAtKill-int(deliveredAtKill))
+	}
+
+	second := startHost(t, args...)
+	// Every accepted event is delivered.
+	g.Eventually(func() []string {
+		var missing []string
+		mu.Lock()
+		defer mu.Unlock()
+		for key, id := range accepted {
+			if rcv.count(id) == 0 {
+				missing = append(missing, key)
+			}
+		}
+		return missing
+	}).WithTimeout(120 * time.Second).WithPolling(50 * time.Millisecond).Should(gomega.BeEmpty(), "accepted events not delivered after the restart")
+
+	// Republish every key: the accepted ones are idempotent replays with
+	// their original IDs, the others are new, and all of them get delivered.
+	for i := 1; i <= total; i++ {
+		key := fmt.Sprintf("key-%05d", i)
+		id, err := publish(client, second.addr, key)
+		if err != nil {
+			t.Fatalf("republish %s: %v", key, err)
+		}
+		if orig, ok := accepted[key]; ok && orig != id {
+			t.Fatalf("republishing accepted key %s gave a new event %s (was %s)", key, id, orig)
+		}
+		accepted[key] = id
+	}
+	g.Eventually(func() int64 { return rcv.firstUnique.Load() }).WithTimeout(120*time.Second).WithPolling(50*time.Millisecond).
+		Should(gomega.BeEquivalentTo(total), "distinct events delivered")
+	second.stop(t)
+
+	// The ledger agrees: exactly total events, all delivered.
+	store, err := sqlite.Open(context.Background(), ledgerPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store.Close()
+	stats, err := store.EndpointStats(context.Background(), "crash/receiver")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if stats.Delivered != total || stats.Pending != 0 || stats.InFlight != 0 {
+		t.Fatalf("ledger stats after recovery: %+v, want %d delivered and nothing pending", stats, total)
+	}
+	t.Logf("receiver saw %d requests for %d events (%d redelivered after the crash)", rcv.requests.Load(), total, rcv.requests.Load()-total)
+}
+
+// TestTwoProcessesShareOnePostgres runs two engine processes on one
+// PostgreSQL ledger: both do work, every event is delivered, and no
+// delivery is ever being sent by both at the same time.
+func TestTwoProcessesShareOnePostgres(t *testing.T) {
+	const total = 2000
+	g := gomega.NewWithT(t)
+	dsn := pgtest.DSN(t)
+	schema := pgtest.NewSchema(t)
+	rcv := newCountingReceiver(t, 5*time.Millisecond)
+	endpoints := writeEndpoints(t, rcv.URL, 64)
+	args := []string{"--ledger", dsn, "--pg-schema", schema, "--endpoints", endpoints, "--workers", "32", "--idle-wait", "50ms"}
+	a := startHost(t, args...)
+	b := startHost(t, args...)
+
+	client := &http.Client{Timeout: 10 * time.Second}
+	var wg sync.WaitGroup
+	var next atomic.Int64
+	for w := range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			addr := a.addr
+			if w%2 == 1 {
+				addr = b.addr
+			}
+			for {
+				i := next.Add(1)
+				if i > total {
+					return
+				}
+				if _, err := publish(client, addr, fmt.Sprintf("k%d", i)); err != nil {
+					t.Errorf("publish: %v", err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	g.Eventually(func() int64 { return rcv.firstUnique.Load() }).WithTimeout(120*time.Second).WithPolling(20*time.Millisecond).
+		Should(gomega.BeEquivalentTo(total))
+
+	attemptsA, attemptsB := a.stop(t), b.stop(t)
+	t.Logf("process A made %d attempts, process B %d; receiver saw %d requests", attemptsA, attemptsB, rcv.requests.Load())
+	if rcv.overlaps.Load() != 0 {
+		t.Fatalf("%d times a delivery was being sent by two engines at once", rcv.overlaps.Load())
+	}
+	if rcv.requests.Load() != total {
+		t.Fatalf("receiver saw %d requests for %d events: some delivery was sent twice", rcv.requests.Load(), total)
+	}
+	if attemptsA < total/10 || attemptsB < total/10 {
+		t.Fatalf("work was not shared: A=%d B=%d", attemptsA, attemptsB)
+	}
+	if attemptsA+attemptsB != total {
+		t.Fatalf("attempts A+B = %d, want %d", attemptsA+attemptsB, total)
+	}
+	_ = ledger.StateDelivered
+}

@@ -1,0 +1,191 @@
+// Command enginehost runs the delivery engine and its HTTP API without
+// Kubernetes: the endpoints come from a JSON file instead of
+// WebhookEndpoints. The crash test, the multi-process test and `make bench`
+// run it as a real process (so that it can be SIGKILLed, and measured).
+//
+// It prints "listening <addr>" on stdout once the API accepts requests.
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/go-logr/logr"
+	"github.com/go-logr/logr/funcr"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/hookkeeper/hookkeeper/internal/backoff"
+	"github.com/hookkeeper/hookkeeper/internal/engine"
+	"github.com/hookkeeper/hookkeeper/internal/ingest"
+	"github.com/hookkeeper/hookkeeper/internal/ledger"
+	"github.com/hookkeeper/hookkeeper/internal/ledger/ledgerstore"
+	"github.com/hookkeeper/hookkeeper/internal/ledger/postgres"
+)
+
+// EndpointConfig is one endpoint of the --endpoints file.
+type EndpointConfig struct {
+	Namespace   string   `json:"namespace"`
+	Name        string   `json:"name"`
+	URL         string   `json:"url"`
+	EventTypes  []string `json:"eventTypes"`
+	Secret      string   `json:"secret"`
+	MaxInFlight int      `json:"maxInFlight"`
+	MaxAttempts int32    `json:"maxAttempts"`
+	// Delay is the fixed delay between attempts (Go duration).
+	Delay string `json:"delay"`
+	// Timeout is the attempt timeout (Go duration).
+	Timeout string `json:"timeout"`
+}
+
+func main() {
+	var (
+		ledgerFlag, pgSchema, listen, token string
+		endpointsFile                       string
+		workers                             int
+		leaseMargin, idleWait               time.Duration
+		verbose                             bool
+	)
+	flag.StringVar(&ledgerFlag, "ledger", "", "sqlite://<path> or postgres://<dsn>")
+	flag.StringVar(&pgSchema, "pg-schema", "", "PostgreSQL schema to use (tests give each its own)")
+	flag.StringVar(&listen, "listen", "127.0.0.1:0", "address of the HTTP API")
+	flag.StringVar(&token, "token", "", "bearer token accepted by the API")
+	flag.StringVar(&endpointsFile, "endpoints", "", "JSON file with the endpoints to register")
+	flag.IntVar(&workers, "workers", 128, "concurrent attempts")
+	flag.DurationVar(&leaseMargin, "lease-margin", 15*time.Second, "lease margin over the attempt timeout")
+	flag.DurationVar(&idleWait, "idle-wait", time.Second, "longest sleep between claims")
+	flag.BoolVar(&verbose, "v", false, "log to stderr")
+	flag.Parse()
+	if err := run(ledgerFlag, pgSchema, listen, token, endpointsFile, workers, leaseMargin, idleWait, verbose); err != nil {
+		fmt.Fprintln(os.Stderr, "enginehost:", err)
+		os.Exit(1)
+	}
+}
+
+func run(ledgerFlag, pgSchema, listen, token, endpointsFile string, workers int, leaseMargin, idleWait time.Duration, verbose bool) error {
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	log := logr.Discard()
+	if verbose {
+		log = funcr.New(func(prefix, args string) { fmt.Fprintln(os.Stderr, prefix, args) }, funcr.Options{})
+	}
+
+	loc, err := ledger.ParseLocation(ledgerFlag)
+	if err != nil {
+		return err
+	}
+	var store ledger.Store
+	if loc.Driver == ledger.Postgres && pgSchema != "" {
+		store, err = postgres.Open(ctx, loc.DSN, postgres.WithSchema(pgSchema))
+	} else {
+		store, err = ledgerstore.Open(ctx, loc)
+	}
+	if err != nil {
+		return err
+	}
+	defer store.Close()
+
+	reg := prometheus.NewRegistry()
+	metrics := engine.NewMetrics(reg, store)
+	eng, err := engine.New(engine.Options{Store: store, Workers: workers, LeaseMargin: leaseMargin, IdleWait: idleWait, Logger: log, Metrics: metrics})
+	if err != nil {
+		return err
+	}
+	defer eng.Close()
+	if err := registerEndpoints(ctx, eng, endpointsFile); err != nil {
+		return err
+	}
+
+	handler, err := ingest.New(ingest.Config{
+		Publisher: eng,
+		Reader:    store,
+		Auth:      ingest.StaticTokens{token: {Username: "enginehost"}},
+		Log:       log,
+	})
+	if err != nil {
+		return err
+	}
+	ln, err := net.Listen("tcp", listen)
+	if err != nil {
+		return err
+	}
+	srv := ingest.NewServer(listen, handler)
+	go func() {
+		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			fmt.Fprintln(os.Stderr, "enginehost: serve:", err)
+			stop()
+		}
+	}()
+	fmt.Printf("listening %s\n", ln.Addr())
+
+	runErr := eng.Run(ctx)
+	shutdownCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	_ = srv.Shutdown(shutdownCtx)
+	fmt.Printf("attempts %d\n", countAttempts(reg))
+	return runErr
+}
+
+// countAttempts sums hookkeeper_delivery_attempts_total, which tests use to
+// see that a process did its share of the work.
+func countAttempts(reg *prometheus.Registry) int {
+	families, err := reg.Gather()
+	if err != nil {
+		return -1
+	}
+	total := 0.0
+	for _, f := range families {
+		if f.GetName() != "hookkeeper_delivery_attempts_total" {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			total += m.GetCounter().GetValue()
+		}
+	}
+	return int(total)
+}
+
+func registerEndpoints(ctx context.Context, eng *engine.Engine, file string) error {
+	if file == "" {
+		return nil
+	}
+	data, err := os.ReadFile(file)
+	if err != nil {
+		return err
+	}
+	var eps []EndpointConfig
+	if err := json.Unmarshal(data, &eps); err != nil {
+		return fmt.Errorf("parsing %s: %w", file, err)
+	}
+	for _, c := range eps {
+		delay, err := time.ParseDuration(c.Delay)
+		if err != nil {
+			return fmt.Errorf("endpoint %s: delay: %w", c.Name, err)
+		}
+		timeout, err := time.ParseDuration(c.Timeout)
+		if err != nil {
+			return fmt.Errorf("endpoint %s: timeout: %w", c.Name, err)
+		}
+		_, err = eng.RegisterEndpoint(ctx, ledger.Endpoint{
+			ID: ledger.EndpointID(c.Namespace, c.Name), Namespace: c.Namespace, Name: c.Name,
+			URL: c.URL, EventTypes: c.EventTypes, MaxInFlight: c.MaxInFlight, AckMode: ledger.AckResponse,
+			Secrets: []ledger.SigningSecret{{Value: ledger.Sensitive(c.Secret)}},
+			Policy: ledger.Policy{
+				Backoff: backoff.Policy{Strategy: backoff.Fixed, InitialDelay: delay, MaxAttempts: c.MaxAttempts, AttemptTimeout: timeout},
+				RetryOn: []string{"NetworkError", "Timeout", "429", "5xx"},
+			},
+		})
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
