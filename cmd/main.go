@@ -16,11 +16,14 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	"sigs.k8s.io/controller-runtime/pkg/metrics/filters"
+	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	hookkeeperv1alpha1 "github.com/hookkeeper/hookkeeper/api/v1alpha1"
 	"github.com/hookkeeper/hookkeeper/controllers"
+	"github.com/hookkeeper/hookkeeper/internal/engine"
 	"github.com/hookkeeper/hookkeeper/internal/ledger"
+	"github.com/hookkeeper/hookkeeper/internal/ledger/ledgerstore"
 )
 
 var (
@@ -36,8 +39,10 @@ func init() {
 func main() {
 	var (
 		metricsAddr, probeAddr, ledgerFlag string
+		apiAddr, apiTokenFile              string
 		secureMetrics, enableHTTP2         bool
 		leaderElect                        bool
+		workers                            int
 	)
 	flag.StringVar(&metricsAddr, "metrics-bind-address", "0", "Address the metrics endpoint binds to, such as :8443; \"0\" disables it.")
 	flag.BoolVar(&secureMetrics, "metrics-secure", true, "Serve metrics over HTTPS, for callers authorized by a SubjectAccessReview.")
@@ -45,6 +50,9 @@ func main() {
 	flag.StringVar(&probeAddr, "health-probe-bind-address", ":8081", "Address the /healthz and /readyz probes bind to.")
 	flag.BoolVar(&leaderElect, "leader-elect", false, "Run the controllers on one elected replica at a time.")
 	flag.StringVar(&ledgerFlag, "ledger", "sqlite://hookkeeper-ledger.db", "Where the delivery ledger lives: sqlite://<path> (embedded, one replica) or postgres://<dsn> (shared, several replicas).")
+	flag.StringVar(&apiAddr, "api-bind-address", ":8090", "Address of the HTTP API (publish events, read deliveries); \"0\" disables it.")
+	flag.StringVar(&apiTokenFile, "api-token-file", "", "File of \"<token> <username>\" lines accepted as bearer tokens by the HTTP API.")
+	flag.IntVar(&workers, "workers", 128, "Delivery attempts in progress at once, per replica.")
 	opts := zap.Options{}
 	opts.BindFlags(flag.CommandLine)
 	flag.Parse()
@@ -56,7 +64,14 @@ func main() {
 		setupLog.Error(err, "invalid --ledger")
 		os.Exit(2)
 	}
-	setupLog.Info("ledger configured", "ledger", loc.String())
+	ctx := ctrl.SetupSignalHandler()
+	store, err := ledgerstore.Open(ctx, loc)
+	if err != nil {
+		setupLog.Error(err, "unable to open the ledger")
+		os.Exit(1)
+	}
+	defer store.Close()
+	setupLog.Info("ledger opened", "ledger", loc.String())
 
 	var tlsOpts []func(*tls.Config)
 	if !enableHTTP2 {
@@ -90,6 +105,33 @@ func main() {
 		os.Exit(1)
 	}
 
+	eng, err := engine.New(engine.Options{
+		Store:   store,
+		Workers: workers,
+		Logger:  ctrl.Log.WithName("engine"),
+		Metrics: engine.NewMetrics(ctrlmetrics.Registry, store),
+	})
+	if err != nil {
+		setupLog.Error(err, "unable to create the delivery engine")
+		os.Exit(1)
+	}
+	defer eng.Close()
+	if err := mgr.Add(everyReplica(eng.Run)); err != nil {
+		setupLog.Error(err, "unable to add the delivery engine")
+		os.Exit(1)
+	}
+	if apiAddr != "0" {
+		api, err := apiServer(apiAddr, apiTokenFile, eng, store)
+		if err != nil {
+			setupLog.Error(err, "unable to set up the HTTP API")
+			os.Exit(1)
+		}
+		if err := mgr.Add(api); err != nil {
+			setupLog.Error(err, "unable to add the HTTP API")
+			os.Exit(1)
+		}
+	}
+
 	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {
 		setupLog.Error(err, "unable to set up health check")
 		os.Exit(1)
@@ -100,7 +142,7 @@ func main() {
 	}
 
 	setupLog.Info("starting manager")
-	if err := mgr.Start(ctrl.SetupSignalHandler()); err != nil {
+	if err := mgr.Start(ctx); err != nil {
 		setupLog.Error(err, "problem running manager")
 		os.Exit(1)
 	}

@@ -85,7 +85,7 @@ func jsonText(v any) (string, error) {
 // scanner is a *sql.Row or *sql.Rows.
 type scanner interface{ Scan(dest ...any) error }
 
-// endpointRow scans endpointCols.
+// scanEndpoint scans endpointCols.
 func scanEndpoint(sc scanner) (ledger.Endpoint, error) {
 	var (
 		ep                            ledger.Endpoint

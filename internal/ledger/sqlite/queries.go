@@ -9,9 +9,9 @@ import (
 
 // Every SQL statement of the store. Statements are prepared once at Open:
 // write statements on the single writer connection, reads on the read pool.
-// Parameter lists of variable length (claimed IDs, states) are
-// passed as one JSON array and expanded with json_each, so that every
-// statement stays prepared.
+// Lists of variable length (claimed IDs, states) are passed as one JSON
+// array and expanded with json_each, so that every statement stays
+// prepared.
 
 const endpointCols = `id, namespace, name, url, event_types, signing_secrets, policy, ack_mode, ack_timeout_ns,
 	paused, dead_letter, rate_per_second, rate_burst, max_in_flight, headers, version, updated_at`

@@ -16,15 +16,6 @@ type delta struct {
 	reason                                                          string
 }
 
-func (d *delta) add(pending, inFlight, awaitingAck, delivered, exhausted, cancelled int64) {
-	d.pending += pending
-	d.inFlight += inFlight
-	d.awaitingAck += awaitingAck
-	d.delivered += delivered
-	d.exhausted += exhausted
-	d.cancelled += cancelled
-}
-
 // enter counts a delivery entering state.
 func (d *delta) enter(state ledger.DeliveryState, n int64) {
 	switch state {
