@@ -35,8 +35,11 @@ done
 export KUBECONFIG="$DEV_DIR/kubeconfig"
 
 say "starting the operator (logs: .dev/manager.log)"
+[[ -f "$DEV_DIR/api-tokens" ]] || echo "dev-$(head -c 12 /dev/urandom | od -An -tx1 | tr -d ' \n') developer" >"$DEV_DIR/api-tokens"
+TOKEN="$(cut -d' ' -f1 "$DEV_DIR/api-tokens")"
 "$ROOT/bin/manager" --ledger="sqlite://$DEV_DIR/ledger.db" --metrics-bind-address=0 \
-	--health-probe-bind-address=127.0.0.1:18081 >"$DEV_DIR/manager.log" 2>&1 &
+	--health-probe-bind-address=127.0.0.1:18081 --api-bind-address=127.0.0.1:18090 \
+	--api-token-file="$DEV_DIR/api-tokens" >"$DEV_DIR/manager.log" 2>&1 &
 pids+=($!)
 for _ in $(seq 1 120); do
 	curl -fsS http://127.0.0.1:18081/readyz >/dev/null 2>&1 && break
@@ -61,6 +64,9 @@ hookkeeper is running against a local control plane. In another shell:
   kubectl get retrypolicy standard -o jsonpath='{.status.schedule}'; echo
   kubectl describe retrypolicy payments
   kubectl explain webhookendpoint.spec
+  curl -sS -X POST http://127.0.0.1:18090/v1/namespaces/default/events \\
+    -H "Authorization: Bearer $TOKEN" -H 'Content-Type: application/json' \\
+    -H 'Idempotency-Key: order-42' -d '{"type":"order.created","data":{"order":42}}'
 
 Operator log: .dev/manager.log. Press Ctrl-C to stop everything.
 MSG
