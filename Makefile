@@ -102,3 +102,9 @@ uninstall: controlplane ## Remove the CRDs from the cluster in $KUBECONFIG.
 .PHONY: deploy
 deploy: build-installer ## Deploy the operator to the cluster in $KUBECONFIG.
 	$(KUBECTL) apply --server-side -f dist/install.yaml
+
+##@ Benchmarks
+
+.PHONY: bench
+bench: postgres ## Measure the engine end to end and write docs/benchmarks.md.
+	HOOKKEEPER_TEST_POSTGRES="$$(./hack/postgres.sh)" go run ./test/bench --out docs/benchmarks.md

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -47,6 +48,12 @@ func newGated(t *testing.T, g *gate, opts Options) (*Batcher[int, string], chan 
 		b.Close()
 	})
 	return b, queued
+}
+
+func (b *Batcher[Req, Res]) isClosed() bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.closed
 }
 
 type outcome struct {
@@ -160,12 +167,11 @@ func TestDoHonoursContextWhileCloseWaits(t *testing.T) {
 	if o := <-out; o.req != 1 || !errors.Is(o.err, context.Canceled) {
 		t.Fatalf("queued caller = %+v, want context.Canceled", o)
 	}
-	for {
-		// Once Close has marked the batcher closed, Do is refused without
-		// blocking; until then it queues and would be drained.
-		if _, err := b.Do(context.Background(), 2); errors.Is(err, ErrClosed) {
-			break
-		}
+	for !b.isClosed() { // Close marks it at once, before it waits
+		runtime.Gosched()
+	}
+	if _, err := b.Do(context.Background(), 2); !errors.Is(err, ErrClosed) {
+		t.Errorf("Do while Close waits = %v, want ErrClosed at once", err)
 	}
 	g.release <- nil // [0]
 	<-closed
