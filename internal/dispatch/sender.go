@@ -132,7 +132,7 @@ func (s *Sender) send(ctx context.Context, req *Request) Result {
 	// Errors reading the body do not change the outcome: the status
 	// arrived. A body longer than the drain limit closes the connection.
 	if resp.Body != http.NoBody {
-		res.Excerpt = readExcerpt(resp.Body, s.maxExcerpt(), resp.ContentLength)
+		res.Excerpt = redactSecrets(readExcerpt(resp.Body, s.maxExcerpt(), resp.ContentLength), req.Secrets)
 		_, _ = io.CopyN(io.Discard, resp.Body, maxDrain)
 	}
 	_ = resp.Body.Close()
