@@ -9,6 +9,7 @@ import (
 	mathrand "math/rand/v2"
 	"os"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -81,6 +82,9 @@ type Engine struct {
 	recorder  *groupcommit.Batcher[*ledger.AttemptRecordParams, ledger.AttemptRecordResult]
 	wakeCh    chan struct{}
 	sem       chan struct{}
+	// sleepUntil is when the idle claim loop plans to look again (unix
+	// nanoseconds); work due earlier wakes it.
+	sleepUntil atomic.Int64
 
 	mu        sync.Mutex
 	endpoints map[string]*endpointState
@@ -156,6 +160,13 @@ func (e *Engine) wake() {
 	}
 }
 
+// wakeBy wakes the claim loop if it plans to sleep past t.
+func (e *Engine) wakeBy(t time.Time) {
+	if t.UnixNano() < e.sleepUntil.Load() {
+		e.wake()
+	}
+}
+
 // Publish commits an event (group-committed with concurrent calls) and
 // wakes the claim loop. It implements ingest.Publisher.
 func (e *Engine) Publish(ctx context.Context, params *ledger.EventInsertParams) (ledger.EventInsertResult, error) {
@@ -179,6 +190,9 @@ func (e *Engine) Close() {
 // counted.
 func (e *Engine) Run(ctx context.Context) error {
 	if err := e.loadEndpoints(ctx); err != nil {
+		if ctx.Err() != nil {
+			return nil
+		}
 		return err
 	}
 	log := e.opts.Logger.WithValues("owner", e.opts.Owner)
@@ -204,6 +218,7 @@ func (e *Engine) Run(ctx context.Context) error {
 		if wait == 0 {
 			continue
 		}
+		e.sleepUntil.Store(e.opts.Clock.Now().Add(wait).UnixNano())
 		timer.Reset(wait)
 		select {
 		case <-ctx.Done():
@@ -211,12 +226,8 @@ func (e *Engine) Run(ctx context.Context) error {
 		case <-e.wakeCh:
 		case <-timer.C:
 		}
-		if !timer.Stop() {
-			select {
-			case <-timer.C:
-			default:
-			}
-		}
+		e.sleepUntil.Store(0)
+		timer.Stop()
 	}
 }
 
@@ -298,10 +309,17 @@ func (e *Engine) start(ctx context.Context, wg *sync.WaitGroup, c *ledger.Claime
 		defer wg.Done()
 		defer func() {
 			e.mu.Lock()
+			wasFull := st.cfg.MaxInFlight > 0 && st.inFlight >= st.cfg.MaxInFlight
 			st.inFlight--
 			e.mu.Unlock()
+			workersFull := len(e.sem) == cap(e.sem)
 			<-e.sem
-			e.wake()
+			// Only a freed slot the claim loop was waiting for is worth a
+			// claim now; waking on every completion would turn each attempt
+			// into a claim transaction.
+			if wasFull || workersFull {
+				e.wake()
+			}
 		}()
 		e.attempt(ctx, &cfg, c)
 	}()
@@ -360,6 +378,9 @@ func (e *Engine) attempt(ctx context.Context, ep *ledger.Endpoint, c *ledger.Cla
 	case rec.Err != nil:
 		log.V(1).Info("attempt not recorded", "reason", rec.Err.Error())
 		return
+	}
+	if out.next.State == ledger.StateScheduled {
+		e.wakeBy(out.next.DueAt)
 	}
 	if out.next.State == ledger.StateExhausted {
 		log.Info("delivery exhausted", "reason", out.next.Reason, "attempts", rec.Delivery.Attempts, "lastError", out.failure)

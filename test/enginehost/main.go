@@ -16,6 +16,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"runtime/pprof"
 	"syscall"
 	"time"
 
@@ -53,6 +54,7 @@ func main() {
 		workers                             int
 		leaseMargin, idleWait               time.Duration
 		verbose                             bool
+		cpuProfile                          string
 	)
 	flag.StringVar(&ledgerFlag, "ledger", "", "sqlite://<path> or postgres://<dsn>")
 	flag.StringVar(&pgSchema, "pg-schema", "", "PostgreSQL schema to use (tests give each its own)")
@@ -63,9 +65,17 @@ func main() {
 	flag.DurationVar(&leaseMargin, "lease-margin", 15*time.Second, "lease margin over the attempt timeout")
 	flag.DurationVar(&idleWait, "idle-wait", time.Second, "longest sleep between claims")
 	flag.BoolVar(&verbose, "v", false, "log to stderr")
+	flag.StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile of the run to this file")
 	flag.Parse()
+	if cpuProfile != "" {
+		f, err := os.Create(cpuProfile)
+		if err == nil && pprof.StartCPUProfile(f) == nil {
+			defer pprof.StopCPUProfile()
+		}
+	}
 	if err := run(ledgerFlag, pgSchema, listen, token, endpointsFile, workers, leaseMargin, idleWait, verbose); err != nil {
 		fmt.Fprintln(os.Stderr, "enginehost:", err)
+		pprof.StopCPUProfile()
 		os.Exit(1)
 	}
 }
