@@ -151,7 +151,11 @@ func idempotencyKey(r *http.Request) (string, error) {
 // readBody reads at most MaxBodyBytes; a larger body is a 413 (and
 // MaxBytesReader makes the server close the connection).
 func (h *Handler) readBody(w http.ResponseWriter, r *http.Request) ([]byte, error) {
-	limit := h.cfg.MaxBodyBytes
+	return readLimited(w, r, h.cfg.MaxBodyBytes)
+}
+
+// readLimited reads at most limit bytes of the body; a larger one is a 413.
+func readLimited(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, error) {
 	if r.ContentLength > limit {
 		return nil, bodyTooLarge(limit)
 	}

@@ -37,6 +37,9 @@ type Config struct {
 	Publisher Publisher
 	Reader    Reader
 	Auth      Auth
+	// Acknowledger, when set, serves POST /v1/acks/{deliveryID} for
+	// Callback-mode endpoints (authenticated by their signature, not Auth).
+	Acknowledger Acknowledger
 	// Log receives request failures; never bodies, secrets or tokens.
 	Log logr.Logger
 	// Now is the clock; default time.Now.
@@ -114,6 +117,10 @@ func New(cfg Config) (*Handler, error) {
 			allow = "GET, HEAD"
 		}
 		h.mux.Handle(rt.path, methodNotAllowed(allow))
+	}
+	if cfg.Acknowledger != nil {
+		h.mux.HandleFunc("POST /v1/acks/{deliveryID}", h.ack)
+		h.mux.Handle("/v1/acks/{deliveryID}", methodNotAllowed(http.MethodPost))
 	}
 	h.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, newError(http.StatusNotFound, CodeNotFound, "", "no such API path"))
