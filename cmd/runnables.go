@@ -35,7 +35,7 @@ func apiServer(addr, tokenFile string, eng *engine.Engine, store ledger.Store) (
 	if len(tokens) == 0 {
 		log.Info("no --api-token-file: every API request is refused with 401")
 	}
-	handler, err := ingest.New(ingest.Config{Publisher: eng, Reader: store, Auth: tokens, Log: log})
+	handler, err := ingest.New(ingest.Config{Publisher: eng, Reader: store, Auth: tokens, Acknowledger: eng, Log: log})
 	if err != nil {
 		return nil, err
 	}

@@ -69,3 +69,31 @@ func TestDecide(t *testing.T) {
 		})
 	}
 }
+
+func TestDecideAckTimeout(t *testing.T) {
+	t0 := time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
+	ep := &ledger.Endpoint{Policy: ledger.Policy{Backoff: backoff.Policy{
+		Strategy: backoff.Fixed, InitialDelay: time.Minute, MaxAttempts: 3, MaxAge: time.Hour,
+	}}}
+	first := t0.Add(-10 * time.Minute)
+	old := t0.Add(-59*time.Minute - 30*time.Second)
+	tests := []struct {
+		name string
+		d    ledger.Delivery
+		want ledger.Next
+	}{
+		{"the accepted first attempt counts as failed and is retried", ledger.Delivery{Attempts: 1, FirstAttemptAt: &first},
+			ledger.Next{State: ledger.StateScheduled, DueAt: t0.Add(time.Minute)}},
+		{"the last allowed attempt exhausts with AckTimeout", ledger.Delivery{Attempts: 3, FirstAttemptAt: &first},
+			ledger.Next{State: ledger.StateExhausted, Reason: ledger.ExhaustAckTimeout}},
+		{"past the age horizon exhausts with AckTimeout", ledger.Delivery{Attempts: 1, FirstAttemptAt: &old},
+			ledger.Next{State: ledger.StateExhausted, Reason: ledger.ExhaustAckTimeout}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := decideAckTimeout(ep, &tt.d, t0, nil); got != tt.want {
+				t.Errorf("decideAckTimeout = %+v, want %+v", got, tt.want)
+			}
+		})
+	}
+}

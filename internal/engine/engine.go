@@ -70,6 +70,16 @@ type Options struct {
 	Rand    func() float64
 	Logger  logr.Logger
 	Metrics *Metrics
+	// SweepInterval paces the background sweeps: overdue acknowledgements
+	// and secrets past their grace period (default 1s).
+	SweepInterval time.Duration
+	// PruneInterval paces retention (default 1m); CompactInterval the
+	// compaction that makes scrubbed bytes unrecoverable (default 30s).
+	PruneInterval   time.Duration
+	CompactInterval time.Duration
+	// Retention of events that reached no endpoint (defaults 168h, 720h).
+	DefaultPayloadRetention  time.Duration
+	DefaultEvidenceRetention time.Duration
 }
 
 // Engine delivers the ledger's due deliveries. Create it with New, run it
@@ -78,6 +88,7 @@ type Options struct {
 type Engine struct {
 	opts      Options
 	store     ledger.Store
+	life      ledger.Lifecycle
 	publisher *groupcommit.Batcher[*ledger.EventInsertParams, ledger.EventInsertResult]
 	recorder  *groupcommit.Batcher[*ledger.AttemptRecordParams, ledger.AttemptRecordResult]
 	wakeCh    chan struct{}
@@ -130,6 +141,21 @@ func New(opts Options) (*Engine, error) {
 	if opts.Logger.GetSink() == nil {
 		opts.Logger = logr.Discard()
 	}
+	if opts.SweepInterval <= 0 {
+		opts.SweepInterval = time.Second
+	}
+	if opts.PruneInterval <= 0 {
+		opts.PruneInterval = time.Minute
+	}
+	if opts.CompactInterval <= 0 {
+		opts.CompactInterval = 30 * time.Second
+	}
+	if opts.DefaultPayloadRetention <= 0 {
+		opts.DefaultPayloadRetention = 168 * time.Hour
+	}
+	if opts.DefaultEvidenceRetention <= 0 {
+		opts.DefaultEvidenceRetention = 720 * time.Hour
+	}
 	e := &Engine{
 		opts:      opts,
 		store:     opts.Store,
@@ -137,6 +163,7 @@ func New(opts Options) (*Engine, error) {
 		sem:       make(chan struct{}, opts.Workers),
 		endpoints: map[string]*endpointState{},
 	}
+	e.life, _ = opts.Store.(ledger.Lifecycle)
 	e.publisher = groupcommit.New(opts.Store.EventInsertMany, opts.PublishBatch)
 	e.recorder = groupcommit.New(opts.Store.AttemptRecordMany, opts.RecordBatch)
 	return e, nil
@@ -200,6 +227,11 @@ func (e *Engine) Run(ctx context.Context) error {
 
 	var wg sync.WaitGroup
 	defer wg.Wait()
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		e.runServices(ctx)
+	}()
 	timer := time.NewTimer(0)
 	defer timer.Stop()
 
@@ -290,6 +322,26 @@ func (e *Engine) start(ctx context.Context, wg *sync.WaitGroup, c *ledger.Claime
 		e.release(c, now, "max_in_flight")
 		return false
 	}
+	budget := st.cfg.Policy.Budget
+	e.mu.Unlock()
+
+	// A retry spends the endpoint's retry budget, shared by every engine
+	// on the ledger; over budget it waits for the next minute.
+	if c.Delivery.Attempts > 0 && budget != nil && e.life != nil {
+		ok, err := e.life.RetryBudgetAcquire(ctx, &ledger.RetryBudgetParams{EndpointID: c.Delivery.EndpointID, Budget: *budget, Now: now})
+		if err != nil {
+			e.opts.Logger.Error(err, "taking from the retry budget; releasing delivery", "delivery", c.Delivery.ID)
+			e.release(c, now.Add(time.Second), "budget_error")
+			return false
+		}
+		if !ok {
+			e.opts.Metrics.observeDeferred()
+			e.release(c, now.Truncate(time.Minute).Add(time.Minute), "retry_budget")
+			return false
+		}
+	}
+
+	e.mu.Lock()
 	if st.limiter != nil {
 		r := st.limiter.ReserveN(now, 1)
 		if delay := r.DelayFrom(now); !r.OK() || delay > 0 {

@@ -18,6 +18,11 @@ type Metrics struct {
 	schedulingLag   prometheus.Histogram
 	events          *prometheus.CounterVec
 	released        *prometheus.CounterVec
+	deferred        prometheus.Counter
+	scrubbed        prometheus.Counter
+	pruned          *prometheus.CounterVec
+	acks            *prometheus.CounterVec
+	recovery        *prometheus.CounterVec
 }
 
 // NewMetrics registers the engine's metrics with reg (the manager passes
@@ -53,6 +58,27 @@ func NewMetrics(reg prometheus.Registerer, store ledger.Store) *Metrics {
 			Help: "Claimed deliveries returned to the ledger without an attempt, by reason.",
 		}, []string{"reason"}),
 	}
+	m.deferred = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "hookkeeper_retries_deferred_total",
+		Help: "Retries put off to the next minute because the endpoint's retry budget was spent (never dropped).",
+	})
+	m.scrubbed = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "hookkeeper_secrets_scrubbed_total",
+		Help: "Events whose one-time secrets were scrubbed after their grace period by the background sweep.",
+	})
+	m.pruned = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "hookkeeper_retention_pruned_total",
+		Help: "What retention removed: payloads (event data and attempt bodies) and events (all evidence).",
+	}, []string{"kind"})
+	m.acks = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "hookkeeper_acknowledgements_total",
+		Help: "Callback acknowledgements by outcome: processed, rejected, or timeout (none came in time).",
+	}, []string{"outcome"})
+	m.recovery = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "hookkeeper_recovery_items_total",
+		Help: "Recovery items by outcome: Retried, Reissued, AwaitingReissue, Refused or Dismissed.",
+	}, []string{"outcome", "reason"})
+	reg.MustRegister(m.deferred, m.scrubbed, m.pruned, m.acks, m.recovery)
 	reg.MustRegister(m.attempts, m.exhausted, m.attemptDuration, m.schedulingLag, m.events, m.released,
 		&statsCollector{store: store})
 	return m
@@ -133,5 +159,36 @@ func (c *statsCollector) Collect(ch chan<- prometheus.Metric) {
 		}
 		ch <- prometheus.MustNewConstMetric(pendingDesc, prometheus.GaugeValue, float64(s.Pending), ep.ID)
 		ch <- prometheus.MustNewConstMetric(exhaustedDesc, prometheus.GaugeValue, float64(s.ExhaustedUnresolved), ep.ID)
+	}
+}
+
+func (m *Metrics) observeDeferred() {
+	if m != nil {
+		m.deferred.Inc()
+	}
+}
+
+func (m *Metrics) observeScrubbed(n int) {
+	if m != nil && n > 0 {
+		m.scrubbed.Add(float64(n))
+	}
+}
+
+func (m *Metrics) observePruned(res ledger.PruneResult) {
+	if m != nil {
+		m.pruned.WithLabelValues("payload").Add(float64(res.PayloadsPruned))
+		m.pruned.WithLabelValues("event").Add(float64(res.EventsDeleted))
+	}
+}
+
+func (m *Metrics) observeAck(outcome string) {
+	if m != nil {
+		m.acks.WithLabelValues(outcome).Inc()
+	}
+}
+
+func (m *Metrics) observeRecovery(item ledger.RecoveryItem) {
+	if m != nil {
+		m.recovery.WithLabelValues(string(item.Outcome), item.Reason).Inc()
 	}
 }

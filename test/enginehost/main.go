@@ -115,10 +115,11 @@ func run(ledgerFlag, pgSchema, listen, token, endpointsFile string, workers int,
 	}
 
 	handler, err := ingest.New(ingest.Config{
-		Publisher: eng,
-		Reader:    store,
-		Auth:      ingest.StaticTokens{token: {Username: "enginehost"}},
-		Log:       log,
+		Publisher:    eng,
+		Reader:       store,
+		Acknowledger: eng,
+		Auth:         ingest.StaticTokens{token: {Username: "enginehost"}},
+		Log:          log,
 	})
 	if err != nil {
 		return err

@@ -1,0 +1,72 @@
+package engine
+
+import (
+	"context"
+	"time"
+
+	"github.com/hookkeeper/hookkeeper/internal/ledger"
+)
+
+// sweepBatch bounds the rows one sweep or prune call touches, so that
+// background work never holds the ledger's writer long enough to stall
+// dispatch.
+const sweepBatch = 500
+
+// runServices runs the engine's background work until ctx is done: overdue
+// acknowledgements, secrets whose grace period ended, retention, and
+// compaction that makes scrubbed bytes unrecoverable. Each is bounded per
+// round; errors are logged and retried next round.
+func (e *Engine) runServices(ctx context.Context) {
+	if e.life == nil {
+		return
+	}
+	log := e.opts.Logger.WithName("services")
+	sweep := time.NewTicker(e.opts.SweepInterval)
+	defer sweep.Stop()
+	var lastPrune, lastCompact time.Time
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-sweep.C:
+		}
+		if err := e.sweepAckTimeouts(ctx); err != nil && ctx.Err() == nil {
+			log.Error(err, "acknowledgement timeouts")
+		}
+		now := e.opts.Clock.Now()
+		if n, err := e.life.SecretsScrubDue(ctx, now, sweepBatch); err != nil && ctx.Err() == nil {
+			log.Error(err, "scrubbing secrets")
+		} else {
+			e.opts.Metrics.observeScrubbed(n)
+		}
+		if now.Sub(lastPrune) >= e.opts.PruneInterval {
+			lastPrune = now
+			e.prune(ctx, now)
+		}
+		if now.Sub(lastCompact) >= e.opts.CompactInterval {
+			lastCompact = now
+			if err := e.life.Compact(ctx); err != nil && ctx.Err() == nil {
+				log.Error(err, "compacting the ledger")
+			}
+		}
+	}
+}
+
+// prune removes expired payloads and evidence in bounded batches, at most
+// a few per round so that a large backlog drains over several rounds.
+func (e *Engine) prune(ctx context.Context, now time.Time) {
+	for range 10 {
+		res, err := e.life.Prune(ctx, &ledger.PruneParams{Now: now, Limit: sweepBatch,
+			DefaultPayloadRetention: e.opts.DefaultPayloadRetention, DefaultEvidenceRetention: e.opts.DefaultEvidenceRetention})
+		if err != nil {
+			if ctx.Err() == nil {
+				e.opts.Logger.Error(err, "pruning the ledger")
+			}
+			return
+		}
+		e.opts.Metrics.observePruned(res)
+		if res.PayloadsPruned+res.EventsDeleted < sweepBatch {
+			return
+		}
+	}
+}
