@@ -22,6 +22,9 @@ type Request struct {
 	// attempt and retry of the event.
 	EventID   string
 	EventType string
+	// DeliveryID is sent as Hookkeeper-Delivery-Id, so that a receiver in
+	// Callback mode knows where to post its acknowledgement.
+	DeliveryID string
 	// EventTime is when the event was published (the envelope's
 	// timestamp), not when the attempt is made.
 	EventTime time.Time
@@ -38,6 +41,9 @@ type Request struct {
 	// DefaultTimeout.
 	Timeout time.Duration
 }
+
+// DeliveryIDHeader carries the delivery's ID (canonical form).
+const DeliveryIDHeader = "Hookkeeper-Delivery-Id"
 
 // ErrKeyCollision reports a secret with the name of a key of data.
 var ErrKeyCollision = errors.New("secret collides with a data key")

@@ -116,6 +116,9 @@ func (s *Sender) send(ctx context.Context, req *Request) Result {
 	h["Webhook-Id"] = perAttempt[0:1:1]
 	h["Webhook-Timestamp"] = perAttempt[1:2:2]
 	h["Webhook-Signature"] = perAttempt[2:3:3]
+	if req.DeliveryID != "" {
+		h[DeliveryIDHeader] = []string{req.DeliveryID}
+	}
 	hr.Body, _ = env.getBody()
 	hr.GetBody = env.getBody
 	hr.ContentLength = int64(len(payload))

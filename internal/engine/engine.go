@@ -388,6 +388,7 @@ func (e *Engine) attempt(ctx context.Context, ep *ledger.Endpoint, c *ledger.Cla
 		Headers:        ep.Headers,
 		EventID:        c.Event.ID,
 		EventType:      c.Event.Type,
+		DeliveryID:     c.Delivery.ID,
 		EventTime:      c.Event.CreatedAt,
 		Data:           c.Event.Data,
 		Secrets:        c.Event.Secrets,
