@@ -108,3 +108,7 @@ deploy: build-installer ## Deploy the operator to the cluster in $KUBECONFIG.
 .PHONY: bench
 bench: postgres ## Measure the engine end to end and write docs/benchmarks.md.
 	HOOKKEEPER_TEST_POSTGRES="$$(./hack/postgres.sh)" go run ./test/bench --out docs/benchmarks.md
+
+.PHONY: demo
+demo: controlplane ## Walk through the whole story with the real kubectl; exits 0 only if every step behaved.
+	./hack/demo.sh
