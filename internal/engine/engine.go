@@ -163,7 +163,7 @@ func New(opts Options) (*Engine, error) {
 		sem:       make(chan struct{}, opts.Workers),
 		endpoints: map[string]*endpointState{},
 	}
-	e.life, _ = opts.Store.(ledger.Lifecycle)
+	e.life = opts.Store
 	e.publisher = groupcommit.New(opts.Store.EventInsertMany, opts.PublishBatch)
 	e.recorder = groupcommit.New(opts.Store.AttemptRecordMany, opts.RecordBatch)
 	return e, nil

@@ -144,14 +144,3 @@ func (e *Engine) leaseFor() time.Duration {
 	}
 	return longest + e.opts.LeaseMargin
 }
-
-// Endpoint returns an endpoint's configuration as the engine applies it.
-func (e *Engine) Endpoint(ctx context.Context, id string) (ledger.Endpoint, error) {
-	st, err := e.endpointFor(ctx, id, 0)
-	if err != nil {
-		return ledger.Endpoint{}, err
-	}
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	return st.cfg, nil
-}

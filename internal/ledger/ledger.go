@@ -36,11 +36,10 @@ import (
 //     SecretsScrubDue to now + that period for SecretsScrubDue to finish.
 //   - Errors are the sentinels below (wrapped with context) or driver errors
 //     wrapped with context; drivers translate native errors in one place.
-//
-// The Lifecycle methods are being added (acknowledgements, secrets,
-// retention, budgets, recovery); each driver asserts it implements
-// Lifecycle once it does, and Store will embed it then.
 type Store interface {
+	// Lifecycle: acknowledgements, secrets, retention, budgets, recovery.
+	Lifecycle
+
 	// EndpointUpsert creates or replaces an endpoint's configuration and
 	// returns it with its new Version (1 on creation, +1 on every change).
 	EndpointUpsert(ctx context.Context, params *EndpointUpsertParams) (Endpoint, error)

@@ -37,6 +37,11 @@ func FailureReason(a Attempt) string {
 	return fmt.Sprintf("HTTP %d", a.StatusCode)
 }
 
+// AckTimeoutReason is the LastError of a delivery, and the
+// EndpointStats.LastFailureReason of its endpoint, when its acknowledgement
+// did not come before its deadline (AckTimeoutRecord).
+const AckTimeoutReason = "acknowledgement timed out"
+
 // FirstAttemptTime is the Delivery.FirstAttemptAt set by the first recorded
 // attempt: when it started, or Now when the dispatcher did not say.
 func (p *AttemptRecordParams) FirstAttemptTime() time.Time {

@@ -72,6 +72,8 @@ func Exercise(t *testing.T, newStore func(t *testing.T) ledger.Store) {
 		{"Stats", exerciseStats},
 		{"Read", exerciseReads},
 		{"Concurrency", exerciseConcurrency},
+		{"Recovery", exerciseRecovery},
+		{"Settlement", exerciseSettlement},
 	}
 	for _, g := range groups {
 		t.Run(g.name, func(t *testing.T) {

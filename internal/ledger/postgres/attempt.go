@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -87,22 +88,20 @@ func record(ctx context.Context, tx pgx.Tx, params []*ledger.AttemptRecordParams
 		delta.outcome(d.EndpointID, success, failure, nanos(p.Now), ledger.FailureReason(p.Attempt))
 		res.Delivery = *d
 
-		if d.State == ledger.StateExhausted && ledger.DeadLetters(cur.eventType) {
-			// The dead-letter endpoint must exist, live, in the same namespace.
-			src := endpoints[d.EndpointID]
-			if ep, ok := endpoints[src.deadLetter]; ok && src.deadLetter != "" && ep.namespace == src.namespace {
-				target := src.deadLetter
-				dl, err := deadLetter(*d, cur.eventType, ep.namespace, target, p)
-				if err != nil {
-					return nil, err
-				}
-				if err := deadLetters.add(dl.Event, dl.Deliveries); err != nil {
-					return nil, err
-				}
-				delta.add(target, ledger.StateScheduled, ledger.ResolutionNone, 1)
-				res.DeadLetter = &dl.Deliveries[0]
+		if d.State == ledger.StateExhausted {
+			dl, err := exhaustedDeadLetter(*d, cur.eventType, endpoints, p.Now, &deadLetters, delta)
+			if err != nil {
+				return nil, err
 			}
+			res.DeadLetter = dl
 		}
+	}
+
+	firsts := firstAttempts{}
+	settled := settledEvents{}
+	for i, p := range params {
+		firsts.note(results[i], p.Now)
+		settled.note(results[i].Delivery, p.Now)
 	}
 
 	b := &pgx.Batch{}
@@ -111,6 +110,8 @@ func record(ctx context.Context, tx pgx.Tx, params []*ledger.AttemptRecordParams
 	if !deadLetters.empty() {
 		b.Queue(insertEventsSQL, deadLetters.args()...)
 	}
+	settled.queue(b)
+	firsts.queue(b)
 	delta.queue(b)
 	if b.Len() > 0 {
 		if err := tx.SendBatch(ctx, b).Close(); err != nil {
@@ -189,14 +190,40 @@ func applyAttempt(d *ledger.Delivery, p *ledger.AttemptRecordParams) {
 	}
 }
 
+// exhaustedDeadLetter adds to batch the dead letter of the delivery d, just
+// exhausted at now (by an attempt, a rejection or an acknowledgement
+// timeout), if its endpoint names one: the dead-letter endpoint must
+// exist, live (locked in endpoints), in the same namespace. It returns the
+// dead letter's delivery, or nil.
+func exhaustedDeadLetter(d ledger.Delivery, eventType string, endpoints map[string]recordEndpoint, now time.Time, batch *eventBatch, delta statsDelta) (*ledger.Delivery, error) {
+	if !ledger.DeadLetters(eventType) {
+		return nil, nil
+	}
+	src := endpoints[d.EndpointID]
+	ep, ok := endpoints[src.deadLetter]
+	if !ok || src.deadLetter == "" || ep.namespace != src.namespace {
+		return nil, nil
+	}
+	target := src.deadLetter
+	dl, err := deadLetter(d, eventType, ep.namespace, target, now)
+	if err != nil {
+		return nil, err
+	}
+	if err := batch.add(dl.Event, dl.Deliveries); err != nil {
+		return nil, err
+	}
+	delta.add(target, ledger.StateScheduled, ledger.ResolutionNone, 1)
+	return &dl.Deliveries[0], nil
+}
+
 // deadLetter builds the hookkeeper.delivery.exhausted event about d and its
 // one delivery to the dead-letter endpoint target.
-func deadLetter(d ledger.Delivery, eventType, namespace, target string, p *ledger.AttemptRecordParams) (ledger.EventInsertResult, error) {
-	data, err := json.Marshal(ledger.NewDeadLetterData(d, eventType, p.Now))
+func deadLetter(d ledger.Delivery, eventType, namespace, target string, at time.Time) (ledger.EventInsertResult, error) {
+	data, err := json.Marshal(ledger.NewDeadLetterData(d, eventType, at))
 	if err != nil {
 		return ledger.EventInsertResult{}, fmt.Errorf("dead letter for %s: %w", d.ID, err)
 	}
-	now := fromNanos(nanos(p.Now))
+	now := fromNanos(nanos(at))
 	// No idempotency key, so no body hash (as in the SQLite store).
 	e := ledger.Event{
 		ID:        ledger.NewID("evt", now),

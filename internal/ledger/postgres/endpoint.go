@@ -96,17 +96,22 @@ func (s *Store) EndpointDelete(ctx context.Context, params *ledger.EndpointDelet
 			)
 			UPDATE deliveries d SET state = 'cancelled', lease_owner = '', lease_until = NULL, terminal_at = $2
 			FROM locked WHERE d.id = locked.id
-			RETURNING locked.state`, params.ID, nanos(params.Now))
+			RETURNING locked.state, d.event_id`, params.ID, nanos(params.Now))
 		if err != nil {
 			return err
 		}
 		delta := statsDelta{}
-		var from string
-		if _, err := pgx.ForEachRow(rows, []any{&from}, func() error {
+		settled := settledEvents{}
+		var from, eventID string
+		if _, err := pgx.ForEachRow(rows, []any{&from, &eventID}, func() error {
 			delta.move(params.ID, ledger.DeliveryState(from), ledger.ResolutionNone, ledger.StateCancelled, ledger.ResolutionNone)
+			settled[eventID] = nanos(params.Now)
 			cancelled++
 			return nil
 		}); err != nil {
+			return err
+		}
+		if err := settled.exec(ctx, tx); err != nil {
 			return err
 		}
 		return delta.apply(ctx, tx)

@@ -13,7 +13,7 @@ import (
 // eventColumns lists an event in the order eventRow scans it; use it with
 // the aliases e (events) and sec (event_secrets, left-joined).
 const eventColumns = `e.id, e.namespace, e.type, e.data, e.secret_names, e.secrets_scrub_at,
-	e.reissue_of, e.idempotency_key, e.body_hash, e.created_at, sec.value`
+	e.reissue_of, e.idempotency_key, e.body_hash, e.created_at, sec.value, e.secrets_scrub_due, e.payload_pruned_at`
 
 // eventFrom is the FROM clause that goes with eventColumns.
 const eventFrom = ` FROM events e LEFT JOIN event_secrets sec ON sec.event_id = e.id`
@@ -26,11 +26,13 @@ type eventRow struct {
 	scrubAt     *int64
 	createdAt   int64
 	secrets     []byte
+	scrubDue    *int64
+	prunedAt    *int64
 }
 
 func (r *eventRow) dests() []any {
 	return []any{&r.e.ID, &r.e.Namespace, &r.e.Type, &r.data, &r.secretNames, &r.scrubAt,
-		&r.e.ReissueOf, &r.e.IdempotencyKey, &r.e.BodyHash, &r.createdAt, &r.secrets}
+		&r.e.ReissueOf, &r.e.IdempotencyKey, &r.e.BodyHash, &r.createdAt, &r.secrets, &r.scrubDue, &r.prunedAt}
 }
 
 func (r *eventRow) value() (ledger.Event, error) {
@@ -45,6 +47,8 @@ func (r *eventRow) value() (ledger.Event, error) {
 		return ledger.Event{}, fmt.Errorf("event %s: decode secret names: %w", e.ID, err)
 	}
 	e.SecretsScrubAt = fromNullNanos(r.scrubAt)
+	e.SecretsScrubDue = fromNullNanos(r.scrubDue)
+	e.PayloadPrunedAt = fromNullNanos(r.prunedAt)
 	e.CreatedAt = fromNanos(r.createdAt)
 	return e, nil
 }

@@ -100,6 +100,12 @@ func ingest(ctx context.Context, tx pgx.Tx, params []*ledger.EventInsertParams) 
 			}
 		}
 	}
+	if err := completeReissues(ctx, tx, results, delta); err != nil {
+		return nil, err
+	}
+	if err := markUndelivered(ctx, tx, results, inserted); err != nil {
+		return nil, err
+	}
 	return results, delta.apply(ctx, tx)
 }
 
@@ -150,6 +156,9 @@ func newEvent(p *ledger.EventInsertParams, endpoints []fanoutEndpoint) ledger.Ev
 		if eventtype.MatchAny(ep.eventTypes, p.Type) {
 			ds = append(ds, scheduledDelivery(e.ID, ep.id, now))
 		}
+	}
+	if len(ds) == 0 {
+		withoutDeliveries(&e)
 	}
 	return ledger.EventInsertResult{Event: e, Deliveries: ds}
 }

@@ -126,9 +126,10 @@ func eventDest(ev *ledger.Event) ([]any, func() error) {
 		names               string
 		scrubbed            sql.NullInt64
 		created             int64
+		scrubDue, pruned    sql.NullInt64
 	)
 	dest := []any{&ev.ID, &ev.Namespace, &ev.Type, &data, &secrets, &names, &scrubbed, &ev.ReissueOf,
-		&ev.IdempotencyKey, &hash, &created}
+		&ev.IdempotencyKey, &hash, &created, &scrubDue, &pruned}
 	return dest, func() error {
 		if len(data) > 0 {
 			ev.Data = data
@@ -140,6 +141,8 @@ func eventDest(ev *ledger.Event) ([]any, func() error) {
 			ev.BodyHash = hash
 		}
 		ev.SecretsScrubAt = fromNullNanos(scrubbed)
+		ev.SecretsScrubDue = fromNullNanos(scrubDue)
+		ev.PayloadPrunedAt = fromNullNanos(pruned)
 		ev.CreatedAt = fromNanos(created)
 		if err := json.Unmarshal([]byte(names), &ev.SecretNames); err != nil {
 			return fmt.Errorf("event %s secret names: %w", ev.ID, err)
@@ -167,7 +170,8 @@ func deliveryDest(d *ledger.Delivery) ([]any, func()) {
 		attempts, lastStatus                              int64
 	)
 	dest := []any{&d.ID, &d.EventID, &d.EndpointID, &d.State, &due, &d.LeaseOwner, &leaseUntil, &attempts,
-		&firstAttempt, &ackDeadline, &lastStatus, &d.LastError, &d.ExhaustReason, &d.Resolution, &terminalAt, &created}
+		&firstAttempt, &ackDeadline, &lastStatus, &d.LastError, &d.ExhaustReason, &d.Resolution, &terminalAt, &created,
+		&d.RetryOf, &d.ResolvedBy}
 	return dest, func() {
 		d.DueAt = fromNanos(due)
 		d.CreatedAt = fromNanos(created)

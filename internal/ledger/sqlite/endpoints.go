@@ -78,6 +78,10 @@ func (s *Store) EndpointDelete(ctx context.Context, p *ledger.EndpointDeletePara
 		} else if n == 0 {
 			return fmt.Errorf("%s: %w", op, ledger.ErrNotFound)
 		}
+		live, err := s.liveEvents(t, p.ID, p.Now)
+		if err != nil {
+			return err
+		}
 		res, err = t.stmt(s.ws.deliveriesCancel).ExecContext(t.ctx, p.ID, nanos(p.Now))
 		if err != nil {
 			return translate(op+": cancel deliveries", err)
@@ -89,7 +93,7 @@ func (s *Store) EndpointDelete(ctx context.Context, p *ledger.EndpointDeletePara
 		if _, err := t.stmt(s.ws.statsCancel).ExecContext(t.ctx, p.ID, cancelled); err != nil {
 			return translate(op+": stats", err)
 		}
-		return nil
+		return s.settle(t, live)
 	})
 	return int(cancelled), err
 }

@@ -35,6 +35,9 @@ func (s *Store) EventInsertMany(ctx context.Context, params []*ledger.EventInser
 			}
 			results[i] = res
 		}
+		if err := s.completeReissues(t, results, ds); err != nil {
+			return err
+		}
 		return ds.apply(t, s.ws.statsApply)
 	})
 	if err != nil {
@@ -100,6 +103,11 @@ func (s *Store) insertEvent(t *wtx, p *ledger.EventInsertParams, subs map[string
 		}
 		ds.get(ep.id).enter(ledger.StateScheduled, 1)
 		res.Deliveries = append(res.Deliveries, d)
+	}
+	if len(res.Deliveries) == 0 {
+		if err := s.markUndelivered(t, &res.Event, p.Now); err != nil {
+			return ledger.EventInsertResult{}, err
+		}
 	}
 	return res, nil
 }

@@ -17,10 +17,11 @@ const endpointCols = `id, namespace, name, url, event_types, signing_secrets, po
 	paused, dead_letter, rate_per_second, rate_burst, max_in_flight, headers, version, updated_at`
 
 const eventCols = `id, namespace, type, data, secrets, secret_names, secrets_scrubbed_at, reissue_of,
-	idempotency_key, body_hash, created_at`
+	idempotency_key, body_hash, created_at, secrets_scrub_due, payload_pruned_at`
 
 const deliveryCols = `id, event_id, endpoint_id, state, due_at, lease_owner, lease_until, attempts,
-	first_attempt_at, ack_deadline, last_status, last_error, exhaust_reason, resolution, terminal_at, created_at`
+	first_attempt_at, ack_deadline, last_status, last_error, exhaust_reason, resolution, terminal_at, created_at,
+	retry_of, resolved_by`
 
 // prefixed returns a column list with every column qualified by alias.
 func prefixed(alias, cols string) string {
@@ -246,7 +247,7 @@ func (s *Store) prepare(ctx context.Context) error {
 		}
 		s.rs.deliveryList[k] = st
 	}
-	return nil
+	return s.prepareRecovery(ctx)
 }
 
 // firstLine shortens a statement for an error message.

@@ -35,6 +35,8 @@ type Store struct {
 	r  *sql.DB // query-only connections
 	ws writeStmts
 	rs readStmts
+	rc recoveryStmts
+	st settleStmts
 }
 
 var _ ledger.Store = (*Store)(nil)
@@ -113,6 +115,10 @@ func Open(ctx context.Context, path string, opts ...Option) (*Store, error) {
 		_ = s.Close()
 		return nil, fmt.Errorf("open ledger %s: %w", abs, err)
 	}
+	if err := s.prepareSettlement(ctx); err != nil {
+		_ = s.Close()
+		return nil, fmt.Errorf("open ledger %s: %w", abs, err)
+	}
 	return s, nil
 }
 
@@ -126,6 +132,10 @@ func dsn(path string, o options, readOnly bool) string {
 	q.Add("_pragma", "foreign_keys(1)")
 	q.Add("_pragma", "cache_size(-"+strconv.Itoa(o.cacheKiB)+")")
 	q.Add("_pragma", "temp_store(MEMORY)")
+	// Deleted and overwritten content (scrubbed secrets, pruned payloads)
+	// is zeroed in the pages, so that it cannot be read from the file once
+	// Compact has checkpointed the WAL.
+	q.Add("_pragma", "secure_delete(ON)")
 	if readOnly {
 		q.Set("_query_only", "1")
 	} else {

@@ -1,9 +1,31 @@
 package sqlite
 
 import (
+	"io/fs"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"testing"
 )
+
+// latestMigration is the highest version among the embedded migrations.
+func latestMigration(t *testing.T) int {
+	t.Helper()
+	names, err := fs.Glob(migrations, "migrations/*.sql")
+	if err != nil || len(names) == 0 {
+		t.Fatalf("embedded migrations: %v, %v", names, err)
+	}
+	latest := 0
+	for _, name := range names {
+		prefix, _, _ := strings.Cut(filepath.Base(name), "_")
+		v, err := strconv.Atoi(prefix)
+		if err != nil {
+			t.Fatalf("migration %s: %v", name, err)
+		}
+		latest = max(latest, v)
+	}
+	return latest
+}
 
 // TestOpenConfiguresConnections checks the pragmas that durability and
 // the single-writer design rely on, and that the schema is versioned.
@@ -21,6 +43,7 @@ func TestOpenConfiguresConnections(t *testing.T) {
 		{"durable commits", "synchronous", "2", true}, // FULL
 		{"foreign keys", "foreign_keys", "1", true},
 		{"busy timeout", "busy_timeout", "5000", true},
+		{"deleted content is zeroed", "secure_delete", "1", true},
 		{"readers on WAL", "journal_mode", "wal", false},
 		{"readers cannot write", "query_only", "1", false},
 		{"readers check foreign keys too", "foreign_keys", "1", false},
@@ -41,8 +64,8 @@ func TestOpenConfiguresConnections(t *testing.T) {
 		t.Errorf("write pool allows %d connections, want 1", n)
 	}
 	var version int
-	if err := s.r.QueryRow(`SELECT max(version_id) FROM goose_db_version WHERE is_applied`).Scan(&version); err != nil || version != 1 {
-		t.Errorf("schema version = %d, %v; want 1", version, err)
+	if err := s.r.QueryRow(`SELECT max(version_id) FROM goose_db_version WHERE is_applied`).Scan(&version); err != nil || version != latestMigration(t) {
+		t.Errorf("schema version = %d, %v; want %d", version, err, latestMigration(t))
 	}
 }
 

@@ -1,0 +1,544 @@
+package postgres
+
+import (
+	"cmp"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/hookkeeper/hookkeeper/internal/eventtype"
+	"github.com/hookkeeper/hookkeeper/internal/ledger"
+)
+
+// This file implements ledger.Recovery: retry budgets (buckets counted by
+// AttemptRecordMany and spent by RetryBudgetAcquire) and recovery
+// operations, whose items are recorded in recovery_items so that applying
+// one twice changes nothing.
+//
+// Locks follow the store's global order: endpoints (FOR KEY SHARE), then
+// deliveries, then recovery items and retry budgets, then endpoint_stats.
+// (Completing reissues locks the waiting items before their deliveries;
+// RecoveryApply only inserts items, so it never waits for one.)
+
+var _ ledger.Recovery = (*Store)(nil)
+
+// budgetAcquireSQL takes one retry: the check and the spend are one
+// statement, and ON CONFLICT DO UPDATE evaluates its WHERE on the latest
+// version of the row it locked, so processes sharing the ledger cannot
+// spend the same allowance. A row comes back only when a retry was taken
+// (or, from the insert, with 0 retries when the floor allows none).
+const budgetAcquireSQL = `
+	INSERT INTO retry_budgets AS b (endpoint_id, minute, retries)
+	VALUES ($1, $2, CASE WHEN $4::bigint > 0 THEN 1 ELSE 0 END)
+	ON CONFLICT (endpoint_id, minute) DO UPDATE SET retries = b.retries + 1
+		WHERE b.retries < b.first_attempts * $3::bigint / 100 + $4::bigint
+	RETURNING b.retries`
+
+// budgetPruneSQL deletes an endpoint's buckets older than $2, skipping
+// any a concurrent transaction holds (a later call gets them).
+const budgetPruneSQL = `
+	DELETE FROM retry_budgets WHERE (endpoint_id, minute) IN (
+		SELECT endpoint_id, minute FROM retry_budgets WHERE endpoint_id = $1 AND minute < $2
+		FOR UPDATE SKIP LOCKED)`
+
+// RetryBudgetAcquire implements ledger.Recovery. The first retry taken in
+// a minute also deletes the endpoint's buckets older than
+// ledger.BudgetRetention.
+func (s *Store) RetryBudgetAcquire(ctx context.Context, p *ledger.RetryBudgetParams) (bool, error) {
+	if p == nil {
+		return false, errors.New("acquire retry budget: nil params")
+	}
+	op := "acquire retry budget of " + p.EndpointID
+	minute := ledger.BudgetMinute(p.Now)
+	var ok bool
+	err := s.tx(ctx, op, func(tx pgx.Tx) error {
+		ok = false
+		var retries int64
+		err := tx.QueryRow(ctx, budgetAcquireSQL, p.EndpointID, minute,
+			int64(p.Budget.RatioPercent), int64(p.Budget.MinPerMinute)).Scan(&retries)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return nil // spent
+		}
+		if err != nil {
+			return err
+		}
+		ok = retries > 0
+		if retries == 1 {
+			old := minute - int64(ledger.BudgetRetention/time.Minute)
+			if _, err := tx.Exec(ctx, budgetPruneSQL, p.EndpointID, old); err != nil {
+				return fmt.Errorf("delete old buckets: %w", err)
+			}
+		}
+		return nil
+	})
+	return ok, err
+}
+
+// budgetKey is one retry-budget bucket.
+type budgetKey struct {
+	endpoint string
+	minute   int64
+}
+
+// firstAttempts counts a transaction's first attempts per bucket.
+type firstAttempts map[budgetKey]int64
+
+// note counts res when it recorded a delivery's first attempt.
+func (fa firstAttempts) note(res ledger.AttemptRecordResult, now time.Time) {
+	if res.Err == nil && res.Delivery.Attempts == 1 {
+		fa[budgetKey{res.Delivery.EndpointID, ledger.BudgetMinute(now)}]++
+	}
+}
+
+// queue adds the statement that adds the counts to their buckets (one
+// statement, rows in key order) to b.
+func (fa firstAttempts) queue(b *pgx.Batch) {
+	if len(fa) == 0 {
+		return
+	}
+	keys := make([]budgetKey, 0, len(fa))
+	for k := range fa {
+		keys = append(keys, k)
+	}
+	slices.SortFunc(keys, func(a, b budgetKey) int {
+		return cmp.Or(strings.Compare(a.endpoint, b.endpoint), cmp.Compare(a.minute, b.minute))
+	})
+	endpoints, minutes, counts := make([]string, len(keys)), make([]int64, len(keys)), make([]int64, len(keys))
+	for i, k := range keys {
+		endpoints[i], minutes[i], counts[i] = k.endpoint, k.minute, fa[k]
+	}
+	b.Queue(`
+		INSERT INTO retry_budgets AS b (endpoint_id, minute, first_attempts)
+		SELECT * FROM unnest($1::text[], $2::bigint[], $3::bigint[]) AS u(endpoint_id, minute, n)
+		ORDER BY u.endpoint_id, u.minute
+		ON CONFLICT (endpoint_id, minute) DO UPDATE SET first_attempts = b.first_attempts + EXCLUDED.first_attempts`,
+		endpoints, minutes, counts)
+}
+
+// exhaustedPageSQL reads one page of an endpoint's unresolved exhausted
+// deliveries after the keyset ($4, $5), oldest first, walking
+// deliveries_unresolved. $2 and $3 bound terminal_at; $6 and $7 filter by
+// delivery and event IDs (NULL: no filter); $8 is the page size.
+const exhaustedPageSQL = `
+	SELECT ` + deliveryColumns + `, e.type, e.secret_names,
+		EXISTS (SELECT 1 FROM event_secrets sec WHERE sec.event_id = e.id),
+		e.data IS NULL OR e.payload_pruned_at IS NOT NULL, e.created_at,
+		(SELECT min(x.first_attempt_at) FROM deliveries x WHERE x.event_id = d.event_id)
+	FROM deliveries d JOIN events e ON e.id = d.event_id
+	WHERE d.endpoint_id = $1 AND d.resolution = 'unresolved' AND d.state = 'exhausted'
+		AND d.terminal_at >= $2 AND d.terminal_at < $3 AND (d.terminal_at, d.id) > ($4, $5)
+		AND ($6::text[] IS NULL OR d.id = ANY($6)) AND ($7::text[] IS NULL OR d.event_id = ANY($7))
+	ORDER BY d.terminal_at, d.id
+	LIMIT $8`
+
+// ExhaustedList implements ledger.Recovery. Event-type patterns are matched
+// in Go (eventtype.MatchAny, as fan-out does), so it reads pages until the
+// limit is filled or the endpoint's unresolved deliveries run out.
+func (s *Store) ExhaustedList(ctx context.Context, p *ledger.ExhaustedListParams) ([]ledger.ExhaustedDelivery, error) {
+	if p == nil {
+		return nil, errors.New("list exhausted deliveries: nil params")
+	}
+	op := "list exhausted deliveries of " + p.EndpointID
+	after, before := int64(math.MinInt64), int64(math.MaxInt64)
+	if !p.ExhaustedAfter.IsZero() {
+		after = nanos(p.ExhaustedAfter)
+	}
+	if !p.ExhaustedBefore.IsZero() {
+		before = nanos(p.ExhaustedBefore)
+	}
+	var ids, events []string
+	if len(p.DeliveryIDs) > 0 {
+		ids = p.DeliveryIDs
+	}
+	if len(p.EventIDs) > 0 {
+		events = p.EventIDs
+	}
+	limit := ledger.ExhaustedLimit(p.Limit)
+	page := limit
+	if len(p.EventTypes) > 0 {
+		page = max(limit, 256)
+	}
+	var (
+		out   []ledger.ExhaustedDelivery
+		keyAt = int64(math.MinInt64)
+		keyID = ""
+	)
+	for {
+		rows, err := s.pool.Query(ctx, exhaustedPageSQL, p.EndpointID, after, before, keyAt, keyID, ids, events, page)
+		if err != nil {
+			return nil, translate(op, err)
+		}
+		var (
+			n                  int
+			r                  deliveryRow
+			typ                string
+			names              []byte
+			hasSecrets, pruned bool
+			created            int64
+			firstAttempt       *int64
+		)
+		_, err = pgx.ForEachRow(rows, append(r.dests(), &typ, &names, &hasSecrets, &pruned, &created, &firstAttempt), func() error {
+			n++
+			d := r.value()
+			keyAt, keyID = nanos(*d.TerminalAt), d.ID
+			if len(out) == limit || (len(p.EventTypes) > 0 && !eventtype.MatchAny(p.EventTypes, typ)) {
+				return nil
+			}
+			var secretNames []string
+			if err := json.Unmarshal(names, &secretNames); err != nil {
+				return fmt.Errorf("secret names of event %s: %w", d.EventID, err)
+			}
+			replayFrom := ledger.ReplayFrom(fromNullNanos(firstAttempt), fromNanos(created))
+			out = append(out, ledger.NewExhaustedDelivery(d, typ, secretNames, hasSecrets, pruned, replayFrom))
+			return nil
+		})
+		if err != nil {
+			return nil, translate(op, err)
+		}
+		if len(out) == limit || n < page {
+			return out, nil
+		}
+	}
+}
+
+// itemColumns lists a recovery item as itemRow scans it, with the state of
+// the delivery it created (alias ri, and nd left-joined by itemFrom).
+const itemColumns = `ri.operation_key, ri.delivery_id, ri.event_id, ri.action, ri.outcome, ri.reason,
+	ri.new_event_id, ri.new_delivery_id, ri.created_at, coalesce(nd.state, '')`
+
+const itemFrom = ` FROM recovery_items ri LEFT JOIN deliveries nd ON nd.id = ri.new_delivery_id AND ri.new_delivery_id <> ''`
+
+func scanItem(row pgx.CollectableRow) (ledger.RecoveryItem, error) {
+	var (
+		it                       ledger.RecoveryItem
+		action, outcome, ndState string
+		created                  int64
+	)
+	if err := row.Scan(&it.OperationKey, &it.DeliveryID, &it.EventID, &action, &outcome, &it.Reason,
+		&it.NewEventID, &it.NewDeliveryID, &created, &ndState); err != nil {
+		return ledger.RecoveryItem{}, err
+	}
+	it.Action, it.Outcome, it.NewDeliveryState = ledger.RecoveryAction(action), ledger.RecoveryOutcome(outcome), ledger.DeliveryState(ndState)
+	it.CreatedAt = fromNanos(created)
+	return it, nil
+}
+
+// RecoveryItemsList implements ledger.Recovery: the items in the order
+// they were applied. An unknown operation has none.
+func (s *Store) RecoveryItemsList(ctx context.Context, operationKey string) ([]ledger.RecoveryItem, error) {
+	op := "list recovery items of " + operationKey
+	rows, err := s.pool.Query(ctx, `SELECT `+itemColumns+itemFrom+` WHERE ri.operation_key = $1 ORDER BY ri.seq`, operationKey)
+	if err != nil {
+		return nil, translate(op, err)
+	}
+	items, err := pgx.CollectRows(rows, scanItem)
+	return items, translate(op, err)
+}
+
+// RecoveryApply implements ledger.Recovery. One transaction, two round
+// trips: lock and read (the namespace's endpoints, the delivery, the
+// recorded item), decide (ledger.PlanRecovery), write.
+func (s *Store) RecoveryApply(ctx context.Context, p *ledger.RecoveryApplyParams) (ledger.RecoveryItem, error) {
+	if err := ledger.ValidateRecoveryApply(p); err != nil {
+		return ledger.RecoveryItem{}, err
+	}
+	op := "recovery " + p.OperationKey + " of delivery " + p.DeliveryID
+	var item ledger.RecoveryItem
+	err := s.tx(ctx, op, func(tx pgx.Tx) error {
+		var err error
+		item, err = applyRecovery(ctx, tx, p)
+		return err
+	})
+	if err != nil {
+		return ledger.RecoveryItem{}, err
+	}
+	return item, nil
+}
+
+// recoveryRead is what the first round trip of RecoveryApply reads.
+type recoveryRead struct {
+	facts    ledger.RecoveryFacts
+	found    bool // the delivery exists
+	recorded *ledger.RecoveryItem
+	// live are the live endpoints of the delivery's namespace.
+	live []fanoutEndpoint
+}
+
+func applyRecovery(ctx context.Context, tx pgx.Tx, p *ledger.RecoveryApplyParams) (ledger.RecoveryItem, error) {
+	rd, err := readForRecovery(ctx, tx, p)
+	if err != nil {
+		return ledger.RecoveryItem{}, err
+	}
+	if rd.recorded != nil {
+		it := *rd.recorded
+		it.Replayed = true
+		return it, nil
+	}
+	if !rd.found {
+		return ledger.RecoveryItem{}, fmt.Errorf("delivery %s: %w", p.DeliveryID, ledger.ErrNotFound)
+	}
+	f := &rd.facts
+	step, reason, err := ledger.PlanRecovery(p.Action, f, p.Now)
+	if err != nil {
+		return ledger.RecoveryItem{}, err
+	}
+
+	orig := &f.Delivery
+	now := fromNanos(nanos(p.Now))
+	newEventID, newDeliveryID := p.NewIDs()
+	item := ledger.RecoveryItem{
+		OperationKey: p.OperationKey, DeliveryID: orig.ID, EventID: orig.EventID, Action: p.Action,
+		Reason: reason, CreatedAt: now,
+	}
+	var (
+		requestEventID string
+		events         eventBatch
+		delta          = statsDelta{}
+		b              = &pgx.Batch{}
+	)
+	switch step {
+	case ledger.StepRetry:
+		d := scheduledDelivery(orig.EventID, orig.EndpointID, now)
+		d.ID, d.RetryOf = newDeliveryID, orig.ID
+		b.Queue(`
+			INSERT INTO deliveries (id, event_id, endpoint_id, state, attempts, due_at, lease_owner,
+				last_status, last_error, exhaust_reason, resolution, created_at, retry_of)
+			VALUES ($1, $2, $3, 'scheduled', 0, $4, '', 0, '', '', '', $4, $5)`,
+			d.ID, d.EventID, d.EndpointID, nanos(now), d.RetryOf)
+		delta.add(orig.EndpointID, ledger.StateScheduled, ledger.ResolutionNone, 1)
+		item.NewDeliveryID, item.NewDeliveryState = d.ID, ledger.StateScheduled
+	case ledger.StepReissueCopy:
+		e := ledger.Event{
+			ID: newEventID, Namespace: f.Event.Namespace, Type: f.Event.Type, Data: f.Event.Data,
+			ReissueOf: f.Event.ID, CreatedAt: now,
+		}
+		d := scheduledDelivery(e.ID, orig.EndpointID, now)
+		d.ID = newDeliveryID
+		if err := events.add(e, []ledger.Delivery{d}); err != nil {
+			return ledger.RecoveryItem{}, err
+		}
+		delta.add(orig.EndpointID, ledger.StateScheduled, ledger.ResolutionNone, 1)
+		item.NewEventID, item.NewDeliveryID, item.NewDeliveryState = e.ID, d.ID, ledger.StateScheduled
+	case ledger.StepReissueRequest:
+		var handlers []ledger.Delivery
+		for _, ep := range rd.live {
+			if eventtype.MatchAny(ep.eventTypes, ledger.ReissueRequestedEventType) {
+				handlers = append(handlers, scheduledDelivery(newEventID, ep.id, now))
+			}
+		}
+		if len(handlers) == 0 {
+			step, item.Reason = ledger.StepRefuse, ledger.RefusedNoReissueHandler
+			break
+		}
+		data, err := json.Marshal(ledger.NewReissueRequestData(orig, &f.Event, p.OperationKey))
+		if err != nil {
+			return ledger.RecoveryItem{}, fmt.Errorf("reissue request for %s: %w", orig.ID, err)
+		}
+		e := ledger.Event{
+			ID: newEventID, Namespace: f.Event.Namespace, Type: ledger.ReissueRequestedEventType, Data: data, CreatedAt: now,
+		}
+		if err := events.add(e, handlers); err != nil {
+			return ledger.RecoveryItem{}, err
+		}
+		for _, h := range handlers {
+			delta.add(h.EndpointID, ledger.StateScheduled, ledger.ResolutionNone, 1)
+		}
+		requestEventID, item.NewEventID = e.ID, e.ID
+	}
+	item.Outcome = step.Outcome()
+
+	if !events.empty() {
+		b.Queue(insertEventsSQL, events.args()...)
+	}
+	if res := step.Resolution(); res != ledger.ResolutionNone {
+		// The delivery is locked and was checked: this updates it.
+		b.Queue(`UPDATE deliveries SET resolution = $2, resolved_by = $3, resolved_at = $4
+			WHERE id = $1 AND state = 'exhausted' AND resolution = 'unresolved'`,
+			orig.ID, string(res), p.OperationKey, nanos(now))
+		delta.move(orig.EndpointID, orig.State, orig.Resolution, orig.State, res)
+	}
+	b.Queue(`
+		INSERT INTO recovery_items (operation_key, delivery_id, event_id, endpoint_id, action, outcome, reason,
+			new_event_id, new_delivery_id, request_event_id, created_at)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)`,
+		item.OperationKey, item.DeliveryID, item.EventID, orig.EndpointID, string(item.Action), string(item.Outcome),
+		item.Reason, item.NewEventID, item.NewDeliveryID, requestEventID, nanos(now))
+	delta.queue(b)
+	if err := tx.SendBatch(ctx, b).Close(); err != nil {
+		return ledger.RecoveryItem{}, fmt.Errorf("apply recovery: %w", err)
+	}
+	return item, nil
+}
+
+// readForRecovery locks, in the global order, the live endpoints of the
+// delivery's namespace (FOR KEY SHARE: none is deleted under the
+// transaction, so a reissue request's fan-out and a retry's target stay
+// valid), the delivery (FOR UPDATE: concurrent recoveries of it queue) and
+// its event (FOR SHARE: a scrub, which locks it FOR UPDATE, cannot remove
+// the secrets between this check and the retry it allows),
+// then reads the item recorded for (operation, delivery), which a
+// recovery that held the lock before may have just committed.
+func readForRecovery(ctx context.Context, tx pgx.Tx, p *ledger.RecoveryApplyParams) (*recoveryRead, error) {
+	rd := &recoveryRead{}
+	f := &rd.facts
+	b := &pgx.Batch{}
+	b.Queue(`
+		SELECT id, event_types FROM endpoints
+		WHERE namespace = (SELECT e.namespace FROM deliveries d JOIN events e ON e.id = d.event_id WHERE d.id = $1)
+			AND deleted_at IS NULL
+		ORDER BY id FOR KEY SHARE`, p.DeliveryID).Query(func(rows pgx.Rows) error {
+		var ep fanoutEndpoint
+		_, err := pgx.ForEachRow(rows, []any{&ep.id, &ep.eventTypes}, func() error {
+			rd.live = append(rd.live, ep)
+			return nil
+		})
+		return err
+	})
+	b.Queue(`
+		SELECT `+deliveryColumns+`, `+eventColumns+`, ep.policy, ep.deleted_at IS NOT NULL,
+			(SELECT min(x.first_attempt_at) FROM deliveries x WHERE x.event_id = d.event_id)
+		FROM deliveries d JOIN events e ON e.id = d.event_id
+			LEFT JOIN event_secrets sec ON sec.event_id = e.id
+			JOIN endpoints ep ON ep.id = d.endpoint_id
+		WHERE d.id = $1
+		FOR UPDATE OF d FOR SHARE OF e`, p.DeliveryID).Query(func(rows pgx.Rows) error {
+		var (
+			dr           deliveryRow
+			er           eventRow
+			policy       []byte
+			firstAttempt *int64
+		)
+		_, err := pgx.ForEachRow(rows, append(append(dr.dests(), er.dests()...), &policy, &f.EndpointDeleted, &firstAttempt), func() error {
+			rd.found = true
+			f.Delivery = dr.value()
+			ev, err := er.value()
+			if err != nil {
+				return err
+			}
+			f.Event = ev
+			if err := json.Unmarshal(policy, &f.Policy); err != nil {
+				return fmt.Errorf("endpoint %s: decode policy: %w", f.Delivery.EndpointID, err)
+			}
+			f.ReplayFrom = ledger.ReplayFrom(fromNullNanos(firstAttempt), ev.CreatedAt)
+			return nil
+		})
+		return err
+	})
+	b.Queue(`SELECT `+itemColumns+itemFrom+` WHERE ri.operation_key = $1 AND ri.delivery_id = $2`,
+		p.OperationKey, p.DeliveryID).Query(func(rows pgx.Rows) error {
+		items, err := pgx.CollectRows(rows, scanItem)
+		if len(items) > 0 {
+			rd.recorded = &items[0]
+		}
+		return err
+	})
+	if err := tx.SendBatch(ctx, b).Close(); err != nil {
+		return nil, fmt.Errorf("read delivery for recovery: %w", err)
+	}
+	return rd, nil
+}
+
+// completeReissues completes the recovery items waiting for a replacement
+// of an event that this batch inserted (ReissueOf): each becomes Reissued
+// with the first such replacement and its delivery to the item's endpoint,
+// and its original delivery is resolved as reissued. Batches without
+// ReissueOf cost nothing; with some, two round trips.
+func completeReissues(ctx context.Context, tx pgx.Tx, results []ledger.EventInsertResult, delta statsDelta) error {
+	var originals []string
+	for i := range results {
+		if r := &results[i]; r.Err == nil && !r.Duplicate && r.Event.ReissueOf != "" && !slices.Contains(originals, r.Event.ReissueOf) {
+			originals = append(originals, r.Event.ReissueOf)
+		}
+	}
+	if len(originals) == 0 {
+		return nil
+	}
+	// Lock the waiting items in key order; an item a concurrent batch
+	// completed meanwhile drops out (READ COMMITTED re-checks the row).
+	rows, err := tx.Query(ctx, `
+		SELECT operation_key, delivery_id, event_id, endpoint_id, seq FROM recovery_items
+		WHERE outcome = 'AwaitingReissue' AND event_id = ANY($1)
+		ORDER BY operation_key, delivery_id
+		FOR UPDATE`, originals)
+	if err != nil {
+		return fmt.Errorf("complete reissues: %w", err)
+	}
+	type waiting struct {
+		operation, delivery, event, endpoint string
+		seq                                  int64
+	}
+	var items []waiting
+	var w waiting
+	if _, err := pgx.ForEachRow(rows, []any{&w.operation, &w.delivery, &w.event, &w.endpoint, &w.seq}, func() error {
+		items = append(items, w)
+		return nil
+	}); err != nil {
+		return fmt.Errorf("complete reissues: %w", err)
+	}
+	if len(items) == 0 {
+		return nil
+	}
+	n := len(items)
+	ops, dlvs, newEvents, newDeliveries, ats := make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]int64, n)
+	// The original delivery of several items (operations) is resolved by
+	// the earliest one.
+	resolver := map[string]int{} // delivery → index in items
+	for i, w := range items {
+		j := slices.IndexFunc(results, func(r ledger.EventInsertResult) bool {
+			return r.Err == nil && !r.Duplicate && r.Event.ReissueOf == w.event
+		})
+		repl := &results[j]
+		ops[i], dlvs[i], newEvents[i], ats[i] = w.operation, w.delivery, repl.Event.ID, nanos(repl.Event.CreatedAt)
+		for _, d := range repl.Deliveries {
+			if d.EndpointID == w.endpoint {
+				newDeliveries[i] = d.ID
+				break
+			}
+		}
+		if k, ok := resolver[w.delivery]; !ok || w.seq < items[k].seq {
+			resolver[w.delivery] = i
+		}
+	}
+	resolveIDs := make([]string, 0, len(resolver))
+	for id := range resolver {
+		resolveIDs = append(resolveIDs, id)
+	}
+	slices.Sort(resolveIDs)
+	resolveOps, resolveAts := make([]string, len(resolveIDs)), make([]int64, len(resolveIDs))
+	for i, id := range resolveIDs {
+		resolveOps[i], resolveAts[i] = ops[resolver[id]], ats[resolver[id]]
+	}
+
+	b := &pgx.Batch{}
+	b.Queue(`
+		UPDATE recovery_items ri SET outcome = 'Reissued', new_event_id = u.new_event_id,
+			new_delivery_id = u.new_delivery_id, completed_at = u.at
+		FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::bigint[])
+			AS u(operation_key, delivery_id, new_event_id, new_delivery_id, at)
+		WHERE ri.operation_key = u.operation_key AND ri.delivery_id = u.delivery_id AND ri.outcome = 'AwaitingReissue'`,
+		ops, dlvs, newEvents, newDeliveries, ats)
+	b.Queue(`SELECT 1 FROM deliveries WHERE id = ANY($1) ORDER BY id FOR UPDATE`, resolveIDs)
+	b.Queue(`
+		UPDATE deliveries d SET resolution = 'reissued', resolved_by = u.operation_key, resolved_at = u.at
+		FROM unnest($1::text[], $2::text[], $3::bigint[]) AS u(id, operation_key, at)
+		WHERE d.id = u.id AND d.state = 'exhausted' AND d.resolution = 'unresolved'
+		RETURNING d.endpoint_id`, resolveIDs, resolveOps, resolveAts).Query(func(rows pgx.Rows) error {
+		var endpoint string
+		_, err := pgx.ForEachRow(rows, []any{&endpoint}, func() error {
+			delta.move(endpoint, ledger.StateExhausted, ledger.ResolutionUnresolved, ledger.StateExhausted, ledger.ResolutionReissued)
+			return nil
+		})
+		return err
+	})
+	if err := tx.SendBatch(ctx, b).Close(); err != nil {
+		return fmt.Errorf("complete reissues: %w", err)
+	}
+	return nil
+}

@@ -1,0 +1,227 @@
+package ledger
+
+import (
+	"fmt"
+	"time"
+)
+
+// The rules of Recovery that both drivers apply identically: the retry
+// budget's arithmetic, the ExhaustedList limit, what an exhausted delivery
+// looks like to a recovery, and the decision RecoveryApply takes for one
+// item. The drivers only gather the facts and write the outcome.
+
+// ExhaustedList limits (ExhaustedListParams.Limit).
+const (
+	DefaultExhaustedLimit = 100
+	MaxExhaustedLimit     = 10000
+)
+
+// ExhaustedLimit returns the effective ExhaustedList limit.
+func ExhaustedLimit(limit int) int {
+	switch {
+	case limit <= 0:
+		return DefaultExhaustedLimit
+	case limit > MaxExhaustedLimit:
+		return MaxExhaustedLimit
+	default:
+		return limit
+	}
+}
+
+// BudgetMinute is the retry-budget bucket of now: its Unix minute.
+func BudgetMinute(now time.Time) int64 {
+	s := now.Unix()
+	m := s / 60
+	if s < 0 && s%60 != 0 {
+		m-- // floor, not truncation, before 1970
+	}
+	return m
+}
+
+// BudgetRetention is how long a retry-budget bucket is kept: older buckets
+// no longer decide anything and may be deleted.
+const BudgetRetention = time.Hour
+
+// Allowance is how many retries the budget allows in a minute in which
+// firstAttempts first attempts were recorded: RatioPercent × firstAttempts
+// / 100 (rounded down) + MinPerMinute. A retry is allowed while the retries
+// already taken are fewer.
+func (b RetryBudget) Allowance(firstAttempts int64) int64 {
+	return int64(b.RatioPercent)*firstAttempts/100 + int64(b.MinPerMinute)
+}
+
+// SecretsScrubbed reports whether e carried one-time secrets that are gone.
+func (e *Event) SecretsScrubbed() bool { return len(e.SecretNames) > 0 && len(e.Secrets) == 0 }
+
+// PayloadPruned reports whether e's data was removed by retention.
+func (e *Event) PayloadPruned() bool { return e.PayloadPrunedAt != nil || len(e.Data) == 0 }
+
+// ReplayFrom is the instant from which an event's replay window is
+// measured: the earliest first attempt among its deliveries
+// (firstAttempt, nil when none was attempted), else its creation.
+func ReplayFrom(firstAttempt *time.Time, createdAt time.Time) time.Time {
+	if firstAttempt != nil {
+		return *firstAttempt
+	}
+	return createdAt
+}
+
+// RecoveryFacts is what RecoveryApply knows about one delivery when it
+// decides: the delivery, its event (as stored), its endpoint's policy, and
+// when the event was first attempted.
+type RecoveryFacts struct {
+	Delivery Delivery
+	Event    Event
+	// Policy is the delivery's endpoint's policy; EndpointDeleted is set
+	// when that endpoint no longer exists (nothing may be sent to it).
+	Policy          Policy
+	EndpointDeleted bool
+	// ReplayFrom is ReplayFrom of the event.
+	ReplayFrom time.Time
+}
+
+// RecoveryStep is what RecoveryApply does for one item.
+type RecoveryStep int
+
+const (
+	// StepRefuse records a refusal and changes nothing else.
+	StepRefuse RecoveryStep = iota
+	// StepRetry inserts a new delivery of the same event (RetryOf).
+	StepRetry
+	// StepReissueCopy inserts a copy of the event (ReissueOf) with one
+	// delivery to the same endpoint.
+	StepReissueCopy
+	// StepReissueRequest inserts a hookkeeper.reissue.requested event for
+	// the namespace's subscribers (refused with NoReissueHandler when
+	// there is none).
+	StepReissueRequest
+	// StepDismiss resolves the delivery as dismissed.
+	StepDismiss
+)
+
+// ErrEndpointDeleted is returned by RecoveryApply for a Retry or a Reissue
+// of a delivery whose endpoint was deleted: nothing can be sent to it.
+// Dismiss still works. Nothing is recorded, so the call may be repeated.
+var ErrEndpointDeleted = fmt.Errorf("the delivery's endpoint was deleted: %w", ErrNotFound)
+
+// PlanRecovery decides what action does for the delivery described by f at
+// now, and why it is refused (reason, with StepRefuse). The checks, in
+// order: a delivery that is not exhausted and unresolved is refused with
+// AlreadyResolved; then, for Retry, ReissueRequired (scrubbed secrets),
+// ReplayWindowExceeded (now after ReplayFrom + the policy's ReplayWindow;
+// a 0 window has no limit) and PayloadExpired (data pruned). Reissue
+// copies an event that is complete and never carried secrets, and asks the
+// producer for a replacement otherwise. An unknown action is an error.
+func PlanRecovery(action RecoveryAction, f *RecoveryFacts, now time.Time) (RecoveryStep, string, error) {
+	switch action {
+	case RecoveryRetry, RecoveryReissue, RecoveryDismiss:
+	default:
+		return StepRefuse, "", fmt.Errorf("recovery action %q is not one of Retry, Reissue, Dismiss", action)
+	}
+	d := &f.Delivery
+	if d.State != StateExhausted || d.Resolution != ResolutionUnresolved {
+		return StepRefuse, RefusedAlreadyResolved, nil
+	}
+	if f.EndpointDeleted && action != RecoveryDismiss {
+		return StepRefuse, "", fmt.Errorf("recover delivery %s (endpoint %s): %w", d.ID, d.EndpointID, ErrEndpointDeleted)
+	}
+	switch action {
+	case RecoveryRetry:
+		switch w := f.Policy.ReplayWindow; {
+		case f.Event.SecretsScrubbed():
+			return StepRefuse, RefusedReissueRequired, nil
+		case w > 0 && now.After(f.ReplayFrom.Add(w)):
+			return StepRefuse, RefusedReplayWindowExceeded, nil
+		case f.Event.PayloadPruned():
+			return StepRefuse, RefusedPayloadExpired, nil
+		}
+		return StepRetry, "", nil
+	case RecoveryReissue:
+		if len(f.Event.SecretNames) == 0 && !f.Event.PayloadPruned() {
+			return StepReissueCopy, "", nil
+		}
+		return StepReissueRequest, "", nil
+	default:
+		return StepDismiss, "", nil
+	}
+}
+
+// Outcome is the RecoveryOutcome of a step that was carried out.
+func (s RecoveryStep) Outcome() RecoveryOutcome {
+	switch s {
+	case StepRetry:
+		return OutcomeRetried
+	case StepReissueCopy:
+		return OutcomeReissued
+	case StepReissueRequest:
+		return OutcomeAwaitingReissue
+	case StepDismiss:
+		return OutcomeDismissed
+	default:
+		return OutcomeRefused
+	}
+}
+
+// Resolution is the resolution the original delivery gains when the step
+// is carried out (none for a refusal or a pending reissue request).
+func (s RecoveryStep) Resolution() Resolution {
+	switch s {
+	case StepRetry:
+		return ResolutionRetried
+	case StepReissueCopy:
+		return ResolutionReissued
+	case StepDismiss:
+		return ResolutionDismissed
+	default:
+		return ResolutionNone
+	}
+}
+
+// NewReissueRequestData describes the reissue request of operation for
+// delivery d of event e.
+func NewReissueRequestData(d *Delivery, e *Event, operation string) ReissueRequestData {
+	return ReissueRequestData{
+		OriginalEventID: e.ID,
+		EventType:       e.Type,
+		DeliveryID:      d.ID,
+		Endpoint:        d.EndpointID,
+		Operation:       operation,
+		SecretNames:     e.SecretNames,
+	}
+}
+
+// NewExhaustedDelivery describes an unresolved exhausted delivery for
+// ExhaustedList from its event's type and what is left of the event.
+func NewExhaustedDelivery(d Delivery, eventType string, secretNames []string, hasSecrets, payloadPruned bool, replayFrom time.Time) ExhaustedDelivery {
+	return ExhaustedDelivery{
+		Delivery:        d,
+		EventType:       eventType,
+		SecretsScrubbed: len(secretNames) > 0 && !hasSecrets,
+		PayloadPruned:   payloadPruned,
+		ReplayFrom:      replayFrom,
+	}
+}
+
+// ValidateRecoveryApply reports why params cannot be applied at all.
+func ValidateRecoveryApply(p *RecoveryApplyParams) error {
+	switch {
+	case p == nil:
+		return fmt.Errorf("recovery apply: nil params")
+	case p.OperationKey == "" || p.DeliveryID == "":
+		return fmt.Errorf("recovery apply: OperationKey and DeliveryID are required")
+	}
+	return nil
+}
+
+// NewIDs returns the IDs of the event and the delivery an item may create:
+// the caller's, or fresh ones when the caller left them empty.
+func (p *RecoveryApplyParams) NewIDs() (eventID, deliveryID string) {
+	eventID, deliveryID = p.NewEventID, p.NewDeliveryID
+	if eventID == "" {
+		eventID = NewID("evt", p.Now)
+	}
+	if deliveryID == "" {
+		deliveryID = NewID("dlv", p.Now)
+	}
+	return eventID, deliveryID
+}

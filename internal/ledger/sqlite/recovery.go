@@ -1,0 +1,554 @@
+package sqlite
+
+import (
+	"cmp"
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/hookkeeper/hookkeeper/internal/eventtype"
+	"github.com/hookkeeper/hookkeeper/internal/ledger"
+)
+
+// This file implements ledger.Recovery: retry budgets (buckets counted by
+// AttemptRecordMany and spent by RetryBudgetAcquire) and recovery
+// operations, whose items are recorded in recovery_items so that applying
+// one twice changes nothing. The single writer makes every method atomic.
+
+var _ ledger.Recovery = (*Store)(nil)
+
+// itemCols lists a recovery item as scanItem reads it, with the state of
+// the delivery it created (alias ri, and nd left-joined).
+const itemCols = `ri.operation_key, ri.delivery_id, ri.event_id, ri.action, ri.outcome, ri.reason,
+	ri.new_event_id, ri.new_delivery_id, ri.created_at, coalesce(nd.state, '')`
+
+const itemFrom = ` FROM recovery_items ri LEFT JOIN deliveries nd ON nd.id = ri.new_delivery_id AND ri.new_delivery_id <> ''`
+
+var recoverySQL = struct {
+	budgetFirst, budgetAcquire, budgetPrune,
+	itemGet, facts, deliveryInsertAs, resolve, itemInsert, awaitingOf, itemComplete,
+	itemsList, exhaustedPage string
+}{
+	// AttemptRecordMany adds the first attempts of a batch, once per
+	// endpoint and minute.
+	budgetFirst: `INSERT INTO retry_budgets (endpoint_id, minute, first_attempts) VALUES (?1, ?2, ?3)
+		ON CONFLICT (endpoint_id, minute) DO UPDATE SET first_attempts = first_attempts + excluded.first_attempts`,
+	// The check and the spend are one statement: a row comes back only
+	// when a retry was taken (or, from the insert, with 0 retries when the
+	// floor allows none). ?3 ratio percent, ?4 floor per minute.
+	budgetAcquire: `INSERT INTO retry_budgets (endpoint_id, minute, retries)
+		VALUES (?1, ?2, CASE WHEN ?4 > 0 THEN 1 ELSE 0 END)
+		ON CONFLICT (endpoint_id, minute) DO UPDATE SET retries = retries + 1
+			WHERE retries < first_attempts * ?3 / 100 + ?4
+		RETURNING retries`,
+	budgetPrune: `DELETE FROM retry_budgets WHERE endpoint_id = ?1 AND minute < ?2`,
+
+	itemGet: `SELECT ` + itemCols + itemFrom + ` WHERE ri.operation_key = ?1 AND ri.delivery_id = ?2`,
+	// What a recovery decides on: the delivery, its event, its endpoint's
+	// policy, and the event's first attempt (the replay window's start).
+	facts: `SELECT ` + prefixed("d", deliveryCols) + `, ` + prefixed("e", eventCols) + `, ep.policy, ep.deleted,
+			(SELECT min(x.first_attempt_at) FROM deliveries x WHERE x.event_id = d.event_id)
+		FROM deliveries d JOIN events e ON e.id = d.event_id JOIN endpoints ep ON ep.id = d.endpoint_id
+		WHERE d.id = ?1`,
+	deliveryInsertAs: `INSERT INTO deliveries (id, event_id, endpoint_id, state, due_at, retry_of, created_at)
+		VALUES (?1, ?2, ?3, 'scheduled', ?4, ?5, ?4)`,
+	// The original is never reset: it only gains a resolution, and only
+	// while it is still unresolved.
+	resolve: `UPDATE deliveries SET resolution = ?2, resolved_by = ?3, resolved_at = ?4
+		WHERE id = ?1 AND state = 'exhausted' AND resolution = 'unresolved'`,
+	itemInsert: `INSERT INTO recovery_items (operation_key, delivery_id, event_id, endpoint_id, action, outcome, reason,
+			new_event_id, new_delivery_id, request_event_id, created_at)
+		VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)`,
+	awaitingOf: `SELECT operation_key, delivery_id, event_id, endpoint_id FROM recovery_items
+		WHERE outcome = 'AwaitingReissue' AND event_id IN (SELECT value FROM json_each(?1))
+		ORDER BY rowid`,
+	itemComplete: `UPDATE recovery_items SET outcome = 'Reissued', new_event_id = ?3, new_delivery_id = ?4, completed_at = ?5
+		WHERE operation_key = ?1 AND delivery_id = ?2 AND outcome = 'AwaitingReissue'`,
+
+	itemsList: `SELECT ` + itemCols + itemFrom + ` WHERE ri.operation_key = ?1 ORDER BY ri.rowid`,
+	// One page of an endpoint's unresolved exhausted deliveries after the
+	// keyset (?4, ?5), oldest first, walking deliveries_unresolved. ?2 and
+	// ?3 bound terminal_at; ?6 and ?7 are JSON arrays of delivery and event
+	// IDs ('[]': no filter); ?8 the page size.
+	exhaustedPage: `SELECT ` + prefixed("d", deliveryCols) + `, e.type, e.secret_names, e.secrets IS NOT NULL,
+			e.data IS NULL OR e.payload_pruned_at IS NOT NULL,
+			e.created_at, (SELECT min(x.first_attempt_at) FROM deliveries x WHERE x.event_id = d.event_id)
+		FROM deliveries d JOIN events e ON e.id = d.event_id
+		WHERE d.endpoint_id = ?1 AND d.resolution = 'unresolved' AND d.state = 'exhausted'
+			AND d.terminal_at >= ?2 AND d.terminal_at < ?3 AND (d.terminal_at, d.id) > (?4, ?5)
+			AND (?6 = '[]' OR d.id IN (SELECT value FROM json_each(?6)))
+			AND (?7 = '[]' OR d.event_id IN (SELECT value FROM json_each(?7)))
+		ORDER BY d.terminal_at, d.id LIMIT ?8`,
+}
+
+// recoveryStmts are the prepared statements of this file: the writes on
+// the writer, the two lists on the read pool.
+type recoveryStmts struct {
+	budgetFirst, budgetAcquire, budgetPrune,
+	itemGet, facts, deliveryInsertAs, resolve, itemInsert, awaitingOf, itemComplete *sql.Stmt
+	itemsList, exhaustedPage *sql.Stmt
+}
+
+func (s *Store) prepareRecovery(ctx context.Context) error {
+	q := recoverySQL
+	for _, p := range []struct {
+		db   *sql.DB
+		dst  **sql.Stmt
+		text string
+	}{
+		{s.w, &s.rc.budgetFirst, q.budgetFirst},
+		{s.w, &s.rc.budgetAcquire, q.budgetAcquire},
+		{s.w, &s.rc.budgetPrune, q.budgetPrune},
+		{s.w, &s.rc.itemGet, q.itemGet},
+		{s.w, &s.rc.facts, q.facts},
+		{s.w, &s.rc.deliveryInsertAs, q.deliveryInsertAs},
+		{s.w, &s.rc.resolve, q.resolve},
+		{s.w, &s.rc.itemInsert, q.itemInsert},
+		{s.w, &s.rc.awaitingOf, q.awaitingOf},
+		{s.w, &s.rc.itemComplete, q.itemComplete},
+		{s.r, &s.rc.itemsList, q.itemsList},
+		{s.r, &s.rc.exhaustedPage, q.exhaustedPage},
+	} {
+		st, err := p.db.PrepareContext(ctx, p.text)
+		if err != nil {
+			return fmt.Errorf("prepare %q: %w", firstLine(p.text), err)
+		}
+		*p.dst = st
+	}
+	return nil
+}
+
+// budgetKey is one retry-budget bucket.
+type budgetKey struct {
+	endpoint string
+	minute   int64
+}
+
+// firstAttempts counts a transaction's first attempts per bucket.
+type firstAttempts map[budgetKey]int64
+
+// note counts res when it recorded a delivery's first attempt.
+func (fa firstAttempts) note(res ledger.AttemptRecordResult, now time.Time) {
+	if res.Err == nil && res.Delivery.Attempts == 1 {
+		fa[budgetKey{res.Delivery.EndpointID, ledger.BudgetMinute(now)}]++
+	}
+}
+
+// apply adds the counts to their buckets, one statement per bucket.
+func (fa firstAttempts) apply(t *wtx, st *sql.Stmt) error {
+	if len(fa) == 0 {
+		return nil
+	}
+	keys := make([]budgetKey, 0, len(fa))
+	for k := range fa {
+		keys = append(keys, k)
+	}
+	slices.SortFunc(keys, func(a, b budgetKey) int {
+		return cmp.Or(strings.Compare(a.endpoint, b.endpoint), cmp.Compare(a.minute, b.minute))
+	})
+	stmt := t.stmt(st)
+	for _, k := range keys {
+		if _, err := stmt.ExecContext(t.ctx, k.endpoint, k.minute, fa[k]); err != nil {
+			return translate("count first attempts of "+k.endpoint, err)
+		}
+	}
+	return nil
+}
+
+// RetryBudgetAcquire implements ledger.Recovery. The first retry taken in
+// a minute also deletes the endpoint's buckets older than
+// ledger.BudgetRetention.
+func (s *Store) RetryBudgetAcquire(ctx context.Context, p *ledger.RetryBudgetParams) (bool, error) {
+	if p == nil {
+		return false, errors.New("acquire retry budget: nil params")
+	}
+	op := "acquire retry budget of " + p.EndpointID
+	minute := ledger.BudgetMinute(p.Now)
+	var ok bool
+	err := s.write(ctx, op, func(t *wtx) error {
+		var retries int64
+		err := t.stmt(s.rc.budgetAcquire).QueryRowContext(t.ctx, p.EndpointID, minute,
+			int64(p.Budget.RatioPercent), int64(p.Budget.MinPerMinute)).Scan(&retries)
+		if errors.Is(err, sql.ErrNoRows) {
+			return nil // spent
+		}
+		if err != nil {
+			return translate(op, err)
+		}
+		ok = retries > 0
+		if retries == 1 {
+			old := minute - int64(ledger.BudgetRetention/time.Minute)
+			if _, err := t.stmt(s.rc.budgetPrune).ExecContext(t.ctx, p.EndpointID, old); err != nil {
+				return translate(op+": delete old buckets", err)
+			}
+		}
+		return nil
+	})
+	return ok, err
+}
+
+// jsonIDs encodes a filter list for json_each; "[]" means no filter.
+func jsonIDs(ids []string) (string, error) {
+	if len(ids) == 0 {
+		return "[]", nil
+	}
+	b, err := json.Marshal(ids)
+	return string(b), err
+}
+
+// ExhaustedList implements ledger.Recovery. Event-type patterns are matched
+// in Go (eventtype.MatchAny, as fan-out does), so it reads pages until the
+// limit is filled or the endpoint's unresolved deliveries run out.
+func (s *Store) ExhaustedList(ctx context.Context, p *ledger.ExhaustedListParams) ([]ledger.ExhaustedDelivery, error) {
+	if p == nil {
+		return nil, errors.New("list exhausted deliveries: nil params")
+	}
+	op := "list exhausted deliveries of " + p.EndpointID
+	q := exhaustedQuery{p: p, limit: ledger.ExhaustedLimit(p.Limit), after: math.MinInt64, before: math.MaxInt64}
+	var err error
+	if q.ids, err = jsonIDs(p.DeliveryIDs); err != nil {
+		return nil, fmt.Errorf("%s: %w", op, err)
+	}
+	if q.events, err = jsonIDs(p.EventIDs); err != nil {
+		return nil, fmt.Errorf("%s: %w", op, err)
+	}
+	if !p.ExhaustedAfter.IsZero() {
+		q.after = nanos(p.ExhaustedAfter)
+	}
+	if !p.ExhaustedBefore.IsZero() {
+		q.before = nanos(p.ExhaustedBefore)
+	}
+	q.page = q.limit
+	if len(p.EventTypes) > 0 {
+		q.page = max(q.limit, 256)
+	}
+	var out []ledger.ExhaustedDelivery
+	key := exhaustedKey{at: math.MinInt64}
+	for {
+		n, err := s.exhaustedPage(ctx, &q, &key, &out)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", op, err)
+		}
+		if len(out) == q.limit || n < q.page {
+			return out, nil
+		}
+	}
+}
+
+// exhaustedQuery is an ExhaustedList call's fixed arguments.
+type exhaustedQuery struct {
+	p             *ledger.ExhaustedListParams
+	ids, events   string // JSON arrays, "[]" for no filter
+	after, before int64  // the TerminalAt window
+	limit, page   int
+}
+
+// exhaustedKey is where a page of ExhaustedList starts: after this
+// (terminal_at, id).
+type exhaustedKey struct {
+	at int64
+	id string
+}
+
+// exhaustedPage reads one page after key, appends the deliveries that match
+// the type patterns to out (up to the limit), moves key past what it read
+// and returns how many rows it read.
+func (s *Store) exhaustedPage(ctx context.Context, q *exhaustedQuery, key *exhaustedKey, out *[]ledger.ExhaustedDelivery) (int, error) {
+	rows, err := s.rc.exhaustedPage.QueryContext(ctx, q.p.EndpointID, q.after, q.before, key.at, key.id, q.ids, q.events, q.page)
+	if err != nil {
+		return 0, translate("read", err)
+	}
+	defer rows.Close()
+	n := 0
+	for len(*out) < q.limit && rows.Next() {
+		n++
+		var (
+			d                  ledger.Delivery
+			typ, names         string
+			hasSecrets, pruned bool
+			created            int64
+			firstAttempt       sql.NullInt64
+			secretNames        []string
+		)
+		dDest, dFinish := deliveryDest(&d)
+		if err := rows.Scan(append(dDest, &typ, &names, &hasSecrets, &pruned, &created, &firstAttempt)...); err != nil {
+			return n, translate("read", err)
+		}
+		dFinish()
+		key.at, key.id = nanos(*d.TerminalAt), d.ID
+		if len(q.p.EventTypes) > 0 && !eventtype.MatchAny(q.p.EventTypes, typ) {
+			continue
+		}
+		if err := json.Unmarshal([]byte(names), &secretNames); err != nil {
+			return n, fmt.Errorf("secret names of event %s: %w", d.EventID, err)
+		}
+		replayFrom := ledger.ReplayFrom(fromNullNanos(firstAttempt), fromNanos(created))
+		*out = append(*out, ledger.NewExhaustedDelivery(d, typ, secretNames, hasSecrets, pruned, replayFrom))
+	}
+	return n, translate("read", rows.Err())
+}
+
+// scanItem scans itemCols.
+func scanItem(sc scanner) (ledger.RecoveryItem, error) {
+	var (
+		it      ledger.RecoveryItem
+		created int64
+	)
+	err := sc.Scan(&it.OperationKey, &it.DeliveryID, &it.EventID, &it.Action, &it.Outcome, &it.Reason,
+		&it.NewEventID, &it.NewDeliveryID, &created, &it.NewDeliveryState)
+	it.CreatedAt = fromNanos(created)
+	return it, err
+}
+
+// RecoveryItemsList implements ledger.Recovery: the items in the order
+// they were applied. An unknown operation has none.
+func (s *Store) RecoveryItemsList(ctx context.Context, operationKey string) ([]ledger.RecoveryItem, error) {
+	op := "list recovery items of " + operationKey
+	rows, err := s.rc.itemsList.QueryContext(ctx, operationKey)
+	if err != nil {
+		return nil, translate(op, err)
+	}
+	defer rows.Close()
+	var out []ledger.RecoveryItem
+	for rows.Next() {
+		it, err := scanItem(rows)
+		if err != nil {
+			return nil, translate(op, err)
+		}
+		out = append(out, it)
+	}
+	return out, translate(op, rows.Err())
+}
+
+// RecoveryApply implements ledger.Recovery.
+func (s *Store) RecoveryApply(ctx context.Context, p *ledger.RecoveryApplyParams) (ledger.RecoveryItem, error) {
+	if err := ledger.ValidateRecoveryApply(p); err != nil {
+		return ledger.RecoveryItem{}, err
+	}
+	op := "recovery " + p.OperationKey + " of delivery " + p.DeliveryID
+	var item ledger.RecoveryItem
+	err := s.write(ctx, op, func(t *wtx) error {
+		got, err := scanItem(t.stmt(s.rc.itemGet).QueryRowContext(t.ctx, p.OperationKey, p.DeliveryID))
+		switch {
+		case err == nil:
+			got.Replayed = true
+			item = got
+			return nil
+		case !errors.Is(err, sql.ErrNoRows):
+			return translate(op, err)
+		}
+		f, err := s.recoveryFacts(t, p.DeliveryID)
+		if err != nil {
+			return translate(op, err)
+		}
+		step, reason, err := ledger.PlanRecovery(p.Action, &f, p.Now)
+		if err != nil {
+			return err
+		}
+		item, err = s.applyStep(t, p, &f, step, reason)
+		return err
+	})
+	if err != nil {
+		return ledger.RecoveryItem{}, err
+	}
+	return item, nil
+}
+
+// recoveryFacts gathers what PlanRecovery decides on.
+func (s *Store) recoveryFacts(t *wtx, deliveryID string) (ledger.RecoveryFacts, error) {
+	var (
+		f              ledger.RecoveryFacts
+		policy         string
+		firstAttempt   sql.NullInt64
+		dDest, dFinish = deliveryDest(&f.Delivery)
+		eDest, eFinish = eventDest(&f.Event)
+	)
+	dest := append(append(dDest, eDest...), &policy, &f.EndpointDeleted, &firstAttempt)
+	if err := t.stmt(s.rc.facts).QueryRowContext(t.ctx, deliveryID).Scan(dest...); err != nil {
+		return f, err
+	}
+	dFinish()
+	if err := eFinish(); err != nil {
+		return f, err
+	}
+	if err := json.Unmarshal([]byte(policy), &f.Policy); err != nil {
+		return f, fmt.Errorf("policy of endpoint %s: %w", f.Delivery.EndpointID, err)
+	}
+	f.ReplayFrom = ledger.ReplayFrom(fromNullNanos(firstAttempt), f.Event.CreatedAt)
+	return f, nil
+}
+
+// applyStep carries out step for the delivery of f, records the item and
+// returns it.
+func (s *Store) applyStep(t *wtx, p *ledger.RecoveryApplyParams, f *ledger.RecoveryFacts, step ledger.RecoveryStep, reason string) (ledger.RecoveryItem, error) {
+	orig := &f.Delivery
+	now := p.Now.UTC()
+	newEventID, newDeliveryID := p.NewIDs()
+	item := ledger.RecoveryItem{
+		OperationKey: p.OperationKey, DeliveryID: orig.ID, EventID: orig.EventID, Action: p.Action,
+		Reason: reason, CreatedAt: now,
+	}
+	var requestEventID string
+	ds := deltas{}
+	switch step {
+	case ledger.StepRetry:
+		if _, err := t.stmt(s.rc.deliveryInsertAs).ExecContext(t.ctx, newDeliveryID, orig.EventID, orig.EndpointID,
+			nanos(now), orig.ID); err != nil {
+			return item, translate("retry delivery "+orig.ID, err)
+		}
+		ds.get(orig.EndpointID).enter(ledger.StateScheduled, 1)
+		item.NewDeliveryID, item.NewDeliveryState = newDeliveryID, ledger.StateScheduled
+	case ledger.StepReissueCopy:
+		ev := ledger.Event{
+			ID: newEventID, Namespace: f.Event.Namespace, Type: f.Event.Type, Data: f.Event.Data,
+			ReissueOf: f.Event.ID, CreatedAt: now,
+		}
+		if err := s.storeEvent(t, ev); err != nil {
+			return item, err
+		}
+		if _, err := t.stmt(s.rc.deliveryInsertAs).ExecContext(t.ctx, newDeliveryID, ev.ID, orig.EndpointID,
+			nanos(now), ""); err != nil {
+			return item, translate("reissue delivery "+orig.ID, err)
+		}
+		ds.get(orig.EndpointID).enter(ledger.StateScheduled, 1)
+		item.NewEventID, item.NewDeliveryID, item.NewDeliveryState = ev.ID, newDeliveryID, ledger.StateScheduled
+	case ledger.StepReissueRequest:
+		handlers, err := s.reissueHandlers(t, f.Event.Namespace)
+		if err != nil {
+			return item, err
+		}
+		if len(handlers) == 0 {
+			step, item.Reason = ledger.StepRefuse, ledger.RefusedNoReissueHandler
+			break
+		}
+		data, err := json.Marshal(ledger.NewReissueRequestData(orig, &f.Event, p.OperationKey))
+		if err != nil {
+			return item, fmt.Errorf("reissue request for %s: %w", orig.ID, err)
+		}
+		ev := ledger.Event{
+			ID: newEventID, Namespace: f.Event.Namespace, Type: ledger.ReissueRequestedEventType, Data: data, CreatedAt: now,
+		}
+		if err := s.storeEvent(t, ev); err != nil {
+			return item, err
+		}
+		for _, h := range handlers {
+			if _, err := s.storeDelivery(t, ev.ID, h, now); err != nil {
+				return item, err
+			}
+			ds.get(h).enter(ledger.StateScheduled, 1)
+		}
+		requestEventID, item.NewEventID = ev.ID, ev.ID
+	}
+	item.Outcome = step.Outcome()
+
+	if res := step.Resolution(); res != ledger.ResolutionNone {
+		if err := s.resolve(t, orig, res, p.OperationKey, now, ds); err != nil {
+			return item, err
+		}
+	}
+	if _, err := t.stmt(s.rc.itemInsert).ExecContext(t.ctx, item.OperationKey, item.DeliveryID, item.EventID,
+		orig.EndpointID, string(item.Action), string(item.Outcome), item.Reason, item.NewEventID, item.NewDeliveryID,
+		requestEventID, nanos(now)); err != nil {
+		return item, translate("record recovery item", err)
+	}
+	return item, ds.apply(t, s.ws.statsApply)
+}
+
+// reissueHandlers returns the live endpoints of namespace subscribed to
+// hookkeeper.reissue.requested.
+func (s *Store) reissueHandlers(t *wtx, namespace string) ([]string, error) {
+	subs, err := s.subscribers(t, namespace)
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, sub := range subs {
+		if eventtype.MatchAny(sub.patterns, ledger.ReissueRequestedEventType) {
+			out = append(out, sub.id)
+		}
+	}
+	return out, nil
+}
+
+// resolve gives the exhausted delivery d resolution res if it is still
+// unresolved, and counts it out of exhausted-unresolved.
+func (s *Store) resolve(t *wtx, d *ledger.Delivery, res ledger.Resolution, operation string, now time.Time, ds deltas) error {
+	r, err := t.stmt(s.rc.resolve).ExecContext(t.ctx, d.ID, string(res), operation, nanos(now))
+	if err != nil {
+		return translate("resolve delivery "+d.ID, err)
+	}
+	if n, err := r.RowsAffected(); err != nil {
+		return translate("resolve delivery "+d.ID, err)
+	} else if n == 1 {
+		ds.get(d.EndpointID).enter(ledger.StateExhausted, -1)
+	}
+	return nil
+}
+
+// completeReissues completes the recovery items waiting for a replacement
+// of an event that this batch inserted (ReissueOf): each becomes Reissued
+// with the first such replacement and its delivery to the item's endpoint,
+// and its original delivery is resolved as reissued. Batches without
+// ReissueOf cost nothing.
+func (s *Store) completeReissues(t *wtx, results []ledger.EventInsertResult, ds deltas) error {
+	var originals []string
+	for i := range results {
+		if r := &results[i]; r.Err == nil && !r.Duplicate && r.Event.ReissueOf != "" {
+			originals = append(originals, r.Event.ReissueOf)
+		}
+	}
+	if len(originals) == 0 {
+		return nil
+	}
+	const op = "complete reissues"
+	list, err := json.Marshal(originals)
+	if err != nil {
+		return fmt.Errorf("%s: %w", op, err)
+	}
+	rows, err := t.stmt(s.rc.awaitingOf).QueryContext(t.ctx, string(list))
+	if err != nil {
+		return translate(op, err)
+	}
+	type waiting struct{ operation, delivery, event, endpoint string }
+	var items []waiting
+	for rows.Next() {
+		var w waiting
+		if err := rows.Scan(&w.operation, &w.delivery, &w.event, &w.endpoint); err != nil {
+			_ = rows.Close()
+			return translate(op, err)
+		}
+		items = append(items, w)
+	}
+	if err := rows.Close(); err != nil {
+		return translate(op, err)
+	}
+	for _, w := range items {
+		i := slices.IndexFunc(results, func(r ledger.EventInsertResult) bool {
+			return r.Err == nil && !r.Duplicate && r.Event.ReissueOf == w.event
+		})
+		repl := &results[i]
+		newDelivery := ""
+		for _, d := range repl.Deliveries {
+			if d.EndpointID == w.endpoint {
+				newDelivery = d.ID
+				break
+			}
+		}
+		at := repl.Event.CreatedAt
+		if _, err := t.stmt(s.rc.itemComplete).ExecContext(t.ctx, w.operation, w.delivery, repl.Event.ID, newDelivery,
+			nanos(at)); err != nil {
+			return translate(op, err)
+		}
+		orig := ledger.Delivery{ID: w.delivery, EndpointID: w.endpoint}
+		if err := s.resolve(t, &orig, ledger.ResolutionReissued, w.operation, at, ds); err != nil {
+			return err
+		}
+	}
+	return nil
+}

@@ -1,0 +1,530 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/hookkeeper/hookkeeper/internal/ledger"
+)
+
+// This file implements ledger.Settlement: acknowledgements, the scrubbing
+// of one-time secrets, compaction and retention (the rules are in
+// ledger/settlementrules.go). The single writer makes every method atomic;
+// secure_delete (set at Open) zeroes what a scrub or a prune removes from
+// the pages, and Compact checkpoints the WAL so that no older copy of those
+// pages is left in it.
+
+var _ ledger.Settlement = (*Store)(nil)
+
+// pendingOf is true when the event e.id has a delivery still pending.
+const pendingOf = `EXISTS (SELECT 1 FROM deliveries p WHERE p.event_id = %s
+	AND p.state IN ('scheduled', 'in_flight', 'awaiting_ack'))`
+
+func pending(eventID string) string { return fmt.Sprintf(pendingOf, eventID) }
+
+var settleSQL = struct {
+	settle, liveEvents, undelivered, ackApply, scrubDue, scrubApply, scrubDisarm, ackExpired string
+}{
+	// The secrets of the events a transaction settled (?1: a JSON object
+	// event ID → the instant its last pending delivery ended), in one
+	// statement per transaction: only events that still hold secrets and
+	// have no pending delivery are touched. A grace period of 0 scrubs
+	// them now; a longer one sets when SecretsScrubDue will.
+	settle: `WITH cand (id, now, grace) AS (
+			SELECT e.id, j.value, max(coalesce(json_extract(ep.policy, '$.secretGracePeriod'), 0))
+			FROM json_each(?1) j
+			JOIN events e ON e.id = j.key
+			JOIN deliveries d ON d.event_id = e.id
+			JOIN endpoints ep ON ep.id = d.endpoint_id
+			WHERE e.secrets IS NOT NULL AND NOT ` + pending("e.id") + `
+			GROUP BY e.id
+		)
+		UPDATE events SET
+			secrets = CASE WHEN cand.grace > 0 THEN events.secrets END,
+			secrets_scrubbed_at = CASE WHEN cand.grace > 0 THEN NULL ELSE cand.now END,
+			secrets_scrub_due = CASE WHEN cand.grace > 0 THEN cand.now + cand.grace END
+		FROM cand WHERE events.id = cand.id`,
+	// The events whose deliveries an endpoint's deletion cancels.
+	liveEvents: `SELECT DISTINCT event_id FROM deliveries
+		WHERE endpoint_id = ?1 AND state IN ('scheduled', 'in_flight', 'awaiting_ack')`,
+	// An event that reached no endpoint keeps no secret and ages under the
+	// default retention.
+	undelivered: `UPDATE events SET undelivered = 1, secrets = NULL,
+			secrets_scrubbed_at = CASE WHEN secrets IS NOT NULL THEN ?2 ELSE secrets_scrubbed_at END
+		WHERE id = ?1`,
+	// An acknowledgement or its timeout (?8: the timeout's Now, NULL for an
+	// acknowledgement). NULL arguments leave their column as it is.
+	ackApply: `UPDATE deliveries SET state = ?2, due_at = coalesce(?3, due_at), ack_deadline = NULL,
+			last_error = coalesce(?4, last_error), exhaust_reason = coalesce(?5, exhaust_reason),
+			resolution = coalesce(?6, resolution), terminal_at = coalesce(?7, terminal_at)
+		WHERE id = ?1 AND state = 'awaiting_ack' AND (?8 IS NULL OR ack_deadline <= ?8)
+		RETURNING ` + deliveryCols,
+	scrubDue: `SELECT id FROM events
+		WHERE secrets_scrub_due <= ?1 AND secrets_scrub_due IS NOT NULL AND secrets_scrubbed_at IS NULL
+		ORDER BY secrets_scrub_due LIMIT ?2`,
+	scrubApply: `UPDATE events SET secrets = NULL, secrets_scrubbed_at = ?2
+		WHERE id IN (SELECT value FROM json_each(?1)) AND secrets_scrubbed_at IS NULL AND NOT ` + pending("events.id"),
+	// A due event that has a pending delivery again is disarmed: the
+	// transition that ends that delivery arms it again.
+	scrubDisarm: `UPDATE events SET secrets_scrub_due = NULL
+		WHERE id IN (SELECT value FROM json_each(?1)) AND secrets_scrubbed_at IS NULL`,
+	ackExpired: `SELECT ` + deliveryCols + ` FROM deliveries
+		WHERE state = 'awaiting_ack' AND ack_deadline <= ?1 ORDER BY ack_deadline, id LIMIT ?2`,
+}
+
+// settleStmts are the prepared statements of this file.
+type settleStmts struct {
+	settle, liveEvents, undelivered, ackApply, scrubDue, scrubApply, scrubDisarm *sql.Stmt
+	ackExpired                                                                   *sql.Stmt // read pool
+}
+
+func (s *Store) prepareSettlement(ctx context.Context) error {
+	q := settleSQL
+	for _, p := range []struct {
+		db   *sql.DB
+		dst  **sql.Stmt
+		text string
+	}{
+		{s.w, &s.st.settle, q.settle},
+		{s.w, &s.st.liveEvents, q.liveEvents},
+		{s.w, &s.st.undelivered, q.undelivered},
+		{s.w, &s.st.ackApply, q.ackApply},
+		{s.w, &s.st.scrubDue, q.scrubDue},
+		{s.w, &s.st.scrubApply, q.scrubApply},
+		{s.w, &s.st.scrubDisarm, q.scrubDisarm},
+		{s.r, &s.st.ackExpired, q.ackExpired},
+	} {
+		st, err := p.db.PrepareContext(ctx, p.text)
+		if err != nil {
+			return fmt.Errorf("prepare %q: %w", firstLine(p.text), err)
+		}
+		*p.dst = st
+	}
+	return nil
+}
+
+// settled collects the events of the deliveries a transaction ended, each
+// with the instant (nanoseconds) its delivery ended; settle then scrubs
+// the secrets of those left with no pending delivery.
+type settled map[string]int64
+
+// note records d if it is terminal.
+func (st settled) note(d ledger.Delivery, now time.Time) {
+	if d.EventID != "" && d.State.Terminal() {
+		st[d.EventID] = nanos(now)
+	}
+}
+
+// settle applies the secret rule of the Store doc to the settled events,
+// in one statement whatever their number.
+func (s *Store) settle(t *wtx, st settled) error {
+	if len(st) == 0 {
+		return nil
+	}
+	b, err := json.Marshal(st)
+	if err != nil {
+		return fmt.Errorf("scrub secrets: %w", err)
+	}
+	_, err = t.stmt(s.st.settle).ExecContext(t.ctx, string(b))
+	return translate("scrub secrets of settled events", err)
+}
+
+// liveEvents returns the events of endpoint's pending deliveries, settled
+// at now once they are cancelled.
+func (s *Store) liveEvents(t *wtx, endpoint string, now time.Time) (settled, error) {
+	op := "events of the live deliveries of " + endpoint
+	rows, err := t.stmt(s.st.liveEvents).QueryContext(t.ctx, endpoint)
+	if err != nil {
+		return nil, translate(op, err)
+	}
+	defer rows.Close()
+	st := settled{}
+	for rows.Next() {
+		var id string
+		if err := rows.Scan(&id); err != nil {
+			return nil, translate(op, err)
+		}
+		st[id] = nanos(now)
+	}
+	return st, translate(op, rows.Err())
+}
+
+// markUndelivered records that ev reached no endpoint: it keeps no secret
+// (there is no delivery left to send it) and ages under the default
+// retention.
+func (s *Store) markUndelivered(t *wtx, ev *ledger.Event, now time.Time) error {
+	if _, err := t.stmt(s.st.undelivered).ExecContext(t.ctx, ev.ID, nanos(now)); err != nil {
+		return translate("insert event "+ev.ID+": no endpoint", err)
+	}
+	if len(ev.Secrets) > 0 {
+		at := now.UTC()
+		ev.Secrets, ev.SecretsScrubAt = nil, &at
+	}
+	return nil
+}
+
+// AckRecord implements ledger.Settlement.
+func (s *Store) AckRecord(ctx context.Context, p *ledger.AckRecordParams) (ledger.AckResult, error) {
+	if p == nil {
+		return ledger.AckResult{}, errors.New("acknowledge delivery: nil params")
+	}
+	op := "acknowledge delivery " + p.DeliveryID
+	tr, err := p.Transition()
+	if err != nil {
+		return ledger.AckResult{}, fmt.Errorf("%s: %w", op, err)
+	}
+	return s.ackApply(ctx, op, p.DeliveryID, tr, nil, p.Now)
+}
+
+// AckTimeoutRecord implements ledger.Settlement.
+func (s *Store) AckTimeoutRecord(ctx context.Context, p *ledger.AckTimeoutParams) (ledger.AckResult, error) {
+	if p == nil {
+		return ledger.AckResult{}, errors.New("acknowledgement timeout: nil params")
+	}
+	op := "acknowledgement timeout of delivery " + p.DeliveryID
+	tr, err := p.Transition()
+	if err != nil {
+		return ledger.AckResult{}, fmt.Errorf("%s: %w", op, err)
+	}
+	return s.ackApply(ctx, op, p.DeliveryID, tr, nanos(p.Now), p.Now)
+}
+
+// ackApply moves a delivery awaiting its acknowledgement through tr, with
+// its counters, dead letter and secrets, in one transaction. deadline is
+// the instant its deadline must have passed (a timeout), or nil.
+func (s *Store) ackApply(ctx context.Context, op, id string, tr ledger.AckTransition, deadline any, now time.Time) (ledger.AckResult, error) {
+	var (
+		res                    ledger.AckResult
+		dueAt, reason, resol   any
+		lastError, terminalAtN any
+	)
+	if tr.State == ledger.StateScheduled {
+		dueAt = nanos(tr.DueAt)
+	}
+	if tr.LastError != nil {
+		lastError = *tr.LastError
+	}
+	if tr.State == ledger.StateExhausted {
+		reason, resol = string(tr.Reason), string(tr.Resolution)
+	}
+	if tr.TerminalAt != nil {
+		terminalAtN = nanos(*tr.TerminalAt)
+	}
+	err := s.write(ctx, op, func(t *wtx) error {
+		d, err := scanDelivery(t.stmt(s.st.ackApply).QueryRowContext(t.ctx, id, string(tr.State), dueAt,
+			lastError, reason, resol, terminalAtN, deadline))
+		if errors.Is(err, sql.ErrNoRows) {
+			var one int
+			if err := t.stmt(s.ws.deliveryExists).QueryRowContext(t.ctx, id).Scan(&one); err != nil {
+				return translate(op, err) // ErrNotFound when it does not exist
+			}
+			return fmt.Errorf("%s: %w", op, ledger.ErrNotAwaitingAck)
+		}
+		if err != nil {
+			return translate(op, err)
+		}
+		res.Delivery = d
+		ds := deltas{}
+		dt := ds.get(d.EndpointID)
+		dt.move(ledger.StateAwaitingAck, d.State)
+		if tr.Success {
+			dt.success = now
+		}
+		if tr.Failure {
+			dt.failure, dt.reason = now, tr.FailureCause
+		}
+		if d.State == ledger.StateExhausted {
+			if res.DeadLetter, err = s.deadLetter(t, d, now, ds); err != nil {
+				return err
+			}
+		}
+		st := settled{}
+		st.note(d, now)
+		if err := s.settle(t, st); err != nil {
+			return err
+		}
+		return ds.apply(t, s.ws.statsApply)
+	})
+	if err != nil {
+		return ledger.AckResult{}, err
+	}
+	return res, nil
+}
+
+// AckExpiredList implements ledger.Settlement.
+func (s *Store) AckExpiredList(ctx context.Context, now time.Time, limit int) ([]ledger.Delivery, error) {
+	rows, err := s.st.ackExpired.QueryContext(ctx, nanos(now), ledger.SweepLimit(limit))
+	if err != nil {
+		return nil, translate("list expired acknowledgements", err)
+	}
+	out, err := collectDeliveries(rows)
+	return out, translate("list expired acknowledgements", err)
+}
+
+// SecretsScrubDue implements ledger.Settlement.
+func (s *Store) SecretsScrubDue(ctx context.Context, now time.Time, limit int) (int, error) {
+	const op = "scrub secrets due"
+	var n int64
+	err := s.write(ctx, op, func(t *wtx) error {
+		rows, err := t.stmt(s.st.scrubDue).QueryContext(t.ctx, nanos(now), ledger.SweepLimit(limit))
+		if err != nil {
+			return translate(op, err)
+		}
+		var ids []string
+		for rows.Next() {
+			var id string
+			if err := rows.Scan(&id); err != nil {
+				_ = rows.Close()
+				return translate(op, err)
+			}
+			ids = append(ids, id)
+		}
+		if err := rows.Close(); err != nil {
+			return translate(op, err)
+		}
+		if len(ids) == 0 {
+			return nil
+		}
+		idsJSON, err := json.Marshal(ids)
+		if err != nil {
+			return fmt.Errorf("%s: %w", op, err)
+		}
+		r, err := t.stmt(s.st.scrubApply).ExecContext(t.ctx, string(idsJSON), nanos(now))
+		if err != nil {
+			return translate(op, err)
+		}
+		if n, err = r.RowsAffected(); err != nil {
+			return translate(op, err)
+		}
+		_, err = t.stmt(s.st.scrubDisarm).ExecContext(t.ctx, string(idsJSON))
+		return translate(op, err)
+	})
+	return int(n), err
+}
+
+// Compact implements ledger.Settlement: it copies the WAL into the
+// database file and truncates it, so that the only copy of every page is
+// the current one, in which secure_delete zeroed what was removed. It
+// waits (busy timeout) for readers on older snapshots, and fails when they
+// still hold the WAL, so that the caller tries again.
+func (s *Store) Compact(ctx context.Context) error {
+	var busy, logFrames, checkpointed int
+	err := s.w.QueryRowContext(ctx, `PRAGMA wal_checkpoint(TRUNCATE)`).Scan(&busy, &logFrames, &checkpointed)
+	if err != nil {
+		return translate("compact ledger: checkpoint", err)
+	}
+	if busy != 0 {
+		return fmt.Errorf("compact ledger: checkpoint blocked by readers (%d of %d WAL frames copied)", checkpointed, logFrames)
+	}
+	return nil
+}
+
+// Retention. Prune looks for candidates on the read pool, walking the
+// deliveries that ended (deliveries_settled) and the events that reached
+// no endpoint (events_undelivered*) in the order they aged, so that the
+// writer is not held while it passes over events that must stay (longer
+// retention, pending or unresolved deliveries); the write transaction then
+// checks the candidates again and prunes them.
+
+// retentionCTE computes each endpoint's retention of the given policy
+// field (?3: the default for a policy that sets none).
+func retentionCTE(field string) string {
+	return `ret (id, r) AS MATERIALIZED (
+		SELECT id, CASE WHEN coalesce(json_extract(policy, '$.` + field + `'), 0) > 0
+			THEN json_extract(policy, '$.` + field + `') ELSE ?3 END FROM endpoints)`
+}
+
+// expiredOf is true when the event (with deliveries) has no pending
+// delivery and ended longer ago than its retention (?1: now). With
+// keepUnresolved, an event with unresolved work is kept.
+func expiredOf(eventID string, keepUnresolved bool) string {
+	cond := `NOT ` + pending(eventID) + `
+		AND (SELECT max(r.r) > 0 AND max(x.terminal_at) <= ?1 - max(r.r)
+			FROM deliveries x JOIN ret r ON r.id = x.endpoint_id WHERE x.event_id = ` + eventID + `)`
+	if keepUnresolved {
+		cond += ` AND NOT EXISTS (SELECT 1 FROM deliveries u WHERE u.event_id = ` + eventID + ` AND u.resolution = 'unresolved')`
+	}
+	return cond
+}
+
+// pruneStage is one kind of candidate: events with deliveries whose
+// payload is pruned or not, or events without deliveries.
+type pruneStage struct {
+	evidence     bool // delete the event (else prune its payload)
+	undelivered  bool
+	payloadState int // for events with deliveries: deliveries.payload_pruned
+}
+
+// candidatesSQL finds up to ?2 candidates of the stage at ?1 (now), with
+// ?3 the default retention.
+func (g pruneStage) candidatesSQL() string {
+	if g.undelivered {
+		index := `INDEXED BY events_undelivered_payload WHERE undelivered = 1 AND payload_pruned_at IS NULL`
+		if g.evidence {
+			index = `INDEXED BY events_undelivered WHERE undelivered = 1`
+		}
+		return `SELECT id FROM events ` + index + ` AND ?3 > 0 AND created_at <= ?1 - ?3
+			AND NOT EXISTS (SELECT 1 FROM deliveries x WHERE x.event_id = events.id)
+			ORDER BY created_at LIMIT ?2`
+	}
+	return `WITH ` + retentionCTE(g.field()) + `
+		SELECT d.event_id FROM deliveries d
+		WHERE d.payload_pruned = ` + fmt.Sprint(g.payloadState) + ` AND d.terminal_at IS NOT NULL
+			AND d.terminal_at <= ?1 - (SELECT min(r) FROM ret)
+			AND ` + expiredOf("d.event_id", g.evidence) + `
+		ORDER BY d.terminal_at LIMIT ?2`
+}
+
+// recheckSQL keeps the candidates (?4, a JSON array of event IDs) that
+// still qualify, in the write transaction.
+func (g pruneStage) recheckSQL() string {
+	notPruned := ``
+	if !g.evidence {
+		notPruned = ` AND e.payload_pruned_at IS NULL`
+	}
+	if g.undelivered {
+		return `SELECT e.id FROM json_each(?4) j JOIN events e ON e.id = j.value
+			WHERE e.undelivered = 1` + notPruned + ` AND ?3 > 0 AND e.created_at <= ?1 - ?3
+			AND NOT EXISTS (SELECT 1 FROM deliveries x WHERE x.event_id = e.id)`
+	}
+	return `WITH ` + retentionCTE(g.field()) + `
+		SELECT e.id FROM json_each(?4) j JOIN events e ON e.id = j.value
+		WHERE ` + expiredOf("e.id", g.evidence) + notPruned
+}
+
+func (g pruneStage) field() string {
+	if g.evidence {
+		return "evidenceRetention"
+	}
+	return "payloadRetention"
+}
+
+// The statements that prune the events of ?1 (a JSON array of IDs) at ?2.
+var (
+	prunePayloadSQL = []string{
+		`UPDATE events SET data = NULL, payload_pruned_at = ?2, secrets = NULL,
+			secrets_scrubbed_at = CASE WHEN secrets IS NOT NULL THEN ?2 ELSE secrets_scrubbed_at END
+		WHERE id IN (SELECT value FROM json_each(?1))`,
+		`UPDATE attempts SET response_excerpt = NULL
+		WHERE response_excerpt IS NOT NULL
+			AND delivery_id IN (SELECT id FROM deliveries WHERE event_id IN (SELECT value FROM json_each(?1)))`,
+		`UPDATE deliveries SET payload_pruned = 1 WHERE event_id IN (SELECT value FROM json_each(?1))`,
+	}
+	pruneEvidenceSQL = []string{
+		`DELETE FROM attempts
+		WHERE delivery_id IN (SELECT id FROM deliveries WHERE event_id IN (SELECT value FROM json_each(?1)))`,
+		`DELETE FROM deliveries WHERE event_id IN (SELECT value FROM json_each(?1))`,
+		`DELETE FROM events WHERE id IN (SELECT value FROM json_each(?1))`,
+	}
+)
+
+// Prune implements ledger.Settlement. Evidence goes first (an event past
+// both retentions is deleted, not pruned twice), then payloads, within
+// one Limit.
+func (s *Store) Prune(ctx context.Context, p *ledger.PruneParams) (ledger.PruneResult, error) {
+	var res ledger.PruneResult
+	if p == nil {
+		return res, errors.New("prune: nil params")
+	}
+	left := p.PruneLimit()
+	for _, g := range []pruneStage{
+		{evidence: true, payloadState: 1}, {evidence: true}, {evidence: true, undelivered: true},
+		{}, {undelivered: true},
+	} {
+		if left == 0 {
+			break
+		}
+		n, err := s.pruneStage(ctx, g, p, left)
+		if err != nil {
+			return res, err
+		}
+		if g.evidence {
+			res.EventsDeleted += n
+		} else {
+			res.PayloadsPruned += n
+		}
+		left -= n
+	}
+	return res, nil
+}
+
+// pruneStage prunes up to limit events of one stage and returns how many.
+func (s *Store) pruneStage(ctx context.Context, g pruneStage, p *ledger.PruneParams, limit int) (int, error) {
+	op := "prune payloads"
+	def := p.DefaultPayloadRetention
+	stmts := prunePayloadSQL
+	if g.evidence {
+		op, def, stmts = "prune evidence", p.DefaultEvidenceRetention, pruneEvidenceSQL
+	}
+	now := nanos(p.Now)
+	rows, err := s.r.QueryContext(ctx, g.candidatesSQL(), now, limit, int64(def))
+	if err != nil {
+		return 0, translate(op, err)
+	}
+	var ids []string
+	seen := map[string]bool{}
+	for rows.Next() {
+		var id string
+		if err := rows.Scan(&id); err != nil {
+			_ = rows.Close()
+			return 0, translate(op, err)
+		}
+		if !seen[id] {
+			seen[id] = true
+			ids = append(ids, id)
+		}
+	}
+	if err := rows.Close(); err != nil {
+		return 0, translate(op, err)
+	}
+	if len(ids) == 0 {
+		return 0, nil
+	}
+	idsJSON, err := json.Marshal(ids)
+	if err != nil {
+		return 0, fmt.Errorf("%s: %w", op, err)
+	}
+	var n int
+	err = s.write(ctx, op, func(t *wtx) error {
+		rows, err := t.tx.QueryContext(t.ctx, g.recheckSQL(), now, limit, int64(def), string(idsJSON))
+		if err != nil {
+			return translate(op, err)
+		}
+		var keep []string
+		for rows.Next() {
+			var id string
+			if err := rows.Scan(&id); err != nil {
+				_ = rows.Close()
+				return translate(op, err)
+			}
+			keep = append(keep, id)
+		}
+		if err := rows.Close(); err != nil {
+			return translate(op, err)
+		}
+		if len(keep) == 0 {
+			return nil
+		}
+		keepJSON, err := json.Marshal(keep)
+		if err != nil {
+			return fmt.Errorf("%s: %w", op, err)
+		}
+		for _, q := range stmts {
+			args := []any{string(keepJSON)}
+			if strings.Contains(q, "?2") {
+				args = append(args, now)
+			}
+			if _, err := t.tx.ExecContext(t.ctx, q, args...); err != nil {
+				return translate(op+": "+firstLine(strings.TrimSpace(q)), err)
+			}
+		}
+		n = len(keep)
+		return nil
+	})
+	return n, err
+}
