@@ -10,6 +10,14 @@ import (
 	"github.com/hookkeeper/hookkeeper/internal/ledger"
 )
 
+// An acknowledgement that arrives while its delivery's attempt is still
+// being recorded waits for the record, polling every earlyAckPoll for at
+// most earlyAckWait.
+const (
+	earlyAckPoll = 10 * time.Millisecond
+	earlyAckWait = 10 * time.Second
+)
+
 // errNoLifecycle is returned when the store lacks the lifecycle methods.
 var errNoLifecycle = errors.New("the ledger does not support acknowledgements, retention or recovery")
 
@@ -39,11 +47,24 @@ func (e *Engine) Acknowledge(ctx context.Context, params *ledger.AckRecordParams
 		return ledger.Delivery{}, errNoLifecycle
 	}
 	res, err := e.life.AckRecord(ctx, params)
-	if errors.Is(err, ledger.ErrNotAwaitingAck) {
+	for wait := time.Duration(0); errors.Is(err, ledger.ErrNotAwaitingAck); {
+		// A fast receiver can acknowledge before the engine has recorded
+		// the 2xx that started the wait: while the delivery is still in
+		// flight, give the record a moment (any replica may hold it).
 		d, getErr := e.store.DeliveryGet(ctx, params.DeliveryID)
-		if getErr == nil {
-			return d, err
+		if getErr != nil || d.State != ledger.StateInFlight || wait >= earlyAckWait {
+			if getErr == nil {
+				return d, err
+			}
+			break
 		}
+		select {
+		case <-ctx.Done():
+			return d, err
+		case <-time.After(earlyAckPoll):
+		}
+		wait += earlyAckPoll
+		res, err = e.life.AckRecord(ctx, params)
 	}
 	if err != nil {
 		return ledger.Delivery{}, err

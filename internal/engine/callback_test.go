@@ -1,0 +1,114 @@
+package engine_test
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+	"time"
+
+	"github.com/hookkeeper/hookkeeper/internal/dispatch"
+	"github.com/hookkeeper/hookkeeper/internal/engine"
+	"github.com/hookkeeper/hookkeeper/internal/ingest"
+	"github.com/hookkeeper/hookkeeper/internal/ledger"
+	"github.com/hookkeeper/hookkeeper/internal/signing"
+)
+
+// TestCallbackAcknowledgements runs Callback-mode endpoints through the
+// real engine, the real ack API and both stores: a 2xx only accepts; a
+// signed "processed" ack delivers; a signed rejection exhausts with
+// AckRejected; silence until the deadline is a failed attempt that is
+// retried and finally exhausted with AckTimeout.
+func TestCallbackAcknowledgements(t *testing.T) {
+	for _, sf := range stores() {
+		t.Run(sf.name, func(t *testing.T) {
+			t.Parallel()
+			ctx := context.Background()
+			store := sf.open(t)
+			notices := make(chan engine.ExhaustedNotice, 10)
+			e := run(t, engine.Options{Store: store, SweepInterval: 5 * time.Millisecond,
+				OnExhausted: func(n engine.ExhaustedNotice) { notices <- n }})
+			api, err := ingest.New(ingest.Config{Publisher: e, Reader: store, Auth: ingest.StaticTokens{}, Acknowledger: e})
+			if err != nil {
+				t.Fatal(err)
+			}
+			apiSrv := httptest.NewServer(api)
+			t.Cleanup(apiSrv.Close)
+
+			secret, err := signing.GenerateSecret()
+			if err != nil {
+				t.Fatal(err)
+			}
+			// The receiver accepts with 202 and, for "answer" events,
+			// posts a signed acknowledgement with the outcome in the event.
+			acks := make(chan int, 10)
+			rcv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				w.WriteHeader(http.StatusAccepted)
+				outcome := r.URL.Query().Get("outcome")
+				if outcome == "" {
+					return
+				}
+				delivery := r.Header.Get(dispatch.DeliveryIDHeader)
+				go func() {
+					body := []byte(fmt.Sprintf(`{"deliveryID":%q,"outcome":%q,"reason":"order unknown"}`, delivery, outcome))
+					now := time.Now()
+					sig, _ := signing.Sign(secret, "ack_"+delivery, now, body)
+					req, _ := http.NewRequest(http.MethodPost, apiSrv.URL+"/v1/acks/"+delivery, bytes.NewReader(body))
+					req.Header.Set("Content-Type", "application/json")
+					req.Header.Set(signing.HeaderID, "ack_"+delivery)
+					req.Header.Set(signing.HeaderTimestamp, fmt.Sprint(now.Unix()))
+					req.Header.Set(signing.HeaderSignature, sig)
+					resp, err := http.DefaultClient.Do(req)
+					if err != nil {
+						acks <- 0
+						return
+					}
+					resp.Body.Close()
+					acks <- resp.StatusCode
+				}()
+			}))
+			t.Cleanup(rcv.Close)
+
+			register := func(name, query string, ackTimeout time.Duration) {
+				ep := endpoint(t, "cb", name, rcv.URL+"/?"+query, []string{"order." + name}, policy(2, 5*time.Millisecond))
+				ep.Secrets = []ledger.SigningSecret{{Value: secret}}
+				ep.AckMode, ep.AckTimeout = ledger.AckCallback, ackTimeout
+				if _, err := e.RegisterEndpoint(ctx, ep); err != nil {
+					t.Fatal(err)
+				}
+			}
+			register("processed", "outcome=processed", time.Hour)
+			register("rejected", "outcome=rejected", time.Hour)
+			register("silent", "", 20*time.Millisecond)
+
+			publish(t, e, "cb", "order.processed", `{}`)
+			eventually(t, "the processed ack", func() bool {
+				s, _ := e.EndpointStats(ctx, "cb/processed")
+				return s.Delivered == 1 && s.AwaitingAck == 0
+			})
+			if code := <-acks; code != http.StatusOK {
+				t.Fatalf("processed ack answered %d", code)
+			}
+
+			rejected := publish(t, e, "cb", "order.rejected", `{}`)
+			n := <-notices
+			if n.Delivery.ID != rejected.Deliveries[0].ID || n.Delivery.ExhaustReason != ledger.ExhaustAckRejected || n.Delivery.LastError == "" {
+				t.Fatalf("rejection notice = %+v", n.Delivery)
+			}
+			if s, _ := e.EndpointStats(ctx, "cb/rejected"); s.Delivered != 0 || s.ExhaustedUnresolved != 1 {
+				t.Fatalf("a rejected event counted as delivered: %+v", s)
+			}
+			if code := <-acks; code != http.StatusOK {
+				t.Fatalf("rejection answered %d", code)
+			}
+
+			silent := publish(t, e, "cb", "order.silent", `{}`)
+			n = <-notices
+			if n.Delivery.ID != silent.Deliveries[0].ID || n.Delivery.ExhaustReason != ledger.ExhaustAckTimeout || n.Delivery.Attempts != 2 {
+				t.Fatalf("timeout notice = %+v, want AckTimeout after 2 attempts", n.Delivery)
+			}
+		})
+	}
+}
