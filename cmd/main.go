@@ -105,17 +105,40 @@ func main() {
 		os.Exit(1)
 	}
 
+	// Exhaustions reach the endpoints' status through a channel the
+	// WebhookEndpoint controller watches.
+	exhausted := controllers.NewExhaustionEvents(1024)
 	eng, err := engine.New(engine.Options{
-		Store:   store,
-		Workers: workers,
-		Logger:  ctrl.Log.WithName("engine"),
-		Metrics: engine.NewMetrics(ctrlmetrics.Registry, store),
+		Store:       store,
+		Workers:     workers,
+		Logger:      ctrl.Log.WithName("engine"),
+		Metrics:     engine.NewMetrics(ctrlmetrics.Registry, store),
+		OnExhausted: exhausted.Notify,
 	})
 	if err != nil {
 		setupLog.Error(err, "unable to create the delivery engine")
 		os.Exit(1)
 	}
 	defer eng.Close()
+
+	if err := (&controllers.WebhookEndpointReconciler{
+		Client:        mgr.GetClient(),
+		APIReader:     mgr.GetAPIReader(),
+		Engine:        eng,
+		Recorder:      mgr.GetEventRecorder("hookkeeper-webhookendpoint"),
+		DefaultPolicy: controllers.DefaultPolicy(),
+		Exhausted:     exhausted.Events(),
+	}).SetupWithManager(mgr); err != nil {
+		setupLog.Error(err, "unable to create controller", "controller", "WebhookEndpoint")
+		os.Exit(1)
+	}
+	if err := (&controllers.DeliveryRecoveryReconciler{
+		Client: mgr.GetClient(),
+		Engine: eng,
+	}).SetupWithManager(mgr); err != nil {
+		setupLog.Error(err, "unable to create controller", "controller", "DeliveryRecovery")
+		os.Exit(1)
+	}
 	if err := mgr.Add(everyReplica(eng.Run)); err != nil {
 		setupLog.Error(err, "unable to add the delivery engine")
 		os.Exit(1)

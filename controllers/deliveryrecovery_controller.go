@@ -28,8 +28,9 @@ type RecoveryEngine interface {
 	RecoveryItems(ctx context.Context, operationKey string) ([]ledger.RecoveryItem, error)
 }
 
-// followInterval is how often a running recovery looks at its items.
-const followInterval = 2 * time.Second
+// defaultFollowInterval is how often a running recovery looks at its
+// items.
+const defaultFollowInterval = 2 * time.Second
 
 // DeliveryRecoveryReconciler runs each DeliveryRecovery once. Every effect
 // is keyed by the recovery's UID and the delivery in the ledger, so a
@@ -40,6 +41,8 @@ type DeliveryRecoveryReconciler struct {
 	client.Client
 	Engine RecoveryEngine
 	Clock  clock.PassiveClock
+	// FollowInterval paces a running recovery (default 2s).
+	FollowInterval time.Duration
 }
 
 func (r *DeliveryRecoveryReconciler) now() time.Time {
@@ -106,14 +109,21 @@ func (r *DeliveryRecoveryReconciler) Reconcile(ctx context.Context, req ctrl.Req
 	if finished(&rec) {
 		return r.expire(ctx, &rec, now)
 	}
-	return ctrl.Result{RequeueAfter: followInterval}, nil
+	follow := r.FollowInterval
+	if follow <= 0 {
+		follow = defaultFollowInterval
+	}
+	return ctrl.Result{RequeueAfter: follow}, nil
 }
 
 // apply runs the action on every matching delivery exhausted before the
 // start. Deliveries already applied by this recovery come back as replays
 // and change nothing.
 func (r *DeliveryRecoveryReconciler) apply(ctx context.Context, rec *hookv1.DeliveryRecovery, ep *ledger.Endpoint, now time.Time) error {
-	params := &ledger.ExhaustedListParams{EndpointID: ep.ID, ExhaustedBefore: rec.Status.StartTime.Time.Add(time.Nanosecond), Limit: 100}
+	// status.startTime is stored to the second: the cut-off is the end of
+	// that second, the same on every reconcile and after a restart.
+	cutoff := rec.Status.StartTime.Time.Truncate(time.Second).Add(time.Second)
+	params := &ledger.ExhaustedListParams{EndpointID: ep.ID, ExhaustedBefore: cutoff, Limit: 100}
 	if rec.Spec.Limit != nil {
 		params.Limit = int(*rec.Spec.Limit)
 	}

@@ -19,9 +19,6 @@ import (
 	hookv1 "github.com/hookkeeper/hookkeeper/api/v1alpha1"
 )
 
-// retryPolicyRefIndex indexes WebhookEndpoints by the RetryPolicy they name.
-const retryPolicyRefIndex = "spec.retryPolicyRef.name"
-
 // RetryPolicyReconciler writes a RetryPolicy's effective schedule, its
 // worst-case horizon, how many endpoints use it, and its Ready condition.
 type RetryPolicyReconciler struct {
@@ -71,15 +68,8 @@ func (r *RetryPolicyReconciler) Reconcile(ctx context.Context, req ctrl.Request)
 // (status writes do not requeue it) and when an endpoint starts or stops
 // using a policy.
 func (r *RetryPolicyReconciler) SetupWithManager(mgr ctrl.Manager) error {
-	if err := mgr.GetFieldIndexer().IndexField(context.Background(), &hookv1.WebhookEndpoint{}, retryPolicyRefIndex,
-		func(o client.Object) []string {
-			ep := o.(*hookv1.WebhookEndpoint)
-			if ep.Spec.RetryPolicyRef == nil {
-				return nil
-			}
-			return []string{ep.Spec.RetryPolicyRef.Name}
-		}); err != nil {
-		return fmt.Errorf("indexing WebhookEndpoints by retry policy: %w", err)
+	if err := indexEndpoints(mgr, retryPolicyRefIndex); err != nil {
+		return err
 	}
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("retrypolicy").

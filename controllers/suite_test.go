@@ -2,7 +2,10 @@ package controllers
 
 import (
 	"context"
+	"os"
+	"path/filepath"
 	"testing"
+	"time"
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
@@ -17,11 +20,17 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	hookv1 "github.com/hookkeeper/hookkeeper/api/v1alpha1"
+	"github.com/hookkeeper/hookkeeper/internal/engine"
+	"github.com/hookkeeper/hookkeeper/internal/ledger"
+	"github.com/hookkeeper/hookkeeper/internal/ledger/sqlite"
 	"github.com/hookkeeper/hookkeeper/test/testenv"
 )
 
 // The controller suite runs the reconcilers in a real manager against the
 // real kube-apiserver and etcd, and drives them through the API server only.
+// The WebhookEndpoint controller drives a real delivery engine on a SQLite
+// ledger in a temporary directory, which delivers to real HTTP receivers on
+// loopback.
 
 var (
 	env       *envtest.Environment
@@ -30,7 +39,18 @@ var (
 	ctx       context.Context
 	cancel    context.CancelFunc
 	scheme    = runtime.NewScheme()
+
+	ledgerDir  string
+	store      ledger.Store
+	eng        *engine.Engine
+	engineDone chan error
+	exhaustion *ExhaustionEvents
 )
+
+// suiteResync is the WebhookEndpoint controller's resync period in the
+// suite: short, so that counters of successful deliveries (which the engine
+// does not announce) show within seconds.
+const suiteResync = 3 * time.Second
 
 func TestControllers(t *testing.T) {
 	RegisterFailHandler(Fail)
@@ -59,6 +79,33 @@ var _ = BeforeSuite(func() {
 	Expect(err).NotTo(HaveOccurred())
 	Expect((&RetryPolicyReconciler{Client: mgr.GetClient()}).SetupWithManager(mgr)).To(Succeed())
 
+	ledgerDir, err = os.MkdirTemp("", "hookkeeper-controllers-")
+	Expect(err).NotTo(HaveOccurred())
+	store, err = sqlite.Open(ctx, filepath.Join(ledgerDir, "ledger.db"))
+	Expect(err).NotTo(HaveOccurred())
+	exhaustion = NewExhaustionEvents(1024)
+	eng, err = engine.New(engine.Options{
+		Store:         store,
+		OnExhausted:   exhaustion.Notify,
+		IdleWait:      100 * time.Millisecond,
+		SweepInterval: 200 * time.Millisecond,
+		Logger:        logf.Log.WithName("engine"),
+	})
+	Expect(err).NotTo(HaveOccurred())
+	engineDone = make(chan error, 1)
+	go func() { engineDone <- eng.Run(ctx) }()
+	Expect((&WebhookEndpointReconciler{
+		Client:        mgr.GetClient(),
+		APIReader:     mgr.GetAPIReader(),
+		Engine:        eng,
+		Recorder:      mgr.GetEventRecorder("hookkeeper-webhookendpoint"),
+		DefaultPolicy: DefaultPolicy(),
+		Exhausted:     exhaustion.Events(),
+		ResyncPeriod:  suiteResync,
+	}).SetupWithManager(mgr)).To(Succeed())
+
+	Expect((&DeliveryRecoveryReconciler{Client: mgr.GetClient(), Engine: eng, FollowInterval: 200 * time.Millisecond}).SetupWithManager(mgr)).To(Succeed())
+
 	go func() {
 		defer GinkgoRecover()
 		Expect(mgr.Start(ctx)).To(Succeed())
@@ -67,6 +114,16 @@ var _ = BeforeSuite(func() {
 
 var _ = AfterSuite(func() {
 	cancel()
+	if eng != nil {
+		Expect(<-engineDone).To(Succeed())
+		eng.Close()
+	}
+	if store != nil {
+		Expect(store.Close()).To(Succeed())
+	}
+	if ledgerDir != "" {
+		Expect(os.RemoveAll(ledgerDir)).To(Succeed())
+	}
 	if env != nil {
 		Expect(env.Stop()).To(Succeed())
 	}

@@ -1,0 +1,47 @@
+package v1alpha1
+
+// Reasons of a WebhookEndpoint's conditions, in families: the Ready reasons
+// name what is missing, the Healthy reasons what the last attempts did, the
+// DeliveriesExhausted reasons whether work waits for an admin.
+const (
+	// ReasonRetryPolicyNotFound (Ready=False): spec.retryPolicyRef names a
+	// RetryPolicy that does not exist. The engine keeps the configuration it
+	// had.
+	ReasonRetryPolicyNotFound = "RetryPolicyNotFound"
+	// ReasonRetryPolicyNotReady (Ready=False): the referenced RetryPolicy
+	// exists but is not Ready (its own Ready condition says why). The engine
+	// keeps the configuration it had.
+	ReasonRetryPolicyNotReady = "RetryPolicyNotReady"
+	// ReasonSigningSecretNotFound (Ready=False): the Secret or key named by
+	// spec.signingSecretRef does not exist. The engine keeps the
+	// configuration it had.
+	ReasonSigningSecretNotFound = "SigningSecretNotFound"
+	// ReasonSigningSecretInvalid (Ready=False): the signing secret is not a
+	// whsec_ secret of 24 to 64 bytes, or the generated Secret's name is
+	// taken by a Secret this endpoint does not own. The message never
+	// contains the value.
+	ReasonSigningSecretInvalid = "SigningSecretInvalid"
+
+	// ReasonNoFailures (Healthy=True): no attempt to the endpoint failed.
+	ReasonNoFailures = "NoFailures"
+	// ReasonLastAttemptSucceeded (Healthy=True): attempts failed, but the
+	// last success is newer than the last failure.
+	ReasonLastAttemptSucceeded = "LastAttemptSucceeded"
+	// ReasonLastAttemptFailed (Healthy=False): the last failure is newer
+	// than the last success.
+	ReasonLastAttemptFailed = "LastAttemptFailed"
+	// ReasonConsecutiveFailures (Healthy=False): the endpoint was already
+	// unhealthy and attempts kept failing without a success in between.
+	ReasonConsecutiveFailures = "ConsecutiveFailures"
+
+	// ReasonUnresolvedDeliveries (DeliveriesExhausted=True): exhausted
+	// deliveries wait for a DeliveryRecovery.
+	ReasonUnresolvedDeliveries = "UnresolvedDeliveries"
+	// ReasonNoneUnresolved (DeliveriesExhausted=False): no exhausted delivery
+	// is unresolved.
+	ReasonNoneUnresolved = "NoneUnresolved"
+)
+
+// ReasonDeliveriesExhausted is the reason of the Warning Event an endpoint
+// gets when deliveries to it are exhausted.
+const ReasonDeliveriesExhausted = "DeliveriesExhausted"

@@ -1,0 +1,263 @@
+package controllers
+
+import (
+	"context"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+
+	hookv1 "github.com/hookkeeper/hookkeeper/api/v1alpha1"
+	"github.com/hookkeeper/hookkeeper/internal/backoff"
+	"github.com/hookkeeper/hookkeeper/internal/ledger"
+	"github.com/hookkeeper/hookkeeper/internal/ledger/sqlite"
+)
+
+func TestDefaultPolicyIsReady(t *testing.T) {
+	policy := &hookv1.RetryPolicy{ObjectMeta: metav1.ObjectMeta{Name: "default", Generation: 1}, Spec: DefaultRetryPolicySpec()}
+	status := retryPolicyStatus(policy, 0, time.Now())
+	if ready := meta.FindStatusCondition(status.Conditions, hookv1.ConditionReady); ready == nil || ready.Status != metav1.ConditionTrue {
+		t.Fatalf("the built-in default policy is not Ready: %+v", ready)
+	}
+	if status.Attempts != 12 {
+		t.Errorf("default policy attempts = %d, want 12", status.Attempts)
+	}
+
+	p := DefaultPolicy()
+	want := ledger.Policy{
+		Backoff: backoff.Policy{
+			Strategy: backoff.Exponential, InitialDelay: 5 * time.Second, FactorMilli: 2000, MaxDelay: time.Hour,
+			JitterPercent: 10, MaxAttempts: 12, MaxAge: 24 * time.Hour, AttemptTimeout: 30 * time.Second, RetryAfterCap: time.Hour,
+		},
+		RetryOn:           []string{"NetworkError", "Timeout", "408", "429", "5xx"},
+		ReplayWindow:      72 * time.Hour,
+		PayloadRetention:  168 * time.Hour,
+		EvidenceRetention: 720 * time.Hour,
+	}
+	if diff := cmp.Diff(want, p); diff != "" {
+		t.Errorf("DefaultPolicy() (-want +got):\n%s", diff)
+	}
+}
+
+func TestPolicyConfig(t *testing.T) {
+	base := hookv1.RetryPolicySpec{
+		Backoff:        hookv1.Backoff{Strategy: hookv1.BackoffFixed, InitialDelay: dur("1m"), JitterPercent: ptr.To[int32](0)},
+		Horizon:        hookv1.Horizon{MaxAttempts: ptr.To[int32](3)},
+		AttemptTimeout: dur("10s"),
+		ReplayWindow:   *dur("2h"),
+	}
+	fixed := backoff.Policy{Strategy: backoff.Fixed, InitialDelay: time.Minute, MaxAttempts: 3, AttemptTimeout: 10 * time.Second}
+
+	tests := []struct {
+		name    string
+		mutate  func(*hookv1.RetryPolicySpec)
+		want    ledger.Policy
+		wantErr string
+	}{
+		{
+			name: "unset retryOn and retention take the CRD defaults",
+			want: ledger.Policy{Backoff: fixed, RetryOn: defaultRetryOn, ReplayWindow: 2 * time.Hour,
+				PayloadRetention: 168 * time.Hour, EvidenceRetention: 720 * time.Hour},
+		},
+		{
+			name: "retryOn, retention and budget are carried over",
+			mutate: func(s *hookv1.RetryPolicySpec) {
+				s.RetryOn = []hookv1.RetryClass{"5xx", "429"}
+				s.Retention = &hookv1.Retention{SecretGracePeriod: dur("1h"), Payloads: dur("24h"), Evidence: dur("48h")}
+				s.RetryBudget = &hookv1.RetryBudget{RatioPercent: 20, MinRetriesPerMinute: ptr.To[int32](3)}
+			},
+			want: ledger.Policy{Backoff: fixed, RetryOn: []string{"5xx", "429"}, ReplayWindow: 2 * time.Hour,
+				SecretGracePeriod: time.Hour, PayloadRetention: 24 * time.Hour, EvidenceRetention: 48 * time.Hour,
+				Budget: &ledger.RetryBudget{RatioPercent: 20, MinPerMinute: 3}},
+		},
+		{
+			name: "a budget without a floor gets the CRD's 10 per minute",
+			mutate: func(s *hookv1.RetryPolicySpec) {
+				s.Retention = &hookv1.Retention{}
+				s.RetryBudget = &hookv1.RetryBudget{RatioPercent: 50}
+			},
+			want: ledger.Policy{Backoff: fixed, RetryOn: defaultRetryOn, ReplayWindow: 2 * time.Hour,
+				PayloadRetention: 168 * time.Hour, EvidenceRetention: 720 * time.Hour,
+				Budget: &ledger.RetryBudget{RatioPercent: 50, MinPerMinute: 10}},
+		},
+		{
+			name:    "an invalid backoff is an error naming the field",
+			mutate:  func(s *hookv1.RetryPolicySpec) { s.Backoff.InitialDelay = nil },
+			wantErr: "initialDelay",
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			spec := *base.DeepCopy()
+			if tt.mutate != nil {
+				tt.mutate(&spec)
+			}
+			got, err := policyConfig(&spec)
+			if tt.wantErr != "" {
+				if err == nil || !strings.Contains(conditionMessage(err), tt.wantErr) {
+					t.Fatalf("err = %v, want one naming %q", err, tt.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(tt.want, got); diff != "" {
+				t.Errorf("policyConfig (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestEndpointConfig(t *testing.T) {
+	policy := DefaultPolicy()
+	secrets := []ledger.SigningSecret{{Value: ledger.Sensitive("whsec_current")}}
+	meta := metav1.ObjectMeta{Namespace: "shop", Name: "orders"}
+	minimal := hookv1.WebhookEndpointSpec{URL: "https://example.com/hook", EventTypes: []hookv1.EventTypePattern{"order.*", "refund.created"}}
+
+	tests := []struct {
+		name   string
+		mutate func(*hookv1.WebhookEndpointSpec)
+		want   ledger.Endpoint
+	}{
+		{
+			name: "a minimal spec gets Response mode and 10 in flight",
+			want: ledger.Endpoint{ID: "shop/orders", Namespace: "shop", Name: "orders", URL: "https://example.com/hook",
+				EventTypes: []string{"order.*", "refund.created"}, Secrets: secrets, Policy: policy,
+				AckMode: ledger.AckResponse, MaxInFlight: 10},
+		},
+		{
+			name: "Callback without a timeout waits 15m; the rest is carried over",
+			mutate: func(s *hookv1.WebhookEndpointSpec) {
+				s.Acknowledgement = &hookv1.Acknowledgement{Mode: hookv1.AcknowledgementCallback}
+				s.Paused = true
+				s.DeadLetterRef = &hookv1.LocalObjectReference{Name: "dlq"}
+				s.RateLimit = &hookv1.RateLimit{PerSecond: 5}
+				s.MaxInFlight = ptr.To[int32](3)
+				s.Headers = []hookv1.Header{{Name: "X-Tenant", Value: "acme"}}
+			},
+			want: ledger.Endpoint{ID: "shop/orders", Namespace: "shop", Name: "orders", URL: "https://example.com/hook",
+				EventTypes: []string{"order.*", "refund.created"}, Secrets: secrets, Policy: policy,
+				AckMode: ledger.AckCallback, AckTimeout: 15 * time.Minute, Paused: true, DeadLetter: "shop/dlq",
+				RateLimit: ledger.RateLimit{PerSecond: 5, Burst: 5}, MaxInFlight: 3,
+				Headers: []ledger.Header{{Name: "X-Tenant", Value: "acme"}}},
+		},
+		{
+			name: "Callback with a timeout, a burst, Response mode's timeout ignored",
+			mutate: func(s *hookv1.WebhookEndpointSpec) {
+				s.Acknowledgement = &hookv1.Acknowledgement{Mode: hookv1.AcknowledgementCallback, Timeout: dur("2m")}
+				s.RateLimit = &hookv1.RateLimit{PerSecond: 5, Burst: ptr.To[int32](20)}
+			},
+			want: ledger.Endpoint{ID: "shop/orders", Namespace: "shop", Name: "orders", URL: "https://example.com/hook",
+				EventTypes: []string{"order.*", "refund.created"}, Secrets: secrets, Policy: policy,
+				AckMode: ledger.AckCallback, AckTimeout: 2 * time.Minute, RateLimit: ledger.RateLimit{PerSecond: 5, Burst: 20}, MaxInFlight: 10},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			ep := &hookv1.WebhookEndpoint{ObjectMeta: meta, Spec: *minimal.DeepCopy()}
+			if tt.mutate != nil {
+				tt.mutate(&ep.Spec)
+			}
+			got := endpointConfig(ep, policy, secrets)
+			if diff := cmp.Diff(tt.want, got); diff != "" {
+				t.Errorf("endpointConfig (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// TestSameConfigSurvivesTheLedger registers configurations in a real SQLite
+// ledger and compares what comes back: an unchanged endpoint must compare
+// equal after the round trip, or every periodic reconcile would register it
+// again.
+func TestSameConfigSurvivesTheLedger(t *testing.T) {
+	store, err := sqlite.Open(context.Background(), filepath.Join(t.TempDir(), "ledger.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = store.Close() })
+
+	notAfter := time.Date(2026, 11, 30, 10, 0, 0, 123456789, time.Local)
+	schedule := DefaultRetryPolicySpec()
+	schedule.Backoff = hookv1.Backoff{Strategy: hookv1.BackoffSchedule, Schedule: []metav1.Duration{*dur("5s"), *dur("1m")}}
+	schedulePolicy, err := policyConfig(&schedule)
+	if err != nil {
+		t.Fatal(err)
+	}
+	budget := DefaultPolicy()
+	budget.Budget = &ledger.RetryBudget{RatioPercent: 10, MinPerMinute: 1}
+
+	configs := map[string]ledger.Endpoint{
+		"minimal": endpointConfig(&hookv1.WebhookEndpoint{
+			ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "minimal"},
+			Spec:       hookv1.WebhookEndpointSpec{URL: "http://127.0.0.1/x", EventTypes: []hookv1.EventTypePattern{"*"}},
+		}, DefaultPolicy(), []ledger.SigningSecret{{Value: ledger.Sensitive("whsec_a")}}),
+		"everything": endpointConfig(&hookv1.WebhookEndpoint{
+			ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "everything"},
+			Spec: hookv1.WebhookEndpointSpec{
+				URL: "https://example.com/x", EventTypes: []hookv1.EventTypePattern{"a.*", "b"},
+				Acknowledgement: &hookv1.Acknowledgement{Mode: hookv1.AcknowledgementCallback},
+				Paused:          true, DeadLetterRef: &hookv1.LocalObjectReference{Name: "dlq"},
+				RateLimit: &hookv1.RateLimit{PerSecond: 3}, Headers: []hookv1.Header{{Name: "A", Value: "b"}},
+			},
+		}, schedulePolicy, []ledger.SigningSecret{{Value: ledger.Sensitive("whsec_new")}, {Value: ledger.Sensitive("whsec_old"), NotAfter: notAfter}}),
+		"budget": endpointConfig(&hookv1.WebhookEndpoint{
+			ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "budget"},
+			Spec:       hookv1.WebhookEndpointSpec{URL: "http://127.0.0.1/x", EventTypes: []hookv1.EventTypePattern{"*"}, Headers: []hookv1.Header{}},
+		}, budget, []ledger.SigningSecret{{Value: ledger.Sensitive("whsec_a")}}),
+	}
+	for name, desired := range configs {
+		t.Run(name, func(t *testing.T) {
+			if _, err := store.EndpointUpsert(context.Background(), &ledger.EndpointUpsertParams{Endpoint: desired, Now: time.Now()}); err != nil {
+				t.Fatal(err)
+			}
+			stored, err := store.EndpointGet(context.Background(), desired.ID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !sameConfig(desired, stored) {
+				t.Errorf("the stored configuration differs from the registered one:\n%s", cmp.Diff(comparableConfig(desired), comparableConfig(stored)))
+			}
+		})
+	}
+}
+
+func TestSameConfigNoticesChanges(t *testing.T) {
+	base := endpointConfig(&hookv1.WebhookEndpoint{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "ep"},
+		Spec:       hookv1.WebhookEndpointSpec{URL: "http://127.0.0.1/x", EventTypes: []hookv1.EventTypePattern{"*"}},
+	}, DefaultPolicy(), []ledger.SigningSecret{{Value: ledger.Sensitive("whsec_a")}})
+	changes := map[string]func(*ledger.Endpoint){
+		"url":          func(e *ledger.Endpoint) { e.URL += "y" },
+		"event types":  func(e *ledger.Endpoint) { e.EventTypes = []string{"a"} },
+		"paused":       func(e *ledger.Endpoint) { e.Paused = true },
+		"secret value": func(e *ledger.Endpoint) { e.Secrets = []ledger.SigningSecret{{Value: ledger.Sensitive("whsec_b")}} },
+		"second secret": func(e *ledger.Endpoint) {
+			e.Secrets = append(e.Secrets, ledger.SigningSecret{Value: []byte("whsec_c"), NotAfter: time.Now()})
+		},
+		"policy":        func(e *ledger.Endpoint) { e.Policy.Backoff.MaxAttempts++ },
+		"replay window": func(e *ledger.Endpoint) { e.Policy.ReplayWindow++ },
+		"headers":       func(e *ledger.Endpoint) { e.Headers = []ledger.Header{{Name: "A", Value: "b"}} },
+		"dead letter":   func(e *ledger.Endpoint) { e.DeadLetter = "ns/dlq" },
+	}
+	for name, change := range changes {
+		changed := base
+		changed.Secrets = append([]ledger.SigningSecret(nil), base.Secrets...)
+		changed.Policy.RetryOn = append([]string(nil), base.Policy.RetryOn...)
+		change(&changed)
+		if sameConfig(base, changed) {
+			t.Errorf("a change of %s went unnoticed", name)
+		}
+	}
+	stamped := base
+	stamped.Version, stamped.UpdatedAt = 7, time.Now()
+	if !sameConfig(base, stamped) {
+		t.Error("the ledger's version and timestamp count as a change")
+	}
+}

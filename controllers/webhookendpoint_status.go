@@ -1,0 +1,290 @@
+package controllers
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+
+	hookv1 "github.com/hookkeeper/hookkeeper/api/v1alpha1"
+	"github.com/hookkeeper/hookkeeper/internal/ledger"
+)
+
+// endpointFacts is what a reconcile gathered about an endpoint: how its
+// references resolved, whether the engine has it, and what the engine
+// knows of its deliveries. The status is a pure function of it.
+type endpointFacts struct {
+	// PolicyName is the referenced RetryPolicy; empty for the operator's
+	// default policy.
+	PolicyName string
+	// SecretName is the Secret holding the signing secret.
+	SecretName string
+	// Problem is why the current spec is not in effect; nil when the engine
+	// has it.
+	Problem *problem
+	// Registered is set when the engine holds a configuration of the
+	// endpoint: the current spec's when Problem is nil, else an earlier one.
+	Registered bool
+	// PreviousSecretUntil is when the signing secret replaced by a rotation
+	// stops being valid; zero when there is none.
+	PreviousSecretUntil time.Time
+	// Deliveries is what the engine knows of the endpoint's deliveries; nil
+	// when it could not be read, and the status keeps what it said.
+	Deliveries *deliveryFacts
+	// Incomplete is set when an internal error cut the reconcile short:
+	// observedGeneration does not advance.
+	Incomplete bool
+}
+
+// deliveryFacts are an endpoint's counters and unresolved exhausted
+// deliveries.
+type deliveryFacts struct {
+	Stats ledger.EndpointStats
+	// Oldest is the oldest unresolved exhausted delivery.
+	Oldest *ledger.ExhaustedDelivery
+	// Recent are the newest unresolved exhausted deliveries, newest first.
+	Recent []ledger.ExhaustedDelivery
+	// ReplayWindow is the replay window of the policy in effect.
+	ReplayWindow time.Duration
+}
+
+// webhookEndpointStatus computes the endpoint's status from the facts
+// observed at now. Conditions it does not own are kept.
+func webhookEndpointStatus(ep *hookv1.WebhookEndpoint, f *endpointFacts, now time.Time) hookv1.WebhookEndpointStatus {
+	status := *ep.Status.DeepCopy()
+	status.RetryPolicyName = f.PolicyName
+	status.SigningSecretName = f.SecretName
+	meta.SetStatusCondition(&status.Conditions, readyCondition(f, ep.Generation, now))
+	if d := f.Deliveries; d != nil {
+		st := &d.Stats
+		status.Deliveries = hookv1.DeliveryCounts{
+			Pending:             st.Pending,
+			InFlight:            st.InFlight,
+			AwaitingAck:         st.AwaitingAck,
+			Delivered:           st.Delivered,
+			ExhaustedUnresolved: st.ExhaustedUnresolved,
+		}
+		status.LastSuccessTime = metaTime(st.LastSuccessAt)
+		status.LastFailureTime = metaTime(st.LastFailureAt)
+		status.LastFailureReason = truncate(st.LastFailureReason, 256)
+		meta.SetStatusCondition(&status.Conditions, healthyCondition(&ep.Status, st, ep.Generation, now))
+		meta.SetStatusCondition(&status.Conditions, exhaustedCondition(ep.Name, d, ep.Generation, now))
+		status.RecentExhausted = recentExhausted(d, now)
+	}
+	if !f.Incomplete {
+		status.ObservedGeneration = ep.Generation
+	}
+	return status
+}
+
+// readyCondition: True when the policy and the signing secret resolved and
+// the engine has the current spec.
+func readyCondition(f *endpointFacts, generation int64, now time.Time) metav1.Condition {
+	c := metav1.Condition{Type: hookv1.ConditionReady, ObservedGeneration: generation, LastTransitionTime: metav1.NewTime(now)}
+	if f.Problem != nil {
+		c.Status, c.Reason = metav1.ConditionFalse, f.Problem.Reason
+		if f.Registered {
+			c.Message = f.Problem.Message + "; the delivery engine keeps using the endpoint's previous configuration"
+		} else {
+			c.Message = f.Problem.Message + "; the endpoint is not registered with the delivery engine and receives no events"
+		}
+		return c
+	}
+	policy := "the operator's default retry policy"
+	if f.PolicyName != "" {
+		policy = fmt.Sprintf("RetryPolicy %q", f.PolicyName)
+	}
+	c.Status, c.Reason = metav1.ConditionTrue, hookv1.ReasonReconciled
+	c.Message = fmt.Sprintf("registered with the delivery engine: signed with the secret in Secret %q, retried on %s", f.SecretName, policy)
+	if !f.PreviousSecretUntil.IsZero() {
+		c.Message += fmt.Sprintf("; the signing secret was rotated and the previous one stays valid until %s", formatTime(f.PreviousSecretUntil))
+	}
+	return c
+}
+
+// healthyCondition: True while the last attempt succeeded or nothing
+// failed; False when the last failure is newer than the last success, with
+// reason ConsecutiveFailures once the endpoint was already unhealthy and
+// failed again without a success in between.
+func healthyCondition(prev *hookv1.WebhookEndpointStatus, st *ledger.EndpointStats, generation int64, now time.Time) metav1.Condition {
+	c := metav1.Condition{Type: hookv1.ConditionHealthy, ObservedGeneration: generation, LastTransitionTime: metav1.NewTime(now)}
+	failed, succeeded := st.LastFailureAt, st.LastSuccessAt
+	switch {
+	case failed == nil:
+		c.Status, c.Reason, c.Message = metav1.ConditionTrue, hookv1.ReasonNoFailures, "no attempt to the endpoint has failed"
+		return c
+	case succeeded != nil && !succeeded.Before(*failed):
+		c.Status, c.Reason = metav1.ConditionTrue, hookv1.ReasonLastAttemptSucceeded
+		c.Message = fmt.Sprintf("the last attempt succeeded at %s; the last failure was at %s (%s)",
+			formatTime(*succeeded), formatTime(*failed), st.LastFailureReason)
+		return c
+	}
+
+	since := "no attempt has succeeded yet"
+	if succeeded != nil {
+		since = "the last success was at " + formatTime(*succeeded)
+	}
+	c.Status = metav1.ConditionFalse
+	if consecutiveFailures(prev, failed, succeeded) {
+		c.Reason = hookv1.ReasonConsecutiveFailures
+		c.Message = fmt.Sprintf("attempts keep failing, the last at %s (%s); %s", formatTime(*failed), st.LastFailureReason, since)
+	} else {
+		c.Reason = hookv1.ReasonLastAttemptFailed
+		c.Message = fmt.Sprintf("the last attempt failed at %s (%s); %s", formatTime(*failed), st.LastFailureReason, since)
+	}
+	return c
+}
+
+// consecutiveFailures reports whether the endpoint was already unhealthy
+// and has failed again since, with no success in between (or was already
+// failing consecutively and nothing changed).
+func consecutiveFailures(prev *hookv1.WebhookEndpointStatus, failed, succeeded *time.Time) bool {
+	h := meta.FindStatusCondition(prev.Conditions, hookv1.ConditionHealthy)
+	if h == nil || h.Status != metav1.ConditionFalse || prev.LastFailureTime == nil {
+		return false
+	}
+	prevFailure := prev.LastFailureTime.Time
+	if succeeded != nil && succeeded.Truncate(time.Second).After(prevFailure) {
+		return false
+	}
+	return failed.Truncate(time.Second).After(prevFailure) || h.Reason == hookv1.ReasonConsecutiveFailures
+}
+
+// exhaustedCondition: True while unresolved exhausted deliveries exist,
+// naming how many, the oldest, and what to do about them.
+func exhaustedCondition(endpoint string, d *deliveryFacts, generation int64, now time.Time) metav1.Condition {
+	c := metav1.Condition{Type: hookv1.ConditionDeliveriesExhausted, ObservedGeneration: generation, LastTransitionTime: metav1.NewTime(now)}
+	n := d.Stats.ExhaustedUnresolved
+	if n <= 0 {
+		c.Status, c.Reason, c.Message = metav1.ConditionFalse, hookv1.ReasonNoneUnresolved, "no exhausted delivery is unresolved"
+		return c
+	}
+	c.Status, c.Reason = metav1.ConditionTrue, hookv1.ReasonUnresolvedDeliveries
+	if n == 1 {
+		c.Message = "1 exhausted delivery is unresolved"
+	} else {
+		c.Message = fmt.Sprintf("%d exhausted deliveries are unresolved", n)
+	}
+	if o := d.Oldest; o != nil {
+		which := "the oldest"
+		if n == 1 {
+			which = "it"
+		}
+		c.Message += fmt.Sprintf(": %s, %s (event %s of type %s), was exhausted at %s after %d attempts (%s)",
+			which, o.Delivery.ID, o.Delivery.EventID, o.EventType, formatTime(exhaustedAt(o)), o.Delivery.Attempts, o.Delivery.ExhaustReason)
+	}
+	c.Message += fmt.Sprintf(". To resolve them, create a DeliveryRecovery with action Auto, which retries where a retry is still possible and reissues the rest "+
+		"(kubectl apply -f recovery.yaml, with spec.endpointRef.name: %s and spec.action: Auto; see config/samples/deliveryrecovery_auto.yaml), "+
+		"or with action Dismiss to resolve them without resending", endpoint)
+	return c
+}
+
+// recentExhausted renders the newest unresolved exhausted deliveries for
+// status.recentExhausted.
+func recentExhausted(d *deliveryFacts, now time.Time) []hookv1.ExhaustedDelivery {
+	recent := d.Recent
+	if len(recent) > recentExhaustedMax {
+		recent = recent[:recentExhaustedMax]
+	}
+	if len(recent) == 0 {
+		return nil
+	}
+	out := make([]hookv1.ExhaustedDelivery, 0, len(recent))
+	for i := range recent {
+		x := &recent[i]
+		out = append(out, hookv1.ExhaustedDelivery{
+			DeliveryID:  x.Delivery.ID,
+			EventID:     x.Delivery.EventID,
+			EventType:   x.EventType,
+			Attempts:    int32(x.Delivery.Attempts),
+			Reason:      string(x.Delivery.ExhaustReason),
+			LastError:   truncate(x.Delivery.LastError, 256),
+			ExhaustedAt: *metaTime(ptr.To(exhaustedAt(x))),
+			Recovery:    recoveryFor(x, d.ReplayWindow, now),
+		})
+	}
+	return out
+}
+
+// recoveryFor says what can still resolve an exhausted delivery: a Retry
+// while its event's secrets and payload are present and the replay window
+// is open, otherwise only a Reissue. It is the rule a DeliveryRecovery with
+// action Auto applies (autoAction).
+func recoveryFor(x *ledger.ExhaustedDelivery, replayWindow time.Duration, now time.Time) hookv1.RecoveryAction {
+	if autoAction(x, replayWindow, now) == ledger.RecoveryRetry {
+		return hookv1.RecoveryRetry
+	}
+	return hookv1.RecoveryReissue
+}
+
+func exhaustedAt(x *ledger.ExhaustedDelivery) time.Time {
+	if x.Delivery.TerminalAt != nil {
+		return *x.Delivery.TerminalAt
+	}
+	return x.Delivery.CreatedAt
+}
+
+// exhaustionMemo is what the controller last announced about an endpoint's
+// exhausted deliveries.
+type exhaustionMemo struct {
+	At    time.Time
+	Count int64
+}
+
+// exhaustionEvent decides whether to emit a DeliveriesExhausted Event: one
+// when the endpoint's unresolved exhausted deliveries go from none to some,
+// then, while the count grows, at most one per interval, so that a thousand
+// exhaustions make one or two Events, not a thousand. wasExhausted and
+// prevCount are what the status said before this reconcile (after a
+// restart, with no memo, they stand for what was announced). It returns the
+// memo to keep; nil forgets the endpoint.
+func exhaustionEvent(memo *exhaustionMemo, wasExhausted bool, prevCount, count int64, now time.Time, interval time.Duration) (bool, *exhaustionMemo) {
+	if count <= 0 {
+		return false, nil
+	}
+	if memo == nil {
+		if !wasExhausted {
+			return true, &exhaustionMemo{At: now, Count: count}
+		}
+		memo = &exhaustionMemo{Count: prevCount}
+	}
+	if count > memo.Count && now.Sub(memo.At) >= interval {
+		return true, &exhaustionMemo{At: now, Count: count}
+	}
+	return false, &exhaustionMemo{At: memo.At, Count: min(memo.Count, count)}
+}
+
+// exhaustionNote is the DeliveriesExhausted Event's note.
+func exhaustionNote(count int64, oldest *ledger.ExhaustedDelivery) string {
+	note := fmt.Sprintf("%d deliveries exhausted and unresolved", count)
+	if count == 1 {
+		note = "1 delivery exhausted and unresolved"
+	}
+	if oldest != nil {
+		note += fmt.Sprintf("; oldest %s exhausted at %s (%s)", oldest.Delivery.ID, formatTime(exhaustedAt(oldest)), oldest.Delivery.ExhaustReason)
+	}
+	return note + "; create a DeliveryRecovery with action Auto to resolve them"
+}
+
+// metaTime converts a ledger time for the status, at the API's precision
+// (seconds), so that an unchanged time compares equal after a round trip.
+func metaTime(t *time.Time) *metav1.Time {
+	if t == nil {
+		return nil
+	}
+	mt := metav1.NewTime(t.UTC().Truncate(time.Second))
+	return &mt
+}
+
+func formatTime(t time.Time) string { return t.UTC().Format(time.RFC3339) }
+
+// truncate bounds s to n bytes, cutting at a character boundary.
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return strings.ToValidUTF8(s[:n-3], "") + "..."
+}
