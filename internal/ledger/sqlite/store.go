@@ -37,6 +37,8 @@ type Store struct {
 	rs readStmts
 	rc recoveryStmts
 	st settleStmts
+	// lock keeps a second process off the file while the store is open.
+	lock *processLock
 }
 
 var _ ledger.Store = (*Store)(nil)
@@ -89,23 +91,28 @@ func Open(ctx context.Context, path string, opts ...Option) (*Store, error) {
 		return nil, fmt.Errorf("open ledger %s: %w", path, err)
 	}
 
+	lock, err := lockLedger(abs)
+	if err != nil {
+		return nil, fmt.Errorf("open ledger %s: %w", abs, err)
+	}
 	w, err := sql.Open("sqlite", dsn(abs, o, false))
 	if err != nil {
+		_ = lock.release()
 		return nil, fmt.Errorf("open ledger %s: %w", abs, err)
 	}
 	w.SetMaxOpenConns(1)
 	w.SetMaxIdleConns(1)
 	w.SetConnMaxLifetime(0)
 	w.SetConnMaxIdleTime(0)
-	s := &Store{w: w}
+	s := &Store{w: w, lock: lock}
 	if err := migrate(ctx, w); err != nil {
-		_ = w.Close()
+		_ = s.Close()
 		return nil, fmt.Errorf("open ledger %s: %w", abs, err)
 	}
 
 	r, err := sql.Open("sqlite", dsn(abs, o, true))
 	if err != nil {
-		_ = w.Close()
+		_ = s.Close()
 		return nil, fmt.Errorf("open ledger %s: %w", abs, err)
 	}
 	r.SetMaxOpenConns(o.readConns)
@@ -153,7 +160,7 @@ func (s *Store) Close() error {
 	if s.r != nil {
 		errs = append(errs, s.r.Close())
 	}
-	errs = append(errs, s.w.Close())
+	errs = append(errs, s.w.Close(), s.lock.release())
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("close ledger: %w", err)
 	}
