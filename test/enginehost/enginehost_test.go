@@ -382,3 +382,64 @@ func TestTwoProcessesShareOnePostgres(t *testing.T) {
 		t.Fatalf("attempts A+B = %d, want %d", attemptsA+attemptsB, total)
 	}
 }
+
+// TestTwoProcessesShareOneRetryBudget runs two engine processes on one
+// PostgreSQL ledger against an endpoint that always fails, with a retry
+// budget of 5 retries a minute (ratio 0): together they must retry exactly
+// 5 times in the minute, however the claims fall between them.
+func TestTwoProcessesShareOneRetryBudget(t *testing.T) {
+	const events, allowance = 20, 5
+	g := gomega.NewWithT(t)
+	// Run inside one minute: start by second 45, assert until second 57.
+	if s := time.Now().Second(); s > 45 {
+		<-time.After(time.Duration(60-s) * time.Second)
+	}
+	minuteEnd := time.Now().Truncate(time.Minute).Add(57 * time.Second)
+
+	dsn := pgtest.DSN(t)
+	schema := pgtest.NewSchema(t)
+	var requests atomic.Int64
+	seen := sync.Map{}
+	var firsts atomic.Int64
+	counting := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		requests.Add(1)
+		if _, dup := seen.LoadOrStore(r.Header.Get("webhook-id"), true); !dup {
+			firsts.Add(1)
+		}
+		w.WriteHeader(http.StatusServiceUnavailable)
+	}))
+	t.Cleanup(counting.Close)
+
+	secret, err := signing.GenerateSecret()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, _ := json.Marshal([]map[string]any{{
+		"namespace": "crash", "name": "receiver", "url": counting.URL, "eventTypes": []string{"*"},
+		"secret": string(secret.Reveal()), "maxInFlight": 64, "maxAttempts": 100, "delay": "50ms", "timeout": "2s",
+		"budget": map[string]int{"ratioPercent": 0, "minPerMinute": allowance},
+	}})
+	endpoints := filepath.Join(t.TempDir(), "endpoints.json")
+	if err := os.WriteFile(endpoints, cfg, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	args := []string{"--ledger", dsn, "--pg-schema", schema, "--endpoints", endpoints, "--idle-wait", "20ms"}
+	a := startHost(t, args...)
+	b := startHost(t, args...)
+	client := &http.Client{Timeout: 10 * time.Second}
+	for i := range events {
+		addr := a.addr
+		if i%2 == 1 {
+			addr = b.addr
+		}
+		if _, err := publish(client, addr, fmt.Sprintf("budget-%d", i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	retries := func() int64 { return requests.Load() - firsts.Load() }
+	g.Eventually(firsts.Load).WithTimeout(20 * time.Second).Should(gomega.BeEquivalentTo(events))
+	g.Eventually(retries).WithTimeout(time.Until(minuteEnd)).Should(gomega.BeEquivalentTo(allowance))
+	g.Consistently(retries).WithTimeout(min(time.Until(minuteEnd), 8*time.Second)).WithPolling(50 * time.Millisecond).
+		Should(gomega.BeEquivalentTo(allowance), "the two engines overspent the budget")
+	t.Logf("%d first attempts, %d retries in the minute, shared by two processes", firsts.Load(), retries())
+}

@@ -45,6 +45,8 @@ type EndpointConfig struct {
 	Delay string `json:"delay"`
 	// Timeout is the attempt timeout (Go duration).
 	Timeout string `json:"timeout"`
+	// Budget is the endpoint's retry budget, if any.
+	Budget *ledger.RetryBudget `json:"budget,omitempty"`
 }
 
 func main() {
@@ -192,6 +194,7 @@ func registerEndpoints(ctx context.Context, eng *engine.Engine, file string) err
 			Policy: ledger.Policy{
 				Backoff: backoff.Policy{Strategy: backoff.Fixed, InitialDelay: delay, MaxAttempts: c.MaxAttempts, AttemptTimeout: timeout},
 				RetryOn: []string{"NetworkError", "Timeout", "429", "5xx"},
+				Budget:  c.Budget,
 			},
 		})
 		if err != nil {
