@@ -88,7 +88,6 @@ type Options struct {
 type Engine struct {
 	opts      Options
 	store     ledger.Store
-	life      ledger.Lifecycle
 	publisher *groupcommit.Batcher[*ledger.EventInsertParams, ledger.EventInsertResult]
 	recorder  *groupcommit.Batcher[*ledger.AttemptRecordParams, ledger.AttemptRecordResult]
 	wakeCh    chan struct{}
@@ -163,7 +162,6 @@ func New(opts Options) (*Engine, error) {
 		sem:       make(chan struct{}, opts.Workers),
 		endpoints: map[string]*endpointState{},
 	}
-	e.life = opts.Store
 	e.publisher = groupcommit.New(opts.Store.EventInsertMany, opts.PublishBatch)
 	e.recorder = groupcommit.New(opts.Store.AttemptRecordMany, opts.RecordBatch)
 	return e, nil
@@ -327,8 +325,8 @@ func (e *Engine) start(ctx context.Context, wg *sync.WaitGroup, c *ledger.Claime
 
 	// A retry spends the endpoint's retry budget, shared by every engine
 	// on the ledger; over budget it waits for the next minute.
-	if c.Delivery.Attempts > 0 && budget != nil && e.life != nil {
-		ok, err := e.life.RetryBudgetAcquire(ctx, &ledger.RetryBudgetParams{EndpointID: c.Delivery.EndpointID, Budget: *budget, Now: now})
+	if c.Delivery.Attempts > 0 && budget != nil {
+		ok, err := e.store.RetryBudgetAcquire(ctx, &ledger.RetryBudgetParams{EndpointID: c.Delivery.EndpointID, Budget: *budget, Now: now})
 		if err != nil {
 			e.opts.Logger.Error(err, "taking from the retry budget; releasing delivery", "delivery", c.Delivery.ID)
 			e.release(c, now.Add(time.Second), "budget_error")

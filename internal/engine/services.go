@@ -17,9 +17,6 @@ const sweepBatch = 500
 // compaction that makes scrubbed bytes unrecoverable. Each is bounded per
 // round; errors are logged and retried next round.
 func (e *Engine) runServices(ctx context.Context) {
-	if e.life == nil {
-		return
-	}
 	log := e.opts.Logger.WithName("services")
 	sweep := time.NewTicker(e.opts.SweepInterval)
 	defer sweep.Stop()
@@ -34,7 +31,7 @@ func (e *Engine) runServices(ctx context.Context) {
 			log.Error(err, "acknowledgement timeouts")
 		}
 		now := e.opts.Clock.Now()
-		if n, err := e.life.SecretsScrubDue(ctx, now, sweepBatch); err != nil && ctx.Err() == nil {
+		if n, err := e.store.SecretsScrubDue(ctx, now, sweepBatch); err != nil && ctx.Err() == nil {
 			log.Error(err, "scrubbing secrets")
 		} else {
 			e.opts.Metrics.observeScrubbed(n)
@@ -45,7 +42,7 @@ func (e *Engine) runServices(ctx context.Context) {
 		}
 		if now.Sub(lastCompact) >= e.opts.CompactInterval {
 			lastCompact = now
-			if err := e.life.Compact(ctx); err != nil && ctx.Err() == nil {
+			if err := e.store.Compact(ctx); err != nil && ctx.Err() == nil {
 				log.Error(err, "compacting the ledger")
 			}
 		}
@@ -56,7 +53,7 @@ func (e *Engine) runServices(ctx context.Context) {
 // a few per round so that a large backlog drains over several rounds.
 func (e *Engine) prune(ctx context.Context, now time.Time) {
 	for range 10 {
-		res, err := e.life.Prune(ctx, &ledger.PruneParams{Now: now, Limit: sweepBatch,
+		res, err := e.store.Prune(ctx, &ledger.PruneParams{Now: now, Limit: sweepBatch,
 			DefaultPayloadRetention: e.opts.DefaultPayloadRetention, DefaultEvidenceRetention: e.opts.DefaultEvidenceRetention})
 		if err != nil {
 			if ctx.Err() == nil {

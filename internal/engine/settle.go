@@ -18,9 +18,6 @@ const (
 	earlyAckWait = 10 * time.Second
 )
 
-// errNoLifecycle is returned when the store lacks the lifecycle methods.
-var errNoLifecycle = errors.New("the ledger does not support acknowledgements, retention or recovery")
-
 // AckSecrets returns the secrets an acknowledgement of the delivery must be
 // signed with: those its endpoint signs with now (both during a rotation).
 // It implements ingest.Acknowledger.
@@ -43,10 +40,7 @@ func (e *Engine) AckSecrets(ctx context.Context, deliveryID string) ([]ledger.Se
 // delivery. It implements ingest.Acknowledger; on ErrNotAwaitingAck the
 // returned delivery is the current one.
 func (e *Engine) Acknowledge(ctx context.Context, params *ledger.AckRecordParams) (ledger.Delivery, error) {
-	if e.life == nil {
-		return ledger.Delivery{}, errNoLifecycle
-	}
-	res, err := e.life.AckRecord(ctx, params)
+	res, err := e.store.AckRecord(ctx, params)
 	for wait := time.Duration(0); errors.Is(err, ledger.ErrNotAwaitingAck); {
 		// A fast receiver can acknowledge before the engine has recorded
 		// the 2xx that started the wait: while the delivery is still in
@@ -64,7 +58,7 @@ func (e *Engine) Acknowledge(ctx context.Context, params *ledger.AckRecordParams
 		case <-time.After(earlyAckPoll):
 		}
 		wait += earlyAckPoll
-		res, err = e.life.AckRecord(ctx, params)
+		res, err = e.store.AckRecord(ctx, params)
 	}
 	if err != nil {
 		return ledger.Delivery{}, err
@@ -110,7 +104,7 @@ func decideAckTimeout(ep *ledger.Endpoint, d *ledger.Delivery, now time.Time, rn
 // sweepAckTimeouts moves on every delivery whose acknowledgement is overdue.
 func (e *Engine) sweepAckTimeouts(ctx context.Context) error {
 	now := e.opts.Clock.Now()
-	expired, err := e.life.AckExpiredList(ctx, now, sweepBatch)
+	expired, err := e.store.AckExpiredList(ctx, now, sweepBatch)
 	if err != nil {
 		return fmt.Errorf("listing overdue acknowledgements: %w", err)
 	}
@@ -123,7 +117,7 @@ func (e *Engine) sweepAckTimeouts(ctx context.Context) error {
 		e.mu.Lock()
 		cfg := st.cfg
 		e.mu.Unlock()
-		res, err := e.life.AckTimeoutRecord(ctx, &ledger.AckTimeoutParams{
+		res, err := e.store.AckTimeoutRecord(ctx, &ledger.AckTimeoutParams{
 			DeliveryID: d.ID, Next: decideAckTimeout(&cfg, d, now, e.opts.Rand), Now: now,
 		})
 		if errors.Is(err, ledger.ErrNotAwaitingAck) {
@@ -142,11 +136,8 @@ func (e *Engine) sweepAckTimeouts(ctx context.Context) error {
 // the operation (a DeliveryRecovery's UID), so that repeating it changes
 // nothing.
 func (e *Engine) Recover(ctx context.Context, operationKey, deliveryID string, action ledger.RecoveryAction) (ledger.RecoveryItem, error) {
-	if e.life == nil {
-		return ledger.RecoveryItem{}, errNoLifecycle
-	}
 	now := e.opts.Clock.Now()
-	item, err := e.life.RecoveryApply(ctx, &ledger.RecoveryApplyParams{
+	item, err := e.store.RecoveryApply(ctx, &ledger.RecoveryApplyParams{
 		OperationKey: operationKey, DeliveryID: deliveryID, Action: action,
 		NewEventID: ledger.NewID("evt", now), NewDeliveryID: ledger.NewID("dlv", now), Now: now,
 	})
@@ -164,16 +155,10 @@ func (e *Engine) Recover(ctx context.Context, operationKey, deliveryID string, a
 
 // ExhaustedList lists an endpoint's unresolved exhausted deliveries.
 func (e *Engine) ExhaustedList(ctx context.Context, params *ledger.ExhaustedListParams) ([]ledger.ExhaustedDelivery, error) {
-	if e.life == nil {
-		return nil, errNoLifecycle
-	}
-	return e.life.ExhaustedList(ctx, params)
+	return e.store.ExhaustedList(ctx, params)
 }
 
 // RecoveryItems returns an operation's items and how they stand.
 func (e *Engine) RecoveryItems(ctx context.Context, operationKey string) ([]ledger.RecoveryItem, error) {
-	if e.life == nil {
-		return nil, errNoLifecycle
-	}
-	return e.life.RecoveryItemsList(ctx, operationKey)
+	return e.store.RecoveryItemsList(ctx, operationKey)
 }
