@@ -8,6 +8,7 @@ import (
 	"crypto/tls"
 	"flag"
 	"os"
+	"time"
 
 	"k8s.io/apimachinery/pkg/runtime"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
@@ -43,6 +44,7 @@ func main() {
 		secureMetrics, enableHTTP2         bool
 		leaderElect                        bool
 		workers                            int
+		statusResync                       time.Duration
 	)
 	flag.StringVar(&metricsAddr, "metrics-bind-address", "0", "Address the metrics endpoint binds to, such as :8443; \"0\" disables it.")
 	flag.BoolVar(&secureMetrics, "metrics-secure", true, "Serve metrics over HTTPS, for callers authorized by a SubjectAccessReview.")
@@ -53,6 +55,7 @@ func main() {
 	flag.StringVar(&apiAddr, "api-bind-address", ":8090", "Address of the HTTP API (publish events, read deliveries); \"0\" disables it.")
 	flag.StringVar(&apiTokenFile, "api-token-file", "", "File of \"<token> <username>\" lines accepted as bearer tokens by the HTTP API.")
 	flag.IntVar(&workers, "workers", 128, "Delivery attempts in progress at once, per replica.")
+	flag.DurationVar(&statusResync, "endpoint-status-resync", 0, "How often every WebhookEndpoint's counters are refreshed from the ledger (0: 30s to 60s, jittered); exhaustions are shown at once regardless.")
 	opts := zap.Options{}
 	opts.BindFlags(flag.CommandLine)
 	flag.Parse()
@@ -128,6 +131,7 @@ func main() {
 		Recorder:      mgr.GetEventRecorder("hookkeeper-webhookendpoint"),
 		DefaultPolicy: controllers.DefaultPolicy(),
 		Exhausted:     exhausted.Events(),
+		ResyncPeriod:  statusResync,
 	}).SetupWithManager(mgr); err != nil {
 		setupLog.Error(err, "unable to create controller", "controller", "WebhookEndpoint")
 		os.Exit(1)

@@ -439,7 +439,7 @@ func TestTwoProcessesShareOneRetryBudget(t *testing.T) {
 	retries := func() int64 { return requests.Load() - firsts.Load() }
 	g.Eventually(firsts.Load).WithTimeout(20 * time.Second).Should(gomega.BeEquivalentTo(events))
 	g.Eventually(retries).WithTimeout(time.Until(minuteEnd)).Should(gomega.BeEquivalentTo(allowance))
-	g.Consistently(retries).WithTimeout(min(time.Until(minuteEnd), 8*time.Second)).WithPolling(50 * time.Millisecond).
+	g.Consistently(retries).WithTimeout(min(time.Until(minuteEnd), 8*time.Second)).WithPolling(50*time.Millisecond).
 		Should(gomega.BeEquivalentTo(allowance), "the two engines overspent the budget")
 	t.Logf("%d first attempts, %d retries in the minute, shared by two processes", firsts.Load(), retries())
 }

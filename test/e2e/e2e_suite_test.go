@@ -1,0 +1,250 @@
+// Package e2e runs hookkeeper end to end: the real etcd and kube-apiserver,
+// the manager binary built from ./cmd and started as a process, the real
+// kubectl for everything done to Kubernetes objects, the manager's HTTP API
+// for publishing and reading deliveries, and real receivers on loopback.
+//
+// Run it alone with
+//
+//	go test ./test/e2e/ -count=1
+//
+// (add -ginkgo.v to follow the specs). A failed spec attaches the manager's
+// log, every hookkeeper object, the Events, kubectl describe of its
+// namespace and what its receivers saw.
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
+
+	"github.com/hookkeeper/hookkeeper/test/testenv"
+)
+
+// apiToken is the bearer token the suite publishes and reads with.
+const apiToken = "e2e-token-0123456789abcdef"
+
+var (
+	env         *envtest.Environment
+	workDir     string // the suite's temporary directory
+	kubeconfig  string
+	kubectlPath string
+
+	manager     *exec.Cmd
+	managerLog  string // path of the manager's stdout and stderr
+	managerDone chan struct{}
+	managerErr  error // set when managerDone is closed
+
+	api *apiClient
+
+	suiteFailed bool
+)
+
+func TestE2E(t *testing.T) {
+	RegisterFailHandler(Fail)
+	SetDefaultEventuallyTimeout(30 * time.Second)
+	SetDefaultEventuallyPollingInterval(200 * time.Millisecond)
+	RunSpecs(t, "hookkeeper end to end (real control plane, manager process, kubectl)")
+}
+
+var _ = BeforeSuite(func() {
+	suiteFailed = true // until the manager is ready: keep its log
+	var err error
+	workDir, err = os.MkdirTemp("", "hookkeeper-e2e-")
+	Expect(err).NotTo(HaveOccurred())
+
+	// Build the manager while the control plane starts.
+	binary := filepath.Join(workDir, "manager")
+	built := make(chan error, 1)
+	go func() {
+		cmd := exec.Command("go", "build", "-o", binary, "./cmd")
+		cmd.Dir = testenv.RepoRoot()
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			err = fmt.Errorf("go build ./cmd: %w\n%s", err, out)
+		}
+		built <- err
+	}()
+
+	kubectlPath, err = testenv.Kubectl()
+	Expect(err).NotTo(HaveOccurred())
+	env, err = testenv.New()
+	Expect(err).NotTo(HaveOccurred())
+	_, err = env.Start()
+	Expect(err).NotTo(HaveOccurred(), "starting etcd and kube-apiserver")
+	kubeconfig, err = testenv.Kubeconfig(env, workDir)
+	Expect(err).NotTo(HaveOccurred())
+	Expect(<-built).To(Succeed())
+
+	tokenFile := filepath.Join(workDir, "api-tokens")
+	Expect(os.WriteFile(tokenFile, []byte(apiToken+" e2e-producer\n"), 0o600)).To(Succeed())
+	probeAddr, apiAddr := freeAddr(), freeAddr()
+	managerLog = filepath.Join(workDir, "manager.log")
+	logFile, err := os.Create(managerLog)
+	Expect(err).NotTo(HaveOccurred())
+
+	manager = exec.Command(binary,
+		"--ledger=sqlite://"+filepath.Join(workDir, "ledger.db"),
+		"--metrics-bind-address=0",
+		"--health-probe-bind-address="+probeAddr,
+		"--api-bind-address="+apiAddr,
+		"--api-token-file="+tokenFile,
+		"--endpoint-status-resync=2s",
+		"--zap-devel",
+	)
+	manager.Env = append(os.Environ(), "KUBECONFIG="+kubeconfig)
+	manager.Stdout, manager.Stderr = logFile, logFile
+	Expect(manager.Start()).To(Succeed())
+	managerDone = make(chan struct{})
+	go func() {
+		managerErr = manager.Wait()
+		_ = logFile.Close()
+		close(managerDone)
+	}()
+
+	api = &apiClient{base: "http://" + apiAddr, token: apiToken, client: &http.Client{Timeout: 10 * time.Second}}
+	probe := &http.Client{Timeout: 2 * time.Second}
+	// Ready: the probe answers, and so does the API (an unknown event of an
+	// authenticated caller is a 404, not a refused connection).
+	Eventually(func(g Gomega) {
+		select {
+		case <-managerDone:
+			StopTrying("the manager exited: " + fmt.Sprint(managerErr) + "\n" + tail(managerLog, 60)).Now()
+		default:
+		}
+		resp, err := probe.Get("http://" + probeAddr + "/readyz")
+		g.Expect(err).NotTo(HaveOccurred())
+		resp.Body.Close()
+		g.Expect(resp.StatusCode).To(Equal(http.StatusOK))
+		status, _, err := api.do(http.MethodGet, "/v1/namespaces/e2e/events/evt_none", "", "")
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(status).To(Equal(http.StatusNotFound))
+	}).WithTimeout(60*time.Second).Should(Succeed(), func() string { return "manager not ready:\n" + tail(managerLog, 60) })
+	suiteFailed = false
+})
+
+var _ = AfterSuite(func() {
+	if manager != nil && manager.Process != nil {
+		_ = manager.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-managerDone:
+		case <-time.After(30 * time.Second):
+			_ = manager.Process.Kill()
+			<-managerDone
+			Fail("the manager did not stop within 30s of SIGTERM:\n" + tail(managerLog, 60))
+		}
+		// SIGTERM is a clean shutdown: exit status 0.
+		Expect(managerErr).NotTo(HaveOccurred(), "the manager's exit after SIGTERM:\n"+tail(managerLog, 60))
+	}
+	if env != nil {
+		Expect(env.Stop()).To(Succeed())
+	}
+	if workDir != "" {
+		if suiteFailed {
+			GinkgoWriter.Printf("kept %s (manager.log, ledger.db, kubeconfig) for the failure\n", workDir)
+		} else {
+			Expect(os.RemoveAll(workDir)).To(Succeed())
+		}
+	}
+})
+
+// The namespace and receivers of the running spec, for the failure report.
+var (
+	specNamespace string
+	specReceivers []*receiver
+)
+
+var _ = BeforeEach(func() {
+	specNamespace, specReceivers = "", nil
+})
+
+// On failure, attach what explains it: the manager's log, the hookkeeper
+// objects and Events, kubectl describe of the spec's namespace, and what
+// the receivers saw.
+var _ = AfterEach(func() {
+	if !CurrentSpecReport().Failed() {
+		return
+	}
+	suiteFailed = true
+	select {
+	case <-managerDone:
+		AddReportEntry("manager exited", fmt.Sprint(managerErr))
+	default:
+	}
+	AddReportEntry("manager log (last 200 lines; full log in "+managerLog+")", tail(managerLog, 200))
+	AddReportEntry("kubectl get hookkeeper -A -o yaml", kubectlOutput("get", "hookkeeper", "-A", "-o", "yaml"))
+	AddReportEntry("kubectl get events -A", kubectlOutput("get", "events", "-A"))
+	if specNamespace != "" {
+		AddReportEntry("kubectl describe hookkeeper -n "+specNamespace,
+			kubectlOutput("describe", "retrypolicies,webhookendpoints,deliveryrecoveries", "-n", specNamespace))
+	}
+	for _, r := range specReceivers {
+		AddReportEntry("receiver "+r.name, r.String())
+	}
+})
+
+// freeAddr returns a loopback address with a port that was free a moment
+// ago.
+func freeAddr() string {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	Expect(err).NotTo(HaveOccurred())
+	defer l.Close()
+	return l.Addr().String()
+}
+
+// tail returns the last n lines of the file at path.
+func tail(path string, n int) string {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return fmt.Sprintf("(reading %s: %v)", path, err)
+	}
+	lines := strings.Split(strings.TrimRight(string(data), "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}
+
+// kubectlOutput runs kubectl and returns what it printed, errors included:
+// for reports, never for assertions.
+func kubectlOutput(args ...string) string {
+	out, err := runKubectl("", args...)
+	if err != nil {
+		return out + "\n" + err.Error()
+	}
+	return out
+}
+
+// runKubectl runs the real kubectl against the suite's control plane, with
+// stdin when it is not empty. The error carries kubectl's stderr.
+func runKubectl(stdin string, args ...string) (string, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, kubectlPath, append([]string{"--kubeconfig", kubeconfig}, args...)...)
+	if stdin != "" {
+		cmd.Stdin = strings.NewReader(stdin)
+	}
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		var exit *exec.ExitError
+		if errors.As(err, &exit) {
+			return stdout.String(), fmt.Errorf("kubectl %s: %w: %s", strings.Join(args, " "), err, strings.TrimSpace(stderr.String()))
+		}
+		return stdout.String(), fmt.Errorf("kubectl %s: %w", strings.Join(args, " "), err)
+	}
+	return stdout.String(), nil
+}

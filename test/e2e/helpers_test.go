@@ -1,0 +1,348 @@
+package e2e
+
+import (
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+
+	"github.com/hookkeeper/hookkeeper/internal/dispatch"
+	"github.com/hookkeeper/hookkeeper/internal/ledger"
+	"github.com/hookkeeper/hookkeeper/internal/signing"
+)
+
+// ---- kubectl ----
+
+// kubectl runs kubectl and fails the spec when it fails.
+func kubectl(args ...string) string {
+	GinkgoHelper()
+	out, err := runKubectl("", args...)
+	if err != nil {
+		Fail(err.Error())
+	}
+	return out
+}
+
+// apply pipes manifests to kubectl apply -f -.
+func apply(manifests string) {
+	GinkgoHelper()
+	out, err := runKubectl(manifests, "apply", "-f", "-")
+	if err != nil {
+		Fail(err.Error() + "\nmanifests:\n" + manifests)
+	}
+	GinkgoWriter.Print(out)
+}
+
+// jsonpath reads one field of an object in the spec's namespace.
+func jsonpath(object, path string) string {
+	GinkgoHelper()
+	return kubectl("get", "-n", specNamespace, object, "-o", "jsonpath="+path)
+}
+
+// kubectlWait runs kubectl wait on an object of the spec's namespace, e.g.
+// kubectlWait("webhookendpoint/x", "--for=condition=Ready").
+func kubectlWait(object, condition string, timeout time.Duration) {
+	GinkgoHelper()
+	kubectl("wait", "-n", specNamespace, object, condition, "--timeout="+timeout.String())
+}
+
+// useNamespace creates the spec's namespace and makes it the one the
+// helpers and the failure report use.
+func useNamespace(name string) string {
+	GinkgoHelper()
+	specNamespace = name
+	apply(fmt.Sprintf("apiVersion: v1\nkind: Namespace\nmetadata:\n  name: %s\n", name))
+	return name
+}
+
+// signingSecret reads the endpoint's generated signing secret the way a
+// receiver's operator would: the Secret named in its status, with kubectl.
+func signingSecret(endpoint string) ledger.Sensitive {
+	GinkgoHelper()
+	name := jsonpath("webhookendpoint/"+endpoint, "{.status.signingSecretName}")
+	Expect(name).NotTo(BeEmpty(), "webhookendpoint %s names no signing Secret", endpoint)
+	encoded := kubectl("get", "secret", "-n", specNamespace, name, "-o", "jsonpath={.data.signingSecret}")
+	raw, err := base64.StdEncoding.DecodeString(encoded)
+	Expect(err).NotTo(HaveOccurred())
+	Expect(string(raw)).To(HavePrefix("whsec_"))
+	return ledger.Sensitive(raw)
+}
+
+// policyYAML is a fast RetryPolicy: Fixed delay, no jitter, maxAttempts
+// attempts, one-time secrets scrubbed as soon as nothing is pending.
+func policyYAML(ns, name, delay string, maxAttempts int) string {
+	return fmt.Sprintf(`apiVersion: hookkeeper.dev/v1alpha1
+kind: RetryPolicy
+metadata:
+  name: %s
+  namespace: %s
+spec:
+  backoff:
+    strategy: Fixed
+    initialDelay: %s
+    jitterPercent: 0
+  horizon:
+    maxAttempts: %d
+  attemptTimeout: 5s
+  replayWindow: 1h
+  retention:
+    secretGracePeriod: 0s
+`, name, ns, delay, maxAttempts)
+}
+
+// endpointYAML is a WebhookEndpoint on policy; extra is indented spec.
+func endpointYAML(ns, name, url, eventTypes, policy, extra string) string {
+	return fmt.Sprintf(`apiVersion: hookkeeper.dev/v1alpha1
+kind: WebhookEndpoint
+metadata:
+  name: %s
+  namespace: %s
+spec:
+  url: %s
+  eventTypes: %s
+  retryPolicyRef:
+    name: %s
+%s`, name, ns, url, eventTypes, policy, extra)
+}
+
+// ---- the HTTP API ----
+
+type apiClient struct {
+	base, token string
+	client      *http.Client
+}
+
+// The API's answers, as the wire shows them (decoded here rather than with
+// the ingest package's types, so that a renamed field fails the suite).
+type publishAnswer struct {
+	ID          string   `json:"id"`
+	ReissueOf   string   `json:"reissueOf"`
+	SecretNames []string `json:"secretNames"`
+	Deliveries  []struct {
+		ID       string `json:"id"`
+		Endpoint string `json:"endpoint"`
+		State    string `json:"state"`
+	} `json:"deliveries"`
+}
+
+type eventView struct {
+	ID              string          `json:"id"`
+	Type            string          `json:"type"`
+	ReissueOf       string          `json:"reissueOf"`
+	SecretNames     []string        `json:"secretNames"`
+	SecretsScrubbed bool            `json:"secretsScrubbed"`
+	Data            json.RawMessage `json:"data"`
+}
+
+type deliveryView struct {
+	ID            string `json:"id"`
+	Event         string `json:"event"`
+	Endpoint      string `json:"endpoint"`
+	State         string `json:"state"`
+	Attempts      int    `json:"attempts"`
+	LastStatus    int    `json:"lastStatus"`
+	ExhaustReason string `json:"exhaustReason"`
+	Resolution    string `json:"resolution"`
+}
+
+type attemptView struct {
+	Number          int    `json:"number"`
+	StatusCode      int    `json:"statusCode"`
+	Error           string `json:"error"`
+	ResponseExcerpt string `json:"responseExcerpt"`
+}
+
+// do sends one request and returns the status and body.
+func (c *apiClient) do(method, path, body, idempotencyKey string) (int, []byte, error) {
+	req, err := http.NewRequest(method, c.base+path, strings.NewReader(body))
+	if err != nil {
+		return 0, nil, err
+	}
+	req.Header.Set("Authorization", "Bearer "+c.token)
+	if body != "" {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	if idempotencyKey != "" {
+		req.Header.Set("Idempotency-Key", idempotencyKey)
+	}
+	resp, err := c.client.Do(req)
+	if err != nil {
+		return 0, nil, err
+	}
+	defer resp.Body.Close()
+	data, err := io.ReadAll(resp.Body)
+	return resp.StatusCode, data, err
+}
+
+// publish posts an event to namespace ns and expects 201 Created.
+func (c *apiClient) publish(ns, key, body string) publishAnswer {
+	GinkgoHelper()
+	status, data, err := c.do(http.MethodPost, "/v1/namespaces/"+ns+"/events", body, key)
+	Expect(err).NotTo(HaveOccurred())
+	Expect(status).To(Equal(http.StatusCreated), "publishing %s: %s", body, data)
+	var a publishAnswer
+	Expect(json.Unmarshal(data, &a)).To(Succeed())
+	return a
+}
+
+// getJSON reads path, expects 200 and decodes into out; it returns the raw
+// body too.
+func (c *apiClient) getJSON(g Gomega, path string, out any) []byte {
+	status, data, err := c.do(http.MethodGet, path, "", "")
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(status).To(Equal(http.StatusOK), "GET %s: %s", path, data)
+	g.Expect(json.Unmarshal(data, out)).To(Succeed())
+	return data
+}
+
+func (c *apiClient) event(g Gomega, ns, id string) (eventView, []byte) {
+	var ev eventView
+	raw := c.getJSON(g, "/v1/namespaces/"+ns+"/events/"+id, &ev)
+	return ev, raw
+}
+
+// deliveriesOf lists the deliveries of an event.
+func (c *apiClient) deliveriesOf(g Gomega, ns, eventID string) []deliveryView {
+	var list struct {
+		Items []deliveryView `json:"items"`
+	}
+	c.getJSON(g, "/v1/namespaces/"+ns+"/deliveries?event="+eventID, &list)
+	return list.Items
+}
+
+// deliveryOf is the only delivery of an event.
+func (c *apiClient) deliveryOf(g Gomega, ns, eventID string) deliveryView {
+	ds := c.deliveriesOf(g, ns, eventID)
+	g.Expect(ds).To(HaveLen(1), "deliveries of event %s", eventID)
+	return ds[0]
+}
+
+func (c *apiClient) attempts(g Gomega, ns, deliveryID string) ([]attemptView, []byte) {
+	var list struct {
+		Items []attemptView `json:"items"`
+	}
+	raw := c.getJSON(g, "/v1/namespaces/"+ns+"/deliveries/"+deliveryID+"/attempts", &list)
+	return list.Items, raw
+}
+
+// ---- receivers ----
+
+// received is one request a receiver got.
+type received struct {
+	At         time.Time
+	WebhookID  string // the event identity, stable across retries
+	DeliveryID string // Hookkeeper-Delivery-Id
+	Type       string
+	Data       map[string]any
+	Verified   bool // the signature verified with the endpoint's secret
+	Status     int  // what the receiver answered
+}
+
+// receiver is a real HTTP receiver on loopback. respond decides the answer
+// to each request (n counts the requests with the same webhook-id, from
+// 1). When verify is set, a request whose Standard Webhooks signature does
+// not verify with the endpoint's secret (set with useSecret once the
+// operator generated it) is answered 401 before respond is asked.
+type receiver struct {
+	name    string
+	srv     *httptest.Server
+	verify  bool
+	secret  atomic.Pointer[ledger.Sensitive]
+	respond func(n int, r *received) int
+
+	mu  sync.Mutex
+	log []received
+}
+
+func newReceiver(name string, verify bool, respond func(n int, r *received) int) *receiver {
+	r := &receiver{name: name, verify: verify, respond: respond}
+	r.srv = httptest.NewServer(http.HandlerFunc(r.serve))
+	DeferCleanup(r.srv.Close)
+	specReceivers = append(specReceivers, r)
+	return r
+}
+
+func (r *receiver) URL(path string) string { return r.srv.URL + path }
+
+func (r *receiver) useSecret(s ledger.Sensitive) { r.secret.Store(&s) }
+
+func (r *receiver) serve(w http.ResponseWriter, req *http.Request) {
+	body, _ := io.ReadAll(io.LimitReader(req.Body, 1<<20))
+	rc := received{
+		At:         time.Now(),
+		WebhookID:  req.Header.Get(signing.HeaderID),
+		DeliveryID: req.Header.Get(dispatch.DeliveryIDHeader),
+	}
+	var env struct {
+		Type string         `json:"type"`
+		Data map[string]any `json:"data"`
+	}
+	_ = json.Unmarshal(body, &env)
+	rc.Type, rc.Data = env.Type, env.Data
+	if s := r.secret.Load(); s != nil {
+		rc.Verified = signing.Verify([]ledger.Sensitive{*s}, rc.WebhookID, req.Header.Get(signing.HeaderTimestamp),
+			req.Header.Get(signing.HeaderSignature), body, time.Now(), signing.DefaultTolerance) == nil
+	}
+
+	r.mu.Lock()
+	n := 1
+	for _, prev := range r.log {
+		if prev.WebhookID == rc.WebhookID {
+			n++
+		}
+	}
+	r.mu.Unlock()
+	if r.verify && !rc.Verified {
+		rc.Status = http.StatusUnauthorized
+	} else {
+		rc.Status = r.respond(n, &rc)
+	}
+	r.mu.Lock()
+	r.log = append(r.log, rc)
+	r.mu.Unlock()
+	w.WriteHeader(rc.Status)
+}
+
+// received returns what the receiver got, in order.
+func (r *receiver) received() []received {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]received(nil), r.log...)
+}
+
+// of returns the requests carrying one event identity.
+func (r *receiver) of(webhookID string) []received {
+	var out []received
+	for _, rc := range r.received() {
+		if rc.WebhookID == webhookID {
+			out = append(out, rc)
+		}
+	}
+	return out
+}
+
+func (r *receiver) String() string {
+	var b strings.Builder
+	for _, rc := range r.received() {
+		fmt.Fprintf(&b, "%s webhook-id=%s delivery=%s type=%s verified=%t -> %d\n",
+			rc.At.Format("15:04:05.000"), rc.WebhookID, rc.DeliveryID, rc.Type, rc.Verified, rc.Status)
+	}
+	if b.Len() == 0 {
+		return "(nothing received)"
+	}
+	return b.String()
+}
+
+// answer returns a respond func that always answers status.
+func answer(status int) func(int, *received) int {
+	return func(int, *received) int { return status }
+}
