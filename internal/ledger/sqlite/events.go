@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"time"
 
@@ -49,29 +48,6 @@ func (s *Store) EventInsertMany(ctx context.Context, params []*ledger.EventInser
 // insertEvent applies one item of a batch. A returned error aborts the
 // batch; an idempotency conflict is the item's result.
 func (s *Store) insertEvent(t *wtx, p *ledger.EventInsertParams, subs map[string][]subscriber, ds deltas) (ledger.EventInsertResult, error) {
-	op := "insert event " + p.ID
-	if p.IdempotencyKey != "" {
-		orig, err := scanEvent(t.stmt(s.ws.eventByKey).QueryRowContext(t.ctx, p.Namespace, p.IdempotencyKey))
-		switch err = translate(op+": idempotency key", err); {
-		case err == nil:
-			if !bytes.Equal(orig.BodyHash, p.BodyHash) {
-				return ledger.EventInsertResult{Err: fmt.Errorf("event %s: idempotency key %q of event %s: %w",
-					p.ID, p.IdempotencyKey, orig.ID, ledger.ErrIdempotencyConflict)}, nil
-			}
-			rows, err := t.stmt(s.ws.deliveriesByEvent).QueryContext(t.ctx, orig.ID)
-			if err != nil {
-				return ledger.EventInsertResult{}, translate(op+": original deliveries", err)
-			}
-			dels, err := collectDeliveries(rows)
-			if err != nil {
-				return ledger.EventInsertResult{}, translate(op+": original deliveries", err)
-			}
-			return ledger.EventInsertResult{Event: orig, Deliveries: dels, Duplicate: true}, nil
-		case !errors.Is(err, ledger.ErrNotFound):
-			return ledger.EventInsertResult{}, err
-		}
-	}
-
 	ev := ledger.Event{
 		ID: p.ID, Namespace: p.Namespace, Type: p.Type, Data: p.Data, Secrets: p.Secrets,
 		SecretNames: p.SecretNames, ReissueOf: p.ReissueOf, IdempotencyKey: p.IdempotencyKey,
@@ -80,10 +56,16 @@ func (s *Store) insertEvent(t *wtx, p *ledger.EventInsertParams, subs map[string
 	if ev.ID == "" {
 		ev.ID = ledger.NewID("evt", p.Now)
 	}
-	if err := s.storeEvent(t, ev); err != nil {
+	// Insert first: a key seen before makes the insert a no-op (ON
+	// CONFLICT DO NOTHING), and only then is the original read. New keys,
+	// the common case, cost one statement instead of two.
+	inserted, err := s.storeEventIfNew(t, ev)
+	if err != nil {
 		return ledger.EventInsertResult{}, err
 	}
-
+	if !inserted {
+		return s.replayed(t, p)
+	}
 	eps, ok := subs[p.Namespace]
 	if !ok {
 		var err error
@@ -112,18 +94,59 @@ func (s *Store) insertEvent(t *wtx, p *ledger.EventInsertParams, subs map[string
 	return res, nil
 }
 
+// replayed answers an item whose idempotency key was used before: the
+// original event and deliveries when the body matches, a conflict when it
+// does not.
+func (s *Store) replayed(t *wtx, p *ledger.EventInsertParams) (ledger.EventInsertResult, error) {
+	op := "insert event " + p.ID
+	orig, err := scanEvent(t.stmt(s.ws.eventByKey).QueryRowContext(t.ctx, p.Namespace, p.IdempotencyKey))
+	if err := translate(op+": idempotency key", err); err != nil {
+		return ledger.EventInsertResult{}, err
+	}
+	if !bytes.Equal(orig.BodyHash, p.BodyHash) {
+		return ledger.EventInsertResult{Err: fmt.Errorf("event %s: idempotency key %q of event %s: %w",
+			p.ID, p.IdempotencyKey, orig.ID, ledger.ErrIdempotencyConflict)}, nil
+	}
+	rows, err := t.stmt(s.ws.deliveriesByEvent).QueryContext(t.ctx, orig.ID)
+	if err != nil {
+		return ledger.EventInsertResult{}, translate(op+": original deliveries", err)
+	}
+	dels, err := collectDeliveries(rows)
+	if err != nil {
+		return ledger.EventInsertResult{}, translate(op+": original deliveries", err)
+	}
+	return ledger.EventInsertResult{Event: orig, Deliveries: dels, Duplicate: true}, nil
+}
+
 // storeEvent inserts an event row; secrets are written revealed.
 func (s *Store) storeEvent(t *wtx, ev ledger.Event) error {
+	inserted, err := s.storeEventIfNew(t, ev)
+	if err == nil && !inserted {
+		err = fmt.Errorf("insert event %s: idempotency key %q already used", ev.ID, ev.IdempotencyKey)
+	}
+	return err
+}
+
+// storeEventIfNew inserts an event row unless its idempotency key was used
+// in its namespace before, and reports whether it did.
+func (s *Store) storeEventIfNew(t *wtx, ev ledger.Event) (bool, error) {
 	names, err := jsonText(ev.SecretNames)
 	if err != nil {
-		return fmt.Errorf("insert event %s: secret names: %w", ev.ID, err)
+		return false, fmt.Errorf("insert event %s: secret names: %w", ev.ID, err)
 	}
 	if ev.SecretNames == nil {
 		names = "[]"
 	}
-	_, err = t.stmt(s.ws.eventInsert).ExecContext(t.ctx, ev.ID, ev.Namespace, ev.Type, []byte(ev.Data),
+	res, err := t.stmt(s.ws.eventInsert).ExecContext(t.ctx, ev.ID, ev.Namespace, ev.Type, []byte(ev.Data),
 		nullBytes(ev.Secrets.Reveal()), names, ev.ReissueOf, ev.IdempotencyKey, nullBytes(ev.BodyHash), nanos(ev.CreatedAt))
-	return translate("insert event "+ev.ID, err)
+	if err != nil {
+		return false, translate("insert event "+ev.ID, err)
+	}
+	n, err := res.RowsAffected()
+	if err != nil {
+		return false, translate("insert event "+ev.ID, err)
+	}
+	return n == 1, nil
 }
 
 // storeDelivery inserts a delivery scheduled at now and returns it.

@@ -65,7 +65,8 @@ var writeSQL = struct {
 
 	eventByKey: `SELECT ` + eventCols + ` FROM events WHERE namespace = ?1 AND idempotency_key = ?2 AND idempotency_key <> ''`,
 	eventInsert: `INSERT INTO events (id, namespace, type, data, secrets, secret_names, reissue_of, idempotency_key, body_hash, created_at)
-		VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)`,
+		VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)
+		ON CONFLICT (namespace, idempotency_key) WHERE idempotency_key <> '' DO NOTHING`,
 	deliveryInsert: `INSERT INTO deliveries (id, event_id, endpoint_id, state, due_at, created_at)
 		VALUES (?1, ?2, ?3, 'scheduled', ?4, ?4)`,
 	deliveriesByEvent: `SELECT ` + deliveryCols + ` FROM deliveries WHERE event_id = ?1 ORDER BY id`,
