@@ -75,7 +75,7 @@ build: ## Build the manager binary into bin/.
 
 .PHONY: run
 run: ## Run the manager against the cluster in $KUBECONFIG.
-	go run ./cmd --ledger=sqlite://$(CURDIR)/.dev/ledger.db
+	go run ./cmd --ledger=sqlite://$(CURDIR)/.dev/ledger.db --api-bind-address=127.0.0.1:8090
 
 .PHONY: docker-build
 docker-build: ## Build the container image (needs a Docker engine).

@@ -22,6 +22,7 @@ import (
 
 	hookkeeperv1alpha1 "github.com/hookkeeper/hookkeeper/api/v1alpha1"
 	"github.com/hookkeeper/hookkeeper/controllers"
+	"github.com/hookkeeper/hookkeeper/internal/dispatch"
 	"github.com/hookkeeper/hookkeeper/internal/engine"
 	"github.com/hookkeeper/hookkeeper/internal/ledger"
 	"github.com/hookkeeper/hookkeeper/internal/ledger/ledgerstore"
@@ -40,7 +41,6 @@ func init() {
 func main() {
 	var (
 		metricsAddr, probeAddr, ledgerFlag string
-		apiAddr, apiTokenFile              string
 		secureMetrics, enableHTTP2         bool
 		leaderElect                        bool
 		workers                            int
@@ -52,15 +52,30 @@ func main() {
 	flag.StringVar(&probeAddr, "health-probe-bind-address", ":8081", "Address the /healthz and /readyz probes bind to.")
 	flag.BoolVar(&leaderElect, "leader-elect", false, "Run the controllers on one elected replica at a time.")
 	flag.StringVar(&ledgerFlag, "ledger", "sqlite://hookkeeper-ledger.db", "Where the delivery ledger lives: sqlite://<path> (embedded, one replica) or postgres://<dsn> (shared, several replicas).")
-	flag.StringVar(&apiAddr, "api-bind-address", ":8090", "Address of the HTTP API (publish events, read deliveries); \"0\" disables it.")
-	flag.StringVar(&apiTokenFile, "api-token-file", "", "File of \"<token> <username>\" lines accepted as bearer tokens by the HTTP API.")
+	var apiFlags apiOptions // the HTTP API: address, authentication, TLS (cmd/api.go)
+	apiFlags.bindFlags(flag.CommandLine)
 	flag.IntVar(&workers, "workers", 128, "Delivery attempts in progress at once, per replica.")
 	flag.DurationVar(&statusResync, "endpoint-status-resync", 0, "How often every WebhookEndpoint's counters are refreshed from the ledger (0: 30s to 60s, jittered); exhaustions are shown at once regardless.")
+	var destFlags destinationFlags
+	destFlags.bind(flag.CommandLine)
 	opts := zap.Options{}
 	opts.BindFlags(flag.CommandLine)
 	flag.Parse()
 
 	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&opts)))
+	if err := apiFlags.validate(); err != nil {
+		setupLog.Error(err, "invalid HTTP API flags")
+		os.Exit(2)
+	}
+
+	// Safe destinations: the engine's sender refuses forbidden addresses
+	// when it dials, the WebhookEndpoint controller when it reconciles.
+	destinations, err := destFlags.policy()
+	if err != nil {
+		setupLog.Error(err, "invalid destination policy")
+		os.Exit(2)
+	}
+	setupLog.Info("destination policy", "allowed", destFlags.allowed, "clusterServices", destFlags.services, "clusterPods", destFlags.pods)
 
 	loc, err := ledger.ParseLocation(ledgerFlag)
 	if err != nil {
@@ -113,6 +128,7 @@ func main() {
 	exhausted := controllers.NewExhaustionEvents(1024)
 	eng, err := engine.New(engine.Options{
 		Store:       store,
+		Sender:      dispatch.NewGuardedSender(destinations),
 		Workers:     workers,
 		Logger:      ctrl.Log.WithName("engine"),
 		Metrics:     engine.NewMetrics(ctrlmetrics.Registry, store),
@@ -132,6 +148,7 @@ func main() {
 		DefaultPolicy: controllers.DefaultPolicy(),
 		Exhausted:     exhausted.Events(),
 		ResyncPeriod:  statusResync,
+		Destinations:  destinations,
 	}).SetupWithManager(mgr); err != nil {
 		setupLog.Error(err, "unable to create controller", "controller", "WebhookEndpoint")
 		os.Exit(1)
@@ -147,8 +164,8 @@ func main() {
 		setupLog.Error(err, "unable to add the delivery engine")
 		os.Exit(1)
 	}
-	if apiAddr != "0" {
-		api, err := apiServer(apiAddr, apiTokenFile, eng, store)
+	if apiFlags.enabled() {
+		api, err := apiServer(apiFlags, mgr.GetConfig(), eng, store)
 		if err != nil {
 			setupLog.Error(err, "unable to set up the HTTP API")
 			os.Exit(1)

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
 
 	"github.com/hookkeeper/hookkeeper/internal/engine"
@@ -25,25 +26,45 @@ func (f everyReplica) Start(ctx context.Context) error { return f(ctx) }
 func (everyReplica) NeedLeaderElection() bool          { return false }
 
 // apiServer builds the HTTP API as a manager runnable that runs on every
-// replica and shuts down gracefully with the manager.
-func apiServer(addr, tokenFile string, eng *engine.Engine, store ledger.Store) (everyReplica, error) {
-	tokens, err := readTokens(tokenFile)
-	if err != nil {
-		return nil, err
-	}
+// replica and shuts down gracefully with the manager. cfg reaches the API
+// server for --api-auth=kubernetes.
+func apiServer(o apiOptions, cfg *rest.Config, eng *engine.Engine, store ledger.Store) (everyReplica, error) {
 	log := ctrl.Log.WithName("api")
-	if len(tokens) == 0 {
-		log.Info("no --api-token-file: every API request is refused with 401")
-	}
-	handler, err := ingest.New(ingest.Config{Publisher: eng, Reader: store, Auth: tokens, Acknowledger: eng, Log: log})
+	auth, err := o.buildAuth(cfg, log)
 	if err != nil {
 		return nil, err
 	}
-	srv := ingest.NewServer(addr, handler)
+	tlsConfig, certs, err := o.tlsConfig(log)
+	if err != nil {
+		return nil, err
+	}
+	handler, err := ingest.New(ingest.Config{Publisher: eng, Reader: store, Auth: auth, Acknowledger: eng, Log: log})
+	if err != nil {
+		return nil, err
+	}
+	srv := ingest.NewServer(o.addr, handler)
+	srv.TLSConfig = tlsConfig
+	scheme := "http"
+	if tlsConfig != nil {
+		scheme = "https"
+	}
 	return func(ctx context.Context) error {
-		errc := make(chan error, 1)
-		go func() { errc <- srv.ListenAndServe() }()
-		log.Info("serving the HTTP API", "address", addr)
+		errc := make(chan error, 2)
+		if certs != nil {
+			go func() {
+				if err := certs.Start(ctx); err != nil {
+					errc <- fmt.Errorf("watching the API's certificate: %w", err)
+				}
+			}()
+		}
+		go func() {
+			if tlsConfig != nil {
+				errc <- srv.ListenAndServeTLS("", "")
+			} else {
+				errc <- srv.ListenAndServe()
+			}
+		}()
+		log.Info("serving the HTTP API", "address", o.addr, "scheme", scheme, "auth", o.auth)
 		select {
 		case err := <-errc:
 			return fmt.Errorf("serving the HTTP API: %w", err)

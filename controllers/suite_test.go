@@ -2,6 +2,8 @@ package controllers
 
 import (
 	"context"
+	"net"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"testing"
@@ -20,6 +22,8 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	hookv1 "github.com/hookkeeper/hookkeeper/api/v1alpha1"
+	"github.com/hookkeeper/hookkeeper/internal/destination"
+	"github.com/hookkeeper/hookkeeper/internal/dispatch"
 	"github.com/hookkeeper/hookkeeper/internal/engine"
 	"github.com/hookkeeper/hookkeeper/internal/ledger"
 	"github.com/hookkeeper/hookkeeper/internal/ledger/sqlite"
@@ -45,7 +49,22 @@ var (
 	eng        *engine.Engine
 	engineDone chan error
 	exhaustion *ExhaustionEvents
+
+	destinations *destination.Policy
 )
+
+// suiteDNS resolves the suite's test names, and any other name as the
+// system does.
+var suiteDNS = testResolver{"metadata.test": netip.MustParseAddr("169.254.169.254")}
+
+type testResolver map[string]netip.Addr
+
+func (r testResolver) LookupNetIP(ctx context.Context, network, host string) ([]netip.Addr, error) {
+	if a, ok := r[host]; ok {
+		return []netip.Addr{a}, nil
+	}
+	return net.DefaultResolver.LookupNetIP(ctx, network, host)
+}
 
 // suiteResync is the WebhookEndpoint controller's resync period in the
 // suite: short, so that counters of successful deliveries (which the engine
@@ -84,8 +103,15 @@ var _ = BeforeSuite(func() {
 	store, err = sqlite.Open(ctx, filepath.Join(ledgerDir, "ledger.db"))
 	Expect(err).NotTo(HaveOccurred())
 	exhaustion = NewExhaustionEvents(1024)
+	// The manager's destination policy, with loopback allowed for the
+	// suite's receivers (as --allowed-destination-cidrs=127.0.0.0/8 does)
+	// and a resolver that knows the suite's test names.
+	allowed, err := destination.ParseCIDRs("127.0.0.0/8")
+	Expect(err).NotTo(HaveOccurred())
+	destinations = destination.New(destination.Options{Allowed: allowed, Resolver: suiteDNS})
 	eng, err = engine.New(engine.Options{
 		Store:         store,
+		Sender:        dispatch.NewGuardedSender(destinations),
 		OnExhausted:   exhaustion.Notify,
 		IdleWait:      100 * time.Millisecond,
 		SweepInterval: 200 * time.Millisecond,
@@ -102,6 +128,7 @@ var _ = BeforeSuite(func() {
 		DefaultPolicy: DefaultPolicy(),
 		Exhausted:     exhaustion.Events(),
 		ResyncPeriod:  suiteResync,
+		Destinations:  destinations,
 	}).SetupWithManager(mgr)).To(Succeed())
 
 	Expect((&DeliveryRecoveryReconciler{Client: mgr.GetClient(), Engine: eng, FollowInterval: 200 * time.Millisecond}).SetupWithManager(mgr)).To(Succeed())

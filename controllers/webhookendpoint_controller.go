@@ -27,6 +27,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	hookv1 "github.com/hookkeeper/hookkeeper/api/v1alpha1"
+	"github.com/hookkeeper/hookkeeper/internal/destination"
 	"github.com/hookkeeper/hookkeeper/internal/ledger"
 )
 
@@ -58,7 +59,8 @@ type EndpointEngine interface {
 // registers the endpoint when its configuration differs from the
 // registered one, computes the status with webhookEndpointStatus and
 // patches it once. A missing or unusable RetryPolicy or signing secret
-// leaves the engine's configuration as it was.
+// leaves the engine's configuration as it was; a forbidden destination
+// pauses it (webhookendpoint_destination.go).
 type WebhookEndpointReconciler struct {
 	client.Client
 	// APIReader reads Secrets from the API server: Secrets are watched by
@@ -81,9 +83,19 @@ type WebhookEndpointReconciler struct {
 	EventInterval time.Duration
 	// Clock stamps conditions; nil means the real clock.
 	Clock clock.PassiveClock
+	// Destinations is the operator's destination policy: an endpoint whose
+	// url is or resolves to a forbidden address is not Ready
+	// (DestinationForbidden) and is not registered, or is paused when the
+	// engine already had it. nil checks nothing; the manager always sets
+	// it, and the engine's sender enforces the same policy at dial time.
+	Destinations *destination.Policy
+	// DestinationLookupTimeout bounds the DNS lookup of an endpoint's host
+	// (default 2s); a failed lookup is not a refusal.
+	DestinationLookupTimeout time.Duration
 
-	mu    sync.Mutex
-	memos map[types.UID]*exhaustionMemo
+	mu       sync.Mutex
+	memos    map[types.UID]*exhaustionMemo
+	verdicts destinationVerdicts
 }
 
 func (r *WebhookEndpointReconciler) now() time.Time {
@@ -170,8 +182,17 @@ func (r *WebhookEndpointReconciler) gather(ctx context.Context, ep *hookv1.Webho
 		return fail("resolving the signing secret", err)
 	}
 
+	destProblem := r.destinationProblem(ctx, ep.Spec.URL, now)
 	inEffect := registered.Policy
 	switch {
+	case destProblem != nil:
+		f.Problem = destProblem
+		if f.Registered {
+			if err := r.hold(ctx, registered); err != nil {
+				return fail("pausing the endpoint in the delivery engine", err)
+			}
+			registered.Paused = true
+		}
 	case policyProblem != nil:
 		f.Problem = policyProblem
 	case src.Problem != nil:
@@ -201,6 +222,9 @@ func (r *WebhookEndpointReconciler) gather(ctx context.Context, ep *hookv1.Webho
 		}
 		f.Registered = true
 		inEffect = desired.Policy
+	}
+	if f.Problem != nil {
+		f.RegisteredPaused = f.Registered && registered.Paused
 	}
 
 	if !f.Registered {

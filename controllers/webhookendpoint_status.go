@@ -28,6 +28,10 @@ type endpointFacts struct {
 	// Registered is set when the engine holds a configuration of the
 	// endpoint: the current spec's when Problem is nil, else an earlier one.
 	Registered bool
+	// RegisteredPaused is set when Problem is and the configuration the
+	// engine holds is paused: by the spec, or because the destination is
+	// forbidden.
+	RegisteredPaused bool
 	// PreviousSecretUntil is when the signing secret replaced by a rotation
 	// stops being valid; zero when there is none.
 	PreviousSecretUntil time.Time
@@ -80,15 +84,20 @@ func webhookEndpointStatus(ep *hookv1.WebhookEndpoint, f *endpointFacts, now tim
 	return status
 }
 
-// readyCondition: True when the policy and the signing secret resolved and
-// the engine has the current spec.
+// readyCondition: True when the url is allowed, the policy and the signing
+// secret resolved, and the engine has the current spec.
 func readyCondition(f *endpointFacts, generation int64, now time.Time) metav1.Condition {
 	c := metav1.Condition{Type: hookv1.ConditionReady, ObservedGeneration: generation, LastTransitionTime: metav1.NewTime(now)}
 	if f.Problem != nil {
 		c.Status, c.Reason = metav1.ConditionFalse, f.Problem.Reason
-		if f.Registered {
+		switch {
+		case f.Registered && f.Problem.Reason == hookv1.ReasonDestinationForbidden:
+			c.Message = f.Problem.Message + "; the delivery engine holds the endpoint paused: its deliveries wait, and none is sent until the url is allowed"
+		case f.Registered && f.RegisteredPaused:
+			c.Message = f.Problem.Message + "; the delivery engine keeps the endpoint's previous configuration, paused: its deliveries wait"
+		case f.Registered:
 			c.Message = f.Problem.Message + "; the delivery engine keeps using the endpoint's previous configuration"
-		} else {
+		default:
 			c.Message = f.Problem.Message + "; the endpoint is not registered with the delivery engine and receives no events"
 		}
 		return c

@@ -61,6 +61,26 @@ func TestReadyCondition(t *testing.T) {
 			wantStatus: metav1.ConditionFalse, wantReason: hookv1.ReasonSigningSecretNotFound,
 			wantMessage: []string{`Secret "s" not found`, "not registered with the delivery engine and receives no events"},
 		},
+		{
+			name:       "a forbidden destination before the first registration",
+			facts:      endpointFacts{Problem: &problem{hookv1.ReasonDestinationForbidden, "url resolves to 169.254.169.254, a cloud metadata address"}},
+			wantStatus: metav1.ConditionFalse, wantReason: hookv1.ReasonDestinationForbidden,
+			wantMessage: []string{"url resolves to 169.254.169.254, a cloud metadata address", "not registered with the delivery engine and receives no events"},
+		},
+		{
+			name: "a forbidden destination holds the registered endpoint paused",
+			facts: endpointFacts{Registered: true, RegisteredPaused: true,
+				Problem: &problem{hookv1.ReasonDestinationForbidden, "url resolves to 10.0.0.1, a private address"}},
+			wantStatus: metav1.ConditionFalse, wantReason: hookv1.ReasonDestinationForbidden,
+			wantMessage: []string{"url resolves to 10.0.0.1, a private address", "holds the endpoint paused", "none is sent until the url is allowed"},
+		},
+		{
+			name: "another problem while the engine holds a paused configuration",
+			facts: endpointFacts{Registered: true, RegisteredPaused: true,
+				Problem: &problem{hookv1.ReasonRetryPolicyNotFound, `RetryPolicy "gone" not found`}},
+			wantStatus: metav1.ConditionFalse, wantReason: hookv1.ReasonRetryPolicyNotFound,
+			wantMessage: []string{`RetryPolicy "gone" not found`, "keeps the endpoint's previous configuration, paused"},
+		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

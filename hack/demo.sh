@@ -47,7 +47,8 @@ TOKEN="demo-$(head -c 12 /dev/urandom | od -An -tx1 | tr -d ' \n')"
 echo "$TOKEN demo-producer" >"$DEV_DIR/api-tokens"
 bin/manager --ledger="sqlite://$DEV_DIR/ledger.db" --metrics-bind-address=0 \
 	--health-probe-bind-address=127.0.0.1:18081 --api-bind-address=127.0.0.1:18090 \
-	--api-token-file="$DEV_DIR/api-tokens" >"$DEV_DIR/manager.log" 2>&1 &
+	--api-auth=token-file --api-token-file="$DEV_DIR/api-tokens" --allowed-destination-cidrs=127.0.0.0/8 \
+	>"$DEV_DIR/manager.log" 2>&1 &
 pids+=($!)
 bin/demoreceiver --listen 127.0.0.1:18100 --api "$API" --token "$TOKEN" --secret-dir "$DEV_DIR/secrets" >"$DEV_DIR/receiver.log" 2>&1 &
 pids+=($!)

@@ -39,7 +39,8 @@ say "starting the operator (logs: .dev/manager.log)"
 TOKEN="$(cut -d' ' -f1 "$DEV_DIR/api-tokens")"
 "$ROOT/bin/manager" --ledger="sqlite://$DEV_DIR/ledger.db" --metrics-bind-address=0 \
 	--health-probe-bind-address=127.0.0.1:18081 --api-bind-address=127.0.0.1:18090 \
-	--api-token-file="$DEV_DIR/api-tokens" >"$DEV_DIR/manager.log" 2>&1 &
+	--api-auth=token-file --api-token-file="$DEV_DIR/api-tokens" --allowed-destination-cidrs=127.0.0.0/8 \
+	>"$DEV_DIR/manager.log" 2>&1 &
 pids+=($!)
 for _ in $(seq 1 120); do
 	curl -fsS http://127.0.0.1:18081/readyz >/dev/null 2>&1 && break

@@ -21,6 +21,14 @@ const (
 	// taken by a Secret this endpoint does not own. The message never
 	// contains the value.
 	ReasonSigningSecretInvalid = "SigningSecretInvalid"
+	// ReasonDestinationForbidden (Ready=False): spec.url is, or its host
+	// resolves to, an address the operator does not deliver to (loopback,
+	// link-local, cloud metadata, private or reserved ranges, the cluster's
+	// service and pod ranges) and --allowed-destination-cidrs does not allow
+	// it. The message names the address and its class. An endpoint never
+	// registered stays unregistered; one the engine already had is paused
+	// there (its deliveries wait, none is sent) until the url is allowed.
+	ReasonDestinationForbidden = "DestinationForbidden"
 
 	// ReasonNoFailures (Healthy=True): no attempt to the endpoint failed.
 	ReasonNoFailures = "NoFailures"

@@ -43,6 +43,7 @@ func TestClassify(t *testing.T) {
 		{"timeout listed", dispatch.Result{Err: netErr, Class: dispatch.Timeout}, []string{"timeout"}, dispatch.Retry},
 		{"timeout unlisted", dispatch.Result{Err: netErr, Class: dispatch.Timeout}, []string{"NetworkError"}, dispatch.NonRetryable},
 		{"invalid request is never retried", dispatch.Result{Err: netErr, Class: dispatch.InvalidRequest}, []string{"NetworkError", "Timeout", "InvalidRequest"}, dispatch.NonRetryable},
+		{"a forbidden destination is never retried", dispatch.Result{Err: netErr, Class: dispatch.ForbiddenDestination}, []string{"NetworkError", "Timeout", "ForbiddenDestination"}, dispatch.NonRetryable},
 		{"canceled is retried", dispatch.Result{Err: netErr, Class: dispatch.Canceled}, nil, dispatch.Retry},
 		{"no status and no class counts as a network error", dispatch.Result{Err: netErr}, defaults, dispatch.Retry},
 		{"no status and no class, unlisted", dispatch.Result{}, []string{"5xx"}, dispatch.NonRetryable},

@@ -6,6 +6,8 @@ import (
 	"net/http"
 	"runtime/debug"
 	"time"
+
+	"github.com/hookkeeper/hookkeeper/internal/destination"
 )
 
 // Defaults of Sender and Request.
@@ -37,11 +39,30 @@ func buildVersion() string {
 // to one receiver does not open and close connections), HTTP/2 where the
 // receiver offers it, no transparent compression (the excerpt is raw and
 // the CPU is better spent elsewhere), bounded response headers. Timeouts
-// come from each attempt's context.
+// come from each attempt's context. It dials any address and honours the
+// proxy environment variables: it is for tests and tools; the manager
+// delivers through NewGuardedTransport.
 func NewTransport() *http.Transport {
+	t := tunedTransport()
+	t.Proxy = http.ProxyFromEnvironment
+	t.DialContext = (&net.Dialer{KeepAlive: 30 * time.Second}).DialContext
+	return t
+}
+
+// NewGuardedTransport is NewTransport dialling through policy: a host that
+// is or resolves to an address the policy forbids is refused when the
+// connection is dialled, before any packet is sent to it, so that DNS
+// cannot slip past the check (the attempt fails with ForbiddenDestination).
+// It uses no proxy: a proxy would connect on hookkeeper's behalf, beyond
+// the check.
+func NewGuardedTransport(policy *destination.Policy) *http.Transport {
+	t := tunedTransport()
+	t.DialContext = policy.DialContext
+	return t
+}
+
+func tunedTransport() *http.Transport {
 	return &http.Transport{
-		Proxy:                  http.ProxyFromEnvironment,
-		DialContext:            (&net.Dialer{KeepAlive: 30 * time.Second}).DialContext,
 		ForceAttemptHTTP2:      true,
 		MaxIdleConns:           4096,
 		MaxIdleConnsPerHost:    1024,
@@ -59,11 +80,27 @@ func NewClient() *http.Client {
 	return &http.Client{Transport: NewTransport(), CheckRedirect: refuseRedirect}
 }
 
+// NewGuardedClient is NewClient on NewGuardedTransport(policy).
+func NewGuardedClient(policy *destination.Policy) *http.Client {
+	return &http.Client{Transport: NewGuardedTransport(policy), CheckRedirect: refuseRedirect}
+}
+
 func refuseRedirect(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
 
-// NewSender returns a Sender with its own NewClient and the defaults.
+// NewSender returns a Sender with its own NewClient and the defaults. It
+// delivers to any address (the zero Sender does too): unit tests and tools
+// use it with loopback receivers. The manager always delivers through
+// NewGuardedSender, which is where the default-deny destination policy
+// applies.
 func NewSender() *Sender {
 	return &Sender{Client: NewClient(), MaxExcerpt: DefaultMaxExcerpt, Now: time.Now, UserAgent: DefaultUserAgent}
+}
+
+// NewGuardedSender returns a Sender with the defaults whose client dials
+// through policy (NewGuardedClient): attempts to a forbidden destination
+// fail with ForbiddenDestination, which is never retried.
+func NewGuardedSender(policy *destination.Policy) *Sender {
+	return &Sender{Client: NewGuardedClient(policy), MaxExcerpt: DefaultMaxExcerpt, Now: time.Now, UserAgent: DefaultUserAgent}
 }
 
 // isTimeout reports whether err is a timeout of the network stack.

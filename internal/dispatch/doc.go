@@ -13,6 +13,10 @@
 //   - a per-attempt timeout, no redirects (a 3xx is a failure: following it
 //     would send the body, secrets included, to another address), a bounded
 //     response excerpt, Retry-After on 429 and 503;
+//   - through NewGuardedSender, which the manager always uses, connections
+//     dialled by package destination's policy, so that an endpoint cannot
+//     be aimed at loopback, cloud metadata or the cluster's own ranges, by
+//     URL or by DNS (ForbiddenDestination, never retried);
 //   - errors that name neither the URL's path, query or user information
 //     nor any secret, because they are stored in the ledger and shown on
 //     resources;

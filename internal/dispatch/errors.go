@@ -6,6 +6,8 @@ import (
 	"net/url"
 	"strings"
 	"time"
+
+	"github.com/hookkeeper/hookkeeper/internal/destination"
 )
 
 // attemptError is a failure whose message was built to be stored and
@@ -29,7 +31,10 @@ func transportError(parent, attempt context.Context, err error, u *url.URL, time
 		err = ue.Err
 	}
 	msg := scrub(err.Error(), u)
+	var forbidden *destination.ForbiddenError
 	switch {
+	case errors.As(err, &forbidden):
+		return &attemptError{msg, err}, ForbiddenDestination
 	case parent.Err() != nil:
 		return &attemptError{"canceled: " + msg, err}, Canceled
 	case errors.Is(err, context.DeadlineExceeded) || errors.Is(attempt.Err(), context.DeadlineExceeded):

@@ -25,6 +25,11 @@ const (
 	// Canceled: the caller's context ended the attempt; it says nothing
 	// about the receiver and should not be counted.
 	Canceled ErrorClass = "Canceled"
+	// ForbiddenDestination: the URL's host is or resolves to an address the
+	// destination policy forbids (loopback, link-local, cloud metadata, the
+	// cluster's ranges, ...); no connection was attempted. Never retried:
+	// resending cannot succeed until the URL or the policy changes.
+	ForbiddenDestination ErrorClass = "ForbiddenDestination"
 )
 
 // Result is the outcome of one attempt.
@@ -83,8 +88,9 @@ func (v Verdict) String() string {
 //   - 2xx is Success and 410 is Gone, whatever retryOn says;
 //   - a failure whose class or status retryOn lists is Retry, any other
 //     NonRetryable (3xx included: redirects are not followed);
-//   - InvalidRequest is NonRetryable and Canceled is Retry (the attempt
-//     proves nothing; the caller should not count it);
+//   - InvalidRequest and ForbiddenDestination are NonRetryable, whatever
+//     retryOn says, and Canceled is Retry (the attempt proves nothing; the
+//     caller should not count it);
 //   - no status and no class (a hand-made Result) counts as NetworkError.
 func Classify(res Result, retryOn []string) Verdict {
 	switch res.Class {
@@ -92,7 +98,7 @@ func Classify(res Result, retryOn []string) Verdict {
 		if res.StatusCode == 0 {
 			return listed(retryOn, string(NetworkError))
 		}
-	case InvalidRequest:
+	case InvalidRequest, ForbiddenDestination:
 		return NonRetryable
 	case Canceled:
 		return Retry

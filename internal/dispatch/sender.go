@@ -16,7 +16,8 @@ import (
 // Sender sends attempts. Its zero value works with the defaults; its
 // fields are read on the first Send, and it must not be copied after.
 type Sender struct {
-	// Client sends the requests (NewClient when nil). Send uses a copy
+	// Client sends the requests (NewClient when nil; NewGuardedClient
+	// restricts the destinations). Send uses a copy
 	// that never follows redirects and keeps no cookies, whatever Client
 	// says, so a redirect can never carry an envelope elsewhere.
 	Client *http.Client

@@ -33,6 +33,9 @@ type Principal struct {
 	Username string
 	UID      string
 	Groups   []string
+	// Extra is what the authenticator adds (for a ServiceAccount token: the
+	// pod and node it was issued for); passed on to authorization as is.
+	Extra map[string][]string
 }
 
 // Access is what a request wants to do. Name is empty for publish and list.
@@ -44,8 +47,9 @@ type Access struct {
 }
 
 // Auth authenticates requests and authorizes what they do. The Kubernetes
-// implementation (TokenReview and SubjectAccessReview) lives outside
-// internal/; StaticTokens serves local development and tests.
+// implementation (TokenReview and SubjectAccessReview) is the adapter
+// package internal/kubeauth, the one package under internal/ allowed to
+// import Kubernetes; StaticTokens serves local development and tests.
 type Auth interface {
 	// Authenticate identifies the caller of r, or returns an error wrapping
 	// ErrUnauthenticated.

@@ -34,10 +34,11 @@ import (
 	"github.com/hookkeeper/hookkeeper/test/testenv"
 )
 
-// apiToken is the bearer token the suite publishes and reads with.
-const apiToken = "e2e-token-0123456789abcdef"
-
 var (
+	// apiToken is the bearer token the suite publishes and reads with: a
+	// ServiceAccount token (see suiteProducer).
+	apiToken string
+
 	env         *envtest.Environment
 	workDir     string // the suite's temporary directory
 	kubeconfig  string
@@ -89,8 +90,8 @@ var _ = BeforeSuite(func() {
 	Expect(err).NotTo(HaveOccurred())
 	Expect(<-built).To(Succeed())
 
-	tokenFile := filepath.Join(workDir, "api-tokens")
-	Expect(os.WriteFile(tokenFile, []byte(apiToken+" e2e-producer\n"), 0o600)).To(Succeed())
+	apiToken = suiteProducer()
+	certFile, keyFile, roots := servingCertificate(workDir)
 	probeAddr, apiAddr := freeAddr(), freeAddr()
 	managerLog = filepath.Join(workDir, "manager.log")
 	logFile, err := os.Create(managerLog)
@@ -101,8 +102,12 @@ var _ = BeforeSuite(func() {
 		"--metrics-bind-address=0",
 		"--health-probe-bind-address="+probeAddr,
 		"--api-bind-address="+apiAddr,
-		"--api-token-file="+tokenFile,
+		"--api-auth=kubernetes",
+		"--api-tls-cert-file="+certFile,
+		"--api-tls-key-file="+keyFile,
 		"--endpoint-status-resync=2s",
+		// The receivers are on loopback, which is forbidden by default.
+		"--allowed-destination-cidrs=127.0.0.0/8",
 		"--zap-devel",
 	)
 	manager.Env = append(os.Environ(), "KUBECONFIG="+kubeconfig)
@@ -115,7 +120,7 @@ var _ = BeforeSuite(func() {
 		close(managerDone)
 	}()
 
-	api = &apiClient{base: "http://" + apiAddr, token: apiToken, client: &http.Client{Timeout: 10 * time.Second}}
+	api = &apiClient{base: "https://" + apiAddr, token: apiToken, client: tlsClient(roots)}
 	probe := &http.Client{Timeout: 2 * time.Second}
 	// Ready: the probe answers, and so does the API (an unknown event of an
 	// authenticated caller is a 404, not a refused connection).

@@ -167,7 +167,9 @@ func (c *apiClient) do(method, path, body, idempotencyKey string) (int, []byte, 
 	if err != nil {
 		return 0, nil, err
 	}
-	req.Header.Set("Authorization", "Bearer "+c.token)
+	if c.token != "" {
+		req.Header.Set("Authorization", "Bearer "+c.token)
+	}
 	if body != "" {
 		req.Header.Set("Content-Type", "application/json")
 	}

@@ -25,6 +25,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/hookkeeper/hookkeeper/internal/backoff"
+	"github.com/hookkeeper/hookkeeper/internal/destination"
+	"github.com/hookkeeper/hookkeeper/internal/dispatch"
 	"github.com/hookkeeper/hookkeeper/internal/engine"
 	"github.com/hookkeeper/hookkeeper/internal/ingest"
 	"github.com/hookkeeper/hookkeeper/internal/ledger"
@@ -57,6 +59,7 @@ func main() {
 		leaseMargin, idleWait               time.Duration
 		verbose                             bool
 		cpuProfile                          string
+		allowedDestinations                 string
 	)
 	flag.StringVar(&ledgerFlag, "ledger", "", "sqlite://<path> or postgres://<dsn>")
 	flag.StringVar(&pgSchema, "pg-schema", "", "PostgreSQL schema to use (tests give each its own)")
@@ -68,21 +71,28 @@ func main() {
 	flag.DurationVar(&idleWait, "idle-wait", time.Second, "longest sleep between claims")
 	flag.BoolVar(&verbose, "v", false, "log to stderr")
 	flag.StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile of the run to this file")
+	flag.StringVar(&allowedDestinations, "allowed-destination-cidrs", "127.0.0.0/8,::1/128", "CIDRs delivered to despite the manager's default-deny destination policy (loopback, where the tests' receivers are)")
 	flag.Parse()
+	allowed, err := destination.ParseCIDRs(allowedDestinations)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "enginehost: --allowed-destination-cidrs:", err)
+		os.Exit(2)
+	}
 	if cpuProfile != "" {
 		f, err := os.Create(cpuProfile)
 		if err == nil && pprof.StartCPUProfile(f) == nil {
 			defer pprof.StopCPUProfile()
 		}
 	}
-	if err := run(ledgerFlag, pgSchema, listen, token, endpointsFile, workers, leaseMargin, idleWait, verbose); err != nil {
+	sender := dispatch.NewGuardedSender(destination.New(destination.Options{Allowed: allowed}))
+	if err := run(ledgerFlag, pgSchema, listen, token, endpointsFile, workers, leaseMargin, idleWait, verbose, sender); err != nil {
 		fmt.Fprintln(os.Stderr, "enginehost:", err)
 		pprof.StopCPUProfile()
 		os.Exit(1)
 	}
 }
 
-func run(ledgerFlag, pgSchema, listen, token, endpointsFile string, workers int, leaseMargin, idleWait time.Duration, verbose bool) error {
+func run(ledgerFlag, pgSchema, listen, token, endpointsFile string, workers int, leaseMargin, idleWait time.Duration, verbose bool, sender engine.Sender) error {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 	log := logr.Discard()
@@ -107,7 +117,7 @@ func run(ledgerFlag, pgSchema, listen, token, endpointsFile string, workers int,
 
 	reg := prometheus.NewRegistry()
 	metrics := engine.NewMetrics(reg, store)
-	eng, err := engine.New(engine.Options{Store: store, Workers: workers, LeaseMargin: leaseMargin, IdleWait: idleWait, Logger: log, Metrics: metrics})
+	eng, err := engine.New(engine.Options{Store: store, Sender: sender, Workers: workers, LeaseMargin: leaseMargin, IdleWait: idleWait, Logger: log, Metrics: metrics})
 	if err != nil {
 		return err
 	}

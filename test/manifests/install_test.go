@@ -57,6 +57,9 @@ func TestInstallManifestsAreAcceptedByTheAPIServer(t *testing.T) {
 		"deployment.apps/hookkeeper-controller-manager serverside-applied",
 		"clusterrole.rbac.authorization.k8s.io/hookkeeper-manager-role serverside-applied",
 		"persistentvolumeclaim/hookkeeper-ledger serverside-applied",
+		"clusterrole.rbac.authorization.k8s.io/hookkeeper-event-publisher serverside-applied",
+		"clusterrole.rbac.authorization.k8s.io/hookkeeper-delivery-reader serverside-applied",
+		"service/hookkeeper-api serverside-applied",
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("applying the installer: missing %q in:\n%s", want, out)

@@ -1,0 +1,207 @@
+package main
+
+import (
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/sha256"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/base64"
+	"errors"
+	"flag"
+	"fmt"
+	"math/big"
+	"net"
+	"strings"
+	"time"
+
+	"github.com/go-logr/logr"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/certwatcher"
+
+	"github.com/hookkeeper/hookkeeper/internal/ingest"
+	"github.com/hookkeeper/hookkeeper/internal/kubeauth"
+)
+
+// Values of --api-auth.
+const (
+	apiAuthKubernetes = "kubernetes"
+	apiAuthTokenFile  = "token-file"
+)
+
+// apiOptions are the flags of the HTTP API: where it listens, how callers
+// are authenticated, and its TLS certificate.
+type apiOptions struct {
+	addr       string
+	auth       string
+	tokenFile  string
+	audiences  string
+	certFile   string
+	keyFile    string
+	selfSigned bool
+}
+
+func (o *apiOptions) bindFlags(fs *flag.FlagSet) {
+	fs.StringVar(&o.addr, "api-bind-address", ":8090", "Address of the HTTP API (publish events, read deliveries); \"0\" disables it. Without TLS it must be a loopback address.")
+	fs.StringVar(&o.auth, "api-auth", apiAuthKubernetes, "How API callers are authenticated: \"kubernetes\" (bearer tokens checked with a TokenReview, permissions with a SubjectAccessReview: create on events.hookkeeper.dev to publish, get on webhookendpoints to read) or \"token-file\" (--api-token-file; local development and tests: a known token may do anything).")
+	fs.StringVar(&o.tokenFile, "api-token-file", "", "With --api-auth=token-file: file of \"<token> <username>\" lines accepted as bearer tokens.")
+	fs.StringVar(&o.audiences, "api-token-audiences", "", "With --api-auth=kubernetes: comma-separated audiences a token must be issued for (such as hookkeeper, for projected ServiceAccount tokens made for this API); empty accepts tokens for the API server's own audiences.")
+	fs.StringVar(&o.certFile, "api-tls-cert-file", "", "PEM certificate (chain) the HTTP API serves, reloaded when it changes (a mounted kubernetes.io/tls Secret); with --api-tls-key-file.")
+	fs.StringVar(&o.keyFile, "api-tls-key-file", "", "PEM private key of --api-tls-cert-file.")
+	fs.BoolVar(&o.selfSigned, "api-self-signed", false, "Serve the HTTP API over TLS with a certificate for 127.0.0.1, ::1 and localhost generated at start (local development; its SHA-256 fingerprint is logged).")
+}
+
+// enabled reports whether the API is served at all.
+func (o *apiOptions) enabled() bool { return o.addr != "0" }
+
+// validate checks the flags together. Plain HTTP is refused unless the API
+// listens on loopback only: bearer tokens must not cross a network in
+// clear.
+func (o *apiOptions) validate() error {
+	if !o.enabled() {
+		return nil
+	}
+	switch o.auth {
+	case apiAuthKubernetes:
+		if o.tokenFile != "" {
+			return errors.New("--api-token-file is only read with --api-auth=token-file")
+		}
+	case apiAuthTokenFile:
+		if o.tokenFile == "" {
+			return errors.New("--api-auth=token-file needs --api-token-file")
+		}
+		if o.audiences != "" {
+			return errors.New("--api-token-audiences only applies to --api-auth=kubernetes")
+		}
+	default:
+		return fmt.Errorf("--api-auth=%q: want %q or %q", o.auth, apiAuthKubernetes, apiAuthTokenFile)
+	}
+	if (o.certFile == "") != (o.keyFile == "") {
+		return errors.New("--api-tls-cert-file and --api-tls-key-file go together")
+	}
+	if o.selfSigned && o.certFile != "" {
+		return errors.New("--api-self-signed and --api-tls-cert-file exclude each other")
+	}
+	if !o.tls() && !isLoopback(o.addr) {
+		return fmt.Errorf("the HTTP API would serve bearer tokens in plain HTTP on %s: give --api-tls-cert-file and --api-tls-key-file (a mounted Secret), or --api-self-signed for local development, or bind it to a loopback address such as 127.0.0.1:8090 (or disable it with --api-bind-address=0)", o.addr)
+	}
+	return nil
+}
+
+func (o *apiOptions) tls() bool { return o.certFile != "" || o.selfSigned }
+
+// isLoopback reports whether addr (host:port) listens on loopback only.
+func isLoopback(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false
+	}
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+// buildAuth returns the Auth of the --api-auth mode.
+func (o *apiOptions) buildAuth(cfg *rest.Config, log logr.Logger) (ingest.Auth, error) {
+	if o.auth == apiAuthTokenFile {
+		tokens, err := readTokens(o.tokenFile)
+		if err != nil {
+			return nil, err
+		}
+		if len(tokens) == 0 {
+			log.Info("--api-token-file holds no token: every API request is refused with 401")
+		}
+		if !isLoopback(o.addr) {
+			log.Info("WARNING: --api-auth=token-file lets every known token do anything; it is meant for local development and tests")
+		}
+		return tokens, nil
+	}
+	var audiences []string
+	for a := range strings.SplitSeq(o.audiences, ",") {
+		if a = strings.TrimSpace(a); a != "" {
+			audiences = append(audiences, a)
+		}
+	}
+	return kubeauth.NewForConfig(cfg, kubeauth.Options{Audiences: audiences, Log: log})
+}
+
+// tlsConfig returns the API's TLS configuration, or nil for plain HTTP;
+// with certificate files, also the watcher that reloads them (to start).
+func (o *apiOptions) tlsConfig(log logr.Logger) (*tls.Config, *certwatcher.CertWatcher, error) {
+	cfg := &tls.Config{
+		MinVersion: tls.VersionTLS12,
+		// HTTP/1.1 only, like the metrics server by default (see
+		// --enable-http2): producers gain little from HTTP/2 here.
+		NextProtos: []string{"http/1.1"},
+	}
+	switch {
+	case o.certFile != "":
+		cw, err := certwatcher.New(o.certFile, o.keyFile)
+		if err != nil {
+			return nil, nil, fmt.Errorf("loading the API's certificate (--api-tls-cert-file, --api-tls-key-file; in the Deployment, the Secret hookkeeper-api-tls): %w", err)
+		}
+		cfg.GetCertificate = cw.GetCertificate
+		return cfg, cw, nil
+	case o.selfSigned:
+		cert, err := selfSignedCertificate(time.Now())
+		if err != nil {
+			return nil, nil, fmt.Errorf("generating a self-signed certificate: %w", err)
+		}
+		fingerprint, pin := certificateFingerprints(cert.Leaf)
+		log.Info("serving the HTTP API with a self-signed certificate for 127.0.0.1, ::1 and localhost (development only)",
+			"sha256Fingerprint", fingerprint, "curlPinnedPubKey", pin)
+		cfg.Certificates = []tls.Certificate{cert}
+		return cfg, nil, nil
+	}
+	return nil, nil, nil
+}
+
+// selfSignedCertificate returns a fresh ECDSA P-256 certificate for
+// loopback, valid for a year, whose key exists only in this process.
+func selfSignedCertificate(now time.Time) (tls.Certificate, error) {
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return tls.Certificate{}, err
+	}
+	serial, err := rand.Int(rand.Reader, new(big.Int).Lsh(big.NewInt(1), 127))
+	if err != nil {
+		return tls.Certificate{}, err
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber:          serial,
+		Subject:               pkix.Name{CommonName: "hookkeeper API (self-signed, development)"},
+		NotBefore:             now.Add(-time.Hour),
+		NotAfter:              now.Add(365 * 24 * time.Hour),
+		KeyUsage:              x509.KeyUsageDigitalSignature,
+		ExtKeyUsage:           []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+		BasicConstraintsValid: true,
+		DNSNames:              []string{"localhost"},
+		IPAddresses:           []net.IP{net.IPv4(127, 0, 0, 1), net.IPv6loopback},
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		return tls.Certificate{}, err
+	}
+	leaf, err := x509.ParseCertificate(der)
+	if err != nil {
+		return tls.Certificate{}, err
+	}
+	return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key, Leaf: leaf}, nil
+}
+
+// certificateFingerprints returns the SHA-256 fingerprint of cert as
+// openssl prints it (AB:CD:...) and its public key pin as curl's
+// --pinnedpubkey takes it (sha256//base64).
+func certificateFingerprints(cert *x509.Certificate) (fingerprint, pin string) {
+	sum := sha256.Sum256(cert.Raw)
+	hexes := make([]string, len(sum))
+	for i, b := range sum {
+		hexes[i] = fmt.Sprintf("%02X", b)
+	}
+	spki := sha256.Sum256(cert.RawSubjectPublicKeyInfo)
+	return strings.Join(hexes, ":"), "sha256//" + base64.StdEncoding.EncodeToString(spki[:])
+}

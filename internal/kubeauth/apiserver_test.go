@@ -1,0 +1,264 @@
+package kubeauth_test
+
+import (
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	authnv1 "k8s.io/api/authentication/v1"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"sigs.k8s.io/yaml"
+
+	"github.com/hookkeeper/hookkeeper/internal/engine"
+	"github.com/hookkeeper/hookkeeper/internal/ingest"
+	"github.com/hookkeeper/hookkeeper/internal/kubeauth"
+	"github.com/hookkeeper/hookkeeper/internal/ledger"
+	"github.com/hookkeeper/hookkeeper/internal/ledger/sqlite"
+	"github.com/hookkeeper/hookkeeper/test/testenv"
+)
+
+// TestAgainstTheAPIServer runs the API with kubeauth against the real
+// kube-apiserver (envtest: RBAC authorization, ServiceAccount token signing
+// configured) and the real engine on SQLite: a ServiceAccount token from
+// the TokenRequest API is refused until a RoleBinding grants it the
+// shipped ClusterRole, reading needs the reader role, and a deleted
+// ServiceAccount's token stops working.
+func TestAgainstTheAPIServer(t *testing.T) {
+	env, err := testenv.New()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := env.Start()
+	if err != nil {
+		t.Fatalf("starting the control plane: %v", err)
+	}
+	t.Cleanup(func() { _ = env.Stop() })
+	ctx := t.Context()
+	cs := kubernetes.NewForConfigOrDie(cfg)
+
+	// The engine on SQLite, with an endpoint in shop and one in other.
+	store, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "ledger.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = store.Close() })
+	eng, err := engine.New(engine.Options{Store: store})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(eng.Close)
+	for _, ns := range []string{"shop", "other"} {
+		if _, err := eng.RegisterEndpoint(ctx, ledger.Endpoint{
+			Namespace: ns, Name: "billing", URL: "https://receiver.example/billing", EventTypes: []string{"order.*"},
+			Secrets: []ledger.SigningSecret{{Value: ledger.Sensitive("whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw")}}, AckMode: ledger.AckResponse,
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	// The API, with short TTLs so that the test need not wait them out.
+	newServer := func(audiences ...string) *httptest.Server {
+		t.Helper()
+		auth, err := kubeauth.NewForConfig(cfg, kubeauth.Options{
+			Audiences: audiences,
+			AuthnTTL:  100 * time.Millisecond, AuthnNegativeTTL: -1,
+			AuthzTTL: 100 * time.Millisecond, AuthzNegativeTTL: -1,
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		h, err := ingest.New(ingest.Config{Publisher: eng, Reader: store, Auth: auth})
+		if err != nil {
+			t.Fatal(err)
+		}
+		srv := httptest.NewServer(h)
+		t.Cleanup(srv.Close)
+		return srv
+	}
+	srv := newServer()
+
+	// A producer ServiceAccount and a token for it, as a pod would get one.
+	for _, ns := range []string{"shop", "other"} {
+		if _, err := cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := cs.CoreV1().ServiceAccounts("shop").Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "producer"}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	tokenFor := func(audiences ...string) string {
+		t.Helper()
+		expiry := int64(3600)
+		tr, err := cs.CoreV1().ServiceAccounts("shop").CreateToken(ctx, "producer", &authnv1.TokenRequest{
+			Spec: authnv1.TokenRequestSpec{Audiences: audiences, ExpirationSeconds: &expiry},
+		}, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatalf("TokenRequest: %v", err)
+		}
+		return tr.Status.Token
+	}
+	token := tokenFor()
+
+	call := func(srv *httptest.Server, token, method, path, body string) (int, string) {
+		t.Helper()
+		req, err := http.NewRequestWithContext(ctx, method, srv.URL+path, strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if token != "" {
+			req.Header.Set("Authorization", "Bearer "+token)
+		}
+		if body != "" {
+			req.Header.Set("Content-Type", "application/json")
+		}
+		resp, err := srv.Client().Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		data, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(data)
+	}
+	const event = `{"type":"order.created","data":{"order":1}}`
+	publish := func(srv *httptest.Server, token, ns string) (int, string) {
+		t.Helper()
+		return call(srv, token, http.MethodPost, "/v1/namespaces/"+ns+"/events", event)
+	}
+	// eventually polls until f answers want: RBAC reaches the API
+	// server's authorizer through an informer, a moment after the write.
+	eventually := func(what string, want int, f func() (int, string)) string {
+		t.Helper()
+		deadline := time.Now().Add(15 * time.Second)
+		for {
+			status, body := f()
+			if status == want {
+				return body
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: %d %s, want %d", what, status, body, want)
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	}
+	expect := func(what string, want int, status int, body string) {
+		t.Helper()
+		if status != want {
+			t.Errorf("%s: %d %s, want %d", what, status, body, want)
+		}
+	}
+
+	// Unauthenticated: 401.
+	status, body := publish(srv, "", "shop")
+	expect("no token", http.StatusUnauthorized, status, body)
+	status, body = publish(srv, "not-a-kubernetes-token", "shop")
+	expect("a made-up token", http.StatusUnauthorized, status, body)
+
+	// Authenticated, no RBAC: 403 for publishing and reading.
+	status, body = publish(srv, token, "shop")
+	expect("a ServiceAccount without a RoleBinding", http.StatusForbidden, status, body)
+	if !strings.Contains(body, `"Forbidden"`) || !strings.Contains(body, "system:serviceaccount:shop:producer") {
+		t.Errorf("403 body = %s", body)
+	}
+	status, body = call(srv, token, http.MethodGet, "/v1/namespaces/shop/deliveries?endpoint=billing", "")
+	expect("reading without RBAC", http.StatusForbidden, status, body)
+
+	// The shipped publisher ClusterRole, bound in shop: 201 in shop only.
+	publisher := applyClusterRole(t, cs, "event_publisher_role.yaml")
+	bind(t, cs, "shop", "producer-publishes", "ClusterRole", publisher)
+	body = eventually("publishing once bound", http.StatusCreated, func() (int, string) { return publish(srv, token, "shop") })
+	var published struct {
+		ID         string `json:"id"`
+		Deliveries []struct {
+			Endpoint string `json:"endpoint"`
+		} `json:"deliveries"`
+	}
+	if err := json.Unmarshal([]byte(body), &published); err != nil || published.ID == "" ||
+		len(published.Deliveries) != 1 || published.Deliveries[0].Endpoint != "billing" {
+		t.Errorf("201 body = %s (%v)", body, err)
+	}
+	status, body = publish(srv, token, "other")
+	expect("publishing in a namespace without the RoleBinding", http.StatusForbidden, status, body)
+
+	// A publisher may not read.
+	status, body = call(srv, token, http.MethodGet, "/v1/namespaces/shop/events/"+published.ID, "")
+	expect("reading with the publisher role only", http.StatusForbidden, status, body)
+
+	// The shipped reader ClusterRole: reads in shop.
+	reader := applyClusterRole(t, cs, "delivery_reader_role.yaml")
+	bind(t, cs, "shop", "producer-reads", "ClusterRole", reader)
+	eventually("reading the event once bound", http.StatusOK, func() (int, string) {
+		return call(srv, token, http.MethodGet, "/v1/namespaces/shop/events/"+published.ID, "")
+	})
+	status, body = call(srv, token, http.MethodGet, "/v1/namespaces/shop/deliveries?endpoint=billing", "")
+	expect("listing deliveries", http.StatusOK, status, body)
+
+	// A plain Role of the application's own, naming events.hookkeeper.dev,
+	// works as well.
+	if _, err := cs.RbacV1().Roles("other").Create(ctx, &rbacv1.Role{
+		ObjectMeta: metav1.ObjectMeta{Name: "publish-events"},
+		Rules:      []rbacv1.PolicyRule{{APIGroups: []string{"hookkeeper.dev"}, Resources: []string{"events"}, Verbs: []string{"create"}}},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	bind(t, cs, "other", "shop-producer-publishes", "Role", "publish-events")
+	eventually("publishing with an own Role", http.StatusCreated, func() (int, string) { return publish(srv, token, "other") })
+
+	// Audiences: a token made for hookkeeper is not an API server token,
+	// and an API that asks for the hookkeeper audience refuses the others.
+	scoped := newServer("hookkeeper")
+	hkToken := tokenFor("hookkeeper")
+	status, body = publish(srv, hkToken, "shop")
+	expect("a hookkeeper-audience token where the API server's audience is expected", http.StatusUnauthorized, status, body)
+	status, body = publish(scoped, hkToken, "shop")
+	expect("a hookkeeper-audience token where it is expected", http.StatusCreated, status, body)
+	status, body = publish(scoped, token, "shop")
+	expect("an API-server-audience token where hookkeeper's is expected", http.StatusUnauthorized, status, body)
+
+	// The ServiceAccount deleted: its token stops working.
+	if err := cs.CoreV1().ServiceAccounts("shop").Delete(ctx, "producer", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually("publishing after the ServiceAccount is deleted", http.StatusUnauthorized, func() (int, string) { return publish(srv, token, "shop") })
+}
+
+// applyClusterRole creates the ClusterRole of config/rbac/file and returns
+// its name (without the installer's hookkeeper- prefix).
+func applyClusterRole(t *testing.T, cs kubernetes.Interface, file string) string {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join(testenv.RepoRoot(), "config", "rbac", file))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var role rbacv1.ClusterRole
+	if err := yaml.UnmarshalStrict(data, &role); err != nil {
+		t.Fatalf("%s: %v", file, err)
+	}
+	if role.Kind != "ClusterRole" {
+		t.Fatalf("%s is a %s", file, role.Kind)
+	}
+	if _, err := cs.RbacV1().ClusterRoles().Create(t.Context(), &role, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	return role.Name
+}
+
+// bind grants the role to the ServiceAccount shop/producer in ns.
+func bind(t *testing.T, cs kubernetes.Interface, ns, name, kind, role string) {
+	t.Helper()
+	if _, err := cs.RbacV1().RoleBindings(ns).Create(t.Context(), &rbacv1.RoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: kind, Name: role},
+		Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: "producer", Namespace: "shop"}},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+}
