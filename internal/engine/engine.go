@@ -311,6 +311,12 @@ func (e *Engine) claimOnce(ctx context.Context, wg *sync.WaitGroup) (time.Durati
 	if len(claimed) == limit && started > 0 {
 		return 0, nil
 	}
+	if started > 0 {
+		// Work is flowing: whatever comes due next wakes the loop (a
+		// publish, a freed slot, a retry or release due sooner than the
+		// sleep), so the NextDueAt query can be saved.
+		return e.opts.IdleWait, nil
+	}
 
 	next, ok, err := e.store.NextDueAt(ctx)
 	if err != nil {
@@ -467,6 +473,7 @@ func (e *Engine) attempt(ctx context.Context, ep *ledger.Endpoint, c *ledger.Cla
 
 // release returns a claimed delivery to the pool without an attempt.
 func (e *Engine) release(c *ledger.ClaimedDelivery, due time.Time, reason string) {
+	defer e.wakeBy(due)
 	e.opts.Metrics.observeRelease(reason)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
