@@ -51,6 +51,10 @@ var (
 
 	api *apiClient
 
+	// metricsURL is the manager's Prometheus endpoint (plain HTTP on
+	// loopback, for the secrets-hygiene search).
+	metricsURL string
+
 	suiteFailed bool
 )
 
@@ -92,14 +96,16 @@ var _ = BeforeSuite(func() {
 
 	apiToken = suiteProducer()
 	certFile, keyFile, roots := servingCertificate(workDir)
-	probeAddr, apiAddr := freeAddr(), freeAddr()
+	probeAddr, apiAddr, metricsAddr := freeAddr(), freeAddr(), freeAddr()
+	metricsURL = "http://" + metricsAddr + "/metrics"
 	managerLog = filepath.Join(workDir, "manager.log")
 	logFile, err := os.Create(managerLog)
 	Expect(err).NotTo(HaveOccurred())
 
 	manager = exec.Command(binary,
 		"--ledger=sqlite://"+filepath.Join(workDir, "ledger.db"),
-		"--metrics-bind-address=0",
+		"--metrics-bind-address="+metricsAddr,
+		"--metrics-secure=false",
 		"--health-probe-bind-address="+probeAddr,
 		"--api-bind-address="+apiAddr,
 		"--api-auth=kubernetes",
