@@ -59,9 +59,23 @@ postgres: ## Start a local PostgreSQL for the store tests (idempotent).
 test: controlplane postgres ## Run every test suite against the real control plane and PostgreSQL.
 	HOOKKEEPER_TEST_POSTGRES="$$(./hack/postgres.sh)" go test ./... -race -count=1 -timeout 45m
 
+# Every fuzz target, as <package>:<target>; `make test` runs their seed
+# corpora, `make fuzz` each one for FUZZTIME.
+FUZZ_TARGETS := \
+	./internal/backoff:FuzzPolicy \
+	./internal/ingest:FuzzPublishBody \
+	./internal/ingest:FuzzAckRequest \
+	./internal/signing:FuzzVerify \
+	./internal/signing:FuzzVerifyMutation
+FUZZTIME ?= 1m
+
 .PHONY: fuzz
-fuzz: ## Run the fuzz targets for longer (FUZZTIME, default 2m each).
-	go test ./internal/backoff/ -run='^$$' -fuzz=FuzzPolicy -fuzztime=$${FUZZTIME:-2m}
+fuzz: ## Run every fuzz target for FUZZTIME each (default 1m).
+	@set -e; for t in $(FUZZ_TARGETS); do \
+		pkg=$${t%%:*}; name=$${t#*:}; \
+		echo "== $$name ($$pkg, $(FUZZTIME))"; \
+		go test $$pkg -run='^$$' -fuzz="^$$name\$$" -fuzztime=$(FUZZTIME); \
+	done
 
 .PHONY: dev
 dev: controlplane build ## Start a local control plane, the operator and the samples.
