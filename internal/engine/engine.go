@@ -311,12 +311,6 @@ func (e *Engine) claimOnce(ctx context.Context, wg *sync.WaitGroup) (time.Durati
 	if len(claimed) == limit && started > 0 {
 		return 0, nil
 	}
-	if started > 0 {
-		// Work is flowing: whatever comes due next wakes the loop (a
-		// publish, a freed slot, a retry or release due sooner than the
-		// sleep), so the NextDueAt query can be saved.
-		return e.opts.IdleWait, nil
-	}
 
 	next, ok, err := e.store.NextDueAt(ctx)
 	if err != nil {
