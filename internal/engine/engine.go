@@ -82,7 +82,8 @@ type Options struct {
 	// and secrets past their grace period (default 1s).
 	SweepInterval time.Duration
 	// PruneInterval paces retention (default 1m); CompactInterval the
-	// compaction that makes scrubbed bytes unrecoverable (default 30s).
+	// compaction that makes scrubbed bytes unrecoverable from the files
+	// (default 5m: a truncating checkpoint briefly holds the writer).
 	PruneInterval   time.Duration
 	CompactInterval time.Duration
 	// Retention of events that reached no endpoint (defaults 168h, 720h).
@@ -155,7 +156,7 @@ func New(opts Options) (*Engine, error) {
 		opts.PruneInterval = time.Minute
 	}
 	if opts.CompactInterval <= 0 {
-		opts.CompactInterval = 30 * time.Second
+		opts.CompactInterval = 5 * time.Minute
 	}
 	if opts.DefaultPayloadRetention <= 0 {
 		opts.DefaultPayloadRetention = 168 * time.Hour

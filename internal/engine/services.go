@@ -20,7 +20,10 @@ func (e *Engine) runServices(ctx context.Context) {
 	log := e.opts.Logger.WithName("services")
 	sweep := time.NewTicker(e.opts.SweepInterval)
 	defer sweep.Stop()
-	var lastPrune, lastCompact time.Time
+	// Retention and compaction start one interval after the engine, not at
+	// once: a checkpoint that truncates a large WAL holds the writer, and
+	// a restart under load should not begin with that pause.
+	lastPrune, lastCompact := e.opts.Clock.Now(), e.opts.Clock.Now()
 	for {
 		select {
 		case <-ctx.Done():
