@@ -308,6 +308,11 @@ func TestCrashLosesNoAcceptedEvent(t *testing.T) {
 	}
 	g.Eventually(func() int64 { return rcv.firstUnique.Load() }).WithTimeout(120*time.Second).WithPolling(50*time.Millisecond).
 		Should(gomega.BeEquivalentTo(total), "distinct events delivered")
+	// The attempts cut short by the kill reached the receiver but were
+	// never recorded: their leases expire and they are sent again. Wait
+	// until the ledger has nothing pending before stopping.
+	g.Eventually(func() (int, error) { return pendingDeliveries(client, second.addr) }).
+		WithTimeout(120*time.Second).WithPolling(100*time.Millisecond).Should(gomega.BeZero(), "deliveries still pending")
 	second.stop(t)
 
 	// The ledger agrees: exactly total events, all delivered.
@@ -442,4 +447,28 @@ func TestTwoProcessesShareOneRetryBudget(t *testing.T) {
 	g.Consistently(retries).WithTimeout(min(time.Until(minuteEnd), 8*time.Second)).WithPolling(50*time.Millisecond).
 		Should(gomega.BeEquivalentTo(allowance), "the two engines overspent the budget")
 	t.Logf("%d first attempts, %d retries in the minute, shared by two processes", firsts.Load(), retries())
+}
+
+// pendingDeliveries counts the receiver endpoint's deliveries that are
+// scheduled or in flight, through the read API.
+func pendingDeliveries(client *http.Client, addr string) (int, error) {
+	req, _ := http.NewRequest(http.MethodGet, "http://"+addr+
+		"/v1/namespaces/crash/deliveries?endpoint=receiver&state=scheduled,in_flight&limit=1000", nil)
+	req.Header.Set("Authorization", "Bearer "+token)
+	resp, err := client.Do(req)
+	if err != nil {
+		return -1, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		b, _ := io.ReadAll(resp.Body)
+		return -1, fmt.Errorf("listing deliveries: HTTP %d: %s", resp.StatusCode, b)
+	}
+	var list struct {
+		Items []json.RawMessage `json:"items"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&list); err != nil {
+		return -1, err
+	}
+	return len(list.Items), nil
 }
