@@ -1,7 +1,10 @@
 package ledger
 
 import (
+	"cmp"
 	"fmt"
+	"slices"
+	"strings"
 	"time"
 )
 
@@ -224,4 +227,37 @@ func (p *RecoveryApplyParams) NewIDs() (eventID, deliveryID string) {
 		deliveryID = NewID("dlv", p.Now)
 	}
 	return eventID, deliveryID
+}
+
+// BudgetBucket is the first attempts one transaction adds to one
+// endpoint's retry-budget minute.
+type BudgetBucket struct {
+	EndpointID string
+	Minute     int64
+	Count      int64
+}
+
+// FirstAttempts counts a transaction's first attempts per budget bucket,
+// for AttemptRecordMany to add in one place whatever the driver.
+type FirstAttempts map[BudgetBucket]int64
+
+// Note counts res when it recorded a delivery's first attempt.
+func (fa FirstAttempts) Note(res AttemptRecordResult, now time.Time) {
+	if res.Err == nil && res.Delivery.Attempts == 1 {
+		fa[BudgetBucket{EndpointID: res.Delivery.EndpointID, Minute: BudgetMinute(now)}]++
+	}
+}
+
+// Buckets returns the counts ordered by endpoint and minute, the order in
+// which drivers lock the buckets.
+func (fa FirstAttempts) Buckets() []BudgetBucket {
+	out := make([]BudgetBucket, 0, len(fa))
+	for k, n := range fa {
+		k.Count = n
+		out = append(out, k)
+	}
+	slices.SortFunc(out, func(a, b BudgetBucket) int {
+		return cmp.Or(strings.Compare(a.EndpointID, b.EndpointID), cmp.Compare(a.Minute, b.Minute))
+	})
+	return out
 }

@@ -97,10 +97,10 @@ func record(ctx context.Context, tx pgx.Tx, params []*ledger.AttemptRecordParams
 		}
 	}
 
-	firsts := firstAttempts{}
+	firsts := ledger.FirstAttempts{}
 	settled := settledEvents{}
 	for i, p := range params {
-		firsts.note(results[i], p.Now)
+		firsts.Note(results[i], p.Now)
 		settled.note(results[i].Delivery, p.Now)
 	}
 
@@ -111,7 +111,7 @@ func record(ctx context.Context, tx pgx.Tx, params []*ledger.AttemptRecordParams
 		b.Queue(insertEventsSQL, deadLetters.args()...)
 	}
 	settled.queue(b)
-	firsts.queue(b)
+	queueFirstAttempts(b, firsts)
 	delta.queue(b)
 	if b.Len() > 0 {
 		if err := tx.SendBatch(ctx, b).Close(); err != nil {

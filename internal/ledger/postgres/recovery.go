@@ -1,14 +1,12 @@
 package postgres
 
 import (
-	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -81,38 +79,17 @@ func (s *Store) RetryBudgetAcquire(ctx context.Context, p *ledger.RetryBudgetPar
 	return ok, err
 }
 
-// budgetKey is one retry-budget bucket.
-type budgetKey struct {
-	endpoint string
-	minute   int64
-}
-
-// firstAttempts counts a transaction's first attempts per bucket.
-type firstAttempts map[budgetKey]int64
-
-// note counts res when it recorded a delivery's first attempt.
-func (fa firstAttempts) note(res ledger.AttemptRecordResult, now time.Time) {
-	if res.Err == nil && res.Delivery.Attempts == 1 {
-		fa[budgetKey{res.Delivery.EndpointID, ledger.BudgetMinute(now)}]++
-	}
-}
-
-// queue adds the statement that adds the counts to their buckets (one
-// statement, rows in key order) to b.
-func (fa firstAttempts) queue(b *pgx.Batch) {
-	if len(fa) == 0 {
+// queueFirstAttempts adds to b the statement that adds a transaction's
+// first attempts to their budget buckets (one statement, rows in key
+// order).
+func queueFirstAttempts(b *pgx.Batch, fa ledger.FirstAttempts) {
+	buckets := fa.Buckets()
+	if len(buckets) == 0 {
 		return
 	}
-	keys := make([]budgetKey, 0, len(fa))
-	for k := range fa {
-		keys = append(keys, k)
-	}
-	slices.SortFunc(keys, func(a, b budgetKey) int {
-		return cmp.Or(strings.Compare(a.endpoint, b.endpoint), cmp.Compare(a.minute, b.minute))
-	})
-	endpoints, minutes, counts := make([]string, len(keys)), make([]int64, len(keys)), make([]int64, len(keys))
-	for i, k := range keys {
-		endpoints[i], minutes[i], counts[i] = k.endpoint, k.minute, fa[k]
+	endpoints, minutes, counts := make([]string, len(buckets)), make([]int64, len(buckets)), make([]int64, len(buckets))
+	for i, k := range buckets {
+		endpoints[i], minutes[i], counts[i] = k.EndpointID, k.Minute, k.Count
 	}
 	b.Queue(`
 		INSERT INTO retry_budgets AS b (endpoint_id, minute, first_attempts)

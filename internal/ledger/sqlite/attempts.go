@@ -19,7 +19,7 @@ func (s *Store) AttemptRecordMany(ctx context.Context, params []*ledger.AttemptR
 	results := make([]ledger.AttemptRecordResult, len(params))
 	err := s.write(ctx, "record attempts", func(t *wtx) error {
 		ds := deltas{}
-		fa := firstAttempts{}
+		fa := ledger.FirstAttempts{}
 		st := settled{}
 		for i, p := range params {
 			res, err := s.recordAttempt(t, p, ds)
@@ -27,13 +27,13 @@ func (s *Store) AttemptRecordMany(ctx context.Context, params []*ledger.AttemptR
 				return err
 			}
 			results[i] = res
-			fa.note(res, p.Now)
+			fa.Note(res, p.Now)
 			st.note(res.Delivery, p.Now)
 		}
 		if err := s.settle(t, st); err != nil {
 			return err
 		}
-		if err := fa.apply(t, s.rc.budgetFirst); err != nil {
+		if err := applyFirstAttempts(t, s.rc.budgetFirst, fa); err != nil {
 			return err
 		}
 		return ds.apply(t, s.ws.statsApply)

@@ -1,7 +1,6 @@
 package sqlite
 
 import (
-	"cmp"
 	"context"
 	"database/sql"
 	"encoding/json"
@@ -9,7 +8,6 @@ import (
 	"fmt"
 	"math"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/hookkeeper/hookkeeper/internal/eventtype"
@@ -124,38 +122,13 @@ func (s *Store) prepareRecovery(ctx context.Context) error {
 	return nil
 }
 
-// budgetKey is one retry-budget bucket.
-type budgetKey struct {
-	endpoint string
-	minute   int64
-}
-
-// firstAttempts counts a transaction's first attempts per bucket.
-type firstAttempts map[budgetKey]int64
-
-// note counts res when it recorded a delivery's first attempt.
-func (fa firstAttempts) note(res ledger.AttemptRecordResult, now time.Time) {
-	if res.Err == nil && res.Delivery.Attempts == 1 {
-		fa[budgetKey{res.Delivery.EndpointID, ledger.BudgetMinute(now)}]++
-	}
-}
-
-// apply adds the counts to their buckets, one statement per bucket.
-func (fa firstAttempts) apply(t *wtx, st *sql.Stmt) error {
-	if len(fa) == 0 {
-		return nil
-	}
-	keys := make([]budgetKey, 0, len(fa))
-	for k := range fa {
-		keys = append(keys, k)
-	}
-	slices.SortFunc(keys, func(a, b budgetKey) int {
-		return cmp.Or(strings.Compare(a.endpoint, b.endpoint), cmp.Compare(a.minute, b.minute))
-	})
+// applyFirstAttempts adds a transaction's first attempts to their
+// budget buckets, one statement per bucket.
+func applyFirstAttempts(t *wtx, st *sql.Stmt, fa ledger.FirstAttempts) error {
 	stmt := t.stmt(st)
-	for _, k := range keys {
-		if _, err := stmt.ExecContext(t.ctx, k.endpoint, k.minute, fa[k]); err != nil {
-			return translate("count first attempts of "+k.endpoint, err)
+	for _, k := range fa.Buckets() {
+		if _, err := stmt.ExecContext(t.ctx, k.EndpointID, k.Minute, k.Count); err != nil {
+			return translate("count first attempts of "+k.EndpointID, err)
 		}
 	}
 	return nil
