@@ -60,6 +60,9 @@ type Store interface {
 	// was already used in the namespace is not inserted again: the result is
 	// the original event and deliveries with Duplicate set when the
 	// BodyHash matches, and Err = ErrIdempotencyConflict when it does not.
+	// An event whose type matches more than MaxFanOut endpoints (when set)
+	// is refused whole with Err = *FanOutError: nothing is inserted, and a
+	// key that was used before still answers its original.
 	// Items of one batch are applied in order, so a key repeated within a
 	// batch behaves as if the calls were sequential. The returned error is
 	// for the whole batch (nothing was committed).
@@ -113,7 +116,34 @@ var (
 	ErrNotFound            = errors.New("not found")
 	ErrIdempotencyConflict = errors.New("idempotency key already used with a different body")
 	ErrLeaseLost           = errors.New("delivery is not leased by this owner")
+	ErrFanOutLimit         = errors.New("event matches more endpoints than allowed")
 )
+
+// FanOutError refuses an event whose type matches more endpoints of its
+// namespace than EventInsertParams.MaxFanOut. It is ErrFanOutLimit.
+type FanOutError struct {
+	Namespace string
+	Type      string
+	Matches   int
+	Max       int
+}
+
+func (e *FanOutError) Error() string {
+	return fmt.Sprintf("event type %q matches %d endpoints in namespace %s, more than the %d allowed",
+		e.Type, e.Matches, e.Namespace, e.Max)
+}
+
+// Is makes errors.Is(err, ErrFanOutLimit) hold.
+func (e *FanOutError) Is(target error) bool { return target == ErrFanOutLimit }
+
+// CheckFanOut refuses p when matches, the number of endpoints its type
+// matches, exceeds p.MaxFanOut. Both drivers call it before inserting.
+func CheckFanOut(p *EventInsertParams, matches int) error {
+	if p.MaxFanOut <= 0 || matches <= p.MaxFanOut {
+		return nil
+	}
+	return &FanOutError{Namespace: p.Namespace, Type: p.Type, Matches: matches, Max: p.MaxFanOut}
+}
 
 // DeliveryState is where a delivery stands.
 //
@@ -305,7 +335,11 @@ type EventInsertParams struct {
 	ReissueOf      string
 	IdempotencyKey string
 	BodyHash       []byte
-	Now            time.Time
+	// MaxFanOut, when positive, bounds the deliveries one event may create:
+	// it keeps a single publish from becoming an unbounded number of
+	// outbound requests.
+	MaxFanOut int
+	Now       time.Time
 }
 
 // EventInsertResult is the outcome of one EventInsertParams.
@@ -316,7 +350,7 @@ type EventInsertResult struct {
 	// same body: Event and Deliveries are the originals.
 	Duplicate bool
 	// Err is ErrIdempotencyConflict (wrapped) when the key was used with a
-	// different body; nothing was inserted.
+	// different body, or a *FanOutError; nothing was inserted.
 	Err error
 }
 

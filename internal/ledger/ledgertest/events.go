@@ -2,6 +2,7 @@ package ledgertest
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 	"testing"
@@ -12,7 +13,9 @@ import (
 
 func exerciseEvents(t *testing.T, newStore func(t *testing.T) ledger.Store) {
 	subtests(t, newStore, map[string]func(t *testing.T, f *fixture){
-		"FanOutByNamespaceAndType": testFanOut,
+		"FanOutByNamespaceAndType":     testFanOut,
+		"FanOutLimitRefusesWholeEvent": testFanOutLimit,
+		"FanOutLimitKeepsIdempotency":  testFanOutLimitIdempotency,
 		"EventIsStoredAsGiven": func(t *testing.T, f *fixture) {
 			f.upsert(endpoint("shop", "orders", "order.created"), t0)
 			p := event("shop", "order.created", at(time.Second))
@@ -287,5 +290,84 @@ func testSecretsNeverFormatted(t *testing.T, f *fixture) {
 		if strings.Contains(string(b), "TOPSECRET") {
 			t.Fatalf("JSON of %T contains a secret: %s", v, b)
 		}
+	}
+}
+
+// testFanOutLimit: an event matching more endpoints than MaxFanOut is
+// refused whole (no event, no delivery, no counter moves) while the other
+// items of its batch go in; exactly MaxFanOut matches is allowed.
+func testFanOutLimit(t *testing.T, f *fixture) {
+	for _, name := range []string{"a", "b", "c"} {
+		f.upsert(endpoint("shop", name, "order.*"), t0)
+	}
+	f.upsert(endpoint("shop", "billing", "invoice.paid"), t0)
+
+	over := event("shop", "order.created", at(time.Second))
+	over.MaxFanOut = 2
+	other := event("shop", "invoice.paid", at(time.Second))
+	other.MaxFanOut = 2
+	atLimit := event("shop", "order.paid", at(time.Second))
+	atLimit.MaxFanOut = 3
+	res := f.insert(over, other, atLimit)
+
+	wantErr(t, "over the limit", res[0].Err, ledger.ErrFanOutLimit)
+	var foe *ledger.FanOutError
+	if !errors.As(res[0].Err, &foe) {
+		t.Fatalf("refusal %T is not a *ledger.FanOutError", res[0].Err)
+	}
+	wantEqual(t, "refusal", *foe, ledger.FanOutError{Namespace: "shop", Type: "order.created", Matches: 3, Max: 2})
+	if len(res[0].Deliveries) != 0 {
+		t.Fatalf("refused event has %d deliveries", len(res[0].Deliveries))
+	}
+	if _, err := f.s.EventGet(f.ctx, over.ID); !errors.Is(err, ledger.ErrNotFound) {
+		t.Fatalf("EventGet(refused event) = %v, want ErrNotFound", err)
+	}
+	if res[1].Err != nil || len(res[1].Deliveries) != 1 {
+		t.Fatalf("event within the limit: err %v, %d deliveries, want 1", res[1].Err, len(res[1].Deliveries))
+	}
+	if res[2].Err != nil || len(res[2].Deliveries) != 3 {
+		t.Fatalf("event at the limit: err %v, %d deliveries, want 3", res[2].Err, len(res[2].Deliveries))
+	}
+	for _, id := range []string{"shop/a", "shop/b", "shop/c"} {
+		f.wantCounts(id, counts{Pending: 1})
+	}
+	f.wantCounts("shop/billing", counts{Pending: 1})
+}
+
+// testFanOutLimitIdempotency: a key accepted before the namespace grew
+// past the limit still answers its original; a refused key stays free.
+func testFanOutLimitIdempotency(t *testing.T, f *fixture) {
+	f.upsert(endpoint("shop", "a", "*"), t0)
+	f.upsert(endpoint("shop", "b", "*"), t0)
+	keyed := func(key string, now time.Time) *ledger.EventInsertParams {
+		p := event("shop", "order.created", now)
+		p.Data = json.RawMessage(`{"order":"` + key + `"}`)
+		p.BodyHash = hash(p.Data)
+		p.IdempotencyKey = key
+		p.MaxFanOut = 2
+		return p
+	}
+	accepted := f.insert(keyed("before", t0))[0]
+	if accepted.Err != nil || len(accepted.Deliveries) != 2 {
+		t.Fatalf("first publish: err %v, %d deliveries", accepted.Err, len(accepted.Deliveries))
+	}
+	f.upsert(endpoint("shop", "c", "*"), at(time.Second))
+
+	res := f.insert(keyed("before", at(2*time.Second)), keyed("after", at(2*time.Second)), keyed("after", at(2*time.Second)))
+	if !res[0].Duplicate || res[0].Err != nil || res[0].Event.ID != accepted.Event.ID {
+		t.Fatalf("replay of an accepted key: duplicate %v err %v event %s, want the original %s",
+			res[0].Duplicate, res[0].Err, res[0].Event.ID, accepted.Event.ID)
+	}
+	wantEqual(t, "replayed deliveries", idsOf(byID(res[0].Deliveries)), idsOf(byID(accepted.Deliveries)))
+	wantErr(t, "new key over the limit", res[1].Err, ledger.ErrFanOutLimit)
+	wantErr(t, "same key again in the batch", res[2].Err, ledger.ErrFanOutLimit)
+
+	if _, err := f.s.EndpointDelete(f.ctx, &ledger.EndpointDeleteParams{ID: "shop/c", Now: at(3 * time.Second)}); err != nil {
+		t.Fatalf("EndpointDelete: %v", err)
+	}
+	later := f.insert(keyed("after", at(4*time.Second)))[0]
+	if later.Err != nil || later.Duplicate || len(later.Deliveries) != 2 {
+		t.Fatalf("refused key once within the limit: err %v duplicate %v, %d deliveries, want a new event with 2",
+			later.Err, later.Duplicate, len(later.Deliveries))
 	}
 }

@@ -112,7 +112,8 @@ func ingest(ctx context.Context, tx pgx.Tx, params []*ledger.EventInsertParams) 
 // decide fills results in item order as if the items were inserted one by
 // one: an item whose key is held by an original becomes a duplicate of it
 // (same body hash) or a conflict; any other item becomes a new event with
-// one scheduled delivery per matching endpoint.
+// one scheduled delivery per matching endpoint, or is refused for matching
+// too many.
 func decide(params []*ledger.EventInsertParams, results []ledger.EventInsertResult, originals map[idemKey]original, endpoints map[string][]fanoutEndpoint) {
 	for i, p := range params {
 		k, hasKey := keyOf(p)
@@ -130,13 +131,17 @@ func decide(params []*ledger.EventInsertParams, results []ledger.EventInsertResu
 			continue
 		}
 		results[i] = newEvent(p, endpoints[p.Namespace])
+		if results[i].Err != nil {
+			continue // refused: the key stays free
+		}
 		if hasKey {
 			originals[k] = original{item: i}
 		}
 	}
 }
 
-// newEvent builds the event of p and its deliveries.
+// newEvent builds the event of p and its deliveries, or the refusal of an
+// event that matches more than p.MaxFanOut endpoints.
 func newEvent(p *ledger.EventInsertParams, endpoints []fanoutEndpoint) ledger.EventInsertResult {
 	now := fromNanos(nanos(p.Now))
 	e := ledger.Event{
@@ -156,6 +161,9 @@ func newEvent(p *ledger.EventInsertParams, endpoints []fanoutEndpoint) ledger.Ev
 		if eventtype.MatchAny(ep.eventTypes, p.Type) {
 			ds = append(ds, scheduledDelivery(e.ID, ep.id, now))
 		}
+	}
+	if err := ledger.CheckFanOut(p, len(ds)); err != nil {
+		return ledger.EventInsertResult{Err: err}
 	}
 	if len(ds) == 0 {
 		withoutDeliveries(&e)

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"time"
 
@@ -56,6 +57,30 @@ func (s *Store) insertEvent(t *wtx, p *ledger.EventInsertParams, subs map[string
 	if ev.ID == "" {
 		ev.ID = ledger.NewID("evt", p.Now)
 	}
+	eps, ok := subs[p.Namespace]
+	if !ok {
+		var err error
+		if eps, err = s.subscribers(t, p.Namespace); err != nil {
+			return ledger.EventInsertResult{}, err
+		}
+		subs[p.Namespace] = eps
+	}
+	var targets []string
+	for _, ep := range eps {
+		if eventtype.MatchAny(ep.patterns, p.Type) {
+			targets = append(targets, ep.id)
+		}
+	}
+	if err := ledger.CheckFanOut(p, len(targets)); err != nil {
+		// A key used before still answers its original: that event was
+		// accepted when fewer endpoints matched.
+		if p.IdempotencyKey != "" {
+			if res, rerr := s.replayed(t, p); !errors.Is(rerr, ledger.ErrNotFound) {
+				return res, rerr
+			}
+		}
+		return ledger.EventInsertResult{Err: err}, nil
+	}
 	// Insert first: a key seen before makes the insert a no-op (ON
 	// CONFLICT DO NOTHING), and only then is the original read. New keys,
 	// the common case, cost one statement instead of two.
@@ -66,24 +91,13 @@ func (s *Store) insertEvent(t *wtx, p *ledger.EventInsertParams, subs map[string
 	if !inserted {
 		return s.replayed(t, p)
 	}
-	eps, ok := subs[p.Namespace]
-	if !ok {
-		var err error
-		if eps, err = s.subscribers(t, p.Namespace); err != nil {
-			return ledger.EventInsertResult{}, err
-		}
-		subs[p.Namespace] = eps
-	}
 	res := ledger.EventInsertResult{Event: ev}
-	for _, ep := range eps {
-		if !eventtype.MatchAny(ep.patterns, p.Type) {
-			continue
-		}
-		d, err := s.storeDelivery(t, ev.ID, ep.id, p.Now)
+	for _, id := range targets {
+		d, err := s.storeDelivery(t, ev.ID, id, p.Now)
 		if err != nil {
 			return ledger.EventInsertResult{}, err
 		}
-		ds.get(ep.id).enter(ledger.StateScheduled, 1)
+		ds.get(id).enter(ledger.StateScheduled, 1)
 		res.Deliveries = append(res.Deliveries, d)
 	}
 	if len(res.Deliveries) == 0 {
