@@ -41,6 +41,7 @@ type apiOptions struct {
 	certFile   string
 	keyFile    string
 	selfSigned bool
+	maxFanOut  int
 }
 
 func (o *apiOptions) bindFlags(fs *flag.FlagSet) {
@@ -50,6 +51,7 @@ func (o *apiOptions) bindFlags(fs *flag.FlagSet) {
 	fs.StringVar(&o.audiences, "api-token-audiences", "", "With --api-auth=kubernetes: comma-separated audiences a token must be issued for (such as hookkeeper, for projected ServiceAccount tokens made for this API); empty accepts tokens for the API server's own audiences.")
 	fs.StringVar(&o.certFile, "api-tls-cert-file", "", "PEM certificate (chain) the HTTP API serves, reloaded when it changes (a mounted kubernetes.io/tls Secret); with --api-tls-key-file.")
 	fs.StringVar(&o.keyFile, "api-tls-key-file", "", "PEM private key of --api-tls-cert-file.")
+	fs.IntVar(&o.maxFanOut, "max-fan-out", ingest.DefaultMaxFanOut, "Most WebhookEndpoints one published event may be delivered to; an event whose type matches more endpoints in its namespace is refused whole (422 FanOutLimitExceeded), so that one publish cannot become an unbounded number of outbound requests.")
 	fs.BoolVar(&o.selfSigned, "api-self-signed", false, "Serve the HTTP API over TLS with a certificate for 127.0.0.1, ::1 and localhost generated at start (local development; its SHA-256 fingerprint is logged).")
 }
 
@@ -77,6 +79,9 @@ func (o *apiOptions) validate() error {
 		}
 	default:
 		return fmt.Errorf("--api-auth=%q: want %q or %q", o.auth, apiAuthKubernetes, apiAuthTokenFile)
+	}
+	if o.maxFanOut < 1 {
+		return fmt.Errorf("--max-fan-out=%d: want at least 1", o.maxFanOut)
 	}
 	if (o.certFile == "") != (o.keyFile == "") {
 		return errors.New("--api-tls-cert-file and --api-tls-key-file go together")

@@ -14,6 +14,8 @@ import (
 
 	"github.com/go-logr/logr"
 	"github.com/go-logr/logr/funcr"
+
+	"github.com/hookkeeper/hookkeeper/internal/ingest"
 )
 
 func TestAPIFlagsValidate(t *testing.T) {
@@ -27,6 +29,7 @@ func TestAPIFlagsValidate(t *testing.T) {
 		{addr: "0.0.0.0:8090", auth: apiAuthTokenFile, tokenFile: "tokens", selfSigned: true},
 	}
 	for _, o := range ok {
+		withDefaultFanOut(&o)
 		if err := o.validate(); err != nil {
 			t.Errorf("%+v: %v", o, err)
 		}
@@ -42,15 +45,25 @@ func TestAPIFlagsValidate(t *testing.T) {
 		"cert without key":              {addr: ":8090", auth: apiAuthKubernetes, certFile: "c"},
 		"key without cert":              {addr: ":8090", auth: apiAuthKubernetes, keyFile: "k"},
 		"self-signed and a certificate": {addr: ":8090", auth: apiAuthKubernetes, certFile: "c", keyFile: "k", selfSigned: true},
+		"no fan-out at all":             {addr: "127.0.0.1:8090", auth: apiAuthKubernetes, maxFanOut: -1},
 	}
 	for name, o := range bad {
+		withDefaultFanOut(&o)
 		if err := o.validate(); err == nil {
 			t.Errorf("%s (%+v): accepted", name, o)
 		}
 	}
-	err := (&apiOptions{addr: ":8090", auth: apiAuthKubernetes}).validate()
+	err := (&apiOptions{addr: ":8090", auth: apiAuthKubernetes, maxFanOut: 1}).validate()
 	if err == nil || !strings.Contains(err.Error(), "--api-tls-cert-file") || !strings.Contains(err.Error(), "loopback") {
 		t.Errorf("the plain-HTTP refusal does not say what to do: %v", err)
+	}
+}
+
+// withDefaultFanOut fills the flag's default into a zero maxFanOut, so that
+// each case is refused (or not) for the reason it names.
+func withDefaultFanOut(o *apiOptions) {
+	if o.maxFanOut == 0 {
+		o.maxFanOut = ingest.DefaultMaxFanOut
 	}
 }
 
@@ -61,7 +74,7 @@ func TestAPIFlagsDefaults(t *testing.T) {
 	if err := fs.Parse(nil); err != nil {
 		t.Fatal(err)
 	}
-	if o.auth != apiAuthKubernetes || o.addr != ":8090" || o.tls() {
+	if o.auth != apiAuthKubernetes || o.addr != ":8090" || o.tls() || o.maxFanOut != ingest.DefaultMaxFanOut {
 		t.Errorf("defaults = %+v", o)
 	}
 	// The defaults alone do not start: :8090 is not loopback, and there is

@@ -38,7 +38,9 @@ func apiServer(o apiOptions, cfg *rest.Config, eng *engine.Engine, store ledger.
 	if err != nil {
 		return nil, err
 	}
-	handler, err := ingest.New(ingest.Config{Publisher: eng, Reader: store, Auth: auth, Acknowledger: eng, Log: log})
+	handler, err := ingest.New(ingest.Config{
+		Publisher: eng, Reader: store, Auth: auth, Acknowledger: eng, Log: log, MaxFanOut: o.maxFanOut,
+	})
 	if err != nil {
 		return nil, err
 	}

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -51,7 +52,7 @@ func NewMetrics(reg prometheus.Registerer, store ledger.Store) *Metrics {
 		}),
 		events: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "hookkeeper_events_published_total",
-			Help: "Events published, by result: created, duplicate (idempotent replay), conflict or error.",
+			Help: "Events published, by result: created, duplicate (idempotent replay), conflict (idempotency key reused with another body), fan_out_limit (refused: matches more endpoints than --max-fan-out) or error.",
 		}, []string{"result"}),
 		released: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "hookkeeper_deliveries_released_total",
@@ -115,6 +116,8 @@ func (m *Metrics) observePublish(res ledger.EventInsertResult, err error) {
 	switch {
 	case err != nil:
 		m.events.WithLabelValues("error").Inc()
+	case errors.Is(res.Err, ledger.ErrFanOutLimit):
+		m.events.WithLabelValues("fan_out_limit").Inc()
 	case res.Err != nil:
 		m.events.WithLabelValues("conflict").Inc()
 	case res.Duplicate:

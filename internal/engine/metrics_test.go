@@ -2,6 +2,8 @@ package engine_test
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -11,6 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/hookkeeper/hookkeeper/internal/engine"
+	"github.com/hookkeeper/hookkeeper/internal/ledger"
 	"github.com/hookkeeper/hookkeeper/internal/ledger/sqlite"
 )
 
@@ -33,28 +36,51 @@ func TestMetrics(t *testing.T) {
 	}
 	publish(t, e, "m", "a.ok", `{}`)
 	publish(t, e, "m", "a.failing", `{}`)
+	// One endpoint matches a.ok: within a fan-out limit of 1. A second one
+	// makes the next a.ok event a refusal.
+	limited := func() ledger.EventInsertResult {
+		now := time.Now()
+		res, err := e.Publish(ctx, &ledger.EventInsertParams{
+			ID: ledger.NewID("evt", now), Namespace: "m", Type: "a.ok", Data: json.RawMessage(`{}`), MaxFanOut: 1, Now: now,
+		})
+		if err != nil {
+			t.Fatalf("publish: %v", err)
+		}
+		return res
+	}
+	if res := limited(); res.Err != nil {
+		t.Fatalf("publish within the fan-out limit: %v", res.Err)
+	}
+	if _, err := e.RegisterEndpoint(ctx, endpoint(t, "m", "ok-too", ok.URL, []string{"a.ok"}, policy(2, time.Millisecond))); err != nil {
+		t.Fatal(err)
+	}
+	if res := limited(); !errors.Is(res.Err, ledger.ErrFanOutLimit) {
+		t.Fatalf("publish matching 2 endpoints with MaxFanOut 1: %v, want ErrFanOutLimit", res.Err)
+	}
 	eventually(t, "both deliveries settled", func() bool {
 		s1, _ := e.EndpointStats(ctx, "m/ok")
 		s2, _ := e.EndpointStats(ctx, "m/failing")
-		return s1.Delivered == 1 && s2.ExhaustedUnresolved == 1
+		return s1.Delivered == 2 && s2.ExhaustedUnresolved == 1
 	})
 
 	want := `
 # HELP hookkeeper_delivery_attempts_total Delivery attempts by what followed them: delivered, accepted (awaiting acknowledgement), retry or exhausted.
 # TYPE hookkeeper_delivery_attempts_total counter
-hookkeeper_delivery_attempts_total{outcome="delivered"} 1
+hookkeeper_delivery_attempts_total{outcome="delivered"} 2
 hookkeeper_delivery_attempts_total{outcome="exhausted"} 1
 hookkeeper_delivery_attempts_total{outcome="retry"} 1
 # HELP hookkeeper_deliveries_exhausted_total Deliveries given up on, by reason.
 # TYPE hookkeeper_deliveries_exhausted_total counter
 hookkeeper_deliveries_exhausted_total{reason="MaxAttempts"} 1
-# HELP hookkeeper_events_published_total Events published, by result: created, duplicate (idempotent replay), conflict or error.
+# HELP hookkeeper_events_published_total Events published, by result: created, duplicate (idempotent replay), conflict (idempotency key reused with another body), fan_out_limit (refused: matches more endpoints than --max-fan-out) or error.
 # TYPE hookkeeper_events_published_total counter
-hookkeeper_events_published_total{result="created"} 2
+hookkeeper_events_published_total{result="created"} 3
+hookkeeper_events_published_total{result="fan_out_limit"} 1
 # HELP hookkeeper_deliveries_exhausted_unresolved Exhausted deliveries waiting for a DeliveryRecovery, per endpoint.
 # TYPE hookkeeper_deliveries_exhausted_unresolved gauge
 hookkeeper_deliveries_exhausted_unresolved{endpoint="m/failing"} 1
 hookkeeper_deliveries_exhausted_unresolved{endpoint="m/ok"} 0
+hookkeeper_deliveries_exhausted_unresolved{endpoint="m/ok-too"} 0
 `
 	if err := testutil.GatherAndCompare(reg, strings.NewReader(want),
 		"hookkeeper_delivery_attempts_total", "hookkeeper_deliveries_exhausted_total",

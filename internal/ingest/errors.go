@@ -19,6 +19,8 @@ const (
 	CodeInvalidField         Code = "InvalidField"         // 400: a known field or header with a bad value
 	CodeSecretCollision      Code = "SecretCollision"      // 400: a secret shares its name with a top-level data key
 	CodeBodyTooLarge         Code = "BodyTooLarge"         // 413
+	CodeHeaderTooLarge       Code = "HeaderTooLarge"       // 431: request headers exceed the API's bound
+	CodeFanOutLimit          Code = "FanOutLimitExceeded"  // 422: the event type matches more endpoints than allowed
 	CodeUnsupportedMediaType Code = "UnsupportedMediaType" // 415: Content-Type is not application/json
 	CodeIdempotencyConflict  Code = "IdempotencyConflict"  // 409: key already used with a different body
 	CodeNotFound             Code = "NotFound"             // 404: unknown path, or object absent from this namespace

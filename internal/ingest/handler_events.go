@@ -71,6 +71,7 @@ func (h *Handler) publish(w http.ResponseWriter, r *http.Request, ns string) err
 		ReissueOf:      body.ReissueOf,
 		IdempotencyKey: key,
 		BodyHash:       body.Hash,
+		MaxFanOut:      h.cfg.MaxFanOut,
 		Now:            now,
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), h.cfg.PublishTimeout)
@@ -90,6 +91,12 @@ func (h *Handler) publish(w http.ResponseWriter, r *http.Request, ns string) err
 		return newError(http.StatusConflict, CodeIdempotencyConflict, IdempotencyKeyHeader,
 			"this Idempotency-Key was already used with a different body; use a new key for a new event")
 	case res.Err != nil:
+		var foe *ledger.FanOutError
+		if errors.As(res.Err, &foe) {
+			return newError(http.StatusUnprocessableEntity, CodeFanOutLimit, "type",
+				"event type %q matches %d WebhookEndpoints in namespace %s, more than the %d one event may go to; nothing was recorded: narrow the endpoints' spec.eventTypes, or ask the operator's admin to raise --max-fan-out",
+				foe.Type, foe.Matches, foe.Namespace, foe.Max)
+		}
 		return internalError(fmt.Errorf("publishing event %s: %w", params.ID, res.Err))
 	}
 

@@ -400,3 +400,35 @@ func TestNoSecretOrTokenLeaks(t *testing.T) {
 		t.Errorf("the scenario did not produce the answers it meant to:\n%s", answers.String())
 	}
 }
+
+func TestPublishPassesFanOutLimit(t *testing.T) {
+	for _, tt := range []struct {
+		name string
+		cfg  func(*Config)
+		want int
+	}{
+		{"default", func(*Config) {}, DefaultMaxFanOut},
+		{"configured", func(c *Config) { c.MaxFanOut = 7 }, 7},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			e := newEnv(t, tt.cfg)
+			if rec := e.do(t, req{body: validBody}); rec.Code != http.StatusCreated {
+				t.Fatalf("publish: %d %s", rec.Code, rec.Body)
+			}
+			if got := e.pub.last().MaxFanOut; got != tt.want {
+				t.Errorf("EventInsertParams.MaxFanOut = %d, want %d", got, tt.want)
+			}
+		})
+	}
+}
+
+func TestPublishFanOutRefusal(t *testing.T) {
+	e := newEnv(t)
+	e.pub.itemErr = &ledger.FanOutError{Namespace: ns, Type: "order.created", Matches: 120, Max: 100}
+	d := wantError(t, e.do(t, req{body: validBody}), http.StatusUnprocessableEntity, CodeFanOutLimit, "type")
+	for _, want := range []string{`"order.created"`, "120", "100", "nothing was recorded", "--max-fan-out"} {
+		if !strings.Contains(d.Message, want) {
+			t.Errorf("message %q does not say %q", d.Message, want)
+		}
+	}
+}

@@ -29,6 +29,7 @@ import (
 const (
 	DefaultMaxBodyBytes   = 256 << 10
 	DefaultMaxSecrets     = 32
+	DefaultMaxFanOut      = 100
 	DefaultPublishTimeout = 10 * time.Second
 )
 
@@ -48,6 +49,10 @@ type Config struct {
 	MaxBodyBytes int64
 	// MaxSecrets bounds the secrets of one event (default DefaultMaxSecrets).
 	MaxSecrets int
+	// MaxFanOut bounds the endpoints one event may be delivered to (default
+	// DefaultMaxFanOut): an event whose type matches more is refused whole,
+	// so that one publish cannot become an unbounded number of requests.
+	MaxFanOut int
 	// PublishTimeout bounds the wait for a commit (default
 	// DefaultPublishTimeout); past it the answer is 503 and the outcome
 	// unknown to the client, who retries with the same Idempotency-Key.
@@ -94,6 +99,9 @@ func New(cfg Config) (*Handler, error) {
 	}
 	if cfg.MaxSecrets <= 0 {
 		cfg.MaxSecrets = DefaultMaxSecrets
+	}
+	if cfg.MaxFanOut <= 0 {
+		cfg.MaxFanOut = DefaultMaxFanOut
 	}
 	if cfg.PublishTimeout <= 0 {
 		cfg.PublishTimeout = DefaultPublishTimeout

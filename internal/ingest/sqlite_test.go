@@ -151,3 +151,63 @@ func TestPublishThroughSQLite(t *testing.T) {
 		t.Errorf("after Close: %d %s", status, answer)
 	}
 }
+
+// TestFanOutLimitThroughSQLite: an event type matching more endpoints than
+// MaxFanOut is answered 422 and leaves nothing in the embedded ledger; a
+// type within the limit in the same namespace is accepted.
+func TestFanOutLimitThroughSQLite(t *testing.T) {
+	ctx := t.Context()
+	store, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "ledger.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = store.Close() })
+	for i, types := range []string{"order.*", "order.*", "order.*", "invoice.paid"} {
+		name := fmt.Sprint("ep-", i)
+		_, err := store.EndpointUpsert(ctx, &ledger.EndpointUpsertParams{Now: testNow, Endpoint: ledger.Endpoint{
+			ID: ledger.EndpointID("shop", name), Namespace: "shop", Name: name, URL: "https://receiver.example/" + name,
+			EventTypes: []string{types}, Secrets: []ledger.SigningSecret{{Value: ledger.Sensitive("whsec_x")}}, AckMode: ledger.AckResponse,
+		}})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	pub := NewStorePublisher(store, groupcommit.Options{})
+	t.Cleanup(pub.Close)
+	h, err := New(Config{Publisher: pub, Reader: store, Auth: StaticTokens{goodToken: {Username: "it"}}, MaxFanOut: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(h)
+	t.Cleanup(srv.Close)
+	publish := func(typ string) (int, string) {
+		t.Helper()
+		r, err := http.NewRequestWithContext(ctx, http.MethodPost, srv.URL+"/v1/namespaces/shop/events",
+			strings.NewReader(`{"type":"`+typ+`","data":{}}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		r.Header.Set("Authorization", "Bearer "+goodToken)
+		r.Header.Set("Content-Type", "application/json")
+		resp, err := srv.Client().Do(r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+
+	status, answer := publish("order.created")
+	var refusal ErrorBody
+	if err := json.Unmarshal([]byte(answer), &refusal); err != nil || status != http.StatusUnprocessableEntity ||
+		refusal.Error.Code != CodeFanOutLimit || refusal.Error.Field != "type" {
+		t.Fatalf("publish matching 3 endpoints with a limit of 2: %d %s", status, answer)
+	}
+	if ds, err := store.DeliveryList(ctx, &ledger.DeliveryListParams{Limit: 10}); err != nil || len(ds) != 0 {
+		t.Fatalf("after the refusal the ledger holds %d deliveries (%v), want none", len(ds), err)
+	}
+	if status, answer := publish("invoice.paid"); status != http.StatusCreated {
+		t.Errorf("publish matching 1 endpoint: %d %s", status, answer)
+	}
+}
