@@ -58,6 +58,10 @@ var (
 	suiteFailed bool
 )
 
+// maxFanOut is the manager's --max-fan-out: low, so that one spec can go
+// past it with a few endpoints.
+const maxFanOut = 3
+
 func TestE2E(t *testing.T) {
 	RegisterFailHandler(Fail)
 	SetDefaultEventuallyTimeout(30 * time.Second)
@@ -112,6 +116,7 @@ var _ = BeforeSuite(func() {
 		"--api-tls-cert-file="+certFile,
 		"--api-tls-key-file="+keyFile,
 		"--endpoint-status-resync=2s",
+		"--max-fan-out="+fmt.Sprint(maxFanOut),
 		// The receivers are on loopback, which is forbidden by default.
 		"--allowed-destination-cidrs=127.0.0.0/8",
 		"--zap-devel",

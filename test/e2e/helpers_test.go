@@ -241,6 +241,7 @@ func (c *apiClient) attempts(g Gomega, ns, deliveryID string) ([]attemptView, []
 // received is one request a receiver got.
 type received struct {
 	At         time.Time
+	Path       string
 	WebhookID  string // the event identity, stable across retries
 	DeliveryID string // Hookkeeper-Delivery-Id
 	Type       string
@@ -281,6 +282,7 @@ func (r *receiver) serve(w http.ResponseWriter, req *http.Request) {
 	body, _ := io.ReadAll(io.LimitReader(req.Body, 1<<20))
 	rc := received{
 		At:         time.Now(),
+		Path:       req.URL.Path,
 		WebhookID:  req.Header.Get(signing.HeaderID),
 		DeliveryID: req.Header.Get(dispatch.DeliveryIDHeader),
 	}
@@ -347,4 +349,16 @@ func (r *receiver) String() string {
 // answer returns a respond func that always answers status.
 func answer(status int) func(int, *received) int {
 	return func(int, *received) int { return status }
+}
+
+// metricsText is what the manager's /metrics answers.
+func metricsText() string {
+	GinkgoHelper()
+	resp, err := http.Get(metricsURL)
+	Expect(err).NotTo(HaveOccurred())
+	defer resp.Body.Close()
+	data, err := io.ReadAll(resp.Body)
+	Expect(err).NotTo(HaveOccurred())
+	Expect(resp.StatusCode).To(Equal(http.StatusOK), "GET /metrics: %s", data)
+	return string(data)
 }

@@ -252,12 +252,7 @@ spec:
 		Expect(err).NotTo(HaveOccurred())
 		eventsYAML := kubectl("get", "events", "-A", "-o", "yaml")
 		objectsYAML := kubectl("get", "hookkeeper", "-A", "-o", "yaml")
-		resp, err := http.Get(metricsURL)
-		Expect(err).NotTo(HaveOccurred())
-		metricsData, err := io.ReadAll(resp.Body)
-		resp.Body.Close()
-		Expect(err).NotTo(HaveOccurred())
-		Expect(resp.StatusCode).To(Equal(http.StatusOK), "GET /metrics: %s", metricsData)
+		metricsData := metricsText()
 		answersMu.Lock()
 		apiAnswers := strings.Join(answers, "\n")
 		answerCount := len(answers)
@@ -267,7 +262,7 @@ spec:
 			"manager log":                              string(logData),
 			"kubectl get events -A -o yaml":            eventsYAML,
 			"kubectl get hookkeeper -A -o yaml":        objectsYAML,
-			"metrics":                                  string(metricsData),
+			"metrics":                                  metricsData,
 			fmt.Sprintf("%d API answers", answerCount): apiAnswers,
 		}
 		// Non-empty, and about this story: a search over nothing cannot pass.
