@@ -51,14 +51,8 @@ type publishBody struct {
 // a plain hash would let anyone holding the database brute-force a
 // low-entropy secret (a six-digit code) after it was scrubbed.
 func parsePublishBody(body []byte, maxSecrets int, secretsKey []byte) (*publishBody, *apiError) {
-	if !utf8.Valid(body) {
-		return nil, badRequest(CodeInvalidJSON, "", "body must be UTF-8")
-	}
-	top, aerr := parseObject(body)
+	top, aerr := parseStrictObject(body, "type", "data", "secrets", "reissueOf")
 	if aerr != nil {
-		return nil, aerr
-	}
-	if aerr := knownFields(top, "type", "data", "secrets", "reissueOf"); aerr != nil {
 		return nil, aerr
 	}
 
@@ -150,6 +144,24 @@ func bodyHash(b *publishBody, secretsKey []byte) ([]byte, error) {
 	h.Write([]byte(bodyHashPrefix))
 	h.Write(canon)
 	return h.Sum(nil), nil
+}
+
+// parseStrictObject parses a request body that must be one UTF-8 JSON
+// object (see parseObject) whose top-level keys are all among allowed,
+// matched exactly. Every JSON request body goes through it, so that all of
+// them are equally strict.
+func parseStrictObject(body []byte, allowed ...string) (map[string]any, *apiError) {
+	if !utf8.Valid(body) {
+		return nil, badRequest(CodeInvalidJSON, "", "body must be UTF-8")
+	}
+	top, aerr := parseObject(body)
+	if aerr != nil {
+		return nil, aerr
+	}
+	if aerr := knownFields(top, allowed...); aerr != nil {
+		return nil, aerr
+	}
+	return top, nil
 }
 
 // knownFields refuses the first key of obj (in sorted order, so the answer

@@ -5,13 +5,16 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/hookkeeper/hookkeeper/internal/ledger"
 	"github.com/hookkeeper/hookkeeper/internal/signing"
@@ -80,6 +83,18 @@ func FuzzAckRequest(f *testing.F) {
 		`{"deliveryID":"dlv_a\u0000","outcome":"processed"}`,
 		"{\"deliveryID\":\"dlv_a\",\"outcome\":\"\xff\"}",
 		`[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[`, ``, `null`, `{`, `"s"`, `1e999`,
+		// What encoding/json accepts and the strict parser refuses.
+		`{"deliveryID":"dlv_a","outcome":"processed"} x`,
+		`{"deliveryID":"dlv_a","outcome":"processed","outcome":"processed"}`,
+		`{"deliveryId":"dlv_a","outcome":"processed"}`,
+		`{"deliveryID":"dlv_a","outcome":"processed","Reason":"r"}`,
+		"{\"deliveryID\":\"dlv_a\",\"outcome\":\"processed\",\"reason\":\"\xff\"}",
+		// Non-objects, wrong types, and what stays valid.
+		`[{"deliveryID":"dlv_a","outcome":"processed"}]`, `[]`,
+		`{"deliveryID":1,"outcome":"processed"}`,
+		`{"deliveryID":"dlv_a","outcome":"processed","reason":{}}`,
+		`{"deliveryID":"dlv_a","outcome":"processed","reason":null}`,
+		`{"deliveryI\u0044":"dlv_a","outcome":"rejected"}`,
 	} {
 		f.Add(uint8(0), uint8(ackSignRight), ackFuzzDefault, "ack_1", "", "", int16(0), []byte(body))
 	}
@@ -154,6 +169,15 @@ func FuzzAckRequest(f *testing.F) {
 		if len(fake.calls) == 1 {
 			checkAckReached(t, &fake.calls[0], id, hid, hts, hsig, body, now)
 		}
+		// Strictness must not refuse a well-formed ack, correctly signed.
+		if off := time.Duration(tsOff) * time.Second; mode%ackSignModes == ackSignRight && contentType == ackFuzzDefault &&
+			len(body) <= maxAckBody && off <= signing.DefaultTolerance && off >= -signing.DefaultTolerance &&
+			(id == "dlv_a" || id == "dlv_b") {
+			if req, ok := strictAck(body); ok && req.DeliveryID == id && len(req.Reason) <= ledger.MaxAckReason &&
+				(req.Outcome == ledger.AckProcessed || req.Outcome == ledger.AckRejected) && rec.Code != http.StatusOK {
+				t.Fatalf("a valid signed ack was refused with %d: %s", rec.Code, rec.Body)
+			}
+		}
 		if rec.Code/100 == 2 {
 			var ans AckAnswer
 			dec := json.NewDecoder(bytes.NewReader(rec.Body.Bytes()))
@@ -208,11 +232,9 @@ func checkAckReached(t *testing.T, got *ledger.AckRecordParams, id, hid, hts, hs
 	if !strings.Contains(" "+hsig+" ", " "+want+" ") {
 		t.Fatalf("acknowledged a body not signed with the endpoint's secret: signature %q", hsig)
 	}
-	var req AckRequest
-	dec := json.NewDecoder(bytes.NewReader(body))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&req); err != nil {
-		t.Fatalf("acknowledged a body that is not an ack: %q", body)
+	req, ok := strictAck(body)
+	if !ok {
+		t.Fatalf("acknowledged a body that is not a strict ack: %q", body)
 	}
 	switch {
 	case req.DeliveryID != id || got.DeliveryID != id:
@@ -224,4 +246,49 @@ func checkAckReached(t *testing.T, got *ledger.AckRecordParams, id, hid, hts, hs
 	case !got.Now.Equal(now):
 		t.Fatalf("acknowledged at %s, want %s", got.Now, now)
 	}
+}
+
+// strictAck is the fuzz oracle's own reading of a strict ack, independent
+// of parseStrictObject: one UTF-8 object with no duplicate keys and
+// nothing after it, whose keys are exactly deliveryID, outcome and reason,
+// with string values (reason may be null).
+func strictAck(body []byte) (AckRequest, bool) {
+	var req AckRequest
+	if !utf8.Valid(body) { // encoding/json would replace bad bytes silently
+		return req, false
+	}
+	dec := json.NewDecoder(bytes.NewReader(body))
+	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
+		return req, false
+	}
+	seen := map[string]bool{}
+	for dec.More() {
+		tok, err := dec.Token()
+		key, isKey := tok.(string)
+		if err != nil || !isKey || seen[key] {
+			return req, false
+		}
+		seen[key] = true
+		if tok, err = dec.Token(); err != nil {
+			return req, false
+		}
+		s, isStr := tok.(string)
+		switch {
+		case key == "deliveryID" && isStr:
+			req.DeliveryID = s
+		case key == "outcome" && isStr:
+			req.Outcome = ledger.AckOutcome(s)
+		case key == "reason" && (isStr || tok == nil):
+			req.Reason = s
+		default:
+			return req, false
+		}
+	}
+	if tok, err := dec.Token(); err != nil || tok != json.Delim('}') {
+		return req, false
+	}
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+		return req, false
+	}
+	return req, true
 }

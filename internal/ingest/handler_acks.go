@@ -1,9 +1,7 @@
 package ingest
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"net/http"
 
@@ -81,19 +79,11 @@ func (h *Handler) serveAck(w http.ResponseWriter, r *http.Request, id string) er
 			"the acknowledgement must be signed with the endpoint's signing secret (Standard Webhooks headers): %s", signatureProblem(err))
 	}
 
-	var req AckRequest
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&req); err != nil {
-		return badRequest(CodeInvalidJSON, "", "the body must be {\"deliveryID\", \"outcome\", \"reason\"}")
-	}
-	switch {
-	case req.DeliveryID != id:
-		return badRequest(CodeInvalidField, "deliveryID", "deliveryID must repeat the delivery of the path")
-	case req.Outcome != ledger.AckProcessed && req.Outcome != ledger.AckRejected:
-		return badRequest(CodeInvalidField, "outcome", "outcome must be %q or %q", ledger.AckProcessed, ledger.AckRejected)
-	case len(req.Reason) > ledger.MaxAckReason:
-		return badRequest(CodeInvalidField, "reason", "reason must be at most %d bytes", ledger.MaxAckReason)
+	// Parsed only once verified: an unsigned caller learns nothing about
+	// what a valid body looks like.
+	req, aerr := parseAckBody(raw, id)
+	if aerr != nil {
+		return aerr
 	}
 
 	d, err := h.cfg.Acknowledger.Acknowledge(r.Context(), &ledger.AckRecordParams{
@@ -109,6 +99,37 @@ func (h *Handler) serveAck(w http.ResponseWriter, r *http.Request, id string) er
 		return internalError(err)
 	}
 	return writeJSON(w, http.StatusOK, AckAnswer{DeliveryID: d.ID, State: string(d.State), Reason: string(d.ExhaustReason)})
+}
+
+// parseAckBody validates an acknowledgement of delivery id as strictly as
+// a publish body (parseStrictObject): one UTF-8 object, no duplicate keys,
+// no trailing data, exact field names. reason may be absent or null.
+func parseAckBody(raw []byte, id string) (AckRequest, *apiError) {
+	top, aerr := parseStrictObject(raw, "deliveryID", "outcome", "reason")
+	if aerr != nil {
+		return AckRequest{}, aerr
+	}
+	// A missing or non-string value reads as "", which is refused below.
+	deliveryID, _ := top["deliveryID"].(string)
+	outcome, _ := top["outcome"].(string)
+	req := AckRequest{DeliveryID: deliveryID, Outcome: ledger.AckOutcome(outcome)}
+	if req.DeliveryID != id {
+		return AckRequest{}, badRequest(CodeInvalidField, "deliveryID", "deliveryID must be a string repeating the delivery of the path")
+	}
+	if req.Outcome != ledger.AckProcessed && req.Outcome != ledger.AckRejected {
+		return AckRequest{}, badRequest(CodeInvalidField, "outcome", "outcome must be %q or %q", ledger.AckProcessed, ledger.AckRejected)
+	}
+	switch r := top["reason"].(type) {
+	case nil:
+	case string:
+		req.Reason = r
+	default:
+		return AckRequest{}, badRequest(CodeInvalidField, "reason", "reason must be a string")
+	}
+	if len(req.Reason) > ledger.MaxAckReason {
+		return AckRequest{}, badRequest(CodeInvalidField, "reason", "reason must be at most %d bytes", ledger.MaxAckReason)
+	}
+	return req, nil
 }
 
 // signatureProblem says what was wrong with a signature, without echoing
