@@ -27,6 +27,7 @@ const (
 	CodeUnauthenticated      Code = "Unauthenticated"      // 401
 	CodeForbidden            Code = "Forbidden"            // 403
 	CodeMethodNotAllowed     Code = "MethodNotAllowed"     // 405, with Allow
+	CodeRequestTimeout       Code = "RequestTimeout"       // 408: the body did not arrive within the server's read timeout
 	CodeUnavailable          Code = "Unavailable"          // 503: shutting down or timed out; retry with the same Idempotency-Key
 	CodeInternal             Code = "Internal"             // 500: details are logged, never answered
 )

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"mime"
+	"net"
 	"net/http"
 	"strings"
 	"time"
@@ -170,6 +171,11 @@ func readLimited(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, e
 	if err != nil {
 		if _, ok := errors.AsType[*http.MaxBytesError](err); ok {
 			return nil, bodyTooLarge(limit)
+		}
+		if ne, ok := errors.AsType[net.Error](err); ok && ne.Timeout() {
+			// The server's ReadTimeout: a client trickling its body.
+			return nil, &apiError{status: http.StatusRequestTimeout, code: CodeRequestTimeout, cause: err,
+				message: "the body did not arrive within the server's read timeout"}
 		}
 		return nil, &apiError{status: http.StatusBadRequest, code: CodeInvalidJSON, cause: err,
 			message: "reading the body failed"}

@@ -250,3 +250,33 @@ func TestServerCutsOffSlowBody(t *testing.T) {
 		t.Fatal("the connection closed before the handler's read ended")
 	}
 }
+
+// TestSlowPublishBodyIsRequestTimeout: the API's own answer to a body cut
+// off by the read timeout is a coded JSON 408, not a JSON syntax error.
+func TestSlowPublishBodyIsRequestTimeout(t *testing.T) {
+	e := newEnv(t)
+	srv := newServer("127.0.0.1:0", e.h, serverTimeouts{readHeader: time.Minute, read: 500 * time.Millisecond, write: time.Minute, idle: time.Minute})
+	conn := dial(t, startServer(t, srv))
+	req := "POST /v1/namespaces/" + ns + "/events HTTP/1.1\r\nHost: example\r\nAuthorization: Bearer " + goodToken +
+		"\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n" + `{"type":"a"` // 11 bytes of 1000
+	if _, err := io.WriteString(conn, req); err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+	if errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Fatalf("no answer within %s", safetyDeadline)
+	} else if err != nil {
+		t.Fatalf("reading the answer: %v", err)
+	}
+	defer resp.Body.Close()
+	var body ErrorBody
+	if err := json.NewDecoder(resp.Body).Decode(&body); err != nil {
+		t.Fatalf("decoding the answer: %v", err)
+	}
+	if resp.StatusCode != http.StatusRequestTimeout || body.Error.Code != CodeRequestTimeout {
+		t.Fatalf("answer = %d %+v, want 408 %s", resp.StatusCode, body.Error, CodeRequestTimeout)
+	}
+	if p := e.pub.last(); p != nil {
+		t.Errorf("a cut-off body reached the publisher: %+v", p)
+	}
+}
