@@ -6,8 +6,12 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"testing"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/hookkeeper/hookkeeper/internal/dispatch"
 	"github.com/hookkeeper/hookkeeper/internal/engine"
@@ -28,7 +32,8 @@ func TestCallbackAcknowledgements(t *testing.T) {
 			ctx := context.Background()
 			store := sf.open(t)
 			notices := make(chan engine.ExhaustedNotice, 10)
-			e := run(t, engine.Options{Store: store, SweepInterval: 5 * time.Millisecond,
+			reg := prometheus.NewPedanticRegistry()
+			e := run(t, engine.Options{Store: store, SweepInterval: 5 * time.Millisecond, Metrics: engine.NewMetrics(reg, store),
 				OnExhausted: func(n engine.ExhaustedNotice) { notices <- n }})
 			api, err := ingest.New(ingest.Config{Publisher: e, Reader: store, Auth: ingest.StaticTokens{}, Acknowledger: e})
 			if err != nil {
@@ -108,6 +113,61 @@ func TestCallbackAcknowledgements(t *testing.T) {
 			n = <-notices
 			if n.Delivery.ID != silent.Deliveries[0].ID || n.Delivery.ExhaustReason != ledger.ExhaustAckTimeout || n.Delivery.Attempts != 2 {
 				t.Fatalf("timeout notice = %+v, want AckTimeout after 2 attempts", n.Delivery)
+			}
+
+			// Exhaustions that no attempt ended are counted all the same.
+			want := `
+# HELP hookkeeper_deliveries_exhausted_total Deliveries given up on, by reason (MaxAttempts, MaxAge, NonRetryable, Gone, AckRejected, AckTimeout), counted once committed.
+# TYPE hookkeeper_deliveries_exhausted_total counter
+hookkeeper_deliveries_exhausted_total{reason="AckRejected"} 1
+hookkeeper_deliveries_exhausted_total{reason="AckTimeout"} 1
+`
+			if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "hookkeeper_deliveries_exhausted_total"); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+}
+
+// TestAckSecretsFollowTheLedger: a replica that did not register an
+// endpoint (with several replicas, only the leader's controller does)
+// checks acknowledgements against the secrets in the ledger, not against
+// the copy it cached before a rotation: the new secret is accepted at once
+// and a retired one no longer is.
+func TestAckSecretsFollowTheLedger(t *testing.T) {
+	for _, sf := range stores() {
+		t.Run(sf.name, func(t *testing.T) {
+			t.Parallel()
+			ctx := context.Background()
+			store := sf.open(t)
+			leader := run(t, engine.Options{Store: store})
+			follower := run(t, engine.Options{Store: store})
+
+			ep := endpoint(t, "rot", "orders", "https://receiver.example/", []string{"order.created"}, policy(2, time.Second))
+			ep.AckMode, ep.AckTimeout, ep.Paused = ledger.AckCallback, time.Hour, true // nothing is sent
+			old := ep.Secrets[0].Value
+			if _, err := leader.RegisterEndpoint(ctx, ep); err != nil {
+				t.Fatal(err)
+			}
+			d := publish(t, leader, "rot", "order.created", `{}`).Deliveries[0]
+
+			got, err := follower.AckSecrets(ctx, d.ID)
+			if err != nil || len(got) != 1 || !bytes.Equal(got[0], old) {
+				t.Fatalf("before the rotation: AckSecrets = %d secrets, %v; want the first secret", len(got), err)
+			}
+
+			rotated, err := signing.GenerateSecret()
+			if err != nil {
+				t.Fatal(err)
+			}
+			ep.Secrets = []ledger.SigningSecret{{Value: ledger.Sensitive(rotated)}}
+			if _, err := leader.RegisterEndpoint(ctx, ep); err != nil {
+				t.Fatal(err)
+			}
+			got, err = follower.AckSecrets(ctx, d.ID)
+			if err != nil || len(got) != 1 || !bytes.Equal(got[0], []byte(rotated)) {
+				t.Fatalf("after the rotation: AckSecrets = %d secrets (first is the retired one: %v), %v; want only the new secret",
+					len(got), len(got) > 0 && bytes.Equal(got[0], old), err)
 			}
 		})
 	}

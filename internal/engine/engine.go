@@ -456,13 +456,23 @@ func (e *Engine) attempt(ctx context.Context, ep *ledger.Endpoint, c *ledger.Cla
 		e.wakeBy(out.next.DueAt)
 	}
 	if out.next.State == ledger.StateExhausted {
-		log.Info("delivery exhausted", "reason", out.next.Reason, "attempts", rec.Delivery.Attempts, "lastError", out.failure)
-		if rec.DeadLetter != nil {
-			e.wake()
-		}
-		if e.opts.OnExhausted != nil {
-			e.opts.OnExhausted(ExhaustedNotice{Delivery: rec.Delivery, DeadLetter: rec.DeadLetter})
-		}
+		e.exhausted(ExhaustedNotice{Delivery: rec.Delivery, DeadLetter: rec.DeadLetter})
+	}
+}
+
+// exhausted announces a committed exhaustion, whatever ended the delivery
+// (an attempt, an acknowledgement or its timeout): log, metric, notice, and
+// a wake-up for the dead letter.
+func (e *Engine) exhausted(n ExhaustedNotice) {
+	d := &n.Delivery
+	e.opts.Logger.Info("delivery exhausted", "delivery", d.ID, "endpoint", d.EndpointID,
+		"reason", d.ExhaustReason, "attempts", d.Attempts, "lastError", d.LastError)
+	e.opts.Metrics.observeExhausted(d.ExhaustReason)
+	if n.DeadLetter != nil {
+		e.wake()
+	}
+	if e.opts.OnExhausted != nil {
+		e.opts.OnExhausted(n)
 	}
 }
 

@@ -38,7 +38,7 @@ func NewMetrics(reg prometheus.Registerer, store ledger.Store) *Metrics {
 		}, []string{"outcome"}),
 		exhausted: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "hookkeeper_deliveries_exhausted_total",
-			Help: "Deliveries given up on, by reason.",
+			Help: "Deliveries given up on, by reason (MaxAttempts, MaxAge, NonRetryable, Gone, AckRejected, AckTimeout), counted once committed.",
 		}, []string{"reason"}),
 		attemptDuration: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name:    "hookkeeper_attempt_duration_seconds",
@@ -105,7 +105,12 @@ func (m *Metrics) observeAttempt(d time.Duration, next ledger.Next) {
 		m.attempts.WithLabelValues("retry").Inc()
 	case ledger.StateExhausted:
 		m.attempts.WithLabelValues("exhausted").Inc()
-		m.exhausted.WithLabelValues(string(next.Reason)).Inc()
+	}
+}
+
+func (m *Metrics) observeExhausted(reason ledger.ExhaustReason) {
+	if m != nil {
+		m.exhausted.WithLabelValues(string(reason)).Inc()
 	}
 }
 

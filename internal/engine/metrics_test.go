@@ -69,7 +69,7 @@ func TestMetrics(t *testing.T) {
 hookkeeper_delivery_attempts_total{outcome="delivered"} 2
 hookkeeper_delivery_attempts_total{outcome="exhausted"} 1
 hookkeeper_delivery_attempts_total{outcome="retry"} 1
-# HELP hookkeeper_deliveries_exhausted_total Deliveries given up on, by reason.
+# HELP hookkeeper_deliveries_exhausted_total Deliveries given up on, by reason (MaxAttempts, MaxAge, NonRetryable, Gone, AckRejected, AckTimeout), counted once committed.
 # TYPE hookkeeper_deliveries_exhausted_total counter
 hookkeeper_deliveries_exhausted_total{reason="MaxAttempts"} 1
 # HELP hookkeeper_events_published_total Events published, by result: created, duplicate (idempotent replay), conflict (idempotency key reused with another body), fan_out_limit (refused: matches more endpoints than --max-fan-out) or error.

@@ -21,19 +21,22 @@ const (
 // AckSecrets returns the secrets an acknowledgement of the delivery must be
 // signed with: those its endpoint signs with now (both during a rotation).
 // It implements ingest.Acknowledger.
+//
+// The endpoint is read from the ledger, not from this engine's cache: with
+// several replicas only the leader registers endpoints, and another
+// replica's cached copy may predate a rotation, which would refuse the new
+// secret and keep accepting a retired one.
 func (e *Engine) AckSecrets(ctx context.Context, deliveryID string) ([]ledger.Sensitive, error) {
 	d, err := e.store.DeliveryGet(ctx, deliveryID)
 	if err != nil {
 		return nil, err
 	}
-	st, err := e.endpointFor(ctx, d.EndpointID, 0)
+	ep, err := e.store.EndpointGet(ctx, d.EndpointID)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("loading endpoint %s: %w", d.EndpointID, err)
 	}
-	e.mu.Lock()
-	secrets := signingSecrets(st.cfg.Secrets, e.opts.Clock.Now())
-	e.mu.Unlock()
-	return secrets, nil
+	e.apply(ep) // refresh the cache for the sweeps and sends while here
+	return signingSecrets(ep.Secrets, e.opts.Clock.Now()), nil
 }
 
 // Acknowledge applies a receiver's acknowledgement of a Callback-mode
@@ -68,21 +71,14 @@ func (e *Engine) Acknowledge(ctx context.Context, params *ledger.AckRecordParams
 	return res.Delivery, nil
 }
 
-// settled announces an exhaustion and wakes the claim loop for a dead
-// letter or a retry.
+// settled announces an exhaustion (and wakes the claim loop for its dead
+// letter) or wakes it for a retry.
 func (e *Engine) settled(res ledger.AckResult) {
-	if res.DeadLetter != nil {
-		e.wake()
-	}
 	switch res.Delivery.State {
 	case ledger.StateScheduled:
 		e.wakeBy(res.Delivery.DueAt)
 	case ledger.StateExhausted:
-		e.opts.Logger.Info("delivery exhausted", "delivery", res.Delivery.ID, "endpoint", res.Delivery.EndpointID,
-			"reason", res.Delivery.ExhaustReason, "attempts", res.Delivery.Attempts)
-		if e.opts.OnExhausted != nil {
-			e.opts.OnExhausted(ExhaustedNotice{Delivery: res.Delivery, DeadLetter: res.DeadLetter})
-		}
+		e.exhausted(ExhaustedNotice{Delivery: res.Delivery, DeadLetter: res.DeadLetter})
 	}
 }
 
@@ -108,17 +104,23 @@ func (e *Engine) sweepAckTimeouts(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("listing overdue acknowledgements: %w", err)
 	}
+	// Policies are read from the ledger once per sweep, for the reason
+	// AckSecrets gives: this replica's cache may be older than the leader's
+	// last registration.
+	endpoints := map[string]*ledger.Endpoint{}
 	for i := range expired {
 		d := &expired[i]
-		st, err := e.endpointFor(ctx, d.EndpointID, 0)
-		if err != nil {
-			return err
+		ep, ok := endpoints[d.EndpointID]
+		if !ok {
+			loaded, err := e.store.EndpointGet(ctx, d.EndpointID)
+			if err != nil {
+				return fmt.Errorf("loading endpoint %s: %w", d.EndpointID, err)
+			}
+			e.apply(loaded)
+			ep, endpoints[d.EndpointID] = &loaded, &loaded
 		}
-		e.mu.Lock()
-		cfg := st.cfg
-		e.mu.Unlock()
 		res, err := e.store.AckTimeoutRecord(ctx, &ledger.AckTimeoutParams{
-			DeliveryID: d.ID, Next: decideAckTimeout(&cfg, d, now, e.opts.Rand), Now: now,
+			DeliveryID: d.ID, Next: decideAckTimeout(ep, d, now, e.opts.Rand), Now: now,
 		})
 		if errors.Is(err, ledger.ErrNotAwaitingAck) {
 			continue // acknowledged meanwhile: the ack won
