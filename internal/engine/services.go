@@ -24,6 +24,7 @@ func (e *Engine) runServices(ctx context.Context) {
 	// once: a checkpoint that truncates a large WAL holds the writer, and
 	// a restart under load should not begin with that pause.
 	lastPrune, lastCompact := e.opts.Clock.Now(), e.opts.Clock.Now()
+	pruneBacklog := false
 	for {
 		select {
 		case <-ctx.Done():
@@ -39,9 +40,12 @@ func (e *Engine) runServices(ctx context.Context) {
 		} else {
 			e.opts.Metrics.observeScrubbed(n)
 		}
-		if now.Sub(lastPrune) >= e.opts.PruneInterval {
+		// A backlog (more expired rows than one round removes) is drained
+		// at every sweep rather than every PruneInterval, so that retention
+		// keeps up with any sustained ingest rate.
+		if pruneBacklog || now.Sub(lastPrune) >= e.opts.PruneInterval {
 			lastPrune = now
-			e.prune(ctx, now)
+			pruneBacklog = e.prune(ctx, now)
 		}
 		if now.Sub(lastCompact) >= e.opts.CompactInterval {
 			lastCompact = now
@@ -52,21 +56,26 @@ func (e *Engine) runServices(ctx context.Context) {
 	}
 }
 
-// prune removes expired payloads and evidence in bounded batches, at most
-// a few per round so that a large backlog drains over several rounds.
-func (e *Engine) prune(ctx context.Context, now time.Time) {
-	for range 10 {
+// pruneRounds bounds the Prune calls of one round: each is its own short
+// transaction, and a round must leave the writer to dispatch soon.
+const pruneRounds = 10
+
+// prune removes expired payloads and evidence in bounded batches and
+// reports whether a backlog remains (every batch was full).
+func (e *Engine) prune(ctx context.Context, now time.Time) (backlog bool) {
+	for range pruneRounds {
 		res, err := e.store.Prune(ctx, &ledger.PruneParams{Now: now, Limit: sweepBatch,
 			DefaultPayloadRetention: e.opts.DefaultPayloadRetention, DefaultEvidenceRetention: e.opts.DefaultEvidenceRetention})
 		if err != nil {
 			if ctx.Err() == nil {
 				e.opts.Logger.Error(err, "pruning the ledger")
 			}
-			return
+			return false
 		}
 		e.opts.Metrics.observePruned(res)
 		if res.PayloadsPruned+res.EventsDeleted < sweepBatch {
-			return
+			return false
 		}
 	}
+	return true
 }
