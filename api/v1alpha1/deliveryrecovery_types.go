@@ -114,6 +114,8 @@ const (
 	// RefusedNoReissueHandler: no endpoint subscribes to
 	// hookkeeper.reissue.requested, so nobody can mint fresh material.
 	RefusedNoReissueHandler = "NoReissueHandler"
+	// RefusedAlreadyResolved: another recovery resolved the delivery first.
+	RefusedAlreadyResolved = "AlreadyResolved"
 )
 
 // RecoveryItem is one delivery handled by the operation.
