@@ -41,6 +41,7 @@ func init() {
 func main() {
 	var (
 		metricsAddr, probeAddr, ledgerFlag string
+		leaderElectionNamespace            string
 		secureMetrics, enableHTTP2         bool
 		leaderElect                        bool
 		workers                            int
@@ -51,6 +52,7 @@ func main() {
 	flag.BoolVar(&enableHTTP2, "enable-http2", false, "Enable HTTP/2 for the metrics server (off by default: CVE-2023-44487, CVE-2023-39325).")
 	flag.StringVar(&probeAddr, "health-probe-bind-address", ":8081", "Address the /healthz and /readyz probes bind to.")
 	flag.BoolVar(&leaderElect, "leader-elect", false, "Run the controllers on one elected replica at a time.")
+	flag.StringVar(&leaderElectionNamespace, "leader-election-namespace", "", "Namespace of the leader-election Lease; empty means the manager's own namespace (required when it runs outside the cluster).")
 	flag.StringVar(&ledgerFlag, "ledger", "sqlite://hookkeeper-ledger.db", "Where the delivery ledger lives: sqlite://<path> (embedded, one replica) or postgres://<dsn> (shared, several replicas).")
 	var apiFlags apiOptions // the HTTP API: address, authentication, TLS (cmd/api.go)
 	apiFlags.bindFlags(flag.CommandLine)
@@ -105,11 +107,16 @@ func main() {
 	}
 
 	mgr, err := ctrl.NewManager(ctrl.GetConfigOrDie(), ctrl.Options{
-		Scheme:                 scheme,
-		Metrics:                metricsOpts,
-		HealthProbeBindAddress: probeAddr,
-		LeaderElection:         leaderElect,
-		LeaderElectionID:       "controller-leader.hookkeeper.dev",
+		Scheme:                  scheme,
+		Metrics:                 metricsOpts,
+		HealthProbeBindAddress:  probeAddr,
+		LeaderElection:          leaderElect,
+		LeaderElectionID:        "controller-leader.hookkeeper.dev",
+		LeaderElectionNamespace: leaderElectionNamespace,
+		// A replica stopping hands the Lease over at once instead of
+		// leaving the controllers idle until it expires; safe because
+		// the process exits as soon as the manager has stopped.
+		LeaderElectionReleaseOnCancel: true,
 	})
 	if err != nil {
 		setupLog.Error(err, "unable to create manager")
