@@ -23,48 +23,9 @@ import (
 // idempotent replay and conflict decided by the store on the handler's
 // hash, and the read API on what was committed.
 func TestPublishThroughSQLite(t *testing.T) {
-	ctx := t.Context()
-	store, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "ledger.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = store.Close() })
-	for _, ep := range []struct{ ns, name, types string }{{"shop", "billing", "order.*"}, {"shop", "audit", "*"}, {"other", "spy", "*"}} {
-		_, err := store.EndpointUpsert(ctx, &ledger.EndpointUpsertParams{Now: testNow, Endpoint: ledger.Endpoint{
-			ID: ledger.EndpointID(ep.ns, ep.name), Namespace: ep.ns, Name: ep.name, URL: "https://receiver.example/" + ep.name,
-			EventTypes: []string{ep.types}, Secrets: []ledger.SigningSecret{{Value: ledger.Sensitive("whsec_x")}}, AckMode: ledger.AckResponse,
-		}})
-		if err != nil {
-			t.Fatal(err)
-		}
-	}
-	pub := NewStorePublisher(store, groupcommit.Options{})
-	h, err := New(Config{Publisher: pub, Reader: store, Auth: StaticTokens{goodToken: {Username: "it"}}, Now: func() time.Time { return testNow }})
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := httptest.NewServer(h)
-	defer srv.Close()
-
-	call := func(method, path, body, key string) (int, http.Header, string) {
-		t.Helper()
-		r, err := http.NewRequestWithContext(ctx, method, srv.URL+path, strings.NewReader(body))
-		if err != nil {
-			t.Fatal(err)
-		}
-		r.Header.Set("Authorization", "Bearer "+goodToken)
-		r.Header.Set("Content-Type", "application/json")
-		if key != "" {
-			r.Header.Set(IdempotencyKeyHeader, key)
-		}
-		resp, err := srv.Client().Do(r)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		b, _ := io.ReadAll(resp.Body)
-		return resp.StatusCode, resp.Header, string(b)
-	}
+	api := newSQLiteAPI(t, []sqliteEndpoint{{"shop", "billing", "order.*"}, {"shop", "audit", "*"}, {"other", "spy", "*"}},
+		Config{Now: func() time.Time { return testNow }})
+	call, pub := api.call, api.pub
 
 	// Concurrent publishes, each committed before its 201.
 	const n = 24
@@ -156,46 +117,12 @@ func TestPublishThroughSQLite(t *testing.T) {
 // MaxFanOut is answered 422 and leaves nothing in the embedded ledger; a
 // type within the limit in the same namespace is accepted.
 func TestFanOutLimitThroughSQLite(t *testing.T) {
-	ctx := t.Context()
-	store, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "ledger.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = store.Close() })
-	for i, types := range []string{"order.*", "order.*", "order.*", "invoice.paid"} {
-		name := fmt.Sprint("ep-", i)
-		_, err := store.EndpointUpsert(ctx, &ledger.EndpointUpsertParams{Now: testNow, Endpoint: ledger.Endpoint{
-			ID: ledger.EndpointID("shop", name), Namespace: "shop", Name: name, URL: "https://receiver.example/" + name,
-			EventTypes: []string{types}, Secrets: []ledger.SigningSecret{{Value: ledger.Sensitive("whsec_x")}}, AckMode: ledger.AckResponse,
-		}})
-		if err != nil {
-			t.Fatal(err)
-		}
-	}
-	pub := NewStorePublisher(store, groupcommit.Options{})
-	t.Cleanup(pub.Close)
-	h, err := New(Config{Publisher: pub, Reader: store, Auth: StaticTokens{goodToken: {Username: "it"}}, MaxFanOut: 2})
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := httptest.NewServer(h)
-	t.Cleanup(srv.Close)
+	api := newSQLiteAPI(t, []sqliteEndpoint{{"shop", "ep-0", "order.*"}, {"shop", "ep-1", "order.*"}, {"shop", "ep-2", "order.*"},
+		{"shop", "ep-3", "invoice.paid"}}, Config{MaxFanOut: 2})
 	publish := func(typ string) (int, string) {
 		t.Helper()
-		r, err := http.NewRequestWithContext(ctx, http.MethodPost, srv.URL+"/v1/namespaces/shop/events",
-			strings.NewReader(`{"type":"`+typ+`","data":{}}`))
-		if err != nil {
-			t.Fatal(err)
-		}
-		r.Header.Set("Authorization", "Bearer "+goodToken)
-		r.Header.Set("Content-Type", "application/json")
-		resp, err := srv.Client().Do(r)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		b, _ := io.ReadAll(resp.Body)
-		return resp.StatusCode, string(b)
+		status, _, answer := api.call(http.MethodPost, "/v1/namespaces/shop/events", `{"type":"`+typ+`","data":{}}`, "")
+		return status, answer
 	}
 
 	status, answer := publish("order.created")
@@ -204,10 +131,72 @@ func TestFanOutLimitThroughSQLite(t *testing.T) {
 		refusal.Error.Code != CodeFanOutLimit || refusal.Error.Field != "type" {
 		t.Fatalf("publish matching 3 endpoints with a limit of 2: %d %s", status, answer)
 	}
-	if ds, err := store.DeliveryList(ctx, &ledger.DeliveryListParams{Limit: 10}); err != nil || len(ds) != 0 {
+	if ds, err := api.store.DeliveryList(t.Context(), &ledger.DeliveryListParams{Limit: 10}); err != nil || len(ds) != 0 {
 		t.Fatalf("after the refusal the ledger holds %d deliveries (%v), want none", len(ds), err)
 	}
 	if status, answer := publish("invoice.paid"); status != http.StatusCreated {
 		t.Errorf("publish matching 1 endpoint: %d %s", status, answer)
 	}
+}
+
+// sqliteEndpoint is a WebhookEndpoint registered in the ledger of a test.
+type sqliteEndpoint struct{ ns, name, types string }
+
+// sqliteAPI is the API served over a real HTTP server by the embedded
+// ledger, with endpoints registered in it.
+type sqliteAPI struct {
+	t     *testing.T
+	store *sqlite.Store
+	pub   *StorePublisher
+	srv   *httptest.Server
+}
+
+func newSQLiteAPI(t *testing.T, endpoints []sqliteEndpoint, cfg Config) *sqliteAPI {
+	t.Helper()
+	ctx := t.Context()
+	store, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "ledger.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = store.Close() })
+	for _, ep := range endpoints {
+		_, err := store.EndpointUpsert(ctx, &ledger.EndpointUpsertParams{Now: testNow, Endpoint: ledger.Endpoint{
+			ID: ledger.EndpointID(ep.ns, ep.name), Namespace: ep.ns, Name: ep.name, URL: "https://receiver.example/" + ep.name,
+			EventTypes: []string{ep.types}, Secrets: []ledger.SigningSecret{{Value: ledger.Sensitive("whsec_x")}}, AckMode: ledger.AckResponse,
+		}})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	pub := NewStorePublisher(store, groupcommit.Options{})
+	t.Cleanup(pub.Close)
+	cfg.Publisher, cfg.Reader, cfg.Auth = pub, store, StaticTokens{goodToken: {Username: "it"}}
+	h, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(h)
+	t.Cleanup(srv.Close)
+	return &sqliteAPI{t: t, store: store, pub: pub, srv: srv}
+}
+
+// call sends one authenticated request and returns the answer.
+func (a *sqliteAPI) call(method, path, body, key string) (int, http.Header, string) {
+	a.t.Helper()
+	r, err := http.NewRequestWithContext(a.t.Context(), method, a.srv.URL+path, strings.NewReader(body))
+	if err != nil {
+		a.t.Fatal(err)
+	}
+	r.Header.Set("Authorization", "Bearer "+goodToken)
+	r.Header.Set("Content-Type", "application/json")
+	if key != "" {
+		r.Header.Set(IdempotencyKeyHeader, key)
+	}
+	resp, err := a.srv.Client().Do(r)
+	if err != nil {
+		a.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, resp.Header, string(b)
 }
