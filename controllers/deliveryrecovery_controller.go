@@ -58,6 +58,11 @@ func (r *DeliveryRecoveryReconciler) now() time.Time {
 
 // Reconcile starts, applies, follows and finally cleans up a recovery.
 func (r *DeliveryRecoveryReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	res, err := r.reconcile(ctx, req)
+	return requeueOnConflict(ctx, res, err)
+}
+
+func (r *DeliveryRecoveryReconciler) reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	var rec hookv1.DeliveryRecovery
 	if err := r.Get(ctx, req.NamespacedName, &rec); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)

@@ -41,6 +41,11 @@ func (r *RetryPolicyReconciler) now() time.Time {
 // Reconcile gathers the policy and the endpoints that use it, computes the
 // status with retryPolicyStatus, and patches it.
 func (r *RetryPolicyReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	res, err := r.reconcile(ctx, req)
+	return requeueOnConflict(ctx, res, err)
+}
+
+func (r *RetryPolicyReconciler) reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	var policy hookv1.RetryPolicy
 	if err := r.Get(ctx, req.NamespacedName, &policy); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)

@@ -3,9 +3,13 @@ package controllers
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log"
 )
 
 // patchStatus writes obj's status when it differs from before, the copy
@@ -26,4 +30,21 @@ func patchStatus[T client.Object](ctx context.Context, c client.Client, before, 
 		return fmt.Errorf("writing status of %s: %w", client.ObjectKeyFromObject(obj), err)
 	}
 	return nil
+}
+
+// conflictRetry is how soon a reconcile whose write met a conflict runs
+// again: long enough for the informer to deliver the newer object.
+const conflictRetry = 250 * time.Millisecond
+
+// requeueOnConflict turns a conflict into a quiet, prompt retry. Conflicts
+// are routine (the cache had not yet seen the controller's own previous
+// write, or another writer got there first) and the retry reads the fresh
+// object; returning them as errors would log a stack trace for each. Any
+// other error is returned as is.
+func requeueOnConflict(ctx context.Context, res ctrl.Result, err error) (ctrl.Result, error) {
+	if err != nil && apierrors.IsConflict(err) {
+		log.FromContext(ctx).V(1).Info("write conflicted with a newer version; retrying", "error", err.Error())
+		return ctrl.Result{RequeueAfter: conflictRetry}, nil
+	}
+	return res, err
 }

@@ -115,6 +115,11 @@ func (r *WebhookEndpointReconciler) now() time.Time {
 // Reconcile registers the endpoint with the engine (or removes it once the
 // endpoint is deleted) and writes its status.
 func (r *WebhookEndpointReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	res, err := r.reconcile(ctx, req)
+	return requeueOnConflict(ctx, res, err)
+}
+
+func (r *WebhookEndpointReconciler) reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	var ep hookv1.WebhookEndpoint
 	if err := r.Get(ctx, req.NamespacedName, &ep); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)

@@ -1,0 +1,38 @@
+package controllers
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	ctrl "sigs.k8s.io/controller-runtime"
+)
+
+func TestRequeueOnConflict(t *testing.T) {
+	gr := schema.GroupResource{Group: "hookkeeper.dev", Resource: "webhookendpoints"}
+	conflict := apierrors.NewConflict(gr, "orders", errors.New("the object has been modified"))
+	other := errors.New("ledger unavailable")
+	for _, tt := range []struct {
+		name    string
+		res     ctrl.Result
+		err     error
+		wantRes ctrl.Result
+		wantErr error
+	}{
+		{"success keeps its result", ctrl.Result{RequeueAfter: time.Minute}, nil, ctrl.Result{RequeueAfter: time.Minute}, nil},
+		{"a conflict is a quiet, prompt retry", ctrl.Result{}, conflict, ctrl.Result{RequeueAfter: conflictRetry}, nil},
+		{"a wrapped conflict too", ctrl.Result{}, fmt.Errorf("writing status of shop/orders: %w", conflict), ctrl.Result{RequeueAfter: conflictRetry}, nil},
+		{"any other error is returned", ctrl.Result{}, other, ctrl.Result{}, other},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			res, err := requeueOnConflict(context.Background(), tt.res, tt.err)
+			if res != tt.wantRes || !errors.Is(err, tt.wantErr) || (tt.wantErr == nil && err != nil) {
+				t.Errorf("requeueOnConflict = %+v, %v; want %+v, %v", res, err, tt.wantRes, tt.wantErr)
+			}
+		})
+	}
+}
