@@ -1,0 +1,475 @@
+package replicas
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+
+	"github.com/hookkeeper/hookkeeper/internal/signing"
+)
+
+// ---- manager processes ----
+
+// replica is one manager process of the suite.
+type replica struct {
+	name       string
+	cmd        *exec.Cmd
+	logPath    string // its stdout and stderr
+	metricsURL string
+	probeURL   string
+	api        *apiClient
+
+	done chan struct{}
+	err  error // how it exited; set when done is closed
+}
+
+// startReplica starts a manager on the suite's ledger with leader election,
+// every address on loopback and its own log file.
+func startReplica(name string) *replica {
+	GinkgoHelper()
+	metricsAddr, probeAddr, apiAddr := freeAddr(), freeAddr(), freeAddr()
+	r := &replica{
+		name:       name,
+		logPath:    filepath.Join(workDir, name+".log"),
+		metricsURL: "http://" + metricsAddr + "/metrics",
+		probeURL:   "http://" + probeAddr + "/readyz",
+		api:        &apiClient{base: "http://" + apiAddr, token: apiToken, client: &http.Client{Timeout: 10 * time.Second}},
+		done:       make(chan struct{}),
+	}
+	logFile, err := os.Create(r.logPath)
+	Expect(err).NotTo(HaveOccurred())
+	r.cmd = exec.Command(binary,
+		"--ledger="+ledgerFlag,
+		"--leader-elect",
+		"--leader-election-namespace="+leaseNamespace,
+		"--metrics-bind-address="+metricsAddr,
+		"--metrics-secure=false",
+		"--health-probe-bind-address="+probeAddr,
+		// Plain HTTP is allowed on loopback.
+		"--api-bind-address="+apiAddr,
+		"--api-auth=token-file",
+		"--api-token-file="+tokenFile,
+		"--endpoint-status-resync=2s",
+		// The receivers are on loopback, which is forbidden by default.
+		"--allowed-destination-cidrs=127.0.0.0/8",
+		"--zap-devel",
+	)
+	r.cmd.Env = append(os.Environ(), "KUBECONFIG="+kubeconfig)
+	r.cmd.Stdout, r.cmd.Stderr = logFile, logFile
+	Expect(r.cmd.Start()).To(Succeed())
+	go func() {
+		r.err = r.cmd.Wait()
+		_ = logFile.Close()
+		close(r.done)
+	}()
+	return r
+}
+
+// waitReady waits until the manager's probe and its API answer (an unknown
+// event of an authenticated caller is a 404, not a refused connection).
+func (r *replica) waitReady() {
+	GinkgoHelper()
+	probe := &http.Client{Timeout: 2 * time.Second}
+	Eventually(func(g Gomega) {
+		if r.exited() {
+			StopTrying(fmt.Sprintf("%s exited: %v\n%s", r.name, r.err, tail(r.logPath, 60))).Now()
+		}
+		resp, err := probe.Get(r.probeURL)
+		g.Expect(err).NotTo(HaveOccurred())
+		resp.Body.Close()
+		g.Expect(resp.StatusCode).To(Equal(http.StatusOK))
+		status, _, err := r.api.do(http.MethodGet, "/v1/namespaces/default/events/evt_none", "", "")
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(status).To(Equal(http.StatusNotFound))
+	}).WithTimeout(60*time.Second).Should(Succeed(), func() string { return r.name + " not ready:\n" + tail(r.logPath, 60) })
+}
+
+func (r *replica) exited() bool {
+	select {
+	case <-r.done:
+		return true
+	default:
+		return false
+	}
+}
+
+// stop sends SIGTERM and waits for the exit (30s at most, then SIGKILL and
+// a failure); it returns how the manager exited: nil is status 0.
+func (r *replica) stop() error {
+	GinkgoHelper()
+	Expect(r.cmd.Process.Signal(syscall.SIGTERM)).To(Succeed())
+	select {
+	case <-r.done:
+	case <-time.After(30 * time.Second):
+		_ = r.cmd.Process.Kill()
+		<-r.done
+		Fail(r.name + " did not stop within 30s of SIGTERM:\n" + tail(r.logPath, 60))
+	}
+	return r.err
+}
+
+// metrics returns the manager's samples by series, as /metrics spells them
+// (`name{label="value"}`, labels in the order the registry writes them).
+func (r *replica) metrics(g Gomega) map[string]float64 {
+	resp, err := http.Get(r.metricsURL)
+	g.Expect(err).NotTo(HaveOccurred())
+	defer resp.Body.Close()
+	g.Expect(resp.StatusCode).To(Equal(http.StatusOK))
+	samples := map[string]float64{}
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 0, 64*1024), 1<<20)
+	for sc.Scan() {
+		line := sc.Text()
+		if line == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		i := strings.LastIndexByte(line, ' ')
+		g.Expect(i).To(BeNumerically(">", 0), "metrics line %q", line)
+		v, err := strconv.ParseFloat(line[i+1:], 64)
+		g.Expect(err).NotTo(HaveOccurred(), "metrics line %q", line)
+		samples[line[:i]] = v
+	}
+	g.Expect(sc.Err()).NotTo(HaveOccurred())
+	return samples
+}
+
+// leaderSeries is controller-runtime's gauge for the manager's Lease: 1 on
+// the leader, 0 on a replica that lost it, absent on one that never led.
+const leaderSeries = `leader_election_master_status{name="` + leaseName + `"}`
+
+// leads reports whether the manager's metrics say it holds the Lease.
+func (r *replica) leads(g Gomega) bool {
+	v, ok := r.metrics(g)[leaderSeries]
+	if ok {
+		g.Expect(v).To(Or(Equal(0.0), Equal(1.0)), "%s: %s", r.name, leaderSeries)
+	}
+	return v == 1
+}
+
+// leaseHolder is the Lease's spec.holderIdentity ("" when released).
+func leaseHolder() (string, error) {
+	return runKubectl("", "get", "lease", "-n", leaseNamespace, leaseName, "-o", "jsonpath={.spec.holderIdentity}")
+}
+
+// freeAddr returns a loopback address with a port that was free a moment
+// ago.
+func freeAddr() string {
+	GinkgoHelper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	Expect(err).NotTo(HaveOccurred())
+	defer l.Close()
+	return l.Addr().String()
+}
+
+// tail returns the last n lines of the file at path.
+func tail(path string, n int) string {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return fmt.Sprintf("(reading %s: %v)", path, err)
+	}
+	lines := strings.Split(strings.TrimRight(string(data), "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}
+
+// ---- kubectl ----
+
+// runKubectl runs the real kubectl against the suite's control plane, with
+// stdin when it is not empty. The error carries kubectl's stderr.
+func runKubectl(stdin string, args ...string) (string, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, kubectlPath, append([]string{"--kubeconfig", kubeconfig}, args...)...)
+	if stdin != "" {
+		cmd.Stdin = strings.NewReader(stdin)
+	}
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		var exit *exec.ExitError
+		if errors.As(err, &exit) {
+			return stdout.String(), fmt.Errorf("kubectl %s: %w: %s", strings.Join(args, " "), err, strings.TrimSpace(stderr.String()))
+		}
+		return stdout.String(), fmt.Errorf("kubectl %s: %w", strings.Join(args, " "), err)
+	}
+	return stdout.String(), nil
+}
+
+// kubectl runs kubectl and fails the spec when it fails.
+func kubectl(args ...string) string {
+	GinkgoHelper()
+	out, err := runKubectl("", args...)
+	if err != nil {
+		Fail(err.Error())
+	}
+	return out
+}
+
+// kubectlOutput is kubectl's output, errors included: for reports.
+func kubectlOutput(args ...string) string {
+	out, err := runKubectl("", args...)
+	if err != nil {
+		return out + "\n" + err.Error()
+	}
+	return out
+}
+
+// apply pipes manifests to kubectl apply -f -.
+func apply(manifests string) {
+	GinkgoHelper()
+	out, err := runKubectl(manifests, "apply", "-f", "-")
+	if err != nil {
+		Fail(err.Error() + "\nmanifests:\n" + manifests)
+	}
+	GinkgoWriter.Print(out)
+}
+
+func namespaceYAML(name string) string {
+	return fmt.Sprintf("apiVersion: v1\nkind: Namespace\nmetadata:\n  name: %s\n", name)
+}
+
+// policyYAML is a fast RetryPolicy: Fixed delay, no jitter, maxAttempts
+// attempts.
+func policyYAML(ns, name, delay string, maxAttempts int) string {
+	return fmt.Sprintf(`apiVersion: hookkeeper.dev/v1alpha1
+kind: RetryPolicy
+metadata:
+  name: %s
+  namespace: %s
+spec:
+  backoff:
+    strategy: Fixed
+    initialDelay: %s
+    jitterPercent: 0
+  horizon:
+    maxAttempts: %d
+  attemptTimeout: 5s
+  replayWindow: 1h
+`, name, ns, delay, maxAttempts)
+}
+
+// endpointYAML is a WebhookEndpoint for eventTypes (a YAML list) on policy.
+func endpointYAML(ns, name, url, eventTypes, policy string) string {
+	return fmt.Sprintf(`apiVersion: hookkeeper.dev/v1alpha1
+kind: WebhookEndpoint
+metadata:
+  name: %s
+  namespace: %s
+spec:
+  url: %s
+  eventTypes: %s
+  retryPolicyRef:
+    name: %s
+`, name, ns, url, eventTypes, policy)
+}
+
+// endpointStatus reads fields of an endpoint's status with a jsonpath.
+func endpointStatus(ns, name, path string) (string, error) {
+	return runKubectl("", "get", "-n", ns, "webhookendpoint", name, "-o", "jsonpath="+path)
+}
+
+// ---- the HTTP API ----
+
+type apiClient struct {
+	base, token string
+	client      *http.Client
+}
+
+// do sends one request and returns the status and body.
+func (c *apiClient) do(method, path, body, idempotencyKey string) (int, []byte, error) {
+	req, err := http.NewRequest(method, c.base+path, strings.NewReader(body))
+	if err != nil {
+		return 0, nil, err
+	}
+	req.Header.Set("Authorization", "Bearer "+c.token)
+	if body != "" {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	if idempotencyKey != "" {
+		req.Header.Set("Idempotency-Key", idempotencyKey)
+	}
+	resp, err := c.client.Do(req)
+	if err != nil {
+		return 0, nil, err
+	}
+	defer resp.Body.Close()
+	data, err := io.ReadAll(resp.Body)
+	return resp.StatusCode, data, err
+}
+
+// published is the API's answer to a publish, as the wire shows it.
+type published struct {
+	ID         string `json:"id"`
+	Deliveries []struct {
+		ID       string `json:"id"`
+		Endpoint string `json:"endpoint"`
+	} `json:"deliveries"`
+}
+
+// publish posts an event to namespace ns; anything but 201 Created with
+// exactly one delivery, to endpoint, is an error. It does not assert, so
+// that goroutines may call it.
+func (c *apiClient) publish(ns, key, body, endpoint string) (published, error) {
+	status, data, err := c.do(http.MethodPost, "/v1/namespaces/"+ns+"/events", body, key)
+	if err != nil {
+		return published{}, fmt.Errorf("publishing %s: %w", key, err)
+	}
+	if status != http.StatusCreated {
+		return published{}, fmt.Errorf("publishing %s: status %d: %s", key, status, data)
+	}
+	var p published
+	if err := json.Unmarshal(data, &p); err != nil {
+		return published{}, fmt.Errorf("publishing %s: %w: %s", key, err, data)
+	}
+	if len(p.Deliveries) != 1 || p.Deliveries[0].Endpoint != endpoint {
+		return published{}, fmt.Errorf("publishing %s: want one delivery to %s: %s", key, endpoint, data)
+	}
+	return p, nil
+}
+
+// delivery is what the API says of one delivery.
+type delivery struct {
+	ID            string `json:"id"`
+	State         string `json:"state"`
+	Attempts      int    `json:"attempts"`
+	ExhaustReason string `json:"exhaustReason"`
+}
+
+// deliveryOf is the only delivery of an event.
+func (c *apiClient) deliveryOf(g Gomega, ns, eventID string) delivery {
+	status, data, err := c.do(http.MethodGet, "/v1/namespaces/"+ns+"/deliveries?event="+eventID, "", "")
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(status).To(Equal(http.StatusOK), "deliveries of %s: %s", eventID, data)
+	var list struct {
+		Items []delivery `json:"items"`
+	}
+	g.Expect(json.Unmarshal(data, &list)).To(Succeed())
+	g.Expect(list.Items).To(HaveLen(1), "deliveries of %s", eventID)
+	return list.Items[0]
+}
+
+// ---- receivers ----
+
+// receiver is a real HTTP receiver on loopback that answers every request
+// with status, after delay when it is set (a slow receiver), and counts the
+// requests by webhook-id (the event identity, stable across retries). A
+// request whose sender hangs up before the answer is counted as cut too.
+type receiver struct {
+	name   string
+	status int
+	delay  time.Duration
+	srv    *httptest.Server
+
+	mu         sync.Mutex
+	byID       map[string]int
+	cut        map[string]int
+	total      int
+	inProgress int // requests received and not answered yet
+}
+
+func newReceiver(name string, status int) *receiver {
+	return newSlowReceiver(name, status, 0)
+}
+
+func newSlowReceiver(name string, status int, delay time.Duration) *receiver {
+	r := &receiver{name: name, status: status, delay: delay, byID: map[string]int{}, cut: map[string]int{}}
+	r.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		_, _ = io.Copy(io.Discard, req.Body)
+		id := req.Header.Get(signing.HeaderID)
+		r.mu.Lock()
+		r.byID[id]++
+		r.total++
+		r.mu.Unlock()
+		if r.delay > 0 {
+			r.mu.Lock()
+			r.inProgress++
+			r.mu.Unlock()
+			t := time.NewTimer(r.delay)
+			defer t.Stop()
+			select {
+			case <-t.C:
+				r.mu.Lock()
+				r.inProgress--
+				r.mu.Unlock()
+			case <-req.Context().Done():
+				r.mu.Lock()
+				r.inProgress--
+				r.cut[id]++
+				r.mu.Unlock()
+				return
+			}
+		}
+		w.WriteHeader(r.status)
+	}))
+	DeferCleanup(r.srv.Close)
+	specReceivers = append(specReceivers, r)
+	return r
+}
+
+func (r *receiver) URL() string { return r.srv.URL + "/hooks" }
+
+// cutIDs returns the webhook-ids of the requests whose sender hung up
+// before the answer.
+func (r *receiver) cutIDs() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := make([]string, 0, len(r.cut))
+	for id := range r.cut {
+		out = append(out, id)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// busy returns how many requests the receiver is holding (slow receivers
+// only).
+func (r *receiver) busy() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.inProgress
+}
+
+// counts returns the requests per webhook-id and their total.
+func (r *receiver) counts() (map[string]int, int) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := make(map[string]int, len(r.byID))
+	for id, n := range r.byID {
+		out[id] = n
+	}
+	return out, r.total
+}
+
+func (r *receiver) String() string {
+	byID, total := r.counts()
+	var more []string
+	for id, n := range byID {
+		if n > 1 {
+			more = append(more, fmt.Sprintf("%s x%d", id, n))
+		}
+	}
+	sort.Strings(more)
+	return fmt.Sprintf("answers %d after %v; %d requests for %d webhook-ids; more than once: %v; cut by the sender: %v",
+		r.status, r.delay, total, len(byID), more, r.cutIDs())
+}
