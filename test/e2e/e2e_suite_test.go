@@ -13,16 +13,11 @@
 package e2e
 
 import (
-	"bytes"
-	"context"
-	"errors"
 	"fmt"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -76,15 +71,11 @@ var _ = BeforeSuite(func() {
 	Expect(err).NotTo(HaveOccurred())
 
 	// Build the manager while the control plane starts.
-	binary := filepath.Join(workDir, "manager")
+	var binary string
 	built := make(chan error, 1)
 	go func() {
-		cmd := exec.Command("go", "build", "-o", binary, "./cmd")
-		cmd.Dir = testenv.RepoRoot()
-		out, err := cmd.CombinedOutput()
-		if err != nil {
-			err = fmt.Errorf("go build ./cmd: %w\n%s", err, out)
-		}
+		var err error
+		binary, err = testenv.BuildManager(workDir)
 		built <- err
 	}()
 
@@ -138,7 +129,7 @@ var _ = BeforeSuite(func() {
 	Eventually(func(g Gomega) {
 		select {
 		case <-managerDone:
-			StopTrying("the manager exited: " + fmt.Sprint(managerErr) + "\n" + tail(managerLog, 60)).Now()
+			StopTrying("the manager exited: " + fmt.Sprint(managerErr) + "\n" + testenv.Tail(managerLog, 60)).Now()
 		default:
 		}
 		resp, err := probe.Get("http://" + probeAddr + "/readyz")
@@ -148,7 +139,7 @@ var _ = BeforeSuite(func() {
 		status, _, err := api.do(http.MethodGet, "/v1/namespaces/e2e/events/evt_none", "", "")
 		g.Expect(err).NotTo(HaveOccurred())
 		g.Expect(status).To(Equal(http.StatusNotFound))
-	}).WithTimeout(60*time.Second).Should(Succeed(), func() string { return "manager not ready:\n" + tail(managerLog, 60) })
+	}).WithTimeout(60*time.Second).Should(Succeed(), func() string { return "manager not ready:\n" + testenv.Tail(managerLog, 60) })
 	suiteFailed = false
 })
 
@@ -160,10 +151,10 @@ var _ = AfterSuite(func() {
 		case <-time.After(30 * time.Second):
 			_ = manager.Process.Kill()
 			<-managerDone
-			Fail("the manager did not stop within 30s of SIGTERM:\n" + tail(managerLog, 60))
+			Fail("the manager did not stop within 30s of SIGTERM:\n" + testenv.Tail(managerLog, 60))
 		}
 		// SIGTERM is a clean shutdown: exit status 0.
-		Expect(managerErr).NotTo(HaveOccurred(), "the manager's exit after SIGTERM:\n"+tail(managerLog, 60))
+		Expect(managerErr).NotTo(HaveOccurred(), "the manager's exit after SIGTERM:\n"+testenv.Tail(managerLog, 60))
 	}
 	if env != nil {
 		Expect(env.Stop()).To(Succeed())
@@ -200,7 +191,7 @@ var _ = AfterEach(func() {
 		AddReportEntry("manager exited", fmt.Sprint(managerErr))
 	default:
 	}
-	AddReportEntry("manager log (last 200 lines; full log in "+managerLog+")", tail(managerLog, 200))
+	AddReportEntry("manager log (last 200 lines; full log in "+managerLog+")", testenv.Tail(managerLog, 200))
 	AddReportEntry("kubectl get hookkeeper -A -o yaml", kubectlOutput("get", "hookkeeper", "-A", "-o", "yaml"))
 	AddReportEntry("kubectl get events -A", kubectlOutput("get", "events", "-A"))
 	if specNamespace != "" {
@@ -212,28 +203,6 @@ var _ = AfterEach(func() {
 	}
 })
 
-// freeAddr returns a loopback address with a port that was free a moment
-// ago.
-func freeAddr() string {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	Expect(err).NotTo(HaveOccurred())
-	defer l.Close()
-	return l.Addr().String()
-}
-
-// tail returns the last n lines of the file at path.
-func tail(path string, n int) string {
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return fmt.Sprintf("(reading %s: %v)", path, err)
-	}
-	lines := strings.Split(strings.TrimRight(string(data), "\n"), "\n")
-	if len(lines) > n {
-		lines = lines[len(lines)-n:]
-	}
-	return strings.Join(lines, "\n")
-}
-
 // kubectlOutput runs kubectl and returns what it printed, errors included:
 // for reports, never for assertions.
 func kubectlOutput(args ...string) string {
@@ -244,23 +213,15 @@ func kubectlOutput(args ...string) string {
 	return out
 }
 
-// runKubectl runs the real kubectl against the suite's control plane, with
-// stdin when it is not empty. The error carries kubectl's stderr.
+// freeAddr returns a loopback address with a port that was free a moment
+// ago.
+func freeAddr() string {
+	addr, err := testenv.FreeAddr()
+	Expect(err).NotTo(HaveOccurred())
+	return addr
+}
+
+// runKubectl runs the real kubectl against the suite's control plane.
 func runKubectl(stdin string, args ...string) (string, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, kubectlPath, append([]string{"--kubeconfig", kubeconfig}, args...)...)
-	if stdin != "" {
-		cmd.Stdin = strings.NewReader(stdin)
-	}
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	if err := cmd.Run(); err != nil {
-		var exit *exec.ExitError
-		if errors.As(err, &exit) {
-			return stdout.String(), fmt.Errorf("kubectl %s: %w: %s", strings.Join(args, " "), err, strings.TrimSpace(stderr.String()))
-		}
-		return stdout.String(), fmt.Errorf("kubectl %s: %w", strings.Join(args, " "), err)
-	}
-	return stdout.String(), nil
+	return testenv.RunKubectl(kubectlPath, kubeconfig, stdin, args...)
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/hookkeeper/hookkeeper/internal/dispatch"
 	"github.com/hookkeeper/hookkeeper/internal/ledger"
 	"github.com/hookkeeper/hookkeeper/internal/signing"
+	"github.com/hookkeeper/hookkeeper/test/fixtures"
 )
 
 // ---- kubectl ----
@@ -60,7 +61,7 @@ func kubectlWait(object, condition string, timeout time.Duration) {
 func useNamespace(name string) string {
 	GinkgoHelper()
 	specNamespace = name
-	apply(fmt.Sprintf("apiVersion: v1\nkind: Namespace\nmetadata:\n  name: %s\n", name))
+	apply(fixtures.Namespace(name))
 	return name
 }
 
@@ -77,42 +78,11 @@ func signingSecret(endpoint string) ledger.Sensitive {
 	return ledger.Sensitive(raw)
 }
 
-// policyYAML is a fast RetryPolicy: Fixed delay, no jitter, maxAttempts
-// attempts, one-time secrets scrubbed as soon as nothing is pending.
-func policyYAML(ns, name, delay string, maxAttempts int) string {
-	return fmt.Sprintf(`apiVersion: hookkeeper.dev/v1alpha1
-kind: RetryPolicy
-metadata:
-  name: %s
-  namespace: %s
-spec:
-  backoff:
-    strategy: Fixed
-    initialDelay: %s
-    jitterPercent: 0
-  horizon:
-    maxAttempts: %d
-  attemptTimeout: 5s
-  replayWindow: 1h
-  retention:
-    secretGracePeriod: 0s
-`, name, ns, delay, maxAttempts)
-}
-
-// endpointYAML is a WebhookEndpoint on policy; extra is indented spec.
-func endpointYAML(ns, name, url, eventTypes, policy, extra string) string {
-	return fmt.Sprintf(`apiVersion: hookkeeper.dev/v1alpha1
-kind: WebhookEndpoint
-metadata:
-  name: %s
-  namespace: %s
-spec:
-  url: %s
-  eventTypes: %s
-  retryPolicyRef:
-    name: %s
-%s`, name, ns, url, eventTypes, policy, extra)
-}
+// The manifests the specs apply.
+var (
+	policyYAML   = fixtures.RetryPolicy
+	endpointYAML = fixtures.WebhookEndpoint
+)
 
 // ---- the HTTP API ----
 

@@ -2,13 +2,9 @@ package replicas
 
 import (
 	"bufio"
-	"bytes"
-	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -25,6 +21,8 @@ import (
 	. "github.com/onsi/gomega"
 
 	"github.com/hookkeeper/hookkeeper/internal/signing"
+	"github.com/hookkeeper/hookkeeper/test/fixtures"
+	"github.com/hookkeeper/hookkeeper/test/testenv"
 )
 
 // ---- manager processes ----
@@ -91,7 +89,7 @@ func (r *replica) waitReady() {
 	probe := &http.Client{Timeout: 2 * time.Second}
 	Eventually(func(g Gomega) {
 		if r.exited() {
-			StopTrying(fmt.Sprintf("%s exited: %v\n%s", r.name, r.err, tail(r.logPath, 60))).Now()
+			StopTrying(fmt.Sprintf("%s exited: %v\n%s", r.name, r.err, testenv.Tail(r.logPath, 60))).Now()
 		}
 		resp, err := probe.Get(r.probeURL)
 		g.Expect(err).NotTo(HaveOccurred())
@@ -100,7 +98,7 @@ func (r *replica) waitReady() {
 		status, _, err := r.api.do(http.MethodGet, "/v1/namespaces/default/events/evt_none", "", "")
 		g.Expect(err).NotTo(HaveOccurred())
 		g.Expect(status).To(Equal(http.StatusNotFound))
-	}).WithTimeout(60*time.Second).Should(Succeed(), func() string { return r.name + " not ready:\n" + tail(r.logPath, 60) })
+	}).WithTimeout(60*time.Second).Should(Succeed(), func() string { return r.name + " not ready:\n" + testenv.Tail(r.logPath, 60) })
 }
 
 func (r *replica) exited() bool {
@@ -122,7 +120,7 @@ func (r *replica) stop() error {
 	case <-time.After(30 * time.Second):
 		_ = r.cmd.Process.Kill()
 		<-r.done
-		Fail(r.name + " did not stop within 30s of SIGTERM:\n" + tail(r.logPath, 60))
+		Fail(r.name + " did not stop within 30s of SIGTERM:\n" + testenv.Tail(r.logPath, 60))
 	}
 	return r.err
 }
@@ -170,51 +168,7 @@ func leaseHolder() (string, error) {
 	return runKubectl("", "get", "lease", "-n", leaseNamespace, leaseName, "-o", "jsonpath={.spec.holderIdentity}")
 }
 
-// freeAddr returns a loopback address with a port that was free a moment
-// ago.
-func freeAddr() string {
-	GinkgoHelper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	Expect(err).NotTo(HaveOccurred())
-	defer l.Close()
-	return l.Addr().String()
-}
-
-// tail returns the last n lines of the file at path.
-func tail(path string, n int) string {
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return fmt.Sprintf("(reading %s: %v)", path, err)
-	}
-	lines := strings.Split(strings.TrimRight(string(data), "\n"), "\n")
-	if len(lines) > n {
-		lines = lines[len(lines)-n:]
-	}
-	return strings.Join(lines, "\n")
-}
-
 // ---- kubectl ----
-
-// runKubectl runs the real kubectl against the suite's control plane, with
-// stdin when it is not empty. The error carries kubectl's stderr.
-func runKubectl(stdin string, args ...string) (string, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, kubectlPath, append([]string{"--kubeconfig", kubeconfig}, args...)...)
-	if stdin != "" {
-		cmd.Stdin = strings.NewReader(stdin)
-	}
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	if err := cmd.Run(); err != nil {
-		var exit *exec.ExitError
-		if errors.As(err, &exit) {
-			return stdout.String(), fmt.Errorf("kubectl %s: %w: %s", strings.Join(args, " "), err, strings.TrimSpace(stderr.String()))
-		}
-		return stdout.String(), fmt.Errorf("kubectl %s: %w", strings.Join(args, " "), err)
-	}
-	return stdout.String(), nil
-}
 
 // kubectl runs kubectl and fails the spec when it fails.
 func kubectl(args ...string) string {
@@ -245,43 +199,15 @@ func apply(manifests string) {
 	GinkgoWriter.Print(out)
 }
 
-func namespaceYAML(name string) string {
-	return fmt.Sprintf("apiVersion: v1\nkind: Namespace\nmetadata:\n  name: %s\n", name)
-}
-
-// policyYAML is a fast RetryPolicy: Fixed delay, no jitter, maxAttempts
-// attempts.
-func policyYAML(ns, name, delay string, maxAttempts int) string {
-	return fmt.Sprintf(`apiVersion: hookkeeper.dev/v1alpha1
-kind: RetryPolicy
-metadata:
-  name: %s
-  namespace: %s
-spec:
-  backoff:
-    strategy: Fixed
-    initialDelay: %s
-    jitterPercent: 0
-  horizon:
-    maxAttempts: %d
-  attemptTimeout: 5s
-  replayWindow: 1h
-`, name, ns, delay, maxAttempts)
-}
+// The manifests the specs apply.
+var (
+	namespaceYAML = fixtures.Namespace
+	policyYAML    = fixtures.RetryPolicy
+)
 
 // endpointYAML is a WebhookEndpoint for eventTypes (a YAML list) on policy.
 func endpointYAML(ns, name, url, eventTypes, policy string) string {
-	return fmt.Sprintf(`apiVersion: hookkeeper.dev/v1alpha1
-kind: WebhookEndpoint
-metadata:
-  name: %s
-  namespace: %s
-spec:
-  url: %s
-  eventTypes: %s
-  retryPolicyRef:
-    name: %s
-`, name, ns, url, eventTypes, policy)
+	return fixtures.WebhookEndpoint(ns, name, url, eventTypes, policy, "")
 }
 
 // endpointStatus reads fields of an endpoint's status with a jsonpath.
@@ -472,4 +398,18 @@ func (r *receiver) String() string {
 	sort.Strings(more)
 	return fmt.Sprintf("answers %d after %v; %d requests for %d webhook-ids; more than once: %v; cut by the sender: %v",
 		r.status, r.delay, total, len(byID), more, r.cutIDs())
+}
+
+// freeAddr returns a loopback address with a port that was free a moment
+// ago.
+func freeAddr() string {
+	GinkgoHelper()
+	addr, err := testenv.FreeAddr()
+	Expect(err).NotTo(HaveOccurred())
+	return addr
+}
+
+// runKubectl runs the real kubectl against the suite's control plane.
+func runKubectl(stdin string, args ...string) (string, error) {
+	return testenv.RunKubectl(kubectlPath, kubeconfig, stdin, args...)
 }

@@ -25,7 +25,6 @@ import (
 	"fmt"
 	"net/url"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"testing"
 	"time"
@@ -88,15 +87,10 @@ var _ = BeforeSuite(func() {
 	ledgerFlag = suiteLedger()
 
 	// Build the manager while the control plane starts.
-	binary = filepath.Join(workDir, "manager")
 	built := make(chan error, 1)
 	go func() {
-		cmd := exec.Command("go", "build", "-o", binary, "./cmd")
-		cmd.Dir = testenv.RepoRoot()
-		out, err := cmd.CombinedOutput()
-		if err != nil {
-			err = fmt.Errorf("go build ./cmd: %w\n%s", err, out)
-		}
+		var err error
+		binary, err = testenv.BuildManager(workDir)
 		built <- err
 	}()
 
@@ -135,7 +129,7 @@ var _ = AfterSuite(func() {
 		if r.exited() {
 			continue
 		}
-		Expect(r.stop()).To(Succeed(), "%s's exit after SIGTERM:\n%s", r.name, tail(r.logPath, 60))
+		Expect(r.stop()).To(Succeed(), "%s's exit after SIGTERM:\n%s", r.name, testenv.Tail(r.logPath, 60))
 	}
 	if env != nil {
 		Expect(env.Stop()).To(Succeed())
@@ -195,7 +189,7 @@ var _ = AfterEach(func() {
 		if r.exited() {
 			AddReportEntry(r.name+" exited", fmt.Sprint(r.err))
 		}
-		AddReportEntry(r.name+" log (last 200 lines; full log in "+r.logPath+")", tail(r.logPath, 200))
+		AddReportEntry(r.name+" log (last 200 lines; full log in "+r.logPath+")", testenv.Tail(r.logPath, 200))
 	}
 	AddReportEntry("kubectl get hookkeeper -A -o yaml", kubectlOutput("get", "hookkeeper", "-A", "-o", "yaml"))
 	AddReportEntry("kubectl get lease "+leaseName, kubectlOutput("get", "lease", "-n", leaseNamespace, leaseName, "-o", "yaml"))

@@ -1,6 +1,7 @@
 // Package testenv starts the real control plane (etcd and kube-apiserver,
 // built by `make controlplane`) for envtest suites and the e2e tests, with
-// hookkeeper's CRDs installed. It never skips: a suite that cannot find the
+// hookkeeper's CRDs installed, and runs the real processes around it: the
+// manager binary and kubectl. It never skips: a suite that cannot find the
 // binaries fails and says how to build them.
 package testenv
 

@@ -1,0 +1,71 @@
+package testenv
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"time"
+)
+
+// BuildManager builds the manager binary (./cmd) into dir and returns its
+// path, for suites that run it as a process.
+func BuildManager(dir string) (string, error) {
+	binary := filepath.Join(dir, "manager")
+	cmd := exec.Command("go", "build", "-o", binary, "./cmd")
+	cmd.Dir = RepoRoot()
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("go build ./cmd: %w\n%s", err, out)
+	}
+	return binary, nil
+}
+
+// RunKubectl runs the kubectl at path against kubeconfig, with stdin when
+// it is not empty, and returns what it printed. The error carries
+// kubectl's stderr.
+func RunKubectl(path, kubeconfig, stdin string, args ...string) (string, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, path, append([]string{"--kubeconfig", kubeconfig}, args...)...)
+	if stdin != "" {
+		cmd.Stdin = strings.NewReader(stdin)
+	}
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		if _, ok := errors.AsType[*exec.ExitError](err); ok {
+			return stdout.String(), fmt.Errorf("kubectl %s: %w: %s", strings.Join(args, " "), err, strings.TrimSpace(stderr.String()))
+		}
+		return stdout.String(), fmt.Errorf("kubectl %s: %w", strings.Join(args, " "), err)
+	}
+	return stdout.String(), nil
+}
+
+// FreeAddr returns a loopback address with a port that was free a moment
+// ago, for a process's listeners.
+func FreeAddr() (string, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", err
+	}
+	defer l.Close()
+	return l.Addr().String(), nil
+}
+
+// Tail returns the last n lines of the file at path, for failure reports.
+func Tail(path string, n int) string {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return fmt.Sprintf("(reading %s: %v)", path, err)
+	}
+	lines := strings.Split(strings.TrimRight(string(data), "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}
