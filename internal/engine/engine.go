@@ -62,6 +62,12 @@ type Options struct {
 	// fewer, larger claim transactions; measured on the bench it cost the
 	// PostgreSQL ledger half its throughput, so it is off by default.
 	ClaimLinger time.Duration
+	// ShutdownGrace is how long attempts in progress may go on once Run's
+	// context ends (default 10s); past it they are cut and released. A cut
+	// attempt may already have reached its receiver, which then gets the
+	// event again from whoever claims it next: letting attempts finish
+	// keeps a rolling update from sending duplicates.
+	ShutdownGrace time.Duration
 	// IdleWait is the longest sleep between claims when nothing is due
 	// (default 1s); it bounds how late work inserted by another process is
 	// noticed.
@@ -139,6 +145,9 @@ func New(opts Options) (*Engine, error) {
 	}
 	if opts.IdleWait <= 0 {
 		opts.IdleWait = time.Second
+	}
+	if opts.ShutdownGrace <= 0 {
+		opts.ShutdownGrace = 10 * time.Second
 	}
 	if opts.Clock == nil {
 		opts.Clock = realClock{}
@@ -219,9 +228,9 @@ func (e *Engine) Close() {
 	e.recorder.Close()
 }
 
-// Run claims and sends due deliveries until ctx is done, then waits for the
-// attempts in progress: an attempt cut short by shutdown is released, not
-// counted.
+// Run claims and sends due deliveries until ctx is done, then lets the
+// attempts in progress finish for up to ShutdownGrace: one cut short after
+// that is released, not counted.
 func (e *Engine) Run(ctx context.Context) error {
 	if err := e.loadEndpoints(ctx); err != nil {
 		if ctx.Err() != nil {
@@ -232,8 +241,16 @@ func (e *Engine) Run(ctx context.Context) error {
 	log := e.opts.Logger.WithValues("owner", e.opts.Owner)
 	log.Info("delivery engine started", "workers", e.opts.Workers)
 
+	// Attempts outlive ctx by up to ShutdownGrace: claiming stops at once,
+	// sending does not.
+	attemptCtx, cutAttempts := context.WithCancel(context.WithoutCancel(ctx))
+	defer cutAttempts()
 	var wg sync.WaitGroup
-	defer wg.Wait()
+	defer func() {
+		grace := time.AfterFunc(e.opts.ShutdownGrace, cutAttempts)
+		defer grace.Stop()
+		wg.Wait()
+	}()
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
@@ -246,7 +263,7 @@ func (e *Engine) Run(ctx context.Context) error {
 		if ctx.Err() != nil {
 			return nil
 		}
-		wait, err := e.claimOnce(ctx, &wg)
+		wait, err := e.claimOnce(ctx, attemptCtx, &wg)
 		if err != nil {
 			if ctx.Err() != nil {
 				return nil
@@ -283,10 +300,10 @@ func (e *Engine) Run(ctx context.Context) error {
 	}
 }
 
-// claimOnce claims what free workers can take and starts the attempts. It
-// returns how long to wait before the next claim: zero when more work is
-// probably ready.
-func (e *Engine) claimOnce(ctx context.Context, wg *sync.WaitGroup) (time.Duration, error) {
+// claimOnce claims what free workers can take and starts the attempts
+// under attemptCtx. It returns how long to wait before the next claim: zero
+// when more work is probably ready.
+func (e *Engine) claimOnce(ctx, attemptCtx context.Context, wg *sync.WaitGroup) (time.Duration, error) {
 	free := cap(e.sem) - len(e.sem)
 	if free == 0 {
 		return e.opts.IdleWait, nil // a finishing attempt wakes us sooner
@@ -305,7 +322,7 @@ func (e *Engine) claimOnce(ctx context.Context, wg *sync.WaitGroup) (time.Durati
 	}
 	started := 0
 	for i := range claimed {
-		if e.start(ctx, wg, &claimed[i]) {
+		if e.start(ctx, attemptCtx, wg, &claimed[i]) {
 			started++
 		}
 	}
@@ -324,10 +341,10 @@ func (e *Engine) claimOnce(ctx context.Context, wg *sync.WaitGroup) (time.Durati
 	return wait, nil
 }
 
-// start begins the attempt for a claimed delivery, or releases it when its
-// endpoint is at its in-flight or rate limit. It reports whether an attempt
-// started.
-func (e *Engine) start(ctx context.Context, wg *sync.WaitGroup, c *ledger.ClaimedDelivery) bool {
+// start begins the attempt for a claimed delivery under attemptCtx, or
+// releases it when its endpoint is at its in-flight or rate limit. It
+// reports whether an attempt started.
+func (e *Engine) start(ctx, attemptCtx context.Context, wg *sync.WaitGroup, c *ledger.ClaimedDelivery) bool {
 	now := e.opts.Clock.Now()
 	st, err := e.endpointFor(ctx, c.Delivery.EndpointID, c.EndpointVersion)
 	if err != nil {
@@ -393,7 +410,7 @@ func (e *Engine) start(ctx context.Context, wg *sync.WaitGroup, c *ledger.Claime
 				e.wake()
 			}
 		}()
-		e.attempt(ctx, &cfg, c)
+		e.attempt(attemptCtx, &cfg, c)
 	}()
 	return true
 }
@@ -416,8 +433,8 @@ func (e *Engine) attempt(ctx context.Context, ep *ledger.Endpoint, c *ledger.Cla
 		Timeout:        ep.Policy.Backoff.AttemptTimeout,
 	})
 	if ctx.Err() != nil {
-		// Shutdown cut the attempt short: it proves nothing, so it is not
-		// counted; the delivery is due again at once.
+		// Shutdown cut the attempt short (its grace ran out): it proves
+		// nothing, so it is not counted; the delivery is due again at once.
 		e.release(c, started, "shutdown")
 		return
 	}

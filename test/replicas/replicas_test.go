@@ -245,7 +245,7 @@ var _ = Describe("Replicas on one PostgreSQL ledger", Ordered, func() {
 			fmt.Sprintf("--for=jsonpath={.status.deliveries.delivered}=%d", ordersN))
 	})
 
-	It("a replica that joins follows, and one stopped in the middle of deliveries leaves nothing behind", func() {
+	It("a replica that joins follows, and one stopped in the middle of deliveries finishes them: nothing lost, nothing sent twice", func() {
 		leader, _ := whoLeads()
 		holder, err := leaseHolder()
 		Expect(err).NotTo(HaveOccurred())
@@ -277,10 +277,11 @@ var _ = Describe("Replicas on one PostgreSQL ledger", Ordered, func() {
 		Expect(joined.stop()).To(Succeed(), "%s's exit status after SIGTERM", joined.name)
 		stopped := time.Now()
 
-		By("every event delivered, well before a lease of the stopped replica could have expired")
+		By("every event delivered once, well before a lease of the stopped replica could have expired")
 		// A claim is leased for the longest attemptTimeout (5s) plus 15s:
-		// a delivery the stopped replica kept would wait that long. What it
-		// had in progress was cut and released, due at once.
+		// a delivery the stopped replica kept would wait that long. The
+		// attempts it had in progress finished within its shutdown grace
+		// (10s) and were recorded; nothing was cut, so nothing is resent.
 		Eventually(func(g Gomega) {
 			byID, _ := slow.counts()
 			g.Expect(notReceived(byID, ids)).To(BeEmpty(), "events the receiver did not get")
@@ -291,18 +292,9 @@ var _ = Describe("Replicas on one PostgreSQL ledger", Ordered, func() {
 		byID, total := slow.counts()
 		AddReportEntry("stopped under load", fmt.Sprintf("%d attempts cut by the stop, %d requests for %d events, the rest delivered %v after the exit",
 			len(cut), total, n, drained.Round(time.Millisecond)))
-		Expect(cut).NotTo(BeEmpty(), "no attempt was in progress on %s when it stopped: nothing was tested", joined.name)
-		Expect(len(cut)).To(BeNumerically("<=", maxInFlight), "attempts cut (at most maxInFlight were in progress on the stopped replica)")
-		for _, id := range cut {
-			Expect(byID[id]).To(BeNumerically(">=", 2), "%s was cut by the stop and never sent again", id)
-		}
-		// At-least-once: what was cut had reached the receiver, and is sent
-		// again; so at most what was in progress is received twice.
-		dups := receivedMoreThanOnce(byID)
-		Expect(len(dups)).To(BeNumerically("<=", maxInFlight), "events sent more than once: %v", dups)
-		for _, id := range ids {
-			Expect(byID[id]).To(BeNumerically("<=", 2), "requests for %s", id)
-		}
+		Expect(cut).To(BeEmpty(), "attempts %s cut short by the stop instead of finishing", joined.name)
+		Expect(receivedMoreThanOnce(byID)).To(BeEmpty(), "events sent more than once")
+		Expect(total).To(Equal(n))
 
 		By("the leader counting every delivery once on the status")
 		kubectl("wait", "-n", ns, "webhookendpoint/shipments", "--timeout=30s",
