@@ -330,7 +330,9 @@ func (e *Engine) claimOnce(ctx, attemptCtx context.Context, wg *sync.WaitGroup) 
 		return 0, nil
 	}
 
-	next, ok, err := e.store.NextDueAt(ctx)
+	// Deliveries of endpoints at their in-flight limit wait for a slot,
+	// whose release wakes this loop: their due times are no reason to poll.
+	next, ok, err := e.store.NextDueAt(ctx, e.fullEndpoints())
 	if err != nil {
 		return 0, fmt.Errorf("finding the next due delivery: %w", err)
 	}

@@ -3,6 +3,7 @@ package engine_test
 import (
 	"context"
 	"encoding/json"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -106,4 +107,49 @@ func prunedEvents(t *testing.T, reg *prometheus.Registry) int {
 		}
 	}
 	return 0
+}
+
+// TestFullEndpointsDoNotKeepTheClaimLoopPolling: while an endpoint is at
+// its in-flight limit, the claim loop asks for the next due delivery
+// without it, so that its backlog (due now) does not make the loop claim
+// every few milliseconds; the attempt that frees a slot wakes the loop.
+func TestFullEndpointsDoNotKeepTheClaimLoopPolling(t *testing.T) {
+	store := stores()[0].open(t)
+	rec := &nextDueRecorder{Store: store, excluded: make(chan []string, 100)}
+	rcv := newHeldReceiver(t)
+	e := run(t, engine.Options{Store: rec})
+	ep := endpoint(t, "full", "orders", rcv.URL, []string{"order.created"}, policy(3, time.Second))
+	ep.MaxInFlight = 1
+	if _, err := e.RegisterEndpoint(context.Background(), ep); err != nil {
+		t.Fatal(err)
+	}
+	for range 3 {
+		publish(t, e, "full", "order.created", `{}`)
+	}
+	<-rcv.arrived // the endpoint is full now; two deliveries wait, due
+	deadline := time.After(30 * time.Second)
+	for asked := false; !asked; {
+		select {
+		case excluded := <-rec.excluded:
+			asked = slices.Contains(excluded, "full/orders")
+		case <-deadline:
+			t.Fatal("the claim loop never asked for the next due delivery without the full endpoint")
+		}
+	}
+	close(rcv.release)
+	eventually(t, "the backlog delivered once slots free up", func() bool { return rcv.requests.Load() == 3 })
+}
+
+// nextDueRecorder reports the endpoints each NextDueAt call excludes.
+type nextDueRecorder struct {
+	ledger.Store
+	excluded chan []string
+}
+
+func (r *nextDueRecorder) NextDueAt(ctx context.Context, exclude []string) (time.Time, bool, error) {
+	select {
+	case r.excluded <- slices.Clone(exclude):
+	default: // the test stopped listening
+	}
+	return r.Store.NextDueAt(ctx, exclude)
 }

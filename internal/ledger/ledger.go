@@ -104,8 +104,10 @@ type Store interface {
 	// EndpointStats returns an endpoint's counters, or ErrNotFound.
 	EndpointStats(ctx context.Context, endpointID string) (EndpointStats, error)
 	// NextDueAt returns when the earliest scheduled delivery (of an
-	// unpaused, undeleted endpoint) is due; ok is false when there is none.
-	NextDueAt(ctx context.Context) (at time.Time, ok bool, err error)
+	// unpaused, undeleted endpoint not in excludeEndpoints) is due; ok is
+	// false when there is none. The claim loop excludes the endpoints at
+	// their in-flight limit, so that their backlog does not keep it polling.
+	NextDueAt(ctx context.Context, excludeEndpoints []string) (at time.Time, ok bool, err error)
 
 	// Close releases the store's resources.
 	Close() error

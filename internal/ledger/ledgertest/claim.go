@@ -112,8 +112,11 @@ func exerciseClaim(t *testing.T, newStore func(t *testing.T) ledger.Store) {
 				want = append(want, deliveryTo(t, res, "shop/open"))
 			}
 			now := at(time.Minute)
-			if got, ok, err := f.s.NextDueAt(f.ctx); err != nil || !ok || !got.Equal(t0) {
+			if got, ok, err := f.s.NextDueAt(f.ctx, nil); err != nil || !ok || !got.Equal(t0) {
 				t.Fatalf("NextDueAt = %v, %v, %v; want the busy endpoint's first at %v", got, ok, err, t0)
+			}
+			if got, ok, err := f.s.NextDueAt(f.ctx, []string{"shop/busy"}); err != nil || !ok || !got.Equal(at(time.Second)) {
+				t.Fatalf("NextDueAt excluding the busy endpoint = %v, %v, %v; want the open endpoint's first at %v", got, ok, err, at(time.Second))
 			}
 			wantEqual(t, "claim past the blocked backlog", claimedIDs(f.claim("w", now, time.Minute, 2, "shop/busy")), want[:2])
 			wantEqual(t, "and the rest", claimedIDs(f.claim("w", now, time.Minute, 2, "shop/busy")), want[2:])
@@ -121,7 +124,7 @@ func exerciseClaim(t *testing.T, newStore func(t *testing.T) ledger.Store) {
 			if got := f.claim("w", now, time.Minute, 1000); len(got) != 303 {
 				t.Fatalf("claimed %d of the busy endpoint's backlog, want 303", len(got))
 			}
-			if got, ok, err := f.s.NextDueAt(f.ctx); err != nil || ok {
+			if got, ok, err := f.s.NextDueAt(f.ctx, nil); err != nil || ok {
 				t.Fatalf("NextDueAt with only a paused backlog = %v, %v, %v; want none", got, ok, err)
 			}
 			f.wantCounts("shop/paused", counts{Pending: 303})
@@ -192,7 +195,7 @@ func exerciseClaim(t *testing.T, newStore func(t *testing.T) ledger.Store) {
 		"NextDueAt": func(t *testing.T, f *fixture) {
 			next := func() (time.Time, bool) {
 				t.Helper()
-				at, ok, err := f.s.NextDueAt(f.ctx)
+				at, ok, err := f.s.NextDueAt(f.ctx, nil)
 				if err != nil {
 					t.Fatalf("NextDueAt: %v", err)
 				}

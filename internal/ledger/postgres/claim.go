@@ -122,12 +122,15 @@ func leaseLostOrMissing(ctx context.Context, tx pgx.Tx, id, owner string) error 
 }
 
 // NextDueAt implements ledger.Store.
-func (s *Store) NextDueAt(ctx context.Context) (time.Time, bool, error) {
+func (s *Store) NextDueAt(ctx context.Context, excludeEndpoints []string) (time.Time, bool, error) {
+	if excludeEndpoints == nil {
+		excludeEndpoints = []string{} // <> ALL(NULL) would exclude everything
+	}
 	var due int64
 	err := s.pool.QueryRow(ctx, `
 		SELECT d.due_at FROM deliveries d JOIN endpoints ep ON ep.id = d.endpoint_id
-		WHERE d.state = 'scheduled' AND NOT ep.paused AND ep.deleted_at IS NULL
-		ORDER BY d.due_at LIMIT 1`).Scan(&due)
+		WHERE d.state = 'scheduled' AND NOT ep.paused AND ep.deleted_at IS NULL AND d.endpoint_id <> ALL($1::text[])
+		ORDER BY d.due_at LIMIT 1`, excludeEndpoints).Scan(&due)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return time.Time{}, false, nil
 	}

@@ -259,9 +259,9 @@ func (s *Store) leaseLost(t *wtx, op, id, owner string) error {
 // NextDueAt implements ledger.Store. It reads from the read pool, with
 // the claim's queries, so that a paused backlog costs it no more than it
 // costs a claim.
-func (s *Store) NextDueAt(ctx context.Context) (time.Time, bool, error) {
+func (s *Store) NextDueAt(ctx context.Context, excludeEndpoints []string) (time.Time, bool, error) {
 	q := candidateQueries{paused: s.rs.pausedEndpoints, due: s.rs.claimDue, backlogged: s.rs.claimBacklogged, dueOf: s.rs.claimDueOf}
-	blocked, err := q.blockedEndpoints(ctx, nil)
+	blocked, err := q.blockedEndpoints(ctx, excludeEndpoints)
 	if err != nil {
 		return time.Time{}, false, fmt.Errorf("next due delivery: %w", err)
 	}
