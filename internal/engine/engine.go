@@ -310,12 +310,14 @@ func (e *Engine) claimOnce(ctx, attemptCtx context.Context, wg *sync.WaitGroup) 
 	}
 	limit := min(free, e.opts.ClaimBatch)
 	now := e.opts.Clock.Now()
+	full, slots := e.endpointSlots()
 	claimed, err := e.store.DeliveryClaim(ctx, &ledger.DeliveryClaimParams{
 		Owner:            e.opts.Owner,
 		Now:              now,
 		LeaseFor:         e.leaseFor(),
 		Limit:            limit,
-		ExcludeEndpoints: e.fullEndpoints(),
+		ExcludeEndpoints: full,
+		EndpointSlots:    slots,
 	})
 	if err != nil {
 		return 0, fmt.Errorf("claiming deliveries: %w", err)

@@ -114,15 +114,31 @@ func (e *Engine) endpointFor(ctx context.Context, id string, version int64) (*en
 // fullEndpoints lists the endpoints at their in-flight limit, which the
 // next claim skips.
 func (e *Engine) fullEndpoints() []string {
+	full, _ := e.endpointSlots()
+	return full
+}
+
+// endpointSlots returns the endpoints at their in-flight limit and the free
+// slots of the others that have one: a claim takes no more of an endpoint's
+// deliveries than it can start.
+func (e *Engine) endpointSlots() (full []string, slots map[string]int) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	var full []string
 	for id, st := range e.endpoints {
-		if st.cfg.MaxInFlight > 0 && st.inFlight >= st.cfg.MaxInFlight {
-			full = append(full, id)
+		if st.cfg.MaxInFlight <= 0 {
+			continue
 		}
+		free := st.cfg.MaxInFlight - st.inFlight
+		if free <= 0 {
+			full = append(full, id)
+			continue
+		}
+		if slots == nil {
+			slots = map[string]int{}
+		}
+		slots[id] = free
 	}
-	return full
+	return full, slots
 }
 
 // leaseFor is the lease of a claim: the longest attempt timeout of any

@@ -89,24 +89,7 @@ func (s *sweepSignal) SecretsScrubDue(ctx context.Context, now time.Time, limit 
 
 // prunedEvents reads hookkeeper_retention_pruned_total{kind="event"}.
 func prunedEvents(t *testing.T, reg *prometheus.Registry) int {
-	t.Helper()
-	families, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, f := range families {
-		if f.GetName() != "hookkeeper_retention_pruned_total" {
-			continue
-		}
-		for _, m := range f.GetMetric() {
-			for _, l := range m.GetLabel() {
-				if l.GetValue() == "event" {
-					return int(m.GetCounter().GetValue())
-				}
-			}
-		}
-	}
-	return 0
+	return int(counterValue(t, reg, "hookkeeper_retention_pruned_total", "event"))
 }
 
 // TestFullEndpointsDoNotKeepTheClaimLoopPolling: while an endpoint is at
@@ -152,4 +135,61 @@ func (r *nextDueRecorder) NextDueAt(ctx context.Context, exclude []string) (time
 	default: // the test stopped listening
 	}
 	return r.Store.NextDueAt(ctx, exclude)
+}
+
+// TestClaimsTakeNoMoreThanFreeSlots: an endpoint with a backlog and two
+// free slots yields two deliveries per claim, not a batch of which all but
+// two would be released again, one transaction each.
+func TestClaimsTakeNoMoreThanFreeSlots(t *testing.T) {
+	for _, sf := range stores() {
+		t.Run(sf.name, func(t *testing.T) {
+			t.Parallel()
+			store := sf.open(t)
+			reg := prometheus.NewPedanticRegistry()
+			rcv := newHeldReceiver(t)
+			e := run(t, engine.Options{Store: store, Metrics: engine.NewMetrics(reg, store)})
+			ep := endpoint(t, "slots", "orders", rcv.URL, []string{"order.created"}, policy(3, time.Second))
+			ep.MaxInFlight = 2
+			if _, err := e.RegisterEndpoint(context.Background(), ep); err != nil {
+				t.Fatal(err)
+			}
+			const n = 20
+			for range n {
+				publish(t, e, "slots", "order.created", `{}`)
+			}
+			<-rcv.arrived
+			<-rcv.arrived
+			close(rcv.release)
+			eventually(t, "the backlog delivered", func() bool {
+				s, _ := e.EndpointStats(context.Background(), "slots/orders")
+				return s.Delivered == n
+			})
+			if got := counterValue(t, reg, "hookkeeper_deliveries_released_total", "max_in_flight"); got != 0 {
+				t.Fatalf("%v deliveries claimed beyond the endpoint's free slots and released again; want 0", got)
+			}
+		})
+	}
+}
+
+// counterValue reads the series of a counter family whose one label has
+// value label (0 when absent).
+func counterValue(t *testing.T, reg *prometheus.Registry, family, label string) float64 {
+	t.Helper()
+	families, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range families {
+		if f.GetName() != family {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetValue() == label {
+					return m.GetCounter().GetValue()
+				}
+			}
+		}
+	}
+	return 0
 }

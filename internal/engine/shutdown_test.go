@@ -70,7 +70,7 @@ type heldReceiver struct {
 }
 
 func newHeldReceiver(t *testing.T) *heldReceiver {
-	r := &heldReceiver{arrived: make(chan struct{}, 10), release: make(chan struct{})}
+	r := &heldReceiver{arrived: make(chan struct{}, 1000), release: make(chan struct{})}
 	r.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		// Read the body first: only then does the server notice the
 		// client going away and end req.Context().

@@ -73,7 +73,8 @@ type Store interface {
 	// Now, and in-flight deliveries whose lease expired at or before Now
 	// (an expired lease returns the delivery to the pool; the interrupted
 	// attempt was never recorded, so nothing is double-counted). Deliveries
-	// of paused or deleted endpoints and of ExcludeEndpoints are skipped.
+	// of paused or deleted endpoints and of ExcludeEndpoints are skipped;
+	// past an endpoint's EndpointSlots, its later deliveries are too.
 	// On PostgreSQL concurrent claimers never receive the same delivery
 	// (FOR UPDATE SKIP LOCKED).
 	DeliveryClaim(ctx context.Context, params *DeliveryClaimParams) ([]ClaimedDelivery, error)
@@ -387,6 +388,11 @@ type DeliveryClaimParams struct {
 	LeaseFor         time.Duration
 	Limit            int
 	ExcludeEndpoints []string
+	// EndpointSlots caps the deliveries claimed per endpoint (the free
+	// slots under its in-flight limit); endpoints absent from it are
+	// capped by Limit alone. A backlogged endpoint with two free slots
+	// then yields two deliveries, not Limit that would be released again.
+	EndpointSlots map[string]int
 }
 
 // ClaimedDelivery is a leased delivery with what is needed to send it.

@@ -65,6 +65,35 @@ func exerciseClaim(t *testing.T, newStore func(t *testing.T) ledger.Store) {
 			wantEqual(t, "third claim", claimedIDs(f.claim("c", now, time.Minute, 2)), ids[4:])
 			f.wantCounts("shop/all", counts{InFlight: 5})
 		},
+		"EndpointSlotsCapEachEndpoint": func(t *testing.T, f *fixture) {
+			// "busy" has 5 due and 2 free slots, "open" 3 due and no cap:
+			// the claim takes busy's 2 earliest and all of open's, and
+			// leaves busy's other 3 scheduled rather than leased.
+			f.upsert(endpoint("shop", "busy", "order.created"), t0)
+			f.upsert(endpoint("shop", "open", "order.shipped"), t0)
+			var busy, open []string
+			for i := range 5 {
+				busy = append(busy, deliveryTo(t, f.publish("shop", "order.created", at(time.Duration(i)*time.Millisecond)), "shop/busy"))
+			}
+			for i := range 3 {
+				open = append(open, deliveryTo(t, f.publish("shop", "order.shipped", at(time.Second+time.Duration(i)*time.Millisecond)), "shop/open"))
+			}
+			got, err := f.s.DeliveryClaim(f.ctx, &ledger.DeliveryClaimParams{
+				Owner: "w", Now: at(time.Minute), LeaseFor: time.Minute, Limit: 10,
+				EndpointSlots: map[string]int{"shop/busy": 2},
+			})
+			if err != nil {
+				t.Fatalf("DeliveryClaim: %v", err)
+			}
+			wantEqual(t, "claimed", claimedIDs(got), append(busy[:2:2], open...))
+			f.wantCounts("shop/busy", counts{Pending: 3, InFlight: 2})
+			f.wantCounts("shop/open", counts{InFlight: 3})
+			for _, id := range busy[2:] {
+				if d := f.delivery(id); d.State != ledger.StateScheduled || d.LeaseOwner != "" {
+					t.Fatalf("delivery %s past the slots: state %s, owner %q; want scheduled, unowned", id, d.State, d.LeaseOwner)
+				}
+			}
+		},
 		"SkipsPausedDeletedAndExcluded": func(t *testing.T, f *fixture) {
 			paused := endpoint("shop", "paused", "*")
 			paused.Paused = true

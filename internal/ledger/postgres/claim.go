@@ -17,9 +17,11 @@ import (
 // row another claimer leased and committed meanwhile is re-checked against
 // the WHERE clause and dropped. An in-flight row qualifies once its lease
 // expired; its due_at is in the past then, so one range scan finds both.
+// Past an endpoint's free slots ($6, $7) its picked rows are left as they
+// were; their locks end with the transaction.
 const claimSQL = `
 	WITH picked AS (
-		SELECT d.id, d.state AS prev_state, ep.version
+		SELECT d.id, d.endpoint_id, d.due_at, d.seq, d.state AS prev_state, ep.version
 		FROM deliveries d JOIN endpoints ep ON ep.id = d.endpoint_id
 		WHERE d.state IN ('scheduled', 'in_flight') AND d.due_at <= $1
 			AND (d.state = 'scheduled' OR d.lease_until <= $1)
@@ -27,9 +29,15 @@ const claimSQL = `
 		ORDER BY d.due_at, d.seq
 		LIMIT $3
 		FOR UPDATE OF d SKIP LOCKED
+	), ranked AS (
+		SELECT p.id, p.prev_state, p.version, s.slots,
+			row_number() OVER (PARTITION BY p.endpoint_id ORDER BY p.due_at, p.seq) AS n
+		FROM picked p LEFT JOIN unnest($6::text[], $7::int[]) AS s(endpoint_id, slots) ON s.endpoint_id = p.endpoint_id
+	), capped AS (
+		SELECT id, prev_state, version FROM ranked WHERE slots IS NULL OR n <= slots
 	), claimed AS (
 		UPDATE deliveries d SET state = 'in_flight', lease_owner = $4, lease_until = $5
-		FROM picked WHERE d.id = picked.id
+		FROM capped picked WHERE d.id = picked.id
 		RETURNING ` + deliveryColumns + `, d.seq, picked.prev_state, picked.version
 	)
 	SELECT ` + deliveryColumns + `, d.prev_state, d.version, ` + eventColumns + `
@@ -49,12 +57,16 @@ func (s *Store) DeliveryClaim(ctx context.Context, params *ledger.DeliveryClaimP
 	if exclude == nil {
 		exclude = []string{} // <> ALL(NULL) would exclude everything
 	}
+	slotIDs, slotCounts := make([]string, 0, len(params.EndpointSlots)), make([]int32, 0, len(params.EndpointSlots))
+	for id, n := range params.EndpointSlots {
+		slotIDs, slotCounts = append(slotIDs, id), append(slotCounts, int32(n))
+	}
 	now := nanos(params.Now)
 	until := nanos(params.Now.Add(params.LeaseFor))
 	var claimed []ledger.ClaimedDelivery
 	err := s.tx(ctx, op, func(tx pgx.Tx) error {
 		claimed = claimed[:0]
-		rows, err := tx.Query(ctx, claimSQL, now, exclude, params.Limit, params.Owner, until)
+		rows, err := tx.Query(ctx, claimSQL, now, exclude, params.Limit, params.Owner, until, slotIDs, slotCounts)
 		if err != nil {
 			return err
 		}

@@ -24,7 +24,7 @@ func (s *Store) DeliveryClaim(ctx context.Context, p *ledger.DeliveryClaimParams
 	}
 	var out []ledger.ClaimedDelivery
 	err := s.write(ctx, "claim deliveries", func(t *wtx) error {
-		cands, err := t.candidateQueries(&s.ws).claimCandidates(t.ctx, nanos(p.Now), p.ExcludeEndpoints, p.Limit)
+		cands, err := t.candidateQueries(&s.ws).claimCandidates(t.ctx, nanos(p.Now), p.ExcludeEndpoints, p.EndpointSlots, p.Limit)
 		if err != nil || len(cands) == 0 {
 			return err
 		}
@@ -81,8 +81,9 @@ func (t *wtx) candidateQueries(ws *writeStmts) candidateQueries {
 
 // claimCandidates selects up to limit claimable deliveries, earliest due
 // first: scheduled ones due by now and expired leases, of endpoints that
-// are neither paused nor excluded (deleted endpoints have none).
-func (q candidateQueries) claimCandidates(ctx context.Context, now int64, exclude []string, limit int) ([]candidate, error) {
+// are neither paused nor excluded (deleted endpoints have none), at most
+// slots[endpoint] of an endpoint listed in slots.
+func (q candidateQueries) claimCandidates(ctx context.Context, now int64, exclude []string, slots map[string]int, limit int) ([]candidate, error) {
 	blocked, err := q.blockedEndpoints(ctx, exclude)
 	if err != nil {
 		return nil, err
@@ -107,6 +108,17 @@ func (q candidateQueries) claimCandidates(ctx context.Context, now int64, exclud
 		}
 		return strings.Compare(a.id, b.id)
 	})
+	if len(slots) > 0 {
+		taken := map[string]int{}
+		all = slices.DeleteFunc(all, func(c candidate) bool {
+			n, capped := slots[c.endpoint]
+			if !capped {
+				return false
+			}
+			taken[c.endpoint]++
+			return taken[c.endpoint] > n
+		})
+	}
 	return all[:min(limit, len(all))], nil
 }
 
