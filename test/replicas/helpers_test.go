@@ -21,6 +21,7 @@ import (
 	. "github.com/onsi/gomega"
 
 	"github.com/hookkeeper/hookkeeper/internal/signing"
+	"github.com/hookkeeper/hookkeeper/test/apicall"
 	"github.com/hookkeeper/hookkeeper/test/fixtures"
 	"github.com/hookkeeper/hookkeeper/test/testenv"
 )
@@ -224,24 +225,7 @@ type apiClient struct {
 
 // do sends one request and returns the status and body.
 func (c *apiClient) do(method, path, body, idempotencyKey string) (int, []byte, error) {
-	req, err := http.NewRequest(method, c.base+path, strings.NewReader(body))
-	if err != nil {
-		return 0, nil, err
-	}
-	req.Header.Set("Authorization", "Bearer "+c.token)
-	if body != "" {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	if idempotencyKey != "" {
-		req.Header.Set("Idempotency-Key", idempotencyKey)
-	}
-	resp, err := c.client.Do(req)
-	if err != nil {
-		return 0, nil, err
-	}
-	defer resp.Body.Close()
-	data, err := io.ReadAll(resp.Body)
-	return resp.StatusCode, data, err
+	return apicall.Do(c.client, c.base, c.token, method, path, body, idempotencyKey)
 }
 
 // published is the API's answer to a publish, as the wire shows it.

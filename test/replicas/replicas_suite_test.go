@@ -86,23 +86,11 @@ var _ = BeforeSuite(func() {
 	// answers.
 	ledgerFlag = suiteLedger()
 
-	// Build the manager while the control plane starts.
-	built := make(chan error, 1)
-	go func() {
-		var err error
-		binary, err = testenv.BuildManager(workDir)
-		built <- err
-	}()
-
-	kubectlPath, err = testenv.Kubectl()
+	// The control plane starts while the manager builds.
+	suite, err := testenv.StartSuite(workDir)
 	Expect(err).NotTo(HaveOccurred())
-	env, err = testenv.New()
-	Expect(err).NotTo(HaveOccurred())
-	_, err = env.Start()
-	Expect(err).NotTo(HaveOccurred(), "starting etcd and kube-apiserver")
-	kubeconfig, err = testenv.Kubeconfig(env, workDir)
-	Expect(err).NotTo(HaveOccurred())
-	Expect(<-built).To(Succeed())
+	env, kubeconfig, kubectlPath = suite.Env, suite.Kubeconfig, suite.Kubectl
+	binary = suite.Manager
 
 	var b [16]byte
 	_, _ = rand.Read(b[:])

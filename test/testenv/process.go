@@ -11,6 +11,8 @@ import (
 	"path/filepath"
 	"strings"
 	"time"
+
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
 )
 
 // BuildManager builds the manager binary (./cmd) into dir and returns its
@@ -68,4 +70,42 @@ func Tail(path string, n int) string {
 		lines = lines[len(lines)-n:]
 	}
 	return strings.Join(lines, "\n")
+}
+
+// Suite is what a suite that runs the manager as a process works with:
+// the control plane, a kubeconfig for it, kubectl and the manager binary.
+type Suite struct {
+	Env        *envtest.Environment
+	Kubeconfig string
+	Kubectl    string
+	Manager    string
+}
+
+// StartSuite starts the control plane while it builds the manager into
+// dir, and writes the kubeconfig there. On error nothing is left running.
+func StartSuite(dir string) (*Suite, error) {
+	var s Suite
+	built := make(chan error, 1)
+	go func() {
+		var err error
+		s.Manager, err = BuildManager(dir)
+		built <- err
+	}()
+	kubectl, err := Kubectl()
+	if err != nil {
+		return nil, errors.Join(err, <-built)
+	}
+	s.Kubectl = kubectl
+	if s.Env, err = New(); err != nil {
+		return nil, errors.Join(err, <-built)
+	}
+	if _, err := s.Env.Start(); err != nil {
+		return nil, errors.Join(fmt.Errorf("starting etcd and kube-apiserver: %w", err), <-built)
+	}
+	s.Kubeconfig, err = Kubeconfig(s.Env, dir)
+	if err = errors.Join(err, <-built); err != nil {
+		_ = s.Env.Stop()
+		return nil, err
+	}
+	return &s, nil
 }
