@@ -98,23 +98,38 @@ func endpoint(t *testing.T, ns, name, url string, types []string, p ledger.Polic
 	}
 }
 
+// run runs an engine until the test ends.
 func run(t *testing.T, opts engine.Options) *engine.Engine {
+	t.Helper()
+	r, _ := start(t, opts)
+	return r.engine
+}
+
+// running is an engine whose Run the test may end early with cancel.
+type running struct {
+	engine *engine.Engine
+	cancel context.CancelFunc
+}
+
+// start runs an engine until the test cancels it or ends; done is closed
+// once Run has returned (nil, checked) and the engine is closed.
+func start(t *testing.T, opts engine.Options) (running, <-chan struct{}) {
 	t.Helper()
 	e, err := engine.New(opts)
 	if err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- e.Run(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if err := e.Run(ctx); err != nil {
 			t.Errorf("Run: %v", err)
 		}
 		e.Close()
-	})
-	return e
+	}()
+	t.Cleanup(func() { cancel(); <-done })
+	return running{engine: e, cancel: cancel}, done
 }
 
 func publish(t *testing.T, e *engine.Engine, ns, typ string, data string) ledger.EventInsertResult {

@@ -87,33 +87,6 @@ func newHeldReceiver(t *testing.T) *heldReceiver {
 	return r
 }
 
-// running is an engine whose Run the test ends with cancel.
-type running struct {
-	engine *engine.Engine
-	cancel context.CancelFunc
-}
-
-// start runs an engine until the test cancels it; done is closed when Run
-// has returned (nil, checked).
-func start(t *testing.T, opts engine.Options) (running, <-chan struct{}) {
-	t.Helper()
-	e, err := engine.New(opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		if err := e.Run(ctx); err != nil {
-			t.Errorf("Run: %v", err)
-		}
-		e.Close()
-	}()
-	t.Cleanup(func() { cancel(); <-done })
-	return running{engine: e, cancel: cancel}, done
-}
-
 // publishTo registers one endpoint at url and publishes one event to it.
 func publishTo(t *testing.T, e *engine.Engine, url string) ledger.Delivery {
 	t.Helper()

@@ -9,9 +9,7 @@ import "net/http"
 func limitHeaderBytes(next http.Handler, limit int) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if headerBytes(r) > limit {
-			// As Handler.ServeHTTP sets them on every answer.
-			w.Header().Set("Cache-Control", "no-store")
-			w.Header().Set("X-Content-Type-Options", "nosniff")
+			setAnswerHeaders(w)
 			writeError(w, newError(http.StatusRequestHeaderFieldsTooLarge, CodeHeaderTooLarge, "",
 				"the request line and headers exceed the limit of %d bytes", limit))
 			return
