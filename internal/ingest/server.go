@@ -38,12 +38,12 @@ const (
 
 // Defaults of ServerOptions, sized so that the worst case of both fits
 // the manager's 512 MiB memory limit beside the engine and the controllers
-// (docs/operations.md, "Memory"): a connection stalled mid-headers holds at
-// most about 150 KiB, and a body takes a few times its size while it is
-// parsed.
+// (docs/operations.md, "Memory"): a connection stalled mid-headers holds
+// about 90 KiB, and a publish body up to about 24 times its size while it
+// is parsed (a body of small JSON objects or numbers is the worst).
 const (
 	DefaultMaxConnections       = 1024
-	DefaultMaxBodyBytesInFlight = 32 << 20
+	DefaultMaxBodyBytesInFlight = 8 << 20
 )
 
 // ServerOptions bound what clients can make a Server hold. Zero values
