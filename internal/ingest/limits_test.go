@@ -2,12 +2,14 @@ package ingest
 
 import (
 	"bufio"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"strconv"
 	"strings"
@@ -269,5 +271,41 @@ func TestBodyBudgetRefusesWhatDoesNotFit(t *testing.T) {
 	}
 	if got := testutil.ToFloat64(m.refused.WithLabelValues(refuseBodies)); got != 2 {
 		t.Errorf("refused = %v, want 2", got)
+	}
+}
+
+// TestConnectionCapSeesThroughTLS: under TLS the server's connections are
+// tls.Conns around the limiter's; requests must still mark theirs as
+// serving, or the cap would evict connections in the middle of a request.
+func TestConnectionCapSeesThroughTLS(t *testing.T) {
+	tlsSource := httptest.NewUnstartedServer(nil)
+	tlsSource.StartTLS()
+	client := tlsSource.Client()
+	cert := tlsSource.TLS.Certificates
+	tlsSource.Close()
+
+	tracked := make(chan bool, 1)
+	srv := newServer("127.0.0.1:0", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		tracked <- requestConn(r.Context()) != nil
+		w.WriteHeader(http.StatusNoContent)
+	}), ServerOptions{}, longTimeouts)
+	srv.TLSConfig = &tls.Config{Certificates: cert, MinVersion: tls.VersionTLS12}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- srv.ServeTLS(ln, "", "") }()
+	t.Cleanup(func() {
+		_ = srv.Close()
+		<-done
+	})
+	resp, err := client.Get("https://" + ln.Addr().String() + "/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = resp.Body.Close()
+	if !<-tracked {
+		t.Fatal("a request over TLS was not tied to its limited connection")
 	}
 }
