@@ -29,7 +29,7 @@ func TestAPIFlagsValidate(t *testing.T) {
 		{addr: "0.0.0.0:8090", auth: apiAuthTokenFile, tokenFile: "tokens", selfSigned: true},
 	}
 	for _, o := range ok {
-		withDefaultFanOut(&o)
+		withDefaultLimits(&o)
 		if err := o.validate(); err != nil {
 			t.Errorf("%+v: %v", o, err)
 		}
@@ -46,24 +46,34 @@ func TestAPIFlagsValidate(t *testing.T) {
 		"key without cert":              {addr: ":8090", auth: apiAuthKubernetes, keyFile: "k"},
 		"self-signed and a certificate": {addr: ":8090", auth: apiAuthKubernetes, certFile: "c", keyFile: "k", selfSigned: true},
 		"no fan-out at all":             {addr: "127.0.0.1:8090", auth: apiAuthKubernetes, maxFanOut: -1},
+		"no connections at all":         {addr: "127.0.0.1:8090", auth: apiAuthKubernetes, maxConnections: -1},
+		"no room for a publish body":    {addr: "127.0.0.1:8090", auth: apiAuthKubernetes, maxBodyBytesInFlight: ingest.DefaultMaxBodyBytes - 1},
 	}
 	for name, o := range bad {
-		withDefaultFanOut(&o)
+		withDefaultLimits(&o)
 		if err := o.validate(); err == nil {
 			t.Errorf("%s (%+v): accepted", name, o)
 		}
 	}
-	err := (&apiOptions{addr: ":8090", auth: apiAuthKubernetes, maxFanOut: 1}).validate()
+	plain := apiOptions{addr: ":8090", auth: apiAuthKubernetes}
+	withDefaultLimits(&plain)
+	err := plain.validate()
 	if err == nil || !strings.Contains(err.Error(), "--api-tls-cert-file") || !strings.Contains(err.Error(), "loopback") {
 		t.Errorf("the plain-HTTP refusal does not say what to do: %v", err)
 	}
 }
 
-// withDefaultFanOut fills the flag's default into a zero maxFanOut, so that
+// withDefaultLimits fills the flags' defaults into zero limits, so that
 // each case is refused (or not) for the reason it names.
-func withDefaultFanOut(o *apiOptions) {
+func withDefaultLimits(o *apiOptions) {
 	if o.maxFanOut == 0 {
 		o.maxFanOut = ingest.DefaultMaxFanOut
+	}
+	if o.maxConnections == 0 {
+		o.maxConnections = ingest.DefaultMaxConnections
+	}
+	if o.maxBodyBytesInFlight == 0 {
+		o.maxBodyBytesInFlight = ingest.DefaultMaxBodyBytesInFlight
 	}
 }
 
@@ -74,7 +84,8 @@ func TestAPIFlagsDefaults(t *testing.T) {
 	if err := fs.Parse(nil); err != nil {
 		t.Fatal(err)
 	}
-	if o.auth != apiAuthKubernetes || o.addr != ":8090" || o.tls() || o.maxFanOut != ingest.DefaultMaxFanOut {
+	if o.auth != apiAuthKubernetes || o.addr != ":8090" || o.tls() || o.maxFanOut != ingest.DefaultMaxFanOut ||
+		o.maxConnections != ingest.DefaultMaxConnections || o.maxBodyBytesInFlight != ingest.DefaultMaxBodyBytesInFlight {
 		t.Errorf("defaults = %+v", o)
 	}
 	// The defaults alone do not start: :8090 is not loopback, and there is

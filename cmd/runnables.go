@@ -12,6 +12,7 @@ import (
 
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
+	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	"github.com/hookkeeper/hookkeeper/internal/engine"
 	"github.com/hookkeeper/hookkeeper/internal/ingest"
@@ -44,7 +45,11 @@ func apiServer(o apiOptions, cfg *rest.Config, eng *engine.Engine, store ledger.
 	if err != nil {
 		return nil, err
 	}
-	srv := ingest.NewServer(o.addr, handler)
+	srv := ingest.NewServer(o.addr, handler, ingest.ServerOptions{
+		MaxConnections:       o.maxConnections,
+		MaxBodyBytesInFlight: o.maxBodyBytesInFlight,
+		Registerer:           ctrlmetrics.Registry,
+	})
 	srv.TLSConfig = tlsConfig
 	scheme := "http"
 	if tlsConfig != nil {

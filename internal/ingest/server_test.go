@@ -15,7 +15,7 @@ import (
 )
 
 func TestNewServerHasTimeouts(t *testing.T) {
-	s := NewServer(":8443", http.NotFoundHandler())
+	s := NewServer(":8443", http.NotFoundHandler(), ServerOptions{})
 	if s.Addr != ":8443" || s.Handler == nil || s.ReadHeaderTimeout <= 0 || s.ReadTimeout <= 0 ||
 		s.WriteTimeout <= DefaultPublishTimeout || s.IdleTimeout <= 0 || s.MaxHeaderBytes <= MaxRequestHeaderBytes {
 		t.Errorf("server = %+v", s)
@@ -28,7 +28,7 @@ const safetyDeadline = 10 * time.Second
 
 // startServer serves srv on a fresh 127.0.0.1 listener until the test
 // ends and returns its address.
-func startServer(t *testing.T, srv *http.Server) string {
+func startServer(t *testing.T, srv *Server) string {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -83,7 +83,7 @@ func (c reached) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 func TestServerRefusesLargeHeadersAsJSON(t *testing.T) {
 	inner := make(reached, 1)
-	addr := startServer(t, NewServer("127.0.0.1:0", inner))
+	addr := startServer(t, NewServer("127.0.0.1:0", inner, ServerOptions{}))
 	client := &http.Client{Transport: &http.Transport{}}
 	t.Cleanup(client.CloseIdleConnections)
 
@@ -140,7 +140,7 @@ func TestServerRefusesLargeHeadersAsJSON(t *testing.T) {
 // more is refused.
 func TestServerHeaderLimitCountsTheWire(t *testing.T) {
 	inner := make(reached, 1)
-	addr := startServer(t, NewServer("127.0.0.1:0", inner))
+	addr := startServer(t, NewServer("127.0.0.1:0", inner, ServerOptions{}))
 	for _, tt := range []struct {
 		size int
 		want int
@@ -172,7 +172,7 @@ func TestServerHeaderLimitCountsTheWire(t *testing.T) {
 func TestServerHardHeaderCapIsPlain(t *testing.T) {
 	addr := startServer(t, NewServer("127.0.0.1:0", http.HandlerFunc(func(http.ResponseWriter, *http.Request) {
 		t.Error("a request over the hard cap reached the handler")
-	})))
+	}), ServerOptions{}))
 	conn := dial(t, addr)
 	// net/http stops reading at the cap, so the write may never finish:
 	// the answer is read concurrently. The cleanup's Close ends the write.
@@ -193,7 +193,7 @@ func TestServerHardHeaderCapIsPlain(t *testing.T) {
 func TestServerCutsOffSlowHeaders(t *testing.T) {
 	srv := newServer("127.0.0.1:0", http.HandlerFunc(func(http.ResponseWriter, *http.Request) {
 		t.Error("a request without the end of its headers reached the handler")
-	}), serverTimeouts{readHeader: 200 * time.Millisecond, read: time.Minute, write: time.Minute, idle: time.Minute})
+	}), ServerOptions{}, serverTimeouts{readHeader: 200 * time.Millisecond, read: time.Minute, write: time.Minute, idle: time.Minute})
 	conn := dial(t, startServer(t, srv))
 
 	start := time.Now()
@@ -224,7 +224,7 @@ func TestServerCutsOffSlowBody(t *testing.T) {
 	srv := newServer("127.0.0.1:0", http.HandlerFunc(func(_ http.ResponseWriter, r *http.Request) {
 		b, err := io.ReadAll(r.Body)
 		read <- result{len(b), err}
-	}), serverTimeouts{readHeader: time.Minute, read: 500 * time.Millisecond, write: time.Minute, idle: time.Minute})
+	}), ServerOptions{}, serverTimeouts{readHeader: time.Minute, read: 500 * time.Millisecond, write: time.Minute, idle: time.Minute})
 	conn := dial(t, startServer(t, srv))
 
 	start := time.Now()
@@ -255,7 +255,7 @@ func TestServerCutsOffSlowBody(t *testing.T) {
 // off by the read timeout is a coded JSON 408, not a JSON syntax error.
 func TestSlowPublishBodyIsRequestTimeout(t *testing.T) {
 	e := newEnv(t)
-	srv := newServer("127.0.0.1:0", e.h, serverTimeouts{readHeader: time.Minute, read: 500 * time.Millisecond, write: time.Minute, idle: time.Minute})
+	srv := newServer("127.0.0.1:0", e.h, ServerOptions{}, serverTimeouts{readHeader: time.Minute, read: 500 * time.Millisecond, write: time.Minute, idle: time.Minute})
 	conn := dial(t, startServer(t, srv))
 	req := "POST /v1/namespaces/" + ns + "/events HTTP/1.1\r\nHost: example\r\nAuthorization: Bearer " + goodToken +
 		"\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n" + `{"type":"a"` // 11 bytes of 1000

@@ -60,6 +60,8 @@ func main() {
 		verbose                             bool
 		cpuProfile                          string
 		allowedDestinations                 string
+		readHeaderTimeout                   time.Duration
+		maxConnections                      int
 	)
 	flag.StringVar(&ledgerFlag, "ledger", "", "sqlite://<path> or postgres://<dsn>")
 	flag.StringVar(&pgSchema, "pg-schema", "", "PostgreSQL schema to use (tests give each its own)")
@@ -72,6 +74,8 @@ func main() {
 	flag.BoolVar(&verbose, "v", false, "log to stderr")
 	flag.StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile of the run to this file")
 	flag.StringVar(&allowedDestinations, "allowed-destination-cidrs", "127.0.0.0/8,::1/128", "CIDRs delivered to despite the manager's default-deny destination policy (loopback, where the tests' receivers are)")
+	flag.DurationVar(&readHeaderTimeout, "api-read-header-timeout", ingest.ServerReadHeaderTimeout, "how long the API waits for a request's headers")
+	flag.IntVar(&maxConnections, "api-max-connections", ingest.DefaultMaxConnections, "most connections the API holds open")
 	flag.Parse()
 	allowed, err := destination.ParseCIDRs(allowedDestinations)
 	if err != nil {
@@ -85,14 +89,14 @@ func main() {
 		}
 	}
 	sender := dispatch.NewGuardedSender(destination.New(destination.Options{Allowed: allowed}))
-	if err := run(ledgerFlag, pgSchema, listen, token, endpointsFile, workers, leaseMargin, idleWait, verbose, sender); err != nil {
+	if err := run(ledgerFlag, pgSchema, listen, token, endpointsFile, workers, leaseMargin, idleWait, readHeaderTimeout, maxConnections, verbose, sender); err != nil {
 		fmt.Fprintln(os.Stderr, "enginehost:", err)
 		pprof.StopCPUProfile()
 		os.Exit(1)
 	}
 }
 
-func run(ledgerFlag, pgSchema, listen, token, endpointsFile string, workers int, leaseMargin, idleWait time.Duration, verbose bool, sender engine.Sender) error {
+func run(ledgerFlag, pgSchema, listen, token, endpointsFile string, workers int, leaseMargin, idleWait, readHeaderTimeout time.Duration, maxConnections int, verbose bool, sender engine.Sender) error {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 	log := logr.Discard()
@@ -140,7 +144,8 @@ func run(ledgerFlag, pgSchema, listen, token, endpointsFile string, workers int,
 	if err != nil {
 		return err
 	}
-	srv := ingest.NewServer(listen, handler)
+	srv := ingest.NewServer(listen, handler, ingest.ServerOptions{MaxConnections: maxConnections, Registerer: reg})
+	srv.ReadHeaderTimeout = readHeaderTimeout
 	go func() {
 		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			fmt.Fprintln(os.Stderr, "enginehost: serve:", err)
