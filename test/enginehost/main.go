@@ -60,6 +60,7 @@ func main() {
 		verbose                             bool
 		cpuProfile                          string
 		allowedDestinations                 string
+		clockOffset                         time.Duration
 	)
 	flag.StringVar(&ledgerFlag, "ledger", "", "sqlite://<path> or postgres://<dsn>")
 	flag.StringVar(&pgSchema, "pg-schema", "", "PostgreSQL schema to use (tests give each its own)")
@@ -72,6 +73,7 @@ func main() {
 	flag.BoolVar(&verbose, "v", false, "log to stderr")
 	flag.StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile of the run to this file")
 	flag.StringVar(&allowedDestinations, "allowed-destination-cidrs", "127.0.0.0/8,::1/128", "CIDRs delivered to despite the manager's default-deny destination policy (loopback, where the tests' receivers are)")
+	flag.DurationVar(&clockOffset, "clock-offset", 0, "shift the engine's and the API's clock by this much (tests use it to start at a chosen time)")
 	flag.Parse()
 	allowed, err := destination.ParseCIDRs(allowedDestinations)
 	if err != nil {
@@ -84,15 +86,23 @@ func main() {
 			defer pprof.StopCPUProfile()
 		}
 	}
+	clock := offsetClock(clockOffset)
 	sender := dispatch.NewGuardedSender(destination.New(destination.Options{Allowed: allowed}))
-	if err := run(ledgerFlag, pgSchema, listen, token, endpointsFile, workers, leaseMargin, idleWait, verbose, sender); err != nil {
+	sender.Now = clock.Now
+	if err := run(ledgerFlag, pgSchema, listen, token, endpointsFile, workers, leaseMargin, idleWait, verbose, sender, clock); err != nil {
 		fmt.Fprintln(os.Stderr, "enginehost:", err)
 		pprof.StopCPUProfile()
 		os.Exit(1)
 	}
 }
 
-func run(ledgerFlag, pgSchema, listen, token, endpointsFile string, workers int, leaseMargin, idleWait time.Duration, verbose bool, sender engine.Sender) error {
+// offsetClock is the wall clock shifted by a fixed offset: it runs at the
+// real rate, so two processes given the same offset share one timeline.
+type offsetClock time.Duration
+
+func (o offsetClock) Now() time.Time { return time.Now().Add(time.Duration(o)) }
+
+func run(ledgerFlag, pgSchema, listen, token, endpointsFile string, workers int, leaseMargin, idleWait time.Duration, verbose bool, sender engine.Sender, clock offsetClock) error {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 	log := logr.Discard()
@@ -117,7 +127,7 @@ func run(ledgerFlag, pgSchema, listen, token, endpointsFile string, workers int,
 
 	reg := prometheus.NewRegistry()
 	metrics := engine.NewMetrics(reg, store)
-	eng, err := engine.New(engine.Options{Store: store, Sender: sender, Workers: workers, LeaseMargin: leaseMargin, IdleWait: idleWait, Logger: log, Metrics: metrics})
+	eng, err := engine.New(engine.Options{Store: store, Sender: sender, Workers: workers, LeaseMargin: leaseMargin, IdleWait: idleWait, Logger: log, Metrics: metrics, Clock: clock})
 	if err != nil {
 		return err
 	}
@@ -132,6 +142,7 @@ func run(ledgerFlag, pgSchema, listen, token, endpointsFile string, workers int,
 		Acknowledger: eng,
 		Auth:         ingest.StaticTokens{token: {Username: "enginehost"}},
 		Log:          log,
+		Now:          clock.Now,
 	})
 	if err != nil {
 		return err
