@@ -63,7 +63,7 @@ type host struct {
 	addr   string
 	stdout *bufio.Scanner
 	stderr *bytes.Buffer
-	done   chan error
+	done   chan struct{} // closed once the process has been reaped
 }
 
 func startHost(t *testing.T, args ...string) *host {
@@ -73,7 +73,7 @@ func startHost(t *testing.T, args ...string) *host {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h := &host{cmd: cmd, stderr: &bytes.Buffer{}, done: make(chan error, 1)}
+	h := &host{cmd: cmd, stderr: &bytes.Buffer{}, done: make(chan struct{})}
 	cmd.Stderr = h.stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -85,7 +85,7 @@ func startHost(t *testing.T, args ...string) *host {
 		t.Fatalf("enginehost did not start: %q\n%s", h.stdout.Text(), h.stderr)
 	}
 	h.addr = strings.TrimPrefix(h.stdout.Text(), "listening ")
-	go func() { h.done <- cmd.Wait() }()
+	go func() { _ = cmd.Wait(); close(h.done) }()
 	t.Cleanup(func() { _ = cmd.Process.Kill(); <-h.done })
 	return h
 }
@@ -101,7 +101,6 @@ func (h *host) stop(t *testing.T) int {
 		}
 	}
 	<-h.done
-	h.done <- nil // for the cleanup
 	return attempts
 }
 
@@ -112,7 +111,6 @@ func (h *host) kill(t *testing.T) {
 		t.Fatal(err)
 	}
 	<-h.done
-	h.done <- nil
 }
 
 // countingReceiver records every webhook-id it receives and checks that no
