@@ -117,7 +117,7 @@ func TestPolicyConfig(t *testing.T) {
 func TestEndpointConfig(t *testing.T) {
 	policy := DefaultPolicy()
 	secrets := []ledger.SigningSecret{{Value: ledger.Sensitive("whsec_current")}}
-	meta := metav1.ObjectMeta{Namespace: "shop", Name: "orders"}
+	objMeta := metav1.ObjectMeta{Namespace: "shop", Name: "orders"}
 	minimal := hookv1.WebhookEndpointSpec{URL: "https://example.com/hook", EventTypes: []hookv1.EventTypePattern{"order.*", "refund.created"}}
 
 	tests := []struct {
@@ -160,7 +160,7 @@ func TestEndpointConfig(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			ep := &hookv1.WebhookEndpoint{ObjectMeta: meta, Spec: *minimal.DeepCopy()}
+			ep := &hookv1.WebhookEndpoint{ObjectMeta: objMeta, Spec: *minimal.DeepCopy()}
 			if tt.mutate != nil {
 				tt.mutate(&ep.Spec)
 			}

@@ -5,17 +5,18 @@ import (
 	"errors"
 	"net"
 	"net/netip"
-	"sync/atomic"
+	"slices"
 	"testing"
 	"time"
 
 	"github.com/hookkeeper/hookkeeper/internal/destination"
 )
 
-// listener accepts connections on loopback and counts them.
+// listener accepts connections on loopback and reports the remote address
+// of each, in the order they were accepted.
 type listener struct {
 	net.Listener
-	accepted atomic.Int32
+	accepted chan string
 }
 
 func listen(t *testing.T) *listener {
@@ -24,19 +25,51 @@ func listen(t *testing.T) *listener {
 	if err != nil {
 		t.Fatal(err)
 	}
-	l := &listener{Listener: ln}
+	l := &listener{Listener: ln, accepted: make(chan string, 64)}
 	go func() {
 		for {
 			c, err := ln.Accept()
 			if err != nil {
 				return
 			}
-			l.accepted.Add(1)
+			l.accepted <- c.RemoteAddr().String()
 			_ = c.Close()
 		}
 	}()
 	t.Cleanup(func() { _ = ln.Close() })
 	return l
+}
+
+// next returns the remote address of the next accepted connection.
+func (l *listener) next(t *testing.T) string {
+	t.Helper()
+	select {
+	case addr := <-l.accepted:
+		return addr
+	case <-time.After(30 * time.Second):
+		t.Fatal("the listener accepted no connection within 30s")
+		return ""
+	}
+}
+
+// sentinel connects to the listener directly and waits for it to be
+// accepted: connections are accepted in the order they were established,
+// so any connection made before it has been reported by then.
+func (l *listener) sentinel(t *testing.T) []string {
+	t.Helper()
+	c, err := net.Dial("tcp", l.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	var before []string
+	for {
+		addr := l.next(t)
+		if addr == c.LocalAddr().String() {
+			return before
+		}
+		before = append(before, addr)
+	}
 }
 
 func (l *listener) port() string {
@@ -65,9 +98,8 @@ func TestDialRefusesBeforeConnecting(t *testing.T) {
 			t.Errorf("dial %s: %v, want a ForbiddenError", host, err)
 		}
 	}
-	time.Sleep(100 * time.Millisecond)
-	if n := l.accepted.Load(); n != 0 {
-		t.Fatalf("the listener accepted %d connections: a forbidden address was dialled", n)
+	if got := l.sentinel(t); len(got) != 0 {
+		t.Fatalf("the listener accepted connections from %v: a forbidden address was dialled", got)
 	}
 
 	// Allowing loopback lets the same dials through.
@@ -76,23 +108,21 @@ func TestDialRefusesBeforeConnecting(t *testing.T) {
 		t.Fatal(err)
 	}
 	p = destination.New(destination.Options{Allowed: allowed, Resolver: dns})
+	var dialled []string
 	for _, host := range []string{"receiver.test", "127.0.0.1", "::ffff:127.0.0.1"} {
 		conn, err := p.DialContext(ctx, "tcp", net.JoinHostPort(host, l.port()))
 		if err != nil {
 			t.Fatalf("dial %s with loopback allowed: %v", host, err)
 		}
+		dialled = append(dialled, conn.LocalAddr().String())
 		_ = conn.Close()
 	}
 	// mixed.test still resolves to a forbidden address as well.
 	if _, err := p.DialContext(ctx, "tcp", net.JoinHostPort("mixed.test", l.port())); err == nil {
 		t.Error("mixed.test was dialled")
 	}
-	deadline := time.Now().Add(2 * time.Second)
-	for l.accepted.Load() != 3 && time.Now().Before(deadline) {
-		time.Sleep(10 * time.Millisecond)
-	}
-	if n := l.accepted.Load(); n != 3 {
-		t.Errorf("the listener accepted %d connections, want 3", n)
+	if got := l.sentinel(t); !slices.Equal(got, dialled) {
+		t.Errorf("the listener accepted connections from %v, want the three allowed dials %v", got, dialled)
 	}
 }
 

@@ -25,7 +25,7 @@ func (e *attemptError) Unwrap() error { return e.err }
 // transportError classifies a failed Client.Do and strips the URL from
 // its error: parent is the caller's context, attempt the one with the
 // attempt's timeout.
-func transportError(parent, attempt context.Context, err error, u *url.URL, timeout time.Duration) (error, ErrorClass) {
+func transportError(parent, attempt context.Context, err error, u *url.URL, timeout time.Duration) (ErrorClass, error) {
 	var ue *url.Error
 	if errors.As(err, &ue) {
 		err = ue.Err
@@ -34,15 +34,15 @@ func transportError(parent, attempt context.Context, err error, u *url.URL, time
 	var forbidden *destination.ForbiddenError
 	switch {
 	case errors.As(err, &forbidden):
-		return &attemptError{msg, err}, ForbiddenDestination
+		return ForbiddenDestination, &attemptError{msg, err}
 	case parent.Err() != nil:
-		return &attemptError{"canceled: " + msg, err}, Canceled
+		return Canceled, &attemptError{"canceled: " + msg, err}
 	case errors.Is(err, context.DeadlineExceeded) || errors.Is(attempt.Err(), context.DeadlineExceeded):
-		return &attemptError{"timeout: no response within " + timeout.String(), err}, Timeout
+		return Timeout, &attemptError{"timeout: no response within " + timeout.String(), err}
 	case isTimeout(err):
-		return &attemptError{"timeout: " + msg, err}, Timeout
+		return Timeout, &attemptError{"timeout: " + msg, err}
 	}
-	return &attemptError{msg, err}, NetworkError
+	return NetworkError, &attemptError{msg, err}
 }
 
 // scrub replaces in msg whatever of u could be a credential: the whole

@@ -89,10 +89,10 @@ func mustSecret(t testing.TB) ledger.Sensitive {
 	return s
 }
 
-func signedRequest(t testing.TB, url string, secrets ...ledger.Sensitive) dispatch.Request {
+func signedRequest(t testing.TB, target string, secrets ...ledger.Sensitive) dispatch.Request {
 	t.Helper()
 	req := baseRequest()
-	req.URL = url
+	req.URL = target
 	req.SigningSecrets = secrets
 	req.Timeout = 10 * time.Second
 	return req

@@ -126,7 +126,7 @@ func (s *Sender) send(ctx context.Context, req *Request) Result {
 
 	resp, err := s.client.Do(hr)
 	if err != nil {
-		res.Err, res.Class = transportError(ctx, actx, err, hr.URL, timeout)
+		res.Class, res.Err = transportError(ctx, actx, err, hr.URL, timeout)
 		return res
 	}
 	res.StatusCode = resp.StatusCode

@@ -160,7 +160,7 @@ func TestAckSecretsFollowTheLedger(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			ep.Secrets = []ledger.SigningSecret{{Value: ledger.Sensitive(rotated)}}
+			ep.Secrets = []ledger.SigningSecret{{Value: rotated}}
 			if _, err := leader.RegisterEndpoint(ctx, ep); err != nil {
 				t.Fatal(err)
 			}

@@ -93,7 +93,7 @@ func endpoint(t *testing.T, ns, name, url string, types []string, p ledger.Polic
 	}
 	return ledger.Endpoint{
 		ID: ledger.EndpointID(ns, name), Namespace: ns, Name: name, URL: url, EventTypes: types,
-		Secrets: []ledger.SigningSecret{{Value: ledger.Sensitive(secret)}}, Policy: p,
+		Secrets: []ledger.SigningSecret{{Value: secret}}, Policy: p,
 		AckMode: ledger.AckResponse, MaxInFlight: 16,
 	}
 }

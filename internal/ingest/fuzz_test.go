@@ -99,7 +99,7 @@ func FuzzPublishBody(f *testing.F) {
 			}
 		}
 		// The canonical form is a fixed point: re-parsing it hashes the same.
-		re := map[string]any{"type": p.Type, "data": json.RawMessage(p.Data)}
+		re := map[string]any{"type": p.Type, "data": p.Data}
 		if p.Secrets != nil {
 			re["secrets"] = json.RawMessage(p.Secrets.Reveal())
 		}

@@ -271,8 +271,8 @@ spec:
 		Expect(eventsYAML).To(ContainSubstring("DeliveriesExhausted"))
 		Expect(objectsYAML).To(ContainSubstring(original), "the endpoint status names the exhausted event")
 		Expect(objectsYAML).To(ContainSubstring(replacement), "the recovery status names the replacement")
-		Expect(string(metricsData)).To(ContainSubstring("hookkeeper_delivery_attempts_total"))
-		Expect(string(metricsData)).To(ContainSubstring("hookkeeper_secrets_scrubbed_total"))
+		Expect(metricsData).To(ContainSubstring("hookkeeper_delivery_attempts_total"))
+		Expect(metricsData).To(ContainSubstring("hookkeeper_secrets_scrubbed_total"))
 		Expect(answerCount).To(BeNumerically(">=", 15))
 		for _, id := range []string{original, replacement, review, reviewDelivery} {
 			Expect(apiAnswers).To(ContainSubstring(id))

@@ -53,29 +53,25 @@ type EndpointConfig struct {
 
 func main() {
 	var (
-		ledgerFlag, pgSchema, listen, token string
-		endpointsFile                       string
-		workers                             int
-		leaseMargin, idleWait               time.Duration
-		verbose                             bool
-		cpuProfile                          string
-		allowedDestinations                 string
-		readHeaderTimeout                   time.Duration
-		maxConnections                      int
+		o                   hostOptions
+		cpuProfile          string
+		allowedDestinations string
+		clockOffset         time.Duration
 	)
-	flag.StringVar(&ledgerFlag, "ledger", "", "sqlite://<path> or postgres://<dsn>")
-	flag.StringVar(&pgSchema, "pg-schema", "", "PostgreSQL schema to use (tests give each its own)")
-	flag.StringVar(&listen, "listen", "127.0.0.1:0", "address of the HTTP API")
-	flag.StringVar(&token, "token", "", "bearer token accepted by the API")
-	flag.StringVar(&endpointsFile, "endpoints", "", "JSON file with the endpoints to register")
-	flag.IntVar(&workers, "workers", 128, "concurrent attempts")
-	flag.DurationVar(&leaseMargin, "lease-margin", 15*time.Second, "lease margin over the attempt timeout")
-	flag.DurationVar(&idleWait, "idle-wait", time.Second, "longest sleep between claims")
-	flag.BoolVar(&verbose, "v", false, "log to stderr")
+	flag.StringVar(&o.ledger, "ledger", "", "sqlite://<path> or postgres://<dsn>")
+	flag.StringVar(&o.pgSchema, "pg-schema", "", "PostgreSQL schema to use (tests give each its own)")
+	flag.StringVar(&o.listen, "listen", "127.0.0.1:0", "address of the HTTP API")
+	flag.StringVar(&o.token, "token", "", "bearer token accepted by the API")
+	flag.StringVar(&o.endpointsFile, "endpoints", "", "JSON file with the endpoints to register")
+	flag.IntVar(&o.workers, "workers", 128, "concurrent attempts")
+	flag.DurationVar(&o.leaseMargin, "lease-margin", 15*time.Second, "lease margin over the attempt timeout")
+	flag.DurationVar(&o.idleWait, "idle-wait", time.Second, "longest sleep between claims")
+	flag.BoolVar(&o.verbose, "v", false, "log to stderr")
 	flag.StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile of the run to this file")
 	flag.StringVar(&allowedDestinations, "allowed-destination-cidrs", "127.0.0.0/8,::1/128", "CIDRs delivered to despite the manager's default-deny destination policy (loopback, where the tests' receivers are)")
-	flag.DurationVar(&readHeaderTimeout, "api-read-header-timeout", ingest.ServerReadHeaderTimeout, "how long the API waits for a request's headers")
-	flag.IntVar(&maxConnections, "api-max-connections", ingest.DefaultMaxConnections, "most connections the API holds open")
+	flag.DurationVar(&o.readHeaderTimeout, "api-read-header-timeout", ingest.ServerReadHeaderTimeout, "how long the API waits for a request's headers")
+	flag.IntVar(&o.maxConnections, "api-max-connections", ingest.DefaultMaxConnections, "most connections the API holds open")
+	flag.DurationVar(&clockOffset, "clock-offset", 0, "shift the engine's and the API's clock by this much (tests use it to start at a chosen time)")
 	flag.Parse()
 	allowed, err := destination.ParseCIDRs(allowedDestinations)
 	if err != nil {
@@ -88,29 +84,49 @@ func main() {
 			defer pprof.StopCPUProfile()
 		}
 	}
+	clock := offsetClock(clockOffset)
 	sender := dispatch.NewGuardedSender(destination.New(destination.Options{Allowed: allowed}))
-	if err := run(ledgerFlag, pgSchema, listen, token, endpointsFile, workers, leaseMargin, idleWait, readHeaderTimeout, maxConnections, verbose, sender); err != nil {
+	sender.Now = clock.Now
+	o.sender, o.clock = sender, clock
+	if err := run(o); err != nil {
 		fmt.Fprintln(os.Stderr, "enginehost:", err)
 		pprof.StopCPUProfile()
 		os.Exit(1)
 	}
 }
 
-func run(ledgerFlag, pgSchema, listen, token, endpointsFile string, workers int, leaseMargin, idleWait, readHeaderTimeout time.Duration, maxConnections int, verbose bool, sender engine.Sender) error {
+// offsetClock is the wall clock shifted by a fixed offset: it runs at the
+// real rate, so two processes given the same offset share one timeline.
+type offsetClock time.Duration
+
+func (o offsetClock) Now() time.Time { return time.Now().Add(time.Duration(o)) }
+
+// hostOptions are enginehost's settings, from its flags.
+type hostOptions struct {
+	ledger, pgSchema, listen, token, endpointsFile string
+	workers                                        int
+	leaseMargin, idleWait, readHeaderTimeout       time.Duration
+	maxConnections                                 int
+	verbose                                        bool
+	sender                                         engine.Sender
+	clock                                          offsetClock
+}
+
+func run(o hostOptions) error {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 	log := logr.Discard()
-	if verbose {
+	if o.verbose {
 		log = funcr.New(func(prefix, args string) { fmt.Fprintln(os.Stderr, prefix, args) }, funcr.Options{})
 	}
 
-	loc, err := ledger.ParseLocation(ledgerFlag)
+	loc, err := ledger.ParseLocation(o.ledger)
 	if err != nil {
 		return err
 	}
 	var store ledger.Store
-	if loc.Driver == ledger.Postgres && pgSchema != "" {
-		store, err = postgres.Open(ctx, loc.DSN, postgres.WithSchema(pgSchema))
+	if loc.Driver == ledger.Postgres && o.pgSchema != "" {
+		store, err = postgres.Open(ctx, loc.DSN, postgres.WithSchema(o.pgSchema))
 	} else {
 		store, err = ledgerstore.Open(ctx, loc)
 	}
@@ -121,12 +137,12 @@ func run(ledgerFlag, pgSchema, listen, token, endpointsFile string, workers int,
 
 	reg := prometheus.NewRegistry()
 	metrics := engine.NewMetrics(reg, store)
-	eng, err := engine.New(engine.Options{Store: store, Sender: sender, Workers: workers, LeaseMargin: leaseMargin, IdleWait: idleWait, Logger: log, Metrics: metrics})
+	eng, err := engine.New(engine.Options{Store: store, Sender: o.sender, Workers: o.workers, LeaseMargin: o.leaseMargin, IdleWait: o.idleWait, Logger: log, Metrics: metrics, Clock: o.clock})
 	if err != nil {
 		return err
 	}
 	defer eng.Close()
-	if err := registerEndpoints(ctx, eng, endpointsFile); err != nil {
+	if err := registerEndpoints(ctx, eng, o.endpointsFile); err != nil {
 		return err
 	}
 
@@ -134,18 +150,19 @@ func run(ledgerFlag, pgSchema, listen, token, endpointsFile string, workers int,
 		Publisher:    eng,
 		Reader:       store,
 		Acknowledger: eng,
-		Auth:         ingest.StaticTokens{token: {Username: "enginehost"}},
+		Auth:         ingest.StaticTokens{o.token: {Username: "enginehost"}},
 		Log:          log,
+		Now:          o.clock.Now,
 	})
 	if err != nil {
 		return err
 	}
-	ln, err := net.Listen("tcp", listen)
+	ln, err := net.Listen("tcp", o.listen)
 	if err != nil {
 		return err
 	}
-	srv := ingest.NewServer(listen, handler, ingest.ServerOptions{MaxConnections: maxConnections, Registerer: reg})
-	srv.ReadHeaderTimeout = readHeaderTimeout
+	srv := ingest.NewServer(o.listen, handler, ingest.ServerOptions{MaxConnections: o.maxConnections, Registerer: reg})
+	srv.ReadHeaderTimeout = o.readHeaderTimeout
 	go func() {
 		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			fmt.Fprintln(os.Stderr, "enginehost: serve:", err)

@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"sync"
 	"testing"
 	"time"
@@ -91,7 +92,7 @@ func TestScrubDeletesTheSecretsRow(t *testing.T) {
 	switch {
 	case err == nil:
 		ext = have
-	case err == pgx.ErrNoRows:
+	case errors.Is(err, pgx.ErrNoRows):
 		if _, err := conn.Exec(ctx, `CREATE EXTENSION pageinspect SCHEMA `+schema); err != nil {
 			t.Logf("pageinspect is not available (%v): checking rows only", err)
 			ext = ""
