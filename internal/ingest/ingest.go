@@ -221,15 +221,6 @@ func (h *Handler) serve(rt route) http.HandlerFunc {
 	}
 }
 
-// authError maps an Auth error: the sentinel to its answer, anything else
-// (an unreachable review API) to an internal error.
-func authError(err, sentinel error, status int, code Code, message string) *apiError {
-	if !errors.Is(err, sentinel) {
-		return internalError(fmt.Errorf("auth: %w", err))
-	}
-	return &apiError{status: status, code: code, message: message, cause: err}
-}
-
 // fail answers err and logs it: server errors with their cause, client
 // errors at V(1) with their code only.
 func (h *Handler) fail(w http.ResponseWriter, log logr.Logger, err error) {
