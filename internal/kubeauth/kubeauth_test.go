@@ -59,7 +59,7 @@ func (c *fakeClock) Advance(d time.Duration) {
 type fakeTokenReviews struct {
 	calls     atomic.Int32
 	err       error
-	reject    atomic.Bool // reject goodToken too (revoked)
+	reject    atomic.Bool   // reject goodToken too (revoked)
 	audiences []string      // status.audiences answered; nil: those asked for
 	block     chan struct{} // when set, every call waits for it
 	lastSpec  authnv1.TokenReviewSpec
