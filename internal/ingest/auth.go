@@ -32,7 +32,9 @@ type UnavailableError struct {
 	// Reason is answered to the client: what is overloaded or unreachable,
 	// never a token.
 	Reason string
-	// Err is the cause, logged and never answered; may be nil.
+	// Err is the cause, logged and never answered. Nil means the Auth shed
+	// the request by its own limits: that is logged at V(1) only, so that a
+	// flood does not become a flood of error logs.
 	Err error
 }
 
@@ -57,7 +59,7 @@ func retryAfterSeconds(d time.Duration) string {
 func authError(err, sentinel error, status int, code Code, message string) *apiError {
 	if ue, ok := errors.AsType[*UnavailableError](err); ok {
 		return &apiError{status: http.StatusServiceUnavailable, code: CodeUnavailable, cause: err,
-			retryAfter: retryAfterSeconds(ue.RetryAfter),
+			retryAfter: retryAfterSeconds(ue.RetryAfter), quiet: ue.Err == nil,
 			message:    ue.Reason + "; retry after the time in Retry-After"}
 	}
 	if !errors.Is(err, sentinel) {

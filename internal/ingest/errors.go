@@ -54,6 +54,9 @@ type apiError struct {
 	cause   error
 	// retryAfter, when set, is answered as Retry-After (seconds).
 	retryAfter string
+	// quiet: an expected refusal under load, logged at V(1) like a client
+	// error whatever its status.
+	quiet bool
 }
 
 func (e *apiError) Error() string {

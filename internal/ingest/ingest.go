@@ -225,7 +225,7 @@ func (h *Handler) serve(rt route) http.HandlerFunc {
 // errors at V(1) with their code only.
 func (h *Handler) fail(w http.ResponseWriter, log logr.Logger, err error) {
 	ae := asAPIError(err)
-	if ae.status >= 500 {
+	if ae.status >= 500 && !ae.quiet {
 		log.Error(ae.cause, "Request failed", "status", ae.status, "code", ae.code)
 	} else {
 		log.V(1).Info("Request refused", "status", ae.status, "code", ae.code, "field", ae.field)
