@@ -60,7 +60,7 @@ func authError(err, sentinel error, status int, code Code, message string) *apiE
 	if ue, ok := errors.AsType[*UnavailableError](err); ok {
 		return &apiError{status: http.StatusServiceUnavailable, code: CodeUnavailable, cause: err,
 			retryAfter: retryAfterSeconds(ue.RetryAfter), quiet: ue.Err == nil,
-			message:    ue.Reason + "; retry after the time in Retry-After"}
+			message: ue.Reason + "; retry after the time in Retry-After"}
 	}
 	if !errors.Is(err, sentinel) {
 		return internalError(fmt.Errorf("auth: %w", err))
