@@ -16,6 +16,7 @@ import (
 	"github.com/go-logr/logr/funcr"
 
 	"github.com/hookkeeper/hookkeeper/internal/ingest"
+	"github.com/hookkeeper/hookkeeper/internal/kubeauth"
 )
 
 func TestAPIFlagsValidate(t *testing.T) {
@@ -46,6 +47,7 @@ func TestAPIFlagsValidate(t *testing.T) {
 		"key without cert":              {addr: ":8090", auth: apiAuthKubernetes, keyFile: "k"},
 		"self-signed and a certificate": {addr: ":8090", auth: apiAuthKubernetes, certFile: "c", keyFile: "k", selfSigned: true},
 		"no fan-out at all":             {addr: "127.0.0.1:8090", auth: apiAuthKubernetes, maxFanOut: -1},
+		"negative review rate":          {addr: "127.0.0.1:8090", auth: apiAuthKubernetes, newTokenReviewsPerSource: -1},
 	}
 	for name, o := range bad {
 		withDefaultFanOut(&o)
@@ -74,7 +76,8 @@ func TestAPIFlagsDefaults(t *testing.T) {
 	if err := fs.Parse(nil); err != nil {
 		t.Fatal(err)
 	}
-	if o.auth != apiAuthKubernetes || o.addr != ":8090" || o.tls() || o.maxFanOut != ingest.DefaultMaxFanOut {
+	if o.auth != apiAuthKubernetes || o.addr != ":8090" || o.tls() || o.maxFanOut != ingest.DefaultMaxFanOut ||
+		o.newTokenReviewsPerSource != kubeauth.DefaultUnknownReviewsPerSourcePerSecond {
 		t.Errorf("defaults = %+v", o)
 	}
 	// The defaults alone do not start: :8090 is not loopback, and there is
