@@ -12,6 +12,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"math"
 	"math/big"
 	"net"
 	"strings"
@@ -45,6 +46,9 @@ type apiOptions struct {
 
 	maxConnections       int
 	maxBodyBytesInFlight int64
+	// newTokenReviewsPerSource: first reviews of never-seen tokens a
+	// second from one client address; 0 takes kubeauth's default.
+	newTokenReviewsPerSource float64
 }
 
 func (o *apiOptions) bindFlags(fs *flag.FlagSet) {
@@ -57,6 +61,7 @@ func (o *apiOptions) bindFlags(fs *flag.FlagSet) {
 	fs.IntVar(&o.maxFanOut, "max-fan-out", ingest.DefaultMaxFanOut, "Most WebhookEndpoints one published event may be delivered to; an event whose type matches more endpoints in its namespace is refused whole (422 FanOutLimitExceeded), so that one publish cannot become an unbounded number of outbound requests.")
 	fs.IntVar(&o.maxConnections, "api-max-connections", ingest.DefaultMaxConnections, "Most connections the HTTP API holds open. At the cap a new connection closes the oldest one not serving a request (still sending its headers, or idle), or is refused when all serve requests; sized with the header limits so that stalled clients cannot take the manager past its memory limit (docs/operations.md).")
 	fs.Int64Var(&o.maxBodyBytesInFlight, "api-max-body-bytes-in-flight", ingest.DefaultMaxBodyBytesInFlight, "Most bytes of request bodies the HTTP API reads or handles at once, each counted at its Content-Length; a request that does not fit is answered 503 Unavailable with Retry-After at once.")
+	fs.Float64Var(&o.newTokenReviewsPerSource, "api-new-token-reviews-per-source", kubeauth.DefaultUnknownReviewsPerSourcePerSecond, "With --api-auth=kubernetes: TokenReviews a second of bearer tokens never seen before, per client address (burst twice that; in total at most 50/s); beyond it such requests are answered 503 with Retry-After, while known tokens are unaffected. Raise it when many clients reach the API through one proxy address.")
 	fs.BoolVar(&o.selfSigned, "api-self-signed", false, "Serve the HTTP API over TLS with a certificate for 127.0.0.1, ::1 and localhost generated at start (local development; its SHA-256 fingerprint is logged).")
 }
 
@@ -84,6 +89,9 @@ func (o *apiOptions) validate() error {
 		}
 	default:
 		return fmt.Errorf("--api-auth=%q: want %q or %q", o.auth, apiAuthKubernetes, apiAuthTokenFile)
+	}
+	if o.newTokenReviewsPerSource < 0 {
+		return fmt.Errorf("--api-new-token-reviews-per-source=%v: want a positive rate", o.newTokenReviewsPerSource)
 	}
 	if o.maxFanOut < 1 {
 		return fmt.Errorf("--max-fan-out=%d: want at least 1", o.maxFanOut)
@@ -142,7 +150,9 @@ func (o *apiOptions) buildAuth(cfg *rest.Config, log logr.Logger) (ingest.Auth, 
 			audiences = append(audiences, a)
 		}
 	}
-	return kubeauth.NewForConfig(cfg, kubeauth.Options{Audiences: audiences, Log: log})
+	return kubeauth.NewForConfig(cfg, kubeauth.Options{Audiences: audiences, Log: log,
+		UnknownReviewsPerSourcePerSecond: o.newTokenReviewsPerSource,
+		UnknownReviewPerSourceBurst:      int(math.Ceil(2 * o.newTokenReviewsPerSource))})
 }
 
 // tlsConfig returns the API's TLS configuration, or nil for plain HTTP;

@@ -16,6 +16,7 @@ import (
 	"github.com/go-logr/logr/funcr"
 
 	"github.com/hookkeeper/hookkeeper/internal/ingest"
+	"github.com/hookkeeper/hookkeeper/internal/kubeauth"
 )
 
 func TestAPIFlagsValidate(t *testing.T) {
@@ -48,6 +49,7 @@ func TestAPIFlagsValidate(t *testing.T) {
 		"no fan-out at all":             {addr: "127.0.0.1:8090", auth: apiAuthKubernetes, maxFanOut: -1},
 		"no connections at all":         {addr: "127.0.0.1:8090", auth: apiAuthKubernetes, maxConnections: -1},
 		"no room for a publish body":    {addr: "127.0.0.1:8090", auth: apiAuthKubernetes, maxBodyBytesInFlight: ingest.DefaultMaxBodyBytes - 1},
+		"negative review rate":          {addr: "127.0.0.1:8090", auth: apiAuthKubernetes, newTokenReviewsPerSource: -1},
 	}
 	for name, o := range bad {
 		withDefaultLimits(&o)
@@ -85,7 +87,8 @@ func TestAPIFlagsDefaults(t *testing.T) {
 		t.Fatal(err)
 	}
 	if o.auth != apiAuthKubernetes || o.addr != ":8090" || o.tls() || o.maxFanOut != ingest.DefaultMaxFanOut ||
-		o.maxConnections != ingest.DefaultMaxConnections || o.maxBodyBytesInFlight != ingest.DefaultMaxBodyBytesInFlight {
+		o.maxConnections != ingest.DefaultMaxConnections || o.maxBodyBytesInFlight != ingest.DefaultMaxBodyBytesInFlight ||
+		o.newTokenReviewsPerSource != kubeauth.DefaultUnknownReviewsPerSourcePerSecond {
 		t.Errorf("defaults = %+v", o)
 	}
 	// The defaults alone do not start: :8090 is not loopback, and there is

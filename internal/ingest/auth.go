@@ -6,17 +6,67 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strconv"
 	"strings"
+	"time"
 )
 
-// Sentinel errors of an Auth. Implementations wrap them; anything else is
-// an internal error (for example, the TokenReview API being unreachable).
+// Sentinel errors of an Auth. Implementations wrap them, or return an
+// *UnavailableError when they cannot decide now; anything else is an
+// internal error (for example, the Auth lacking permission to review).
 var (
 	// ErrUnauthenticated answers 401 with WWW-Authenticate: Bearer.
 	ErrUnauthenticated = errors.New("unauthenticated")
 	// ErrForbidden answers 403.
 	ErrForbidden = errors.New("forbidden")
 )
+
+// UnavailableError is an Auth's answer when it cannot decide now: it is
+// overloaded, or what it asks (the TokenReview API) is unreachable. It is
+// not a verdict on the token: the API answers 503 Unavailable with
+// Retry-After, and the caller retries.
+type UnavailableError struct {
+	// RetryAfter is when a retry may succeed; at least one second is
+	// answered.
+	RetryAfter time.Duration
+	// Reason is answered to the client: what is overloaded or unreachable,
+	// never a token.
+	Reason string
+	// Err is the cause, logged and never answered. Nil means the Auth shed
+	// the request by its own limits: that is logged at V(1) only, so that a
+	// flood does not become a flood of error logs.
+	Err error
+}
+
+func (e *UnavailableError) Error() string {
+	if e.Err != nil {
+		return e.Reason + ": " + e.Err.Error()
+	}
+	return e.Reason
+}
+
+func (e *UnavailableError) Unwrap() error { return e.Err }
+
+// retryAfterSeconds is d as a Retry-After value: whole seconds, rounded up,
+// at least 1.
+func retryAfterSeconds(d time.Duration) string {
+	return strconv.FormatInt(max(1, int64((d+time.Second-1)/time.Second)), 10)
+}
+
+// authError maps an Auth error: an *UnavailableError to 503 with
+// Retry-After, the sentinel to its answer, anything else to an internal
+// error.
+func authError(err, sentinel error, status int, code Code, message string) *apiError {
+	if ue, ok := errors.AsType[*UnavailableError](err); ok {
+		return &apiError{status: http.StatusServiceUnavailable, code: CodeUnavailable, cause: err,
+			retryAfter: retryAfterSeconds(ue.RetryAfter), quiet: ue.Err == nil,
+			message: ue.Reason + "; retry after the time in Retry-After"}
+	}
+	if !errors.Is(err, sentinel) {
+		return internalError(fmt.Errorf("auth: %w", err))
+	}
+	return &apiError{status: status, code: code, message: message, cause: err}
+}
 
 // Verbs and resources checked by the handler. Publishing needs create on
 // events; every read needs get on the resource read.

@@ -28,7 +28,7 @@ const (
 	CodeForbidden            Code = "Forbidden"            // 403
 	CodeMethodNotAllowed     Code = "MethodNotAllowed"     // 405, with Allow
 	CodeRequestTimeout       Code = "RequestTimeout"       // 408: the body did not arrive within the server's read timeout
-	CodeUnavailable          Code = "Unavailable"          // 503: shutting down or timed out; retry with the same Idempotency-Key
+	CodeUnavailable          Code = "Unavailable"          // 503, with Retry-After when known: shutting down, timed out or overloaded; retry with the same Idempotency-Key
 	CodeInternal             Code = "Internal"             // 500: details are logged, never answered
 )
 
@@ -52,6 +52,11 @@ type apiError struct {
 	message string
 	field   string
 	cause   error
+	// retryAfter, when set, is answered as Retry-After (seconds).
+	retryAfter string
+	// quiet: an expected refusal under load, logged at V(1) like a client
+	// error whatever its status.
+	quiet bool
 }
 
 func (e *apiError) Error() string {
@@ -109,6 +114,9 @@ func writeJSON(w http.ResponseWriter, status int, v any) error {
 func writeError(w http.ResponseWriter, e *apiError) {
 	if e.status == http.StatusUnauthorized {
 		w.Header().Set("WWW-Authenticate", `Bearer realm="hookkeeper"`)
+	}
+	if e.retryAfter != "" {
+		w.Header().Set("Retry-After", e.retryAfter)
 	}
 	body := ErrorBody{Error: ErrorDetail{Code: e.code, Message: e.message, Field: e.field}}
 	if err := writeJSON(w, e.status, body); err != nil {

@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/hookkeeper/hookkeeper/internal/groupcommit"
 	"github.com/hookkeeper/hookkeeper/internal/ledger"
@@ -430,5 +431,40 @@ func TestPublishFanOutRefusal(t *testing.T) {
 		if !strings.Contains(d.Message, want) {
 			t.Errorf("message %q does not say %q", d.Message, want)
 		}
+	}
+}
+
+// An Auth that cannot decide now, at either step, is 503 with Retry-After
+// (whole seconds, rounded up, at least 1), never 401, 403 or 500; a shed
+// request (no cause) is not logged as a failure, a failed review is.
+func TestAuthUnavailableIs503WithRetryAfter(t *testing.T) {
+	shed := &UnavailableError{RetryAfter: 1500 * time.Millisecond, Reason: "too many new tokens"}
+	failed := &UnavailableError{RetryAfter: 0, Reason: "the review API is unreachable", Err: errBackend}
+	for _, tt := range []struct {
+		name       string
+		setup      func(*env)
+		retryAfter string
+		logged     bool
+	}{
+		{"authentication shed", func(e *env) { e.auth.authnErr = shed }, "2", false},
+		{"authentication failed", func(e *env) { e.auth.authnErr = fmt.Errorf("reviewing: %w", failed) }, "1", true},
+		{"authorization shed", func(e *env) { e.auth.authzErr = shed }, "2", false},
+		{"authorization failed", func(e *env) { e.auth.authzErr = failed }, "1", true},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			e := newEnv(t)
+			tt.setup(e)
+			rec := e.do(t, req{body: validBody})
+			d := wantError(t, rec, http.StatusServiceUnavailable, CodeUnavailable, "")
+			if got := rec.Header().Get("Retry-After"); got != tt.retryAfter {
+				t.Errorf("Retry-After = %q, want %q", got, tt.retryAfter)
+			}
+			if strings.Contains(d.Message, "10.0.0.7") {
+				t.Errorf("answer leaks the cause: %s", d.Message)
+			}
+			if logged := strings.Contains(e.logs.String(), "Request failed"); logged != tt.logged {
+				t.Errorf("logged as a failure: %v, want %v; log:\n%s", logged, tt.logged, e.logs)
+			}
+		})
 	}
 }

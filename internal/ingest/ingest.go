@@ -221,20 +221,11 @@ func (h *Handler) serve(rt route) http.HandlerFunc {
 	}
 }
 
-// authError maps an Auth error: the sentinel to its answer, anything else
-// (an unreachable review API) to an internal error.
-func authError(err, sentinel error, status int, code Code, message string) *apiError {
-	if !errors.Is(err, sentinel) {
-		return internalError(fmt.Errorf("auth: %w", err))
-	}
-	return &apiError{status: status, code: code, message: message, cause: err}
-}
-
 // fail answers err and logs it: server errors with their cause, client
 // errors at V(1) with their code only.
 func (h *Handler) fail(w http.ResponseWriter, log logr.Logger, err error) {
 	ae := asAPIError(err)
-	if ae.status >= 500 {
+	if ae.status >= 500 && !ae.quiet {
 		log.Error(ae.cause, "Request failed", "status", ae.status, "code", ae.code)
 	} else {
 		log.V(1).Info("Request refused", "status", ae.status, "code", ae.code, "field", ae.field)

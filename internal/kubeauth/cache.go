@@ -91,6 +91,16 @@ func (c *ttlCache[V]) put(k cacheKey, v V, ttl time.Duration, now time.Time) {
 	c.entries[k] = c.order.PushFront(&cacheEntry[V]{key: k, value: v, expires: now.Add(ttl)})
 }
 
+// remove forgets k.
+func (c *ttlCache[V]) remove(k cacheKey) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if el, ok := c.entries[k]; ok {
+		c.order.Remove(el)
+		delete(c.entries, k)
+	}
+}
+
 // len is the number of entries, expired ones included until looked up or
 // evicted.
 func (c *ttlCache[V]) len() int {

@@ -26,7 +26,17 @@
 // Decisions are cached briefly (see Options): a revoked token or a removed
 // RoleBinding takes effect within the TTLs. Caches are keyed by an HMAC of
 // the token under a per-process random key; a token is never stored, never
-// logged and never part of an error.
+// logged and never part of an error. Accepted and rejected tokens are
+// cached apart, so that rejections (a flood of made-up tokens) never evict
+// an accepted one.
+//
+// Reviews are admitted through two lanes (admission.go): a flood of tokens
+// never seen is limited per source address and in total and shed at once
+// with ingest.UnavailableError (503, Retry-After), while tokens that
+// authenticated before and permission checks go through a lane of their
+// own that strangers cannot fill. A review that fails for want of the API
+// server (unreachable, throttled, timed out) is an UnavailableError too: it
+// says nothing about the token.
 package kubeauth
 
 import (
@@ -43,6 +53,7 @@ import (
 	"golang.org/x/sync/singleflight"
 	authnv1 "k8s.io/api/authentication/v1"
 	authzv1 "k8s.io/api/authorization/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
@@ -74,8 +85,18 @@ const (
 	DefaultAuthnNegativeTTL = 5 * time.Second
 	DefaultAuthzTTL         = 10 * time.Second
 	DefaultAuthzNegativeTTL = 5 * time.Second
+	DefaultKnownTokenTTL    = time.Hour
 	DefaultCacheSize        = 4096
 	DefaultReviewTimeout    = 10 * time.Second
+
+	// The unknown lane: first reviews of tokens never seen.
+	DefaultUnknownReviewsPerSecond          = 50
+	DefaultUnknownReviewBurst               = 100
+	DefaultUnknownReviewsPerSourcePerSecond = 5
+	DefaultUnknownReviewPerSourceBurst      = 10
+	DefaultMaxUnknownReviews                = 16
+	// The known lane: re-reviews of known tokens, SubjectAccessReviews.
+	DefaultMaxKnownReviews = 32
 )
 
 // TokenReviewer creates TokenReviews; client-go's TokenReviewInterface is
@@ -106,16 +127,38 @@ type Options struct {
 
 	// AuthnTTL is how long an authenticated token is trusted without
 	// asking again (default 30s); AuthnNegativeTTL how long a rejected one
-	// stays rejected (default 5s).
+	// stays rejected (default 5s). A negative AuthnTTL disables the cache
+	// and with it the known lane: every review is then a first one.
 	AuthnTTL, AuthnNegativeTTL time.Duration
+	// KnownTokenTTL is how long a token that authenticated stays known
+	// (default 1h, a ServiceAccount token's usual lifetime): its re-reviews
+	// take the known lane, exempt from the unknown lane's limits.
+	KnownTokenTTL time.Duration
 	// AuthzTTL is how long an allowed decision is reused (default 10s);
 	// AuthzNegativeTTL a denied one (default 5s: a new RoleBinding takes
 	// effect quickly).
 	AuthzTTL, AuthzNegativeTTL time.Duration
-	// CacheSize bounds each of the two caches (default 4096 entries).
+	// CacheSize bounds each cache (accepted tokens, rejected tokens,
+	// decisions, sources; default 4096 entries each).
 	CacheSize int
-	// ReviewTimeout bounds one call to the API server (default 10s).
+	// ReviewTimeout bounds one call to the API server, and a known-lane
+	// review's wait for a slot (default 10s).
 	ReviewTimeout time.Duration
+
+	// UnknownReviewsPerSecond and UnknownReviewBurst limit first reviews
+	// of tokens never seen, in total (default 50/s, burst 100: about what
+	// the API server's default priority level spares); the PerSource pair
+	// limits them per source address, an IPv6 one by its /64 (default
+	// 5/s, burst 10). A review over a limit is refused at once (503,
+	// Retry-After when a review is due).
+	UnknownReviewsPerSecond          float64
+	UnknownReviewBurst               int
+	UnknownReviewsPerSourcePerSecond float64
+	UnknownReviewPerSourceBurst      int
+	// MaxUnknownReviews bounds first reviews in flight (default 16; more
+	// are refused at once), MaxKnownReviews the known lane's (default 32;
+	// more wait up to ReviewTimeout).
+	MaxUnknownReviews, MaxKnownReviews int
 
 	// Now is the clock of the caches; default time.Now.
 	Now func() time.Time
@@ -125,21 +168,25 @@ type Options struct {
 
 // Auth implements ingest.Auth with TokenReview and SubjectAccessReview.
 type Auth struct {
-	opts   Options
-	keys   keyer
-	authn  *ttlCache[authnResult]
-	authz  *ttlCache[bool]
-	flight singleflight.Group
+	opts     Options
+	keys     keyer
+	authn    *ttlCache[authnResult] // accepted tokens, kept KnownTokenTTL
+	rejected *ttlCache[string]      // rejected tokens and why
+	authz    *ttlCache[bool]
+	adm      *admission
+	flight   singleflight.Group
 }
 
 var _ ingest.Auth = (*Auth)(nil)
 
-// authnResult is a cached TokenReview outcome: the principal, or a
-// rejection with its (redacted) reason.
+// authnResult is a TokenReview outcome: the principal, or a rejection with
+// its (redacted) reason. An accepted one is trusted until fresh, and known
+// (re-reviewed in the known lane) until it leaves the cache.
 type authnResult struct {
 	ok        bool
 	principal ingest.Principal
 	reason    string
+	fresh     time.Time
 }
 
 // New returns an Auth.
@@ -152,6 +199,10 @@ func New(opts Options) (*Auth, error) {
 	defaultDuration(&opts.AuthzTTL, DefaultAuthzTTL)
 	defaultDuration(&opts.AuthzNegativeTTL, DefaultAuthzNegativeTTL)
 	defaultDuration(&opts.ReviewTimeout, DefaultReviewTimeout)
+	defaultDuration(&opts.KnownTokenTTL, DefaultKnownTokenTTL)
+	if err := defaultLimits(&opts); err != nil {
+		return nil, err
+	}
 	if opts.CacheSize == 0 {
 		opts.CacheSize = DefaultCacheSize
 	}
@@ -167,10 +218,16 @@ func New(opts Options) (*Auth, error) {
 		return nil, fmt.Errorf("kubeauth: drawing the cache key: %w", err)
 	}
 	return &Auth{
-		opts:  opts,
-		keys:  keyer{secret: secret},
-		authn: newTTLCache[authnResult](opts.CacheSize),
-		authz: newTTLCache[bool](opts.CacheSize),
+		opts:     opts,
+		keys:     keyer{secret: secret},
+		authn:    newTTLCache[authnResult](opts.CacheSize),
+		rejected: newTTLCache[string](opts.CacheSize),
+		authz:    newTTLCache[bool](opts.CacheSize),
+		adm: newAdmission(limits{
+			rate: opts.UnknownReviewsPerSecond, burst: opts.UnknownReviewBurst,
+			perSourceRate: opts.UnknownReviewsPerSourcePerSecond, perSourceBurst: opts.UnknownReviewPerSourceBurst,
+			maxSources: opts.CacheSize, maxUnknownSlots: opts.MaxUnknownReviews, maxKnownSlots: opts.MaxKnownReviews,
+		}),
 	}, nil
 }
 
@@ -180,18 +237,51 @@ func defaultDuration(d *time.Duration, def time.Duration) {
 	}
 }
 
-// Client-side rate limits of the clientset NewForConfig builds: its own,
-// so that a burst of unknown tokens slows the API, not the controllers.
-const (
-	reviewQPS   = 50
-	reviewBurst = 100
-)
+// defaultLimits fills the admission limits of opts and refuses negative
+// ones, naming the field.
+func defaultLimits(opts *Options) error {
+	for _, f := range []struct {
+		name string
+		v    *float64
+		def  float64
+	}{
+		{"UnknownReviewsPerSecond", &opts.UnknownReviewsPerSecond, DefaultUnknownReviewsPerSecond},
+		{"UnknownReviewsPerSourcePerSecond", &opts.UnknownReviewsPerSourcePerSecond, DefaultUnknownReviewsPerSourcePerSecond},
+	} {
+		if *f.v < 0 {
+			return fmt.Errorf("kubeauth: %s must not be negative, got %v", f.name, *f.v)
+		}
+		if *f.v == 0 {
+			*f.v = f.def
+		}
+	}
+	for _, f := range []struct {
+		name string
+		v    *int
+		def  int
+	}{
+		{"UnknownReviewBurst", &opts.UnknownReviewBurst, DefaultUnknownReviewBurst},
+		{"UnknownReviewPerSourceBurst", &opts.UnknownReviewPerSourceBurst, DefaultUnknownReviewPerSourceBurst},
+		{"MaxUnknownReviews", &opts.MaxUnknownReviews, DefaultMaxUnknownReviews},
+		{"MaxKnownReviews", &opts.MaxKnownReviews, DefaultMaxKnownReviews},
+	} {
+		if *f.v < 0 {
+			return fmt.Errorf("kubeauth: %s must not be negative, got %d", f.name, *f.v)
+		}
+		if *f.v == 0 {
+			*f.v = f.def
+		}
+	}
+	return nil
+}
 
 // NewForConfig returns an Auth that reviews through the API server of cfg
-// with a clientset of its own.
+// with a clientset of its own. Its client-side rate limiter is off: the
+// Auth's lanes limit what reaches the API server, and a shared limiter
+// would make every caller queue behind a flood of unknown tokens.
 func NewForConfig(cfg *rest.Config, opts Options) (*Auth, error) {
 	cfg = rest.CopyConfig(cfg)
-	cfg.QPS, cfg.Burst = reviewQPS, reviewBurst
+	cfg.QPS, cfg.Burst, cfg.RateLimiter = -1, 0, nil
 	cs, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("kubeauth: building the clientset: %w", err)
@@ -201,29 +291,44 @@ func NewForConfig(cfg *rest.Config, opts Options) (*Auth, error) {
 	return New(opts)
 }
 
-// Authenticate implements ingest.Auth with a (cached) TokenReview. An
-// error from the API server is returned as is (an internal error, not a
-// 401), with the token redacted from it.
+// Authenticate implements ingest.Auth with a (cached) TokenReview. A token
+// accepted within AuthnTTL or rejected within AuthnNegativeTTL is answered
+// from memory; one accepted within KnownTokenTTL is reviewed again in the
+// known lane; any other is a first review, admitted by the unknown lane's
+// limits for the request's source address or refused at once. A review
+// the API server could not do is an *ingest.UnavailableError (503), never
+// a 401; the token is redacted from every error.
 func (a *Auth) Authenticate(r *http.Request) (ingest.Principal, error) {
 	token, ok := ingest.BearerToken(r)
 	if !ok {
 		return ingest.Principal{}, fmt.Errorf("no bearer token: %w", ingest.ErrUnauthenticated)
 	}
 	k := a.keys.key("authn", token)
-	res, cached := a.authn.get(k, a.opts.Now())
-	if !cached {
-		v, err := a.coalesce(r.Context(), k, func(ctx context.Context) (any, error) {
-			return a.review(ctx, k, token)
-		})
-		if err != nil {
-			return ingest.Principal{}, err
+	now := a.opts.Now()
+	l := laneUnknown
+	if res, found := a.authn.get(k, now); found {
+		if now.Before(res.fresh) {
+			return clonePrincipal(res.principal), nil
 		}
-		res = v.(authnResult)
+		l = laneKnown
+	} else if reason, found := a.rejected.get(k, now); found {
+		return ingest.Principal{}, rejectedErr(reason)
 	}
+	v, err := a.coalesce(r.Context(), k, l, sourceOf(r.RemoteAddr), func(ctx context.Context) (any, error) {
+		return a.review(ctx, k, token)
+	})
+	if err != nil {
+		return ingest.Principal{}, err
+	}
+	res := v.(authnResult)
 	if !res.ok {
-		return ingest.Principal{}, fmt.Errorf("token rejected: %s: %w", res.reason, ingest.ErrUnauthenticated)
+		return ingest.Principal{}, rejectedErr(res.reason)
 	}
 	return clonePrincipal(res.principal), nil
+}
+
+func rejectedErr(reason string) error {
+	return fmt.Errorf("token rejected: %s: %w", reason, ingest.ErrUnauthenticated)
 }
 
 // review asks the API server about token and caches the answer under k.
@@ -232,7 +337,7 @@ func (a *Auth) review(ctx context.Context, k cacheKey, token string) (authnResul
 		Spec: authnv1.TokenReviewSpec{Token: token, Audiences: a.opts.Audiences},
 	}, metav1.CreateOptions{})
 	if err != nil {
-		return authnResult{}, fmt.Errorf("creating a TokenReview: %w", redact(err, token))
+		return authnResult{}, reviewFailure("TokenReview", redact(err, token))
 	}
 	res := authnResult{ok: tr.Status.Authenticated}
 	switch {
@@ -257,11 +362,17 @@ func (a *Auth) review(ctx context.Context, k cacheKey, token string) (authnResul
 			}
 		}
 	}
-	ttl := a.opts.AuthnTTL
-	if !res.ok {
-		ttl = a.opts.AuthnNegativeTTL
+	now := a.opts.Now()
+	if res.ok {
+		res.fresh = now.Add(a.opts.AuthnTTL)
+		if a.opts.AuthnTTL > 0 {
+			a.authn.put(k, res, max(a.opts.AuthnTTL, a.opts.KnownTokenTTL), now)
+		}
+		a.rejected.remove(k)
+	} else {
+		a.rejected.put(k, res.reason, a.opts.AuthnNegativeTTL, now)
+		a.authn.remove(k) // revoked: no longer known
 	}
-	a.authn.put(k, res, ttl, a.opts.Now())
 	return res, nil
 }
 
@@ -274,7 +385,7 @@ func (a *Auth) Authorize(ctx context.Context, p ingest.Principal, acc ingest.Acc
 	k := a.keys.key(authzKeyParts(p, attrs)...)
 	allowed, cached := a.authz.get(k, a.opts.Now())
 	if !cached {
-		v, err := a.coalesce(ctx, k, func(ctx context.Context) (any, error) {
+		v, err := a.coalesce(ctx, k, laneKnown, "", func(ctx context.Context) (any, error) {
 			return a.access(ctx, k, p, attrs)
 		})
 		if err != nil {
@@ -307,7 +418,7 @@ func (a *Auth) access(ctx context.Context, k cacheKey, p ingest.Principal, attrs
 	}
 	res, err := a.opts.SubjectAccessReviews.Create(ctx, sar, metav1.CreateOptions{})
 	if err != nil {
-		return false, fmt.Errorf("creating a SubjectAccessReview: %w", err)
+		return false, reviewFailure("SubjectAccessReview", err)
 	}
 	allowed := res.Status.Allowed && !res.Status.Denied
 	if !allowed && res.Status.EvaluationError != "" {
@@ -324,23 +435,56 @@ func (a *Auth) access(ctx context.Context, k cacheKey, p ingest.Principal, attrs
 	return allowed, nil
 }
 
-// coalesce runs one review per key at a time: concurrent requests with the
-// same new token wait for the same TokenReview. The review runs under its
-// own deadline, not the first caller's context, so that one caller giving
-// up does not fail the others; each caller still stops waiting when its
-// own context ends.
-func (a *Auth) coalesce(ctx context.Context, k cacheKey, fn func(context.Context) (any, error)) (any, error) {
+// coalesce runs one review per key at a time, in lane l: concurrent
+// requests with the same new token wait for the same TokenReview, and only
+// the review started is charged to the unknown lane's limits (of source,
+// the first caller's). The
+// review runs under its own deadline, not the first caller's context, so
+// that one caller giving up does not fail the others; each caller still
+// stops waiting when its own context ends.
+func (a *Auth) coalesce(ctx context.Context, k cacheKey, l lane, source string, fn func(context.Context) (any, error)) (any, error) {
 	ch := a.flight.DoChan(string(k[:]), func() (any, error) {
+		if l == laneUnknown {
+			if ok, wait := a.adm.admitUnknown(source, a.opts.Now()); !ok {
+				return nil, &ingest.UnavailableError{RetryAfter: wait,
+					Reason: "too many new bearer tokens to review, from this address or in total"}
+			}
+		}
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), a.opts.ReviewTimeout)
 		defer cancel()
+		release, err := a.adm.enter(rctx, l)
+		if err != nil {
+			return nil, err
+		}
+		defer release()
 		return fn(rctx)
 	})
 	select {
 	case res := <-ch:
 		return res.Val, res.Err
 	case <-ctx.Done():
-		return nil, ctx.Err()
+		return nil, &ingest.UnavailableError{RetryAfter: time.Second, Reason: "the review did not finish in time",
+			Err: fmt.Errorf("waiting for a review: %w", context.Cause(ctx))}
 	}
+}
+
+// reviewFailure classifies a failed review: the API server refusing the
+// request itself (the manager lacks RBAC, a malformed review) is an
+// internal error; anything else (unreachable, throttled, timed out,
+// failing) is an *ingest.UnavailableError, with the API server's own
+// Retry-After when it sent one.
+func reviewFailure(what string, err error) error {
+	err = fmt.Errorf("creating a %s: %w", what, err)
+	switch {
+	case apierrors.IsForbidden(err), apierrors.IsUnauthorized(err), apierrors.IsBadRequest(err),
+		apierrors.IsInvalid(err), apierrors.IsNotFound(err), apierrors.IsMethodNotSupported(err):
+		return err
+	}
+	retry := time.Second
+	if s, ok := apierrors.SuggestsClientDelay(err); ok && s > 0 {
+		retry = time.Duration(s) * time.Second
+	}
+	return &ingest.UnavailableError{RetryAfter: retry, Reason: "the Kubernetes API could not review the request now", Err: err}
 }
 
 // resourceAttributes maps what a route asks for to what RBAC checks (see

@@ -19,7 +19,9 @@ import (
 	"github.com/go-logr/logr/funcr"
 	authnv1 "k8s.io/api/authentication/v1"
 	authzv1 "k8s.io/api/authorization/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/hookkeeper/hookkeeper/internal/ingest"
 	"github.com/hookkeeper/hookkeeper/internal/ledger"
@@ -57,6 +59,7 @@ func (c *fakeClock) Advance(d time.Duration) {
 type fakeTokenReviews struct {
 	calls     atomic.Int32
 	err       error
+	reject    atomic.Bool   // reject goodToken too (revoked)
 	audiences []string      // status.audiences answered; nil: those asked for
 	block     chan struct{} // when set, every call waits for it
 	lastSpec  authnv1.TokenReviewSpec
@@ -79,7 +82,7 @@ func (f *fakeTokenReviews) Create(ctx context.Context, tr *authnv1.TokenReview, 
 		return nil, f.err
 	}
 	out := tr.DeepCopy()
-	if tr.Spec.Token != goodToken {
+	if tr.Spec.Token != goodToken || f.reject.Load() {
 		out.Status = authnv1.TokenReviewStatus{Error: "invalid bearer token"}
 		return out, nil
 	}
@@ -231,14 +234,14 @@ func TestAuthenticateWithoutTokenAsksNobody(t *testing.T) {
 	}
 }
 
-func TestAuthenticateAPIErrorIsInternalUncachedAndRedacted(t *testing.T) {
+func TestAuthenticateAPIErrorIsUnavailableUncachedAndRedacted(t *testing.T) {
 	tr, clock := &fakeTokenReviews{}, newClock()
 	tr.err = fmt.Errorf("connection refused while sending %s", goodToken) // a careless error
 	a := newAuth(t, tr, &fakeSARs{}, clock, nil)
 
 	_, err := a.Authenticate(request(goodToken))
-	if err == nil || errors.Is(err, ingest.ErrUnauthenticated) || errors.Is(err, ingest.ErrForbidden) {
-		t.Fatalf("err = %v, want an internal error", err)
+	if ue, ok := errors.AsType[*ingest.UnavailableError](err); !ok || ue.RetryAfter <= 0 {
+		t.Fatalf("err = %v, want an UnavailableError with a Retry-After", err)
 	}
 	if strings.Contains(fmt.Sprintf("%v %+v %#v", err, err, err), goodToken) {
 		t.Errorf("the error carries the token: %v", err)
@@ -267,8 +270,8 @@ func TestCachesNeverHoldTheToken(t *testing.T) {
 	if err := a.Authorize(t.Context(), p, ingest.Access{Verb: ingest.VerbCreate, Resource: ingest.ResourceEvents, Namespace: "shop"}); err != nil {
 		t.Fatal(err)
 	}
-	if a.authn.len() != 2 || a.authz.len() != 1 {
-		t.Fatalf("cache sizes = %d, %d", a.authn.len(), a.authz.len())
+	if a.authn.len() != 1 || a.rejected.len() != 1 || a.authz.len() != 1 {
+		t.Fatalf("cache sizes = %d, %d, %d", a.authn.len(), a.rejected.len(), a.authz.len())
 	}
 
 	// Everything the Auth holds, printed every way, and every key.
@@ -276,7 +279,7 @@ func TestCachesNeverHoldTheToken(t *testing.T) {
 	fmt.Fprintf(&dump, "%#v\n%+v\n", a.opts, a.opts)
 	for _, c := range []interface {
 		dump() (keys []cacheKey, values string)
-	}{a.authn, a.authz} {
+	}{a.authn, a.rejected, a.authz, a.adm.sources} {
 		keys, values := c.dump()
 		dump.WriteString(values)
 		for _, k := range keys {
@@ -513,17 +516,18 @@ func TestAuthorizeEvaluationErrorDeniesWithoutCaching(t *testing.T) {
 	}
 }
 
-func TestAuthorizeAPIErrorIsInternal(t *testing.T) {
-	sar := &fakeSARs{err: errors.New("the server is currently unable to handle the request")}
+func TestAuthorizeAPIErrorIsUnavailable(t *testing.T) {
+	sar := &fakeSARs{err: apierrors.NewServiceUnavailable("the server is currently unable to handle the request")}
 	a := newAuth(t, &fakeTokenReviews{}, sar, newClock(), nil)
 	err := a.Authorize(t.Context(), ingest.Principal{Username: "alice"}, ingest.Access{Verb: ingest.VerbGet, Resource: ingest.ResourceEvents, Namespace: "shop"})
-	if err == nil || errors.Is(err, ingest.ErrForbidden) {
-		t.Errorf("err = %v, want an internal error", err)
+	if _, ok := errors.AsType[*ingest.UnavailableError](err); !ok || errors.Is(err, ingest.ErrForbidden) {
+		t.Errorf("err = %v, want an UnavailableError", err)
 	}
 }
 
-// Through the API handler: 401, 403, 500 with the cause logged and the
-// token nowhere.
+// Through the API handler: 401, 403, 503 with Retry-After for a review the
+// API server could not do, 500 for one it refused, with the cause logged
+// and the token nowhere.
 func TestThroughTheHandler(t *testing.T) {
 	tr := &fakeTokenReviews{}
 	sar := &fakeSARs{allowSet: func(s authzv1.SubjectAccessReviewSpec) bool {
@@ -541,6 +545,7 @@ func TestThroughTheHandler(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	var retryAfter string
 	call := func(token, path string) (int, string) {
 		t.Helper()
 		r := request(token)
@@ -549,6 +554,7 @@ func TestThroughTheHandler(t *testing.T) {
 		h.ServeHTTP(w, r)
 		var body ingest.ErrorBody
 		_ = json.Unmarshal(w.Body.Bytes(), &body)
+		retryAfter = w.Header().Get("Retry-After")
 		return w.Code, string(body.Error.Code)
 	}
 	if code, c := call("", "/v1/namespaces/shop/events/evt_1"); code != http.StatusUnauthorized || c != "Unauthenticated" {
@@ -565,16 +571,20 @@ func TestThroughTheHandler(t *testing.T) {
 	}
 	const unseenToken = "unseen-token-9e8d7c6b5a4f3e2d1c0b"
 	tr.err = fmt.Errorf("dial tcp 10.0.0.1:443: connect: connection refused (token %s)", unseenToken)
-	if code, c := call(unseenToken, "/v1/namespaces/shop/events/evt_1"); code != http.StatusInternalServerError || c != "Internal" {
-		t.Errorf("TokenReview failing: %d %s", code, c)
+	if code, c := call(unseenToken, "/v1/namespaces/shop/events/evt_1"); code != http.StatusServiceUnavailable || c != "Unavailable" || retryAfter != "1" {
+		t.Errorf("TokenReview failing: %d %s, Retry-After %q", code, c, retryAfter)
 	}
-	sar.err = errors.New("SubjectAccessReview API unavailable")
-	if code, c := call(goodToken, "/v1/namespaces/tools/events/evt_1"); code != http.StatusInternalServerError || c != "Internal" {
-		t.Errorf("SubjectAccessReview failing: %d %s", code, c)
+	tr.err = apierrors.NewForbidden(schema.GroupResource{Group: "authentication.k8s.io", Resource: "tokenreviews"}, "", errors.New("the manager may not create TokenReviews"))
+	if code, c := call(unseenToken, "/v1/namespaces/shop/events/evt_1"); code != http.StatusInternalServerError || c != "Internal" || retryAfter != "" {
+		t.Errorf("TokenReview refused: %d %s, Retry-After %q", code, c, retryAfter)
+	}
+	sar.err = apierrors.NewTooManyRequests("SubjectAccessReview API throttled", 7)
+	if code, c := call(goodToken, "/v1/namespaces/tools/events/evt_1"); code != http.StatusServiceUnavailable || c != "Unavailable" || retryAfter != "7" {
+		t.Errorf("SubjectAccessReview throttled: %d %s, Retry-After %q", code, c, retryAfter)
 	}
 	logMu.Lock()
 	defer logMu.Unlock()
-	for _, want := range []string{"connection refused", "SubjectAccessReview API unavailable"} {
+	for _, want := range []string{"connection refused", "may not create TokenReviews", "SubjectAccessReview API throttled"} {
 		if !strings.Contains(logs.String(), want) {
 			t.Errorf("the log lacks the cause %q:\n%s", want, logs.String())
 		}
