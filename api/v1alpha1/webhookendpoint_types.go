@@ -59,8 +59,10 @@ type RateLimit struct {
 // Header is a static HTTP header sent with every attempt. The names
 // hookkeeper or the HTTP stack sets are refused, compared case-insensitively;
 // the list is internal/wire.ReservedHeaders, and a test keeps this rule's
-// list equal to it.
+// list equal to it. The value's rule sits here, not on the value, so that a
+// refusal shows "object" instead of the value, which may be a credential.
 // +kubebuilder:validation:XValidation:rule="!(self.name.lowerAscii() in ['webhook-id', 'webhook-timestamp', 'webhook-signature', 'hookkeeper-delivery-id', 'content-type', 'user-agent', 'host', 'content-length', 'transfer-encoding', 'trailer', 'te', 'connection', 'keep-alive', 'proxy-connection', 'upgrade', 'accept-encoding'])",message="headers must not set a header hookkeeper or the HTTP stack sets (webhook-id, webhook-timestamp, webhook-signature, hookkeeper-delivery-id, content-type, user-agent, host, content-length, transfer-encoding, trailer, te, connection, keep-alive, proxy-connection, upgrade, accept-encoding)"
+// +kubebuilder:validation:XValidation:rule="!self.value.matches('[\\x00-\\x08\\x0a-\\x1f\\x7f]|^[ \\t]|[ \\t]$')",message="header values must not contain control characters other than tab, nor begin or end with a space or tab",fieldPath=.value
 type Header struct {
 	// name is the header name (an HTTP token), compared case-insensitively.
 	// +required
@@ -75,7 +77,6 @@ type Header struct {
 	// are part of the spec and readable by anyone who can read the endpoint.
 	// +required
 	// +kubebuilder:validation:MaxLength=1024
-	// +kubebuilder:validation:XValidation:rule="!self.matches('[\\x00-\\x08\\x0a-\\x1f\\x7f]|^[ \\t]|[ \\t]$')",message="header values must not contain control characters other than tab, nor begin or end with a space or tab"
 	Value string `json:"value"`
 }
 
@@ -92,6 +93,9 @@ type WebhookEndpointSpec struct {
 	// address or an ASCII DNS name, an optional port from 1 to 65535, and
 	// without user information, a fragment or surrounding whitespace. The
 	// rules are internal/wire.CheckURL's, which the controller applies too.
+	// (The host is matched on self, whose size is bounded: the API server
+	// cannot bound the cost of isIP or a regular expression on
+	// url().getHostname().)
 	// +required
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=2048
@@ -100,8 +104,8 @@ type WebhookEndpointSpec struct {
 	// +kubebuilder:validation:XValidation:rule="!isURL(self) || url(self).getHostname() != ''",message="url must name a host"
 	// +kubebuilder:validation:XValidation:rule="!self.matches('^[a-zA-Z][a-zA-Z0-9+.-]*://[^/?#]*@')",message="url must not contain user information: put credentials in the signing secret, not the URL"
 	// +kubebuilder:validation:XValidation:rule="!self.contains('#')",message="url must not contain a fragment"
-	// +kubebuilder:validation:XValidation:rule="!isURL(self) || url(self).getPort() == '' || (url(self).getPort().matches('^[0-9]{1,5}$') && int(url(self).getPort()) >= 1 && int(url(self).getPort()) <= 65535)",message="url port must be a number from 1 to 65535 of at most 5 digits"
-	// +kubebuilder:validation:XValidation:rule="!isURL(self) || url(self).getHostname() == '' || isIP(url(self).getHostname()) || (url(self).getHostname().matches('^([A-Za-z0-9_]([-A-Za-z0-9_]{0,61}[A-Za-z0-9_])?[.])*[A-Za-z0-9_]([-A-Za-z0-9_]{0,61}[A-Za-z0-9_])?[.]?$') && url(self).getHostname().matches('[-A-Za-z_]') && (size(url(self).getHostname()) <= 253 || (size(url(self).getHostname()) == 254 && url(self).getHostname().endsWith('.'))))",message="url host must be an IP address (IPv6 in brackets, without a zone, not IPv4-mapped) or a DNS name of ASCII labels of 1 to 63 letters, digits, '-' or '_' (punycode for international names)"
+	// +kubebuilder:validation:XValidation:rule="!isURL(self) || url(self).getPort() == '' || (size(url(self).getPort()) <= 5 && int(url(self).getPort()) >= 1 && int(url(self).getPort()) <= 65535)",message="url port must be a number from 1 to 65535 of at most 5 digits"
+	// +kubebuilder:validation:XValidation:rule="!isURL(self) || url(self).getHostname() == '' || self.matches('^[a-zA-Z][-a-zA-Z0-9+.]*://(25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])([.](25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])){3}(:[0-9]*)?([/?#].*)?$') || (self.matches('^[a-zA-Z][-a-zA-Z0-9+.]*://[[][^]/?#@]*[]](:[0-9]*)?([/?#].*)?$') && isIP(self.substring(self.indexOf('[') + 1, self.indexOf(']')))) || (self.matches('^[a-zA-Z][-a-zA-Z0-9+.]*://([A-Za-z0-9_]([-A-Za-z0-9_]{0,61}[A-Za-z0-9_])?[.])*[A-Za-z0-9_]([-A-Za-z0-9_]{0,61}[A-Za-z0-9_])?[.]?(:[0-9]*)?([/?#].*)?$') && !self.matches('^[a-zA-Z][-a-zA-Z0-9+.]*://[0-9.]+(:[0-9]*)?([/?#].*)?$') && (size(url(self).getHostname()) <= 253 || (size(url(self).getHostname()) == 254 && url(self).getHostname().endsWith('.'))))",message="url host must be an IP address (IPv6 in brackets, without a zone, not IPv4-mapped) or a DNS name of ASCII labels of 1 to 63 letters, digits, '-' or '_' (punycode for international names)"
 	URL string `json:"url"`
 
 	// eventTypes selects the events delivered here: exact types
