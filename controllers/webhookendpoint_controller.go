@@ -59,8 +59,9 @@ type EndpointEngine interface {
 // registers the endpoint when its configuration differs from the
 // registered one, computes the status with webhookEndpointStatus and
 // patches it once. A missing or unusable RetryPolicy or signing secret
-// leaves the engine's configuration as it was; a forbidden destination
-// pauses it (webhookendpoint_destination.go).
+// leaves the engine's configuration as it was; a url or header that can
+// never be sent (endpoint_wire.go) or a forbidden destination
+// (webhookendpoint_destination.go) pauses it.
 type WebhookEndpointReconciler struct {
 	client.Client
 	// APIReader reads Secrets from the API server: Secrets are watched by
@@ -187,11 +188,16 @@ func (r *WebhookEndpointReconciler) gather(ctx context.Context, ep *hookv1.Webho
 		return fail("resolving the signing secret", err)
 	}
 
-	destProblem := r.destinationProblem(ctx, ep.Spec.URL, now)
+	// A spec that can never be sent, or a forbidden destination, holds a
+	// registered endpoint paused.
+	sendProblem := wireProblem(&ep.Spec)
+	if sendProblem == nil {
+		sendProblem = r.destinationProblem(ctx, ep.Spec.URL, now)
+	}
 	inEffect := registered.Policy
 	switch {
-	case destProblem != nil:
-		f.Problem = destProblem
+	case sendProblem != nil:
+		f.Problem = sendProblem
 		if f.Registered {
 			if err := r.hold(ctx, registered); err != nil {
 				return fail("pausing the endpoint in the delivery engine", err)

@@ -121,9 +121,9 @@ func destinationMessage(f *destination.ForbiddenError) string {
 }
 
 // hold pauses the configuration the engine has of an endpoint whose
-// destination became forbidden: its deliveries wait (nothing is cancelled
-// or sent) until the url is allowed, when the current spec is registered
-// again.
+// destination became forbidden, or whose spec can never be sent: its
+// deliveries wait (nothing is cancelled or sent) until the spec is usable,
+// when it is registered again.
 func (r *WebhookEndpointReconciler) hold(ctx context.Context, registered ledger.Endpoint) error {
 	if registered.Paused {
 		return nil
@@ -133,6 +133,6 @@ func (r *WebhookEndpointReconciler) hold(ctx context.Context, registered ledger.
 	if err != nil {
 		return err
 	}
-	log.FromContext(ctx).Info("paused in the delivery engine: the endpoint's destination is forbidden", "version", stored.Version)
+	log.FromContext(ctx).Info("paused in the delivery engine: the endpoint's destination is forbidden or its spec cannot be sent", "version", stored.Version)
 	return nil
 }

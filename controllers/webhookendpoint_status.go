@@ -93,6 +93,8 @@ func readyCondition(f *endpointFacts, generation int64, now time.Time) metav1.Co
 		switch {
 		case f.Registered && f.Problem.Reason == hookv1.ReasonDestinationForbidden:
 			c.Message = f.Problem.Message + "; the delivery engine holds the endpoint paused: its deliveries wait, and none is sent until the url is allowed"
+		case f.Registered && (f.Problem.Reason == hookv1.ReasonURLInvalid || f.Problem.Reason == hookv1.ReasonHeadersInvalid):
+			c.Message = f.Problem.Message + "; the delivery engine holds the endpoint paused: its deliveries wait, and none is sent until the spec is corrected"
 		case f.Registered && f.RegisteredPaused:
 			c.Message = f.Problem.Message + "; the delivery engine keeps the endpoint's previous configuration, paused: its deliveries wait"
 		case f.Registered:

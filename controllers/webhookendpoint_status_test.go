@@ -75,6 +75,19 @@ func TestReadyCondition(t *testing.T) {
 			wantMessage: []string{"url resolves to 10.0.0.1, a private address", "holds the endpoint paused", "none is sent until the url is allowed"},
 		},
 		{
+			name: "a url that can never be dialled holds the registered endpoint paused",
+			facts: endpointFacts{Registered: true, RegisteredPaused: true,
+				Problem: &problem{hookv1.ReasonURLInvalid, "spec.url: url port must be a number from 1 to 65535 of at most 5 digits"}},
+			wantStatus: metav1.ConditionFalse, wantReason: hookv1.ReasonURLInvalid,
+			wantMessage: []string{"spec.url: url port must be", "holds the endpoint paused", "none is sent until the spec is corrected"},
+		},
+		{
+			name:       "a reserved static header before the first registration",
+			facts:      endpointFacts{Problem: &problem{hookv1.ReasonHeadersInvalid, `spec.headers[0]: header "User-Agent": headers must not set`}},
+			wantStatus: metav1.ConditionFalse, wantReason: hookv1.ReasonHeadersInvalid,
+			wantMessage: []string{`spec.headers[0]: header "User-Agent"`, "not registered with the delivery engine and receives no events"},
+		},
+		{
 			name: "another problem while the engine holds a paused configuration",
 			facts: endpointFacts{Registered: true, RegisteredPaused: true,
 				Problem: &problem{hookv1.ReasonRetryPolicyNotFound, `RetryPolicy "gone" not found`}},

@@ -319,12 +319,12 @@ var _ = Describe("the hookkeeper.dev CRDs", func() {
   url: https://example.com/hooks
   eventTypes: ["*"]
   headers: [{name: Webhook-Signature, value: forged}]
-`, "spec.headers[0]", "headers must not set webhook-id, webhook-timestamp, webhook-signature"),
+`, "spec.headers[0]", "headers must not set a header hookkeeper or the HTTP stack sets (webhook-id, webhook-timestamp, webhook-signature"),
 		Entry("a header value with a line break", "WebhookEndpoint", `
   url: https://example.com/hooks
   eventTypes: ["*"]
   headers: [{name: X-Tenant, value: "acme\r\nX-Evil: 1"}]
-`, "spec.headers[0].value", "should match"),
+`, "spec.headers[0].value", "header values must not contain control characters other than tab"),
 		Entry("an acknowledgement timeout in Response mode", "WebhookEndpoint", `
   url: https://example.com/hooks
   eventTypes: ["*"]

@@ -29,6 +29,19 @@ const (
 	// registered stays unregistered; one the engine already had is paused
 	// there (its deliveries wait, none is sent) until the url is allowed.
 	ReasonDestinationForbidden = "DestinationForbidden"
+	// ReasonURLInvalid (Ready=False): spec.url can never be dialled (a
+	// port out of range, a host that is neither an IP address nor a DNS
+	// name, an IPv6 zone...). The API server refuses such a url; this is
+	// for objects stored before a rule existed. The message names the rule.
+	// Like DestinationForbidden, the endpoint is not registered, or is
+	// paused in the engine.
+	ReasonURLInvalid = "URLInvalid"
+	// ReasonHeadersInvalid (Ready=False): a static header in spec.headers
+	// can never be sent as written: it is reserved (hookkeeper or the HTTP
+	// stack sets it), repeats another's name in any case, or Go's HTTP
+	// client refuses or alters its value. As for URLInvalid, the API server
+	// refuses these; the message names the header, never its value.
+	ReasonHeadersInvalid = "HeadersInvalid"
 
 	// ReasonNoFailures (Healthy=True): no attempt to the endpoint failed.
 	ReasonNoFailures = "NoFailures"

@@ -56,21 +56,27 @@ type RateLimit struct {
 	Burst *int32 `json:"burst,omitempty"`
 }
 
-// Header is a static HTTP header sent with every attempt.
-// +kubebuilder:validation:XValidation:rule="!(self.name.lowerAscii() in ['webhook-id', 'webhook-timestamp', 'webhook-signature', 'content-type', 'content-length', 'host', 'transfer-encoding', 'connection'])",message="headers must not set webhook-id, webhook-timestamp, webhook-signature, Content-Type, Content-Length, Host, Transfer-Encoding or Connection: hookkeeper sets them"
+// Header is a static HTTP header sent with every attempt. The names
+// hookkeeper or the HTTP stack sets are refused, compared case-insensitively;
+// the list is internal/wire.ReservedHeaders, and a test keeps this rule's
+// list equal to it. The value's rule sits here, not on the value, so that a
+// refusal shows "object" instead of the value, which may be a credential.
+// +kubebuilder:validation:XValidation:rule="!(self.name.lowerAscii() in ['webhook-id', 'webhook-timestamp', 'webhook-signature', 'hookkeeper-delivery-id', 'content-type', 'user-agent', 'host', 'content-length', 'transfer-encoding', 'trailer', 'te', 'connection', 'keep-alive', 'proxy-connection', 'upgrade', 'accept-encoding'])",message="headers must not set a header hookkeeper or the HTTP stack sets (webhook-id, webhook-timestamp, webhook-signature, hookkeeper-delivery-id, content-type, user-agent, host, content-length, transfer-encoding, trailer, te, connection, keep-alive, proxy-connection, upgrade, accept-encoding)"
+// +kubebuilder:validation:XValidation:rule="!self.value.matches('[\\x00-\\x08\\x0a-\\x1f\\x7f]|^[ \\t]|[ \\t]$')",message="header values must not contain control characters other than tab, nor begin or end with a space or tab",fieldPath=.value
 type Header struct {
-	// name is the header name (an HTTP token).
+	// name is the header name (an HTTP token), compared case-insensitively.
 	// +required
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=128
-	// +kubebuilder:validation:Pattern=`^[!#$%&'*+.^_|~0-9A-Za-z-]+$`
+	// +kubebuilder:validation:XValidation:rule="self.matches('^[-!#$%&\\'*+.^_`|~0-9A-Za-z]+$')",message="header names must be HTTP tokens: letters, digits and !#$%&'*+-.^_`|~"
 	Name string `json:"name"`
 
-	// value is the header value. Do not put credentials here: headers are
-	// part of the spec and readable by anyone who can read the endpoint.
+	// value is the header value, sent as written: no control characters
+	// but tab, and no surrounding spaces or tabs (Go's HTTP client refuses
+	// the first and trims the second). Do not put credentials here: headers
+	// are part of the spec and readable by anyone who can read the endpoint.
 	// +required
 	// +kubebuilder:validation:MaxLength=1024
-	// +kubebuilder:validation:Pattern=`^[^\r\n\x00]*$`
 	Value string `json:"value"`
 }
 
@@ -83,15 +89,23 @@ type EventTypePattern string
 
 // WebhookEndpointSpec is where events of some types go and how.
 type WebhookEndpointSpec struct {
-	// url receives the deliveries: http or https, with a host, and without
-	// user information or a fragment.
+	// url receives the deliveries: http or https, with a host that is an IP
+	// address or an ASCII DNS name, an optional port from 1 to 65535, and
+	// without user information, a fragment or surrounding whitespace. The
+	// rules are internal/wire.CheckURL's, which the controller applies too.
+	// (The host is matched on self, whose size is bounded: the API server
+	// cannot bound the cost of isIP or a regular expression on
+	// url().getHostname().)
 	// +required
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=2048
+	// +kubebuilder:validation:XValidation:rule="self == self.trim()",message="url must not begin or end with whitespace"
 	// +kubebuilder:validation:XValidation:rule="isURL(self) && url(self).getScheme() in ['http', 'https']",message="url must be an absolute http or https URL"
 	// +kubebuilder:validation:XValidation:rule="!isURL(self) || url(self).getHostname() != ''",message="url must name a host"
 	// +kubebuilder:validation:XValidation:rule="!self.matches('^[a-zA-Z][a-zA-Z0-9+.-]*://[^/?#]*@')",message="url must not contain user information: put credentials in the signing secret, not the URL"
 	// +kubebuilder:validation:XValidation:rule="!self.contains('#')",message="url must not contain a fragment"
+	// +kubebuilder:validation:XValidation:rule="!isURL(self) || url(self).getPort() == '' || (size(url(self).getPort()) <= 5 && int(url(self).getPort()) >= 1 && int(url(self).getPort()) <= 65535)",message="url port must be a number from 1 to 65535 of at most 5 digits"
+	// +kubebuilder:validation:XValidation:rule="!isURL(self) || url(self).getHostname() == '' || self.matches('^[a-zA-Z][-a-zA-Z0-9+.]*://(25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])([.](25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])){3}(:[0-9]*)?([/?#].*)?$') || (self.matches('^[a-zA-Z][-a-zA-Z0-9+.]*://[[][^]/?#@]*[]](:[0-9]*)?([/?#].*)?$') && isIP(self.substring(self.indexOf('[') + 1, self.indexOf(']')))) || (self.matches('^[a-zA-Z][-a-zA-Z0-9+.]*://([A-Za-z0-9_]([-A-Za-z0-9_]{0,61}[A-Za-z0-9_])?[.])*[A-Za-z0-9_]([-A-Za-z0-9_]{0,61}[A-Za-z0-9_])?[.]?(:[0-9]*)?([/?#].*)?$') && !self.matches('^[a-zA-Z][-a-zA-Z0-9+.]*://[0-9.]+(:[0-9]*)?([/?#].*)?$') && (size(url(self).getHostname()) <= 253 || (size(url(self).getHostname()) == 254 && url(self).getHostname().endsWith('.'))))",message="url host must be an IP address (IPv6 in brackets, without a zone, not IPv4-mapped) or a DNS name of ASCII labels of 1 to 63 letters, digits, '-' or '_' (punycode for international names)"
 	URL string `json:"url"`
 
 	// eventTypes selects the events delivered here: exact types
@@ -150,9 +164,11 @@ type WebhookEndpointSpec struct {
 	// +kubebuilder:validation:Maximum=1000
 	MaxInFlight *int32 `json:"maxInFlight,omitempty"`
 
-	// headers are static headers sent with every attempt.
+	// headers are static headers sent with every attempt; names are
+	// compared case-insensitively, so a name appears once in any case.
 	// +optional
 	// +kubebuilder:validation:MaxItems=32
+	// +kubebuilder:validation:XValidation:rule="self.all(h, self.exists_one(o, o.name.lowerAscii() == h.name.lowerAscii()))",message="headers must not repeat a name (names are compared case-insensitively)"
 	// +listType=map
 	// +listMapKey=name
 	Headers []Header `json:"headers,omitempty"`

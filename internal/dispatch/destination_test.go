@@ -26,9 +26,10 @@ func (r tableResolver) LookupNetIP(_ context.Context, _, host string) ([]netip.A
 	return []netip.Addr{netip.MustParseAddr(a)}, nil
 }
 
-// The names the tests resolve: one to the cloud metadata address, one to
-// the loopback receivers the tests run.
-var testDNS = tableResolver{"metadata.test": "169.254.169.254", "receiver.test": "127.0.0.1"}
+// The names the tests resolve: two to the cloud metadata address (one in
+// its IPv4-mapped form, which a URL cannot name: wire.CheckURL refuses
+// it), one to the loopback receivers the tests run.
+var testDNS = tableResolver{"metadata.test": "169.254.169.254", "mapped-metadata.test": "::ffff:169.254.169.254", "receiver.test": "127.0.0.1"}
 
 // viaName rewrites a receiver's http://127.0.0.1:port URL to use host.
 func viaName(t *testing.T, rawURL, host string) string {
@@ -54,7 +55,7 @@ func TestGuardedSenderRefusesForbiddenDestinationsAtDialTime(t *testing.T) {
 			"metadata.test resolves to 169.254.169.254, a cloud metadata address"},
 		{"the metadata address itself", "http://169.254.169.254/latest/meta-data/iam?token=s3cr3t-q",
 			"169.254.169.254, a cloud metadata address"},
-		{"the IPv4-mapped metadata address", "http://[::ffff:169.254.169.254]/latest/meta-data/iam?token=s3cr3t-q",
+		{"a name that resolves to the IPv4-mapped metadata address", "http://mapped-metadata.test/latest/meta-data/iam?token=s3cr3t-q",
 			"169.254.169.254, a cloud metadata address"},
 		{"a loopback receiver by address", rcv.URL + "/hooks/s3cr3t-q", "127.0.0.1, a loopback address"},
 		{"a loopback receiver by name", viaName(t, rcv.URL, "receiver.test") + "/hooks/s3cr3t-q",

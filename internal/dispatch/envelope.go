@@ -15,8 +15,9 @@ import (
 type Request struct {
 	// URL is the endpoint's http or https URL.
 	URL string
-	// Headers are the endpoint's static headers. The headers Send sets
-	// itself (webhook-*, Content-Type, User-Agent) take precedence.
+	// Headers are the endpoint's static headers. Send refuses the attempt
+	// (InvalidRequest) when one is invalid or reserved (wire.CheckHeader):
+	// it never replaces one silently.
 	Headers []ledger.Header
 	// EventID is the webhook-id and the envelope's id: the same for every
 	// attempt and retry of the event.

@@ -2,7 +2,6 @@ package dispatch
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -11,6 +10,7 @@ import (
 	"time"
 
 	"github.com/hookkeeper/hookkeeper/internal/signing"
+	"github.com/hookkeeper/hookkeeper/internal/wire"
 )
 
 // Sender sends attempts. Its zero value works with the defaults; its
@@ -97,14 +97,17 @@ func (s *Sender) send(ctx context.Context, req *Request) Result {
 	if err != nil {
 		return invalid(urlParseError(err))
 	}
-	if err := checkURL(hr); err != nil {
-		return invalid(err)
+	if err := wire.CheckParsedURL(req.URL, hr.URL); err != nil {
+		return invalid(fmt.Errorf("endpoint %w", err))
 	}
 	h := hr.Header
 	for _, sh := range req.Headers {
-		if !validHeaderName(sh.Name) || !validHeaderValue(sh.Value) {
-			// The value may be a credential: name the header only.
-			return invalid(fmt.Errorf("static header %q is not a valid HTTP header", sh.Name))
+		// A reserved name is refused, never overwritten below: the
+		// registration refuses it, so only a configuration stored before
+		// the rule can carry one. The error names the header, never the
+		// value, which may be a credential.
+		if err := wire.CheckHeader(sh.Name, sh.Value); err != nil {
+			return invalid(fmt.Errorf("static %w", err))
 		}
 		h.Add(sh.Name, sh.Value)
 	}
@@ -168,45 +171,4 @@ func readExcerpt(r io.Reader, limit int, contentLength int64) []byte {
 		return nil
 	}
 	return buf[:k:k]
-}
-
-func checkURL(hr *http.Request) error {
-	switch {
-	case hr.URL.Scheme != "http" && hr.URL.Scheme != "https":
-		return errors.New("endpoint URL scheme must be http or https")
-	case hr.URL.Host == "":
-		return errors.New("endpoint URL has no host")
-	}
-	return nil
-}
-
-// validHeaderName reports whether s is an HTTP token (RFC 9110 §5.1).
-func validHeaderName(s string) bool {
-	if s == "" {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		switch {
-		case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9':
-		case c < 0x80 && isTokenPunct[c]:
-		default:
-			return false
-		}
-	}
-	return true
-}
-
-var isTokenPunct = [128]bool{'!': true, '#': true, '$': true, '%': true, '&': true, '\'': true, '*': true,
-	'+': true, '-': true, '.': true, '^': true, '_': true, '`': true, '|': true, '~': true}
-
-// validHeaderValue rejects control characters other than tab (RFC 9110
-// §5.5), which would let a value inject headers.
-func validHeaderValue(s string) bool {
-	for i := 0; i < len(s); i++ {
-		if c := s[i]; (c < ' ' && c != '\t') || c == 0x7f {
-			return false
-		}
-	}
-	return true
 }

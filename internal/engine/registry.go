@@ -9,6 +9,7 @@ import (
 	"golang.org/x/time/rate"
 
 	"github.com/hookkeeper/hookkeeper/internal/ledger"
+	"github.com/hookkeeper/hookkeeper/internal/wire"
 )
 
 // defaultAttemptTimeout applies when an endpoint's policy sets none.
@@ -17,9 +18,15 @@ const defaultAttemptTimeout = 30 * time.Second
 // RegisterEndpoint stores an endpoint's configuration durably (so that a
 // restart never delivers to a stale one) and applies it to this engine.
 // Pausing is registering with Paused set: deliveries keep accumulating.
+// A configuration that could never be sent (its URL or a static header
+// breaks a rule of package wire) is refused, and the error wraps
+// ErrInvalidEndpoint.
 func (e *Engine) RegisterEndpoint(ctx context.Context, ep ledger.Endpoint) (ledger.Endpoint, error) {
 	if ep.ID == "" {
 		ep.ID = ledger.EndpointID(ep.Namespace, ep.Name)
+	}
+	if err := checkWire(&ep); err != nil {
+		return ledger.Endpoint{}, fmt.Errorf("registering endpoint %s: %w: %w", ep.ID, ErrInvalidEndpoint, err)
 	}
 	stored, err := e.store.EndpointUpsert(ctx, &ledger.EndpointUpsertParams{Endpoint: ep, Now: e.opts.Clock.Now()})
 	if err != nil {
@@ -28,6 +35,26 @@ func (e *Engine) RegisterEndpoint(ctx context.Context, ep ledger.Endpoint) (ledg
 	e.apply(stored)
 	e.wake()
 	return stored, nil
+}
+
+// ErrInvalidEndpoint: RegisterEndpoint refused a configuration that could
+// never be sent.
+var ErrInvalidEndpoint = errors.New("invalid endpoint configuration")
+
+// checkWire checks the URL and the static headers with package wire, the
+// checks the sender applies to every attempt, so that an endpoint is
+// refused once instead of failing every delivery.
+func checkWire(ep *ledger.Endpoint) error {
+	if err := wire.CheckURL(ep.URL); err != nil {
+		return err
+	}
+	var hs wire.HeaderSet
+	for _, h := range ep.Headers {
+		if err := hs.Add(h.Name, h.Value); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // RemoveEndpoint deletes an endpoint: its pending deliveries are cancelled
