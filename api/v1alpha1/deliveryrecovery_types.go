@@ -236,6 +236,11 @@ type DeliveryRecovery struct {
 	// status is the operation's progress.
 	// +optional
 	Status DeliveryRecoveryStatus `json:"status,omitempty"`
+
+	// Undecodable lists the stored values the Go types could not decode and
+	// left out, as "path: error"; empty for every object the CRD schema
+	// admits. Set by UnmarshalJSON, never serialized (see DecodeError).
+	Undecodable []string `json:"-"`
 }
 
 // DeliveryRecoveryList is a list of DeliveryRecovery.

@@ -293,6 +293,11 @@ type RetryPolicy struct {
 	// status is the policy as observed by the controller.
 	// +optional
 	Status RetryPolicyStatus `json:"status,omitempty"`
+
+	// Undecodable lists the stored values the Go types could not decode and
+	// left out, as "path: error"; empty for every object the CRD schema
+	// admits. Set by UnmarshalJSON, never serialized (see DecodeError).
+	Undecodable []string `json:"-"`
 }
 
 // RetryPolicyList is a list of RetryPolicy.

@@ -298,6 +298,11 @@ type WebhookEndpoint struct {
 	// status is the endpoint as observed by the controller and the engine.
 	// +optional
 	Status WebhookEndpointStatus `json:"status,omitempty"`
+
+	// Undecodable lists the stored values the Go types could not decode and
+	// left out, as "path: error"; empty for every object the CRD schema
+	// admits. Set by UnmarshalJSON, never serialized (see DecodeError).
+	Undecodable []string `json:"-"`
 }
 
 // WebhookEndpointList is a list of WebhookEndpoint.
