@@ -27,19 +27,25 @@ const maxProblemLength = 256
 // UnmarshalJSON decodes a RetryPolicy leniently; see Undecodable.
 func (r *RetryPolicy) UnmarshalJSON(data []byte) error {
 	type plain RetryPolicy
-	return decodeLeniently(data, (*plain)(r), &r.Undecodable)
+	problems, err := decodeLeniently(data, (*plain)(r))
+	r.Undecodable = problems
+	return err
 }
 
 // UnmarshalJSON decodes a WebhookEndpoint leniently; see Undecodable.
 func (e *WebhookEndpoint) UnmarshalJSON(data []byte) error {
 	type plain WebhookEndpoint
-	return decodeLeniently(data, (*plain)(e), &e.Undecodable)
+	problems, err := decodeLeniently(data, (*plain)(e))
+	e.Undecodable = problems
+	return err
 }
 
 // UnmarshalJSON decodes a DeliveryRecovery leniently; see Undecodable.
 func (d *DeliveryRecovery) UnmarshalJSON(data []byte) error {
 	type plain DeliveryRecovery
-	return decodeLeniently(data, (*plain)(d), &d.Undecodable)
+	problems, err := decodeLeniently(data, (*plain)(d))
+	d.Undecodable = problems
+	return err
 }
 
 // DecodeError is nil when r decoded completely, else an error naming every
@@ -63,33 +69,33 @@ func undecodableError(problems []string) error {
 
 // decodeLeniently decodes data into into the way the Kubernetes JSON
 // serializer does (case-sensitive field names). When that fails, it finds
-// every value that does not decode into its Go field, records it in
+// every value that does not decode into its Go field, returns it in
 // problems as "path: error", leaves it out (a list element is dropped) and
 // decodes the rest. It fails only when the rest does not decode either.
-func decodeLeniently(data []byte, into any, problems *[]string) error {
-	*problems = nil
+func decodeLeniently(data []byte, into any) ([]string, error) {
 	strictErr := kjson.UnmarshalCaseSensitivePreserveInts(data, into)
 	if strictErr == nil {
-		return nil
+		return nil, nil
 	}
 	var doc any
 	if err := kjson.UnmarshalCaseSensitivePreserveInts(data, &doc); err != nil {
-		return strictErr
+		return nil, strictErr
 	}
+	var problems []string
 	target := reflect.ValueOf(into).Elem()
-	doc, _ = prune(target.Type(), doc, "", problems)
-	if len(*problems) == 0 {
-		return strictErr
+	doc, _ = prune(target.Type(), doc, "", &problems)
+	if len(problems) == 0 {
+		return nil, strictErr
 	}
 	cleaned, err := json.Marshal(doc)
 	if err != nil {
-		return errors.Join(strictErr, err)
+		return problems, errors.Join(strictErr, err)
 	}
 	target.SetZero()
 	if err := kjson.UnmarshalCaseSensitivePreserveInts(cleaned, into); err != nil {
-		return fmt.Errorf("decoding after leaving out %s: %w", strings.Join(*problems, "; "), err)
+		return problems, fmt.Errorf("decoding after leaving out %s: %w", strings.Join(problems, "; "), err)
 	}
-	return nil
+	return problems, nil
 }
 
 var unmarshalerType = reflect.TypeFor[json.Unmarshaler]()
