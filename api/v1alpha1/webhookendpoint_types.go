@@ -205,6 +205,8 @@ type ExhaustedDelivery struct {
 	EventType string `json:"eventType"`
 	// attempts is the number of attempts made.
 	// +required
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=2147483647
 	Attempts int32 `json:"attempts"`
 	// reason the delivery was exhausted: MaxAttempts, MaxAge, NonRetryable,
 	// Gone, AckRejected or AckTimeout.
@@ -216,6 +218,10 @@ type ExhaustedDelivery struct {
 	LastError string `json:"lastError,omitempty"`
 	// exhaustedAt is when the delivery was given up on.
 	// +required
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:Format=date-time
+	// +kubebuilder:validation:MaxLength=64
+	// +kubebuilder:validation:Pattern=`^[0-9]{4}-[0-9]{2}-[0-9]{2}T([01][0-9]|2[0-3]):[0-5][0-9]:[0-5][0-9](\.[0-9]{1,9})?(Z|[+-]([01][0-9]|2[0-3]):[0-5][0-9])$`
 	ExhaustedAt metav1.Time `json:"exhaustedAt"`
 	// recovery is what can still resolve it: Retry while the event's
 	// secrets and payload are present and within the replay window,
@@ -254,10 +260,18 @@ type WebhookEndpointStatus struct {
 
 	// lastSuccessTime is when an attempt last succeeded.
 	// +optional
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:Format=date-time
+	// +kubebuilder:validation:MaxLength=64
+	// +kubebuilder:validation:Pattern=`^[0-9]{4}-[0-9]{2}-[0-9]{2}T([01][0-9]|2[0-3]):[0-5][0-9]:[0-5][0-9](\.[0-9]{1,9})?(Z|[+-]([01][0-9]|2[0-3]):[0-5][0-9])$`
 	LastSuccessTime *metav1.Time `json:"lastSuccessTime,omitempty"`
 
 	// lastFailureTime is when an attempt last failed.
 	// +optional
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:Format=date-time
+	// +kubebuilder:validation:MaxLength=64
+	// +kubebuilder:validation:Pattern=`^[0-9]{4}-[0-9]{2}-[0-9]{2}T([01][0-9]|2[0-3]):[0-5][0-9]:[0-5][0-9](\.[0-9]{1,9})?(Z|[+-]([01][0-9]|2[0-3]):[0-5][0-9])$`
 	LastFailureTime *metav1.Time `json:"lastFailureTime,omitempty"`
 
 	// lastFailureReason says why the last failed attempt failed.
