@@ -142,7 +142,6 @@ spec:
 
 		// Created after the poisoned one: the controller's watch still works.
 		okPolicy := fastPolicy(good, "fine", 3)
-		Expect(k8sClient.Create(ctx, okPolicy)).To(Succeed())
 		user := newEndpoint(bad, "uses-overflow", "http://127.0.0.1:1/hook", func(s *hookv1.WebhookEndpointSpec) {
 			s.RetryPolicyRef = &hookv1.LocalObjectReference{Name: "overflow"}
 		})

@@ -229,6 +229,7 @@ spec:
   horizon: {maxAttempts: 3}
   replayWindow: 8760h
   retention: {evidence: 8760h}
+  retryBudget: {ratioPercent: 10}
 `, `
 spec:
   backoff: {strategy: Schedule, schedule: [1s]}
@@ -400,7 +401,7 @@ var _ = Describe("the CRD schemas admit only what the Go types decode", Ordered,
 			}
 		}
 
-		var broken []string
+		var broken, unexercised []string
 		for _, l := range leaves {
 			accepted := 0
 			for _, o := range outcomes[l.String()] {
@@ -419,8 +420,11 @@ var _ = Describe("the CRD schemas admit only what the Go types decode", Ordered,
 					Expect(o.undecoded).To(HaveExactElements(HavePrefix("status.conditions[0].lastTransitionTime: ")), "%s = %#v", l, o.value)
 				}
 			}
-			Expect(accepted).To(BeNumerically(">", 0), "no case of %s was accepted: the fixtures cannot exercise it", l)
+			if accepted == 0 {
+				unexercised = append(unexercised, l.String())
+			}
 		}
+		Expect(unexercised).To(BeEmpty(), "no case of these fields was accepted: the fixtures cannot exercise them")
 		AddReportEntry("accepted values the Go types cannot decode", len(broken))
 		Expect(broken).To(BeEmpty(), "%d accepted values do not decode:\n%s", len(broken), strings.Join(broken, "\n"))
 	})
