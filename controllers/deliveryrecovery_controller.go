@@ -68,6 +68,9 @@ func (r *DeliveryRecoveryReconciler) reconcile(ctx context.Context, req ctrl.Req
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
 	now := r.now()
+	if err := rec.DecodeError(); err != nil {
+		return ctrl.Result{}, r.refuseUndecodable(ctx, &rec, err, now)
+	}
 	if finished(&rec) {
 		return r.expire(ctx, &rec, now)
 	}
@@ -187,4 +190,25 @@ func (r *DeliveryRecoveryReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Named("deliveryrecovery").
 		For(&hookv1.DeliveryRecovery{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
 		Complete(r)
+}
+
+// refuseUndecodable fails a recovery the Go types could not fully decode,
+// without applying anything: a selector bound that was left out would widen
+// what it selects.
+func (r *DeliveryRecoveryReconciler) refuseUndecodable(ctx context.Context, rec *hookv1.DeliveryRecovery, err error, now time.Time) error {
+	if failed := meta.FindStatusCondition(rec.Status.Conditions, hookv1.ConditionFailed); failed != nil &&
+		failed.Status == metav1.ConditionTrue && failed.Reason == hookv1.ReasonInvalidSpec {
+		return nil
+	}
+	before := rec.DeepCopy()
+	t := metav1.NewTime(now)
+	meta.SetStatusCondition(&rec.Status.Conditions, metav1.Condition{Type: hookv1.ConditionFailed, Status: metav1.ConditionTrue,
+		Reason: hookv1.ReasonInvalidSpec, ObservedGeneration: rec.Generation, LastTransitionTime: t, Message: conditionMessage(err)})
+	if rec.Status.CompletionTime == nil {
+		rec.Status.CompletionTime = &t
+	}
+	if err := patchStatus(ctx, r.Client, before, rec, func(d *hookv1.DeliveryRecovery) any { return d.Status }); err != nil && !apierrors.IsNotFound(err) {
+		return err
+	}
+	return nil
 }

@@ -122,7 +122,13 @@ func retryPolicyStatus(policy *hookv1.RetryPolicy, endpoints int32, now time.Tim
 		LastTransitionTime: metav1.NewTime(now),
 	}
 
-	p, err := backoffPolicy(&policy.Spec)
+	// An object with values the Go types could not decode is never used:
+	// what was left out would read as unset.
+	err := policy.DecodeError()
+	var p backoff.Policy
+	if err == nil {
+		p, err = backoffPolicy(&policy.Spec)
+	}
 	if err != nil {
 		ready.Status, ready.Reason = metav1.ConditionFalse, hookv1.ReasonInvalidSpec
 		ready.Message = conditionMessage(err)

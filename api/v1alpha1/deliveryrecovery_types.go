@@ -48,10 +48,18 @@ type DeliverySelector struct {
 
 	// exhaustedAfter selects deliveries exhausted at or after this time.
 	// +optional
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:Format=date-time
+	// +kubebuilder:validation:MaxLength=64
+	// +kubebuilder:validation:Pattern=`^[0-9]{4}-[0-9]{2}-[0-9]{2}T([01][0-9]|2[0-3]):[0-5][0-9]:[0-5][0-9](\.[0-9]{1,9})?(Z|[+-]([01][0-9]|2[0-3]):[0-5][0-9])$`
 	ExhaustedAfter *metav1.Time `json:"exhaustedAfter,omitempty"`
 
 	// exhaustedBefore selects deliveries exhausted before this time.
 	// +optional
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:Format=date-time
+	// +kubebuilder:validation:MaxLength=64
+	// +kubebuilder:validation:Pattern=`^[0-9]{4}-[0-9]{2}-[0-9]{2}T([01][0-9]|2[0-3]):[0-5][0-9]:[0-5][0-9](\.[0-9]{1,9})?(Z|[+-]([01][0-9]|2[0-3]):[0-5][0-9])$`
 	ExhaustedBefore *metav1.Time `json:"exhaustedBefore,omitempty"`
 }
 
@@ -85,6 +93,7 @@ type DeliveryRecoverySpec struct {
 	// resolutions stay in the ledger either way.
 	// +optional
 	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=2147483647
 	TTLSecondsAfterFinished *int32 `json:"ttlSecondsAfterFinished,omitempty"`
 }
 
@@ -151,27 +160,43 @@ type RecoveryItem struct {
 type RecoveryCounts struct {
 	// matched is how many deliveries the selector matched (up to limit).
 	// +optional
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=2147483647
 	Matched int32 `json:"matched"`
 	// retried items were resent under the same event identity.
 	// +optional
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=2147483647
 	Retried int32 `json:"retried"`
 	// reissued items were replaced by a new event identity.
 	// +optional
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=2147483647
 	Reissued int32 `json:"reissued"`
 	// awaitingReissue items wait for the producer's replacement event.
 	// +optional
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=2147483647
 	AwaitingReissue int32 `json:"awaitingReissue"`
 	// refused items could not be recovered as asked; see their reason.
 	// +optional
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=2147483647
 	Refused int32 `json:"refused"`
 	// dismissed items were resolved without resending.
 	// +optional
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=2147483647
 	Dismissed int32 `json:"dismissed"`
 	// delivered items reached their receiver after the recovery.
 	// +optional
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=2147483647
 	Delivered int32 `json:"delivered"`
 	// failedAgain items were exhausted again after the recovery.
 	// +optional
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=2147483647
 	FailedAgain int32 `json:"failedAgain"`
 }
 
@@ -200,10 +225,18 @@ type DeliveryRecoveryStatus struct {
 
 	// startTime is when the operation started.
 	// +optional
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:Format=date-time
+	// +kubebuilder:validation:MaxLength=64
+	// +kubebuilder:validation:Pattern=`^[0-9]{4}-[0-9]{2}-[0-9]{2}T([01][0-9]|2[0-3]):[0-5][0-9]:[0-5][0-9](\.[0-9]{1,9})?(Z|[+-]([01][0-9]|2[0-3]):[0-5][0-9])$`
 	StartTime *metav1.Time `json:"startTime,omitempty"`
 
 	// completionTime is when every item reached its outcome.
 	// +optional
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:Format=date-time
+	// +kubebuilder:validation:MaxLength=64
+	// +kubebuilder:validation:Pattern=`^[0-9]{4}-[0-9]{2}-[0-9]{2}T([01][0-9]|2[0-3]):[0-5][0-9]:[0-5][0-9](\.[0-9]{1,9})?(Z|[+-]([01][0-9]|2[0-3]):[0-5][0-9])$`
 	CompletionTime *metav1.Time `json:"completionTime,omitempty"`
 }
 
@@ -236,6 +269,11 @@ type DeliveryRecovery struct {
 	// status is the operation's progress.
 	// +optional
 	Status DeliveryRecoveryStatus `json:"status,omitempty"`
+
+	// Undecodable lists the stored values the Go types could not decode and
+	// left out, as "path: error"; empty for every object the CRD schema
+	// admits. Set by UnmarshalJSON, never serialized (see DecodeError).
+	Undecodable []string `json:"-"`
 }
 
 // DeliveryRecoveryList is a list of DeliveryRecovery.

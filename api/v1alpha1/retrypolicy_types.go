@@ -43,6 +43,7 @@ type Backoff struct {
 	// +kubebuilder:validation:MaxLength=32
 	// +kubebuilder:validation:Pattern=`^([0-9]+(\.[0-9]+)?(ns|us|ms|s|m|h))+$`
 	// +kubebuilder:validation:XValidation:rule="duration(self) > duration('0s')",message="initialDelay must be greater than zero"
+	// +kubebuilder:validation:XValidation:rule="duration(self) <= duration('8760h')",message="initialDelay must be at most 8760h"
 	InitialDelay *metav1.Duration `json:"initialDelay,omitempty"`
 
 	// factor multiplies the delay after every retry (Exponential only), as a
@@ -59,6 +60,7 @@ type Backoff struct {
 	// +kubebuilder:validation:Type=string
 	// +kubebuilder:validation:MaxLength=32
 	// +kubebuilder:validation:Pattern=`^([0-9]+(\.[0-9]+)?(ns|us|ms|s|m|h))+$`
+	// +kubebuilder:validation:XValidation:rule="duration(self) <= duration('8760h')",message="maxDelay must be at most 8760h"
 	MaxDelay *metav1.Duration `json:"maxDelay,omitempty"`
 
 	// schedule lists the delay before each retry in order (Schedule only);
@@ -72,6 +74,7 @@ type Backoff struct {
 	// +kubebuilder:validation:items:Pattern=`^([0-9]+(\.[0-9]+)?(ns|us|ms|s|m|h))+$`
 	// +kubebuilder:validation:XValidation:rule="self.all(d, duration(d) > duration('0s'))",message="every schedule delay must be greater than zero"
 	// +listType=atomic
+	// +kubebuilder:validation:XValidation:rule="self.all(d, duration(d) <= duration('8760h'))",message="every schedule delay must be at most 8760h"
 	Schedule []metav1.Duration `json:"schedule,omitempty"`
 
 	// jitterPercent spreads each delay uniformly by up to this percentage in
@@ -101,6 +104,7 @@ type Horizon struct {
 	// +kubebuilder:validation:MaxLength=32
 	// +kubebuilder:validation:Pattern=`^([0-9]+(\.[0-9]+)?(ns|us|ms|s|m|h))+$`
 	// +kubebuilder:validation:XValidation:rule="duration(self) > duration('0s')",message="maxAge must be greater than zero"
+	// +kubebuilder:validation:XValidation:rule="duration(self) <= duration('8760h')",message="maxAge must be at most 8760h"
 	MaxAge *metav1.Duration `json:"maxAge,omitempty"`
 }
 
@@ -135,6 +139,7 @@ type Retention struct {
 	// +kubebuilder:validation:Type=string
 	// +kubebuilder:validation:MaxLength=32
 	// +kubebuilder:validation:Pattern=`^([0-9]+(\.[0-9]+)?(ns|us|ms|s|m|h))+$`
+	// +kubebuilder:validation:XValidation:rule="duration(self) <= duration('87600h')",message="retention.payloads must be at most 87600h"
 	Payloads *metav1.Duration `json:"payloads,omitempty"`
 
 	// evidence is how long the compact evidence (ids, states, hashes and
@@ -145,6 +150,7 @@ type Retention struct {
 	// +kubebuilder:validation:Type=string
 	// +kubebuilder:validation:MaxLength=32
 	// +kubebuilder:validation:Pattern=`^([0-9]+(\.[0-9]+)?(ns|us|ms|s|m|h))+$`
+	// +kubebuilder:validation:XValidation:rule="duration(self) <= duration('87600h')",message="retention.evidence must be at most 87600h"
 	Evidence *metav1.Duration `json:"evidence,omitempty"`
 }
 
@@ -204,6 +210,7 @@ type RetryPolicySpec struct {
 	// +kubebuilder:validation:Type=string
 	// +kubebuilder:validation:MaxLength=32
 	// +kubebuilder:validation:Pattern=`^([0-9]+(\.[0-9]+)?(ns|us|ms|s|m|h))+$`
+	// +kubebuilder:validation:XValidation:rule="duration(self) <= duration('8760h')",message="retryAfterCap must be at most 8760h"
 	RetryAfterCap *metav1.Duration `json:"retryAfterCap,omitempty"`
 
 	// replayWindow is how long after its first attempt an event may still be
@@ -266,6 +273,8 @@ type RetryPolicyStatus struct {
 
 	// endpoints is the number of WebhookEndpoints that use this policy.
 	// +optional
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=2147483647
 	Endpoints int32 `json:"endpoints,omitempty"`
 }
 
@@ -293,6 +302,11 @@ type RetryPolicy struct {
 	// status is the policy as observed by the controller.
 	// +optional
 	Status RetryPolicyStatus `json:"status,omitempty"`
+
+	// Undecodable lists the stored values the Go types could not decode and
+	// left out, as "path: error"; empty for every object the CRD schema
+	// admits. Set by UnmarshalJSON, never serialized (see DecodeError).
+	Undecodable []string `json:"-"`
 }
 
 // RetryPolicyList is a list of RetryPolicy.

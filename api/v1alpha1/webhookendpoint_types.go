@@ -221,6 +221,8 @@ type ExhaustedDelivery struct {
 	EventType string `json:"eventType"`
 	// attempts is the number of attempts made.
 	// +required
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=2147483647
 	Attempts int32 `json:"attempts"`
 	// reason the delivery was exhausted: MaxAttempts, MaxAge, NonRetryable,
 	// Gone, AckRejected or AckTimeout.
@@ -232,6 +234,10 @@ type ExhaustedDelivery struct {
 	LastError string `json:"lastError,omitempty"`
 	// exhaustedAt is when the delivery was given up on.
 	// +required
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:Format=date-time
+	// +kubebuilder:validation:MaxLength=64
+	// +kubebuilder:validation:Pattern=`^[0-9]{4}-[0-9]{2}-[0-9]{2}T([01][0-9]|2[0-3]):[0-5][0-9]:[0-5][0-9](\.[0-9]{1,9})?(Z|[+-]([01][0-9]|2[0-3]):[0-5][0-9])$`
 	ExhaustedAt metav1.Time `json:"exhaustedAt"`
 	// recovery is what can still resolve it: Retry while the event's
 	// secrets and payload are present and within the replay window,
@@ -270,10 +276,18 @@ type WebhookEndpointStatus struct {
 
 	// lastSuccessTime is when an attempt last succeeded.
 	// +optional
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:Format=date-time
+	// +kubebuilder:validation:MaxLength=64
+	// +kubebuilder:validation:Pattern=`^[0-9]{4}-[0-9]{2}-[0-9]{2}T([01][0-9]|2[0-3]):[0-5][0-9]:[0-5][0-9](\.[0-9]{1,9})?(Z|[+-]([01][0-9]|2[0-3]):[0-5][0-9])$`
 	LastSuccessTime *metav1.Time `json:"lastSuccessTime,omitempty"`
 
 	// lastFailureTime is when an attempt last failed.
 	// +optional
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:Format=date-time
+	// +kubebuilder:validation:MaxLength=64
+	// +kubebuilder:validation:Pattern=`^[0-9]{4}-[0-9]{2}-[0-9]{2}T([01][0-9]|2[0-3]):[0-5][0-9]:[0-5][0-9](\.[0-9]{1,9})?(Z|[+-]([01][0-9]|2[0-3]):[0-5][0-9])$`
 	LastFailureTime *metav1.Time `json:"lastFailureTime,omitempty"`
 
 	// lastFailureReason says why the last failed attempt failed.
@@ -314,6 +328,11 @@ type WebhookEndpoint struct {
 	// status is the endpoint as observed by the controller and the engine.
 	// +optional
 	Status WebhookEndpointStatus `json:"status,omitempty"`
+
+	// Undecodable lists the stored values the Go types could not decode and
+	// left out, as "path: error"; empty for every object the CRD schema
+	// admits. Set by UnmarshalJSON, never serialized (see DecodeError).
+	Undecodable []string `json:"-"`
 }
 
 // WebhookEndpointList is a list of WebhookEndpoint.
