@@ -136,8 +136,11 @@ func (r *DeliveryRecoveryReconciler) run(ctx context.Context, rec *hookv1.Delive
 	case !errors.Is(err, ledger.ErrNotFound):
 		return nil, fmt.Errorf("reading endpoint %s: %w", endpointID, err)
 	}
-	if b := recoveryBlocked(facts); b != nil {
-		return &recoveryProgress{Block: b}, nil
+	// The endpoint gates the start only: a recovery that started follows
+	// its items even when its endpoint goes away meanwhile.
+	gate := recoveryBlocked(facts)
+	if gate != nil && rec.Status.StartTime == nil {
+		return &recoveryProgress{Block: gate}, nil
 	}
 
 	key := ledger.RecoveryOperationKey(rec.Namespace, rec.Name)
@@ -146,16 +149,18 @@ func (r *DeliveryRecoveryReconciler) run(ctx context.Context, rec *hookv1.Delive
 		return nil, err
 	}
 	facts.Operation = &op
-	if b := recoveryBlocked(facts); b != nil {
+	if b := recoveryBlocked(facts); b != nil && b.Permanent {
 		return &recoveryProgress{Block: b, Operation: &op}, nil
 	}
 	items, err := r.Engine.RecoveryItems(ctx, key)
 	if err != nil {
 		return nil, fmt.Errorf("reading the items of recovery %s: %w", key, err)
 	}
-	applied, err := r.apply(ctx, rec, &ep, &op, items)
-	if err != nil {
-		return nil, err
+	applied := 0
+	if gate == nil {
+		if applied, err = r.apply(ctx, rec, &ep, &op, items); err != nil {
+			return nil, err
+		}
 	}
 	if applied > 0 {
 		if items, err = r.Engine.RecoveryItems(ctx, key); err != nil {
@@ -267,8 +272,8 @@ func (r *DeliveryRecoveryReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Complete(r)
 }
 
-// recoveriesOf maps a WebhookEndpoint to the unfinished recoveries in its
-// namespace that name it.
+// recoveriesOf maps a WebhookEndpoint to the recoveries in its namespace
+// that name it and have not started (running ones follow on their timer).
 func (r *DeliveryRecoveryReconciler) recoveriesOf(ctx context.Context, ep client.Object) []reconcile.Request {
 	var list hookv1.DeliveryRecoveryList
 	if err := r.List(ctx, &list, client.InNamespace(ep.GetNamespace()), client.MatchingFields{recoveryEndpointIndex: ep.GetName()}); err != nil {
@@ -277,7 +282,7 @@ func (r *DeliveryRecoveryReconciler) recoveriesOf(ctx context.Context, ep client
 	}
 	var reqs []reconcile.Request
 	for i := range list.Items {
-		if !finished(&list.Items[i]) {
+		if st := list.Items[i].Status.State; st == "" || st == hookv1.RecoveryWaiting {
 			reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&list.Items[i])})
 		}
 	}

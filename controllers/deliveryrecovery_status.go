@@ -63,11 +63,17 @@ type block struct {
 }
 
 // recoveryBlocked decides whether a recovery may run: nil when it may.
-// What can still change is transient (the endpoint is created later, its
+// A permanent block wins over a transient one. What can still change is
+// transient (the endpoint is created later, its
 // RetryPolicy or Secret resolves, the engine registers it); only what
 // cannot is permanent: a spec, which is immutable, that differs from what
 // this name already ran with.
 func recoveryBlocked(f *startFacts) *block {
+	if op := f.Operation; op != nil && op.SpecHash != f.SpecHash {
+		return &block{Permanent: true, Reason: ReasonSpecConflict, Message: fmt.Sprintf(
+			"a DeliveryRecovery of this name already ran (started %s) with another spec; a recovery's name is its identity: "+
+				"create one with a new name (metadata.generateName) to recover again", op.StartedAt.UTC().Format(time.RFC3339))}
+	}
 	wait := func(msg string, args ...any) *block {
 		return &block{Reason: ReasonWaitingForEndpoint, Message: fmt.Sprintf(msg, args...)}
 	}
@@ -82,11 +88,6 @@ func recoveryBlocked(f *startFacts) *block {
 			msg = fmt.Sprintf("it is not Ready (%s: %s)", c.Reason, c.Message)
 		}
 		return wait("waiting for WebhookEndpoint %q to be registered with the delivery engine: %s", f.EndpointName, msg)
-	}
-	if op := f.Operation; op != nil && op.SpecHash != f.SpecHash {
-		return &block{Permanent: true, Reason: ReasonSpecConflict, Message: fmt.Sprintf(
-			"a DeliveryRecovery of this name already ran (started %s) with another spec; a recovery's name is its identity: "+
-				"create one with a new name (metadata.generateName) to recover again", op.StartedAt.UTC().Format(time.RFC3339))}
 	}
 	return nil
 }

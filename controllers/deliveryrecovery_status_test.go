@@ -242,6 +242,9 @@ func TestRecoveryBlocked(t *testing.T) {
 		{name: "this name already ran with another spec: fail for good",
 			facts:       startFacts{EndpointName: "orders", Endpoint: &hookv1.WebhookEndpoint{}, Registered: true, SpecHash: "h2", Operation: op},
 			wantBlocked: true, wantPermanent: true, wantReason: ReasonSpecConflict, wantMessage: "started 2026-11-01T00:00:00Z) with another spec"},
+		{name: "another spec wins over a missing endpoint: what cannot change fails at once",
+			facts:       startFacts{EndpointName: "orders", SpecHash: "h2", Operation: op},
+			wantBlocked: true, wantPermanent: true, wantReason: ReasonSpecConflict, wantMessage: "with another spec"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
