@@ -26,7 +26,7 @@ import (
 type RecoveryEngine interface {
 	Endpoint(ctx context.Context, id string) (ledger.Endpoint, error)
 	ExhaustedList(ctx context.Context, params *ledger.ExhaustedListParams) ([]ledger.ExhaustedDelivery, error)
-	RecoveryStart(ctx context.Context, operationKey, specHash string) (ledger.RecoveryOperation, error)
+	RecoveryStart(ctx context.Context, operationKey, specHash, objectUID string) (ledger.RecoveryOperation, error)
 	Recover(ctx context.Context, operationKey, deliveryID string, action ledger.RecoveryAction) (ledger.RecoveryItem, error)
 	RecoveryItems(ctx context.Context, operationKey string) ([]ledger.RecoveryItem, error)
 }
@@ -144,7 +144,7 @@ func (r *DeliveryRecoveryReconciler) run(ctx context.Context, rec *hookv1.Delive
 	}
 
 	key := ledger.RecoveryOperationKey(rec.Namespace, rec.Name)
-	op, err := r.Engine.RecoveryStart(ctx, key, hash)
+	op, err := r.Engine.RecoveryStart(ctx, key, hash, string(rec.UID))
 	if err != nil {
 		return nil, err
 	}

@@ -191,7 +191,7 @@ func recoveryStatus(rec *hookv1.DeliveryRecovery, p *recoveryProgress, now time.
 		state, reason, message = hookv1.RecoveryWaiting, p.Block.Reason, p.Block.Message
 	default:
 		state, reason, message = itemsState(&st.Counts, p.Items)
-		if op := p.Operation; op != nil && op.StartedAt.Before(rec.CreationTimestamp.Time) {
+		if op := p.Operation; op != nil && op.ObjectUID != string(rec.UID) {
 			message += fmt.Sprintf("; this operation first started at %s under an earlier DeliveryRecovery of this name and does not act again",
 				op.StartedAt.UTC().Format(time.RFC3339))
 		}

@@ -41,7 +41,7 @@ func TestAutoAction(t *testing.T) {
 func TestRecoveryStatus(t *testing.T) {
 	now := time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
 	created := metav1.NewTime(now.Add(-time.Minute))
-	rec := &hookv1.DeliveryRecovery{ObjectMeta: metav1.ObjectMeta{Generation: 3, CreationTimestamp: created}}
+	rec := &hookv1.DeliveryRecovery{ObjectMeta: metav1.ObjectMeta{Generation: 3, CreationTimestamp: created, UID: "uid-now"}}
 	item := func(outcome ledger.RecoveryOutcome, reason string, newState ledger.DeliveryState) ledger.RecoveryItem {
 		it := ledger.RecoveryItem{DeliveryID: "dlv_" + string(outcome) + string(newState), EventID: "evt_1", Outcome: outcome, Reason: reason, NewDeliveryState: newState}
 		if newState != "" {
@@ -49,8 +49,8 @@ func TestRecoveryStatus(t *testing.T) {
 		}
 		return it
 	}
-	started := &ledger.RecoveryOperation{Key: "drec:shop/r", SpecHash: "h", StartedAt: now.Add(-30 * time.Second)}
-	earlier := &ledger.RecoveryOperation{Key: "drec:shop/r", SpecHash: "h", StartedAt: now.Add(-48 * time.Hour)}
+	started := &ledger.RecoveryOperation{Key: "drec:shop/r", SpecHash: "h", ObjectUID: "uid-now", StartedAt: now.Add(-30 * time.Second)}
+	earlier := &ledger.RecoveryOperation{Key: "drec:shop/r", SpecHash: "h", ObjectUID: "uid-earlier", StartedAt: now.Add(-48 * time.Hour)}
 	tests := []struct {
 		name         string
 		progress     recoveryProgress

@@ -136,9 +136,9 @@ func (e *Engine) sweepAckTimeouts(ctx context.Context) error {
 
 // RecoveryStart records a recovery operation's first start and returns
 // that record ever after (ledger.Recovery.RecoveryOperationStart).
-func (e *Engine) RecoveryStart(ctx context.Context, operationKey, specHash string) (ledger.RecoveryOperation, error) {
+func (e *Engine) RecoveryStart(ctx context.Context, operationKey, specHash, objectUID string) (ledger.RecoveryOperation, error) {
 	op, err := e.store.RecoveryOperationStart(ctx, &ledger.RecoveryOperationParams{
-		Key: operationKey, SpecHash: specHash, Now: e.opts.Clock.Now(),
+		Key: operationKey, SpecHash: specHash, ObjectUID: objectUID, Now: e.opts.Clock.Now(),
 	})
 	if err != nil {
 		return ledger.RecoveryOperation{}, fmt.Errorf("starting recovery operation %s: %w", operationKey, err)

@@ -286,6 +286,9 @@ type RecoveryOperationParams struct {
 	// SpecHash identifies what the operation was asked to do; a later
 	// start under the same key with another hash is the caller's to refuse.
 	SpecHash string
+	// ObjectUID is the UID of the object that starts it, so that a later
+	// object of the same name can tell it did not start it.
+	ObjectUID string
 	// Now becomes StartedAt of a new record.
 	Now time.Time
 }
@@ -294,6 +297,8 @@ type RecoveryOperationParams struct {
 type RecoveryOperation struct {
 	Key      string
 	SpecHash string
+	// ObjectUID is the UID of the object that first started it.
+	ObjectUID string
 	// StartedAt is when the operation first started: it considers only
 	// deliveries exhausted before it.
 	StartedAt time.Time

@@ -18,13 +18,13 @@ func testOperationFirstStartWins(t *testing.T, f *fixture) {
 	key := ledger.RecoveryOperationKey("shop", "retry-orders")
 	start := func(key, hash string, now time.Time) ledger.RecoveryOperation {
 		t.Helper()
-		op, err := f.rec().RecoveryOperationStart(f.ctx, &ledger.RecoveryOperationParams{Key: key, SpecHash: hash, Now: now})
+		op, err := f.rec().RecoveryOperationStart(f.ctx, &ledger.RecoveryOperationParams{Key: key, SpecHash: hash, ObjectUID: "uid-" + hash, Now: now})
 		if err != nil {
 			t.Fatalf("RecoveryOperationStart(%s): %v", key, err)
 		}
 		return op
 	}
-	first := ledger.RecoveryOperation{Key: key, SpecHash: "h1", StartedAt: t0, Created: true}
+	first := ledger.RecoveryOperation{Key: key, SpecHash: "h1", ObjectUID: "uid-h1", StartedAt: t0, Created: true}
 	wantEqual(t, "first start", start(key, "h1", t0), first)
 	again := first
 	again.Created = false
@@ -32,7 +32,7 @@ func testOperationFirstStartWins(t *testing.T, f *fixture) {
 	wantEqual(t, "a start with another hash", start(key, "h2", at(2*time.Hour)), again)
 	other := ledger.RecoveryOperationKey("shop", "dismiss-orders")
 	wantEqual(t, "another key", start(other, "h2", at(time.Minute)),
-		ledger.RecoveryOperation{Key: other, SpecHash: "h2", StartedAt: at(time.Minute), Created: true})
+		ledger.RecoveryOperation{Key: other, SpecHash: "h2", ObjectUID: "uid-h2", StartedAt: at(time.Minute), Created: true})
 
 	// Invalid params are refused and record nothing.
 	fresh := ledger.RecoveryOperationKey("shop", "fresh")
@@ -63,7 +63,7 @@ func testOperationStartConcurrent(t *testing.T, f *fixture) {
 	for i := range workers {
 		wg.Go(func() {
 			got[i], errs[i] = f.rec().RecoveryOperationStart(f.ctx, &ledger.RecoveryOperationParams{
-				Key: key, SpecHash: fmt.Sprintf("h%d", i), Now: at(time.Duration(i) * time.Second)})
+				Key: key, SpecHash: fmt.Sprintf("h%d", i), ObjectUID: fmt.Sprintf("uid-%d", i), Now: at(time.Duration(i) * time.Second)})
 		})
 	}
 	wg.Wait()
@@ -82,7 +82,7 @@ func testOperationStartConcurrent(t *testing.T, f *fixture) {
 	if created < 0 {
 		t.Fatal("no start created the record")
 	}
-	want := ledger.RecoveryOperation{Key: key, SpecHash: fmt.Sprintf("h%d", created), StartedAt: at(time.Duration(created) * time.Second)}
+	want := ledger.RecoveryOperation{Key: key, SpecHash: fmt.Sprintf("h%d", created), ObjectUID: fmt.Sprintf("uid-%d", created), StartedAt: at(time.Duration(created) * time.Second)}
 	for i := range workers {
 		g := got[i]
 		g.Created = false

@@ -227,15 +227,15 @@ func (s *Store) RecoveryOperationStart(ctx context.Context, p *ledger.RecoveryOp
 		return ledger.RecoveryOperation{}, err
 	}
 	op := "start recovery operation " + p.Key
-	tag, err := s.pool.Exec(ctx, `INSERT INTO recovery_operations (operation_key, spec_hash, started_at) VALUES ($1, $2, $3)
-		ON CONFLICT (operation_key) DO NOTHING`, p.Key, p.SpecHash, nanos(p.Now))
+	tag, err := s.pool.Exec(ctx, `INSERT INTO recovery_operations (operation_key, spec_hash, object_uid, started_at) VALUES ($1, $2, $3, $4)
+		ON CONFLICT (operation_key) DO NOTHING`, p.Key, p.SpecHash, p.ObjectUID, nanos(p.Now))
 	if err != nil {
 		return ledger.RecoveryOperation{}, translate(op, err)
 	}
 	out := ledger.RecoveryOperation{Key: p.Key, Created: tag.RowsAffected() == 1}
 	var started int64
-	if err := s.pool.QueryRow(ctx, `SELECT spec_hash, started_at FROM recovery_operations WHERE operation_key = $1`,
-		p.Key).Scan(&out.SpecHash, &started); err != nil {
+	if err := s.pool.QueryRow(ctx, `SELECT spec_hash, object_uid, started_at FROM recovery_operations WHERE operation_key = $1`,
+		p.Key).Scan(&out.SpecHash, &out.ObjectUID, &started); err != nil {
 		return ledger.RecoveryOperation{}, translate(op, err)
 	}
 	out.StartedAt = fromNanos(started)

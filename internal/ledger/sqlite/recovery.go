@@ -70,9 +70,9 @@ var recoverySQL = struct {
 		WHERE operation_key = ?1 AND delivery_id = ?2 AND outcome = 'AwaitingReissue'`,
 
 	// The first start of an operation wins; later ones read its record.
-	opInsert: `INSERT INTO recovery_operations (operation_key, spec_hash, started_at) VALUES (?1, ?2, ?3)
+	opInsert: `INSERT INTO recovery_operations (operation_key, spec_hash, object_uid, started_at) VALUES (?1, ?2, ?3, ?4)
 		ON CONFLICT (operation_key) DO NOTHING`,
-	opGet: `SELECT spec_hash, started_at FROM recovery_operations WHERE operation_key = ?1`,
+	opGet: `SELECT spec_hash, object_uid, started_at FROM recovery_operations WHERE operation_key = ?1`,
 
 	itemsList: `SELECT ` + itemCols + itemFrom + ` WHERE ri.operation_key = ?1 ORDER BY ri.rowid`,
 	// One page of an endpoint's unresolved exhausted deliveries after the
@@ -314,7 +314,7 @@ func (s *Store) RecoveryOperationStart(ctx context.Context, p *ledger.RecoveryOp
 	op := "start recovery operation " + p.Key
 	out := ledger.RecoveryOperation{Key: p.Key}
 	err := s.write(ctx, op, func(t *wtx) error {
-		res, err := t.stmt(s.rc.opInsert).ExecContext(t.ctx, p.Key, p.SpecHash, nanos(p.Now))
+		res, err := t.stmt(s.rc.opInsert).ExecContext(t.ctx, p.Key, p.SpecHash, p.ObjectUID, nanos(p.Now))
 		if err != nil {
 			return translate(op, err)
 		}
@@ -324,7 +324,7 @@ func (s *Store) RecoveryOperationStart(ctx context.Context, p *ledger.RecoveryOp
 		}
 		out.Created = n == 1
 		var started int64
-		if err := t.stmt(s.rc.opGet).QueryRowContext(t.ctx, p.Key).Scan(&out.SpecHash, &started); err != nil {
+		if err := t.stmt(s.rc.opGet).QueryRowContext(t.ctx, p.Key).Scan(&out.SpecHash, &out.ObjectUID, &started); err != nil {
 			return translate(op, err)
 		}
 		out.StartedAt = fromNanos(started)

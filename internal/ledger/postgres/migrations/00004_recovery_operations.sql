@@ -6,6 +6,7 @@
 CREATE TABLE recovery_operations (
 	operation_key text   PRIMARY KEY, -- ledger.RecoveryOperationKey
 	spec_hash     text   NOT NULL,    -- what it was asked to do
+	object_uid    text   NOT NULL,    -- the object that first started it
 	started_at    bigint NOT NULL     -- its cutoff
 );
 

@@ -6,6 +6,7 @@
 CREATE TABLE recovery_operations (
     operation_key TEXT    NOT NULL PRIMARY KEY, -- ledger.RecoveryOperationKey
     spec_hash     TEXT    NOT NULL,             -- what it was asked to do
+    object_uid    TEXT    NOT NULL,             -- the object that first started it
     started_at    INTEGER NOT NULL              -- its cutoff
 ) STRICT, WITHOUT ROWID;
 
