@@ -51,8 +51,10 @@ var _ = Describe("DeliveryRecovery under GitOps", func() {
 		kubectlWait(rec, "--for=jsonpath={.status.state}=Waiting", 30*time.Second)
 		Expect(jsonpath(rec, `{.status.conditions[?(@.type=="Complete")].status} {.status.conditions[?(@.type=="Complete")].reason}`)).
 			To(Equal("False WaitingForEndpoint"))
-		Expect(jsonpath(rec, `{.status.conditions[?(@.type=="Complete")].message}`)).
-			To(ContainSubstring(`"n8n-ingress" to be registered with the delivery engine: it is not Ready (DestinationForbidden`))
+		// First, perhaps, "not reconciled yet"; then the endpoint's reason.
+		Eventually(func() string { return jsonpath(rec, `{.status.conditions[?(@.type=="Complete")].message}`) }).
+			WithTimeout(30 * time.Second).
+			Should(ContainSubstring(`"n8n-ingress" to be registered with the delivery engine: it is not Ready (DestinationForbidden`))
 		Expect(jsonpath(rec, `{.status.conditions[?(@.type=="Failed")].status}`)).To(Equal("False"))
 		Expect(jsonpath(rec, `{.status.observedGeneration}`)).To(Equal(jsonpath(rec, `{.metadata.generation}`)))
 		Expect(kubectl("get", "-n", ns, rec)).To(MatchRegexp(`n8n-outage-2026-11-28\s+n8n-ingress\s+Auto\s+Waiting`))
