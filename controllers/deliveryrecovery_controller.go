@@ -13,7 +13,10 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	hookv1 "github.com/hookkeeper/hookkeeper/api/v1alpha1"
 	"github.com/hookkeeper/hookkeeper/internal/ledger"
@@ -24,19 +27,32 @@ import (
 type RecoveryEngine interface {
 	Endpoint(ctx context.Context, id string) (ledger.Endpoint, error)
 	ExhaustedList(ctx context.Context, params *ledger.ExhaustedListParams) ([]ledger.ExhaustedDelivery, error)
+	RecoveryStart(ctx context.Context, operationKey, specHash, objectUID string) (ledger.RecoveryOperation, error)
 	Recover(ctx context.Context, operationKey, deliveryID string, action ledger.RecoveryAction) (ledger.RecoveryItem, error)
 	RecoveryItems(ctx context.Context, operationKey string) ([]ledger.RecoveryItem, error)
 }
 
-// defaultFollowInterval is how often a running recovery looks at its
-// items.
-const defaultFollowInterval = 2 * time.Second
+const (
+	// defaultFollowInterval is how often a running recovery looks at its
+	// items.
+	defaultFollowInterval = 2 * time.Second
+	// waitRecheck is how often a waiting recovery looks at its endpoint
+	// again; the watch on WebhookEndpoints wakes it sooner.
+	waitRecheck = time.Minute
+	// recoveryEndpointIndex indexes DeliveryRecoveries by the endpoint
+	// they name.
+	recoveryEndpointIndex = "spec.endpointRef.name"
+)
 
-// DeliveryRecoveryReconciler runs each DeliveryRecovery once. Every effect
-// is keyed by the recovery's UID and the delivery in the ledger, so a
-// restart or a repeated reconcile never retries or reissues twice; the
-// deliveries it considers are those exhausted before its startTime, which
-// is written before anything is applied, so a restart sees the same set.
+// DeliveryRecoveryReconciler runs each DeliveryRecovery once. Its identity
+// in the ledger is its namespace and name (ledger.RecoveryOperationKey),
+// and every effect is keyed by it and the delivery, so a restart, a
+// repeated reconcile, or the object deleted and applied again never
+// retries or reissues twice (docs/adr/0006). The deliveries it considers
+// are those exhausted before the operation's first start, recorded in the
+// ledger before anything is applied, so every later reconcile sees the
+// same set. It waits, without failing, for an endpoint that does not exist
+// or is not registered yet.
 type DeliveryRecoveryReconciler struct {
 	client.Client
 	Engine RecoveryEngine
@@ -75,47 +91,23 @@ func (r *DeliveryRecoveryReconciler) reconcile(ctx context.Context, req ctrl.Req
 		return r.expire(ctx, &rec, now)
 	}
 	before := rec.DeepCopy()
-	status := func(d *hookv1.DeliveryRecovery) any { return d.Status }
 
-	// Start: record the cut-off before anything is applied.
-	if rec.Status.StartTime == nil {
-		t := metav1.NewTime(now)
-		rec.Status.StartTime = &t
-		meta.SetStatusCondition(&rec.Status.Conditions, metav1.Condition{Type: hookv1.ConditionComplete, Status: metav1.ConditionFalse,
-			Reason: ReasonRunning, Message: "selecting deliveries", ObservedGeneration: rec.Generation, LastTransitionTime: t})
-		return ctrl.Result{Requeue: true}, patchStatus(ctx, r.Client, before, &rec, status)
-	}
-
-	endpointID := ledger.EndpointID(rec.Namespace, rec.Spec.EndpointRef.Name)
-	ep, err := r.Engine.Endpoint(ctx, endpointID)
-	if errors.Is(err, ledger.ErrNotFound) {
-		meta.SetStatusCondition(&rec.Status.Conditions, metav1.Condition{Type: hookv1.ConditionFailed, Status: metav1.ConditionTrue,
-			Reason: ReasonEndpointNotFound, ObservedGeneration: rec.Generation, LastTransitionTime: metav1.NewTime(now),
-			Message: fmt.Sprintf("WebhookEndpoint %q has never delivered anything in this namespace", rec.Spec.EndpointRef.Name)})
-		t := metav1.NewTime(now)
-		rec.Status.CompletionTime = &t
-		return ctrl.Result{}, patchStatus(ctx, r.Client, before, &rec, status)
-	}
+	progress, err := r.run(ctx, &rec)
 	if err != nil {
-		return ctrl.Result{}, fmt.Errorf("reading endpoint %s: %w", endpointID, err)
-	}
-
-	if err := r.apply(ctx, &rec, &ep, now); err != nil {
 		return ctrl.Result{}, err
 	}
-	items, err := r.Engine.RecoveryItems(ctx, string(rec.UID))
-	if err != nil {
-		return ctrl.Result{}, fmt.Errorf("reading the items of recovery %s: %w", req.NamespacedName, err)
-	}
-	rec.Status = recoveryStatus(&rec, items, now)
-	if err := patchStatus(ctx, r.Client, before, &rec, status); err != nil {
+	rec.Status = recoveryStatus(&rec, progress, now)
+	if err := patchStatus(ctx, r.Client, before, &rec, func(d *hookv1.DeliveryRecovery) any { return d.Status }); err != nil {
 		if apierrors.IsNotFound(err) {
 			return ctrl.Result{}, nil
 		}
 		return ctrl.Result{}, err
 	}
-	if finished(&rec) {
+	switch rec.Status.State {
+	case hookv1.RecoveryComplete, hookv1.RecoveryFailed:
 		return r.expire(ctx, &rec, now)
+	case hookv1.RecoveryWaiting:
+		return ctrl.Result{RequeueAfter: waitRecheck}, nil
 	}
 	follow := r.FollowInterval
 	if follow <= 0 {
@@ -124,14 +116,109 @@ func (r *DeliveryRecoveryReconciler) reconcile(ctx context.Context, req ctrl.Req
 	return ctrl.Result{RequeueAfter: follow}, nil
 }
 
-// apply runs the action on every matching delivery exhausted before the
-// start. Deliveries already applied by this recovery come back as replays
-// and change nothing.
-func (r *DeliveryRecoveryReconciler) apply(ctx context.Context, rec *hookv1.DeliveryRecovery, ep *ledger.Endpoint, now time.Time) error {
-	// status.startTime is stored to the second: the cut-off is the end of
-	// that second, the same on every reconcile and after a restart.
-	cutoff := rec.Status.StartTime.Time.Truncate(time.Second).Add(time.Second)
-	params := &ledger.ExhaustedListParams{EndpointID: ep.ID, ExhaustedBefore: cutoff, Limit: 100}
+// run gathers what decides whether the recovery may run and, when it may,
+// starts its operation (once: the ledger keeps the first start), applies
+// it and reads its items. An error is the API server's or the engine's.
+func (r *DeliveryRecoveryReconciler) run(ctx context.Context, rec *hookv1.DeliveryRecovery) (*recoveryProgress, error) {
+	hash, err := recoverySpecHash(&rec.Spec)
+	if err != nil {
+		return nil, err
+	}
+	facts := &startFacts{EndpointName: rec.Spec.EndpointRef.Name, SpecHash: hash}
+	var obj hookv1.WebhookEndpoint
+	switch err := r.Get(ctx, client.ObjectKey{Namespace: rec.Namespace, Name: facts.EndpointName}, &obj); {
+	case err == nil:
+		facts.Endpoint = &obj
+	case !apierrors.IsNotFound(err):
+		return nil, fmt.Errorf("reading WebhookEndpoint %s: %w", facts.EndpointName, err)
+	}
+	endpointID := ledger.EndpointID(rec.Namespace, facts.EndpointName)
+	ep, err := r.Engine.Endpoint(ctx, endpointID)
+	switch {
+	case err == nil:
+		facts.Registered = true
+	case !errors.Is(err, ledger.ErrNotFound):
+		return nil, fmt.Errorf("reading endpoint %s: %w", endpointID, err)
+	}
+	// The endpoint gates the start only: a recovery that started follows
+	// its items even when its endpoint goes away meanwhile.
+	gate := recoveryBlocked(facts)
+	if gate != nil && rec.Status.StartTime == nil {
+		return &recoveryProgress{Block: gate}, nil
+	}
+
+	key := ledger.RecoveryOperationKey(rec.Namespace, rec.Name)
+	op, err := r.Engine.RecoveryStart(ctx, key, hash, string(rec.UID))
+	if err != nil {
+		return nil, err
+	}
+	facts.Operation = &op
+	if b := recoveryBlocked(facts); b != nil && b.Permanent {
+		return &recoveryProgress{Block: b, Operation: &op}, nil
+	}
+	items, err := r.Engine.RecoveryItems(ctx, key)
+	if err != nil {
+		return nil, fmt.Errorf("reading the items of recovery %s: %w", key, err)
+	}
+	applied := 0
+	if gate == nil {
+		if applied, err = r.apply(ctx, rec, &ep, &op, items); err != nil {
+			return nil, err
+		}
+	}
+	if applied > 0 {
+		if items, err = r.Engine.RecoveryItems(ctx, key); err != nil {
+			return nil, fmt.Errorf("reading the items of recovery %s: %w", key, err)
+		}
+	}
+	return &recoveryProgress{Operation: &op, Items: items}, nil
+}
+
+// apply runs the action on the matching deliveries exhausted before the
+// operation's start that it has not applied yet, oldest first, until it
+// has limit items in all; it returns how many it applied. A delivery
+// applied before (by this object or an earlier one of its name) comes back
+// as a replay and changes nothing.
+func (r *DeliveryRecoveryReconciler) apply(ctx context.Context, rec *hookv1.DeliveryRecovery, ep *ledger.Endpoint,
+	op *ledger.RecoveryOperation, items []ledger.RecoveryItem) (int, error) {
+	params := recoverySelection(rec, ep.ID, op.StartedAt)
+	room := params.Limit - len(items)
+	if room <= 0 {
+		return 0, nil
+	}
+	// Refused items stay unresolved and are listed again: list a full
+	// limit and skip what the operation already holds.
+	matched, err := r.Engine.ExhaustedList(ctx, params)
+	if err != nil {
+		return 0, fmt.Errorf("selecting exhausted deliveries: %w", err)
+	}
+	held := make(map[string]bool, len(items))
+	for i := range items {
+		held[items[i].DeliveryID] = true
+	}
+	now := r.now()
+	applied := 0
+	for i := range matched {
+		ed := &matched[i]
+		if held[ed.Delivery.ID] {
+			continue
+		}
+		if applied == room {
+			break
+		}
+		action := modeAction(rec.Spec.Action, ed, ep.Policy.ReplayWindow, now)
+		if _, err := r.Engine.Recover(ctx, op.Key, ed.Delivery.ID, action); err != nil {
+			return applied, err
+		}
+		applied++
+	}
+	return applied, nil
+}
+
+// recoverySelection is the ledger query of a recovery's spec: its
+// selector, its limit, and nothing exhausted at or after cutoff.
+func recoverySelection(rec *hookv1.DeliveryRecovery, endpointID string, cutoff time.Time) *ledger.ExhaustedListParams {
+	params := &ledger.ExhaustedListParams{EndpointID: endpointID, ExhaustedBefore: cutoff, Limit: 100}
 	if rec.Spec.Limit != nil {
 		params.Limit = int(*rec.Spec.Limit)
 	}
@@ -147,18 +234,7 @@ func (r *DeliveryRecoveryReconciler) apply(ctx context.Context, rec *hookv1.Deli
 			params.ExhaustedBefore = sel.ExhaustedBefore.Time
 		}
 	}
-	matched, err := r.Engine.ExhaustedList(ctx, params)
-	if err != nil {
-		return fmt.Errorf("selecting exhausted deliveries: %w", err)
-	}
-	for i := range matched {
-		ed := &matched[i]
-		action := modeAction(rec.Spec.Action, ed, ep.Policy.ReplayWindow, now)
-		if _, err := r.Engine.Recover(ctx, string(rec.UID), ed.Delivery.ID, action); err != nil {
-			return err
-		}
-	}
-	return nil
+	return params
 }
 
 // finished reports whether the recovery completed or failed.
@@ -184,11 +260,19 @@ func (r *DeliveryRecoveryReconciler) expire(ctx context.Context, rec *hookv1.Del
 }
 
 // SetupWithManager registers the controller; status writes do not
-// retrigger it (it follows its items on a timer).
+// retrigger it (it follows its items on a timer). A change to a
+// WebhookEndpoint wakes the unfinished recoveries that name it, so that a
+// recovery applied together with its endpoint starts once the endpoint is
+// registered.
 func (r *DeliveryRecoveryReconciler) SetupWithManager(mgr ctrl.Manager) error {
+	if err := mgr.GetFieldIndexer().IndexField(context.Background(), &hookv1.DeliveryRecovery{}, recoveryEndpointIndex,
+		func(o client.Object) []string { return []string{o.(*hookv1.DeliveryRecovery).Spec.EndpointRef.Name} }); err != nil {
+		return fmt.Errorf("indexing DeliveryRecoveries by endpoint: %w", err)
+	}
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("deliveryrecovery").
 		For(&hookv1.DeliveryRecovery{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
+		Watches(&hookv1.WebhookEndpoint{}, handler.EnqueueRequestsFromMapFunc(r.recoveriesOf)).
 		Complete(r)
 }
 
@@ -201,14 +285,27 @@ func (r *DeliveryRecoveryReconciler) refuseUndecodable(ctx context.Context, rec 
 		return nil
 	}
 	before := rec.DeepCopy()
-	t := metav1.NewTime(now)
-	meta.SetStatusCondition(&rec.Status.Conditions, metav1.Condition{Type: hookv1.ConditionFailed, Status: metav1.ConditionTrue,
-		Reason: hookv1.ReasonInvalidSpec, ObservedGeneration: rec.Generation, LastTransitionTime: t, Message: conditionMessage(err)})
-	if rec.Status.CompletionTime == nil {
-		rec.Status.CompletionTime = &t
-	}
+	setRecoveryConditions(&rec.Status, rec.Generation, hookv1.RecoveryFailed, hookv1.ReasonInvalidSpec, conditionMessage(err), now)
+	rec.Status.ObservedGeneration = rec.Generation
 	if err := patchStatus(ctx, r.Client, before, rec, func(d *hookv1.DeliveryRecovery) any { return d.Status }); err != nil && !apierrors.IsNotFound(err) {
 		return err
 	}
 	return nil
+}
+
+// recoveriesOf maps a WebhookEndpoint to the recoveries in its namespace
+// that name it and have not started (running ones follow on their timer).
+func (r *DeliveryRecoveryReconciler) recoveriesOf(ctx context.Context, ep client.Object) []reconcile.Request {
+	var list hookv1.DeliveryRecoveryList
+	if err := r.List(ctx, &list, client.InNamespace(ep.GetNamespace()), client.MatchingFields{recoveryEndpointIndex: ep.GetName()}); err != nil {
+		log.FromContext(ctx).Error(err, "listing the recoveries of a WebhookEndpoint", "endpoint", client.ObjectKeyFromObject(ep))
+		return nil
+	}
+	var reqs []reconcile.Request
+	for i := range list.Items {
+		if st := list.Items[i].Status.State; st == "" || st == hookv1.RecoveryWaiting {
+			reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&list.Items[i])})
+		}
+	}
+	return reqs
 }

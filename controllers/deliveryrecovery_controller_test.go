@@ -136,4 +136,87 @@ var _ = Describe("DeliveryRecovery controller", func() {
 			g.Expect(stats(client.ObjectKeyFromObject(ep)).ExhaustedUnresolved).To(BeZero())
 		}).Should(Succeed())
 	})
+
+	It("waits for an endpoint that does not exist yet, and runs when it is registered", func() {
+		ns := newNamespace()
+		rec := newRecovery(ns, "early", "orders", hookv1.RecoveryModeDismiss)
+		key := client.ObjectKeyFromObject(rec)
+		var cur hookv1.DeliveryRecovery
+		Eventually(func(g Gomega) {
+			g.Expect(k8sClient.Get(ctx, key, &cur)).To(Succeed())
+			g.Expect(cur.Status.State).To(Equal(hookv1.RecoveryWaiting))
+		}).WithTimeout(30 * time.Second).Should(Succeed())
+		Expect(cur.Status.ObservedGeneration).To(Equal(cur.Generation))
+		c := meta.FindStatusCondition(cur.Status.Conditions, hookv1.ConditionComplete)
+		Expect(c.Status).To(Equal(metav1.ConditionFalse))
+		Expect(c.Reason).To(Equal(ReasonWaitingForEndpoint))
+		Expect(c.Message).To(ContainSubstring(`"orders": it does not exist`))
+		Expect(meta.IsStatusConditionFalse(cur.Status.Conditions, hookv1.ConditionFailed)).To(BeTrue())
+		Expect(cur.Status.StartTime).To(BeNil(), "a waiting recovery has not started")
+
+		// The endpoint appears: the watch wakes the recovery (the fallback
+		// recheck is a minute away, past this Eventually).
+		newEndpoint(ns, "orders", newHookReceiver(204).URL)
+		done := completed(key)
+		Expect(done.Status.State).To(Equal(hookv1.RecoveryComplete))
+		Expect(meta.FindStatusCondition(done.Status.Conditions, hookv1.ConditionComplete).Reason).To(Equal(ReasonNothingMatched))
+		Expect(meta.IsStatusConditionFalse(done.Status.Conditions, hookv1.ConditionFailed)).To(BeTrue())
+	})
+
+	It("applied again under its name after deletion, acts no second time, reports the earlier outcome, and refuses another spec", func() {
+		ns := newNamespace()
+		ep, up, first := exhaustOne(ns, nil)
+		up.Store(true)
+		rec := newRecovery(ns, "retry", "orders", hookv1.RecoveryModeRetry)
+		key := client.ObjectKeyFromObject(rec)
+		earlier := completed(key)
+		Expect(earlier.Status.Counts).To(Equal(hookv1.RecoveryCounts{Matched: 1, Retried: 1, Delivered: 1}))
+		Expect(deliveriesOf(first)).To(HaveLen(2))
+
+		// Another delivery is exhausted after the recovery ran.
+		up.Store(false)
+		second := publishEvent(ns, "order.created", nil)
+		Eventually(func(g Gomega) {
+			g.Expect(deliveriesOf(second)[0].State).To(Equal(ledger.StateExhausted))
+		}).WithTimeout(30 * time.Second).Should(Succeed())
+		up.Store(true)
+
+		recreate := func(action hookv1.RecoveryMode) client.ObjectKey {
+			Expect(k8sClient.Delete(ctx, &hookv1.DeliveryRecovery{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "retry"}})).To(Succeed())
+			Eventually(func() bool {
+				return apierrors.IsNotFound(k8sClient.Get(ctx, key, &hookv1.DeliveryRecovery{}))
+			}).Should(BeTrue())
+			return client.ObjectKeyFromObject(newRecovery(ns, "retry", "orders", action))
+		}
+
+		// The same manifest again (a GitOps sync after a TTL): the earlier
+		// operation's outcome, and nothing new retried.
+		again := completed(recreate(hookv1.RecoveryModeRetry))
+		Expect(again.UID).NotTo(Equal(earlier.UID))
+		Expect(again.Status.Counts).To(Equal(earlier.Status.Counts))
+		Expect(again.Status.Items).To(Equal(earlier.Status.Items))
+		Expect(again.Status.StartTime.Time).To(BeTemporally("==", earlier.Status.StartTime.Time))
+		Expect(meta.FindStatusCondition(again.Status.Conditions, hookv1.ConditionComplete).Message).To(ContainSubstring("does not act again"))
+		Expect(deliveriesOf(first)).To(HaveLen(2), "the earlier retry was made again")
+		Expect(deliveriesOf(second)).To(HaveLen(1), "a delivery exhausted after the operation's start was retried")
+		Expect(stats(client.ObjectKeyFromObject(ep)).ExhaustedUnresolved).To(BeEquivalentTo(1))
+
+		// Another spec under the same name fails for good, and does nothing.
+		conflictKey := recreate(hookv1.RecoveryModeDismiss)
+		var failed hookv1.DeliveryRecovery
+		Eventually(func(g Gomega) {
+			g.Expect(k8sClient.Get(ctx, conflictKey, &failed)).To(Succeed())
+			g.Expect(failed.Status.State).To(Equal(hookv1.RecoveryFailed))
+		}).WithTimeout(30 * time.Second).Should(Succeed())
+		f := meta.FindStatusCondition(failed.Status.Conditions, hookv1.ConditionFailed)
+		Expect(f.Status).To(Equal(metav1.ConditionTrue))
+		Expect(f.Reason).To(Equal(ReasonSpecConflict))
+		Expect(f.Message).To(ContainSubstring("generateName"))
+		c := meta.FindStatusCondition(failed.Status.Conditions, hookv1.ConditionComplete)
+		Expect(c.Status).To(Equal(metav1.ConditionFalse))
+		Expect(c.Reason).To(Equal(ReasonFailed))
+		Expect(failed.Status.ObservedGeneration).To(Equal(failed.Generation))
+		Expect(failed.Status.CompletionTime).NotTo(BeNil())
+		Expect(deliveriesOf(second)[0].Resolution).To(Equal(ledger.ResolutionUnresolved))
+	})
 })

@@ -1,7 +1,11 @@
 package controllers
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
 	"fmt"
+	"slices"
 	"time"
 
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -16,12 +20,96 @@ const maxStatusItems = 100
 
 // Condition reasons of a DeliveryRecovery.
 const (
-	ReasonRunning          = "Running"
-	ReasonAllSettled       = "AllItemsSettled"
-	ReasonNothingMatched   = "NothingMatched"
-	ReasonEndpointNotFound = "EndpointNotFound"
-	ReasonNoneRefused      = "NoneRefused"
+	// ReasonWaitingForEndpoint (Complete=False, transient): the endpoint
+	// does not exist yet or is not registered with the engine yet.
+	ReasonWaitingForEndpoint = "WaitingForEndpoint"
+	// ReasonRunning (Complete=False): started, items not all settled.
+	ReasonRunning = "Running"
+	// ReasonAllSettled (Complete=True): every item reached its outcome.
+	ReasonAllSettled = "AllItemsSettled"
+	// ReasonNothingMatched (Complete=True): no delivery matched.
+	ReasonNothingMatched = "NothingMatched"
+	// ReasonFailed (Complete=False): the operation failed; Failed says why.
+	ReasonFailed = "Failed"
+	// ReasonNotFailed (Failed=False): waiting, running or complete.
+	ReasonNotFailed = "NotFailed"
+	// ReasonSpecConflict (Failed=True, permanent): an earlier
+	// DeliveryRecovery of this name ran with another spec.
+	ReasonSpecConflict = "SpecConflict"
+	// ReasonNoneRefused (ReissueRequired=False).
+	ReasonNoneRefused = "NoneRefused"
 )
+
+// startFacts are what decide whether a recovery may start: its endpoint
+// as the API server and the engine know it, and, once started, the
+// operation's record in the ledger.
+type startFacts struct {
+	EndpointName string
+	// Endpoint is the WebhookEndpoint object; nil when it does not exist.
+	Endpoint *hookv1.WebhookEndpoint
+	// Registered is set when the engine knows the endpoint.
+	Registered bool
+	// SpecHash is the hash of this object's spec (recoverySpecHash).
+	SpecHash string
+	// Operation is the ledger's record; nil before the start.
+	Operation *ledger.RecoveryOperation
+}
+
+// block is why a recovery does not run now. Permanent blocks fail it for
+// good; the others make it wait until its endpoint changes.
+type block struct {
+	Permanent       bool
+	Reason, Message string
+}
+
+// recoveryBlocked decides whether a recovery may run: nil when it may.
+// A permanent block wins over a transient one. What can still change is
+// transient (the endpoint is created later, its
+// RetryPolicy or Secret resolves, the engine registers it); only what
+// cannot is permanent: a spec, which is immutable, that differs from what
+// this name already ran with.
+func recoveryBlocked(f *startFacts) *block {
+	if op := f.Operation; op != nil && op.SpecHash != f.SpecHash {
+		return &block{Permanent: true, Reason: ReasonSpecConflict, Message: fmt.Sprintf(
+			"a DeliveryRecovery of this name already ran (started %s) with another spec; a recovery's name is its identity: "+
+				"create one with a new name (metadata.generateName) to recover again", op.StartedAt.UTC().Format(time.RFC3339))}
+	}
+	wait := func(msg string, args ...any) *block {
+		return &block{Reason: ReasonWaitingForEndpoint, Message: fmt.Sprintf(msg, args...)}
+	}
+	switch ep := f.Endpoint; {
+	case ep == nil:
+		return wait("waiting for WebhookEndpoint %q: it does not exist in this namespace yet", f.EndpointName)
+	case ep.DeletionTimestamp != nil:
+		return wait("waiting for WebhookEndpoint %q: it is being deleted", f.EndpointName)
+	case !f.Registered:
+		msg := "it has not been reconciled yet"
+		if c := meta.FindStatusCondition(ep.Status.Conditions, hookv1.ConditionReady); c != nil && c.Status != metav1.ConditionTrue {
+			msg = fmt.Sprintf("it is not Ready (%s: %s)", c.Reason, c.Message)
+		}
+		return wait("waiting for WebhookEndpoint %q to be registered with the delivery engine: %s", f.EndpointName, msg)
+	}
+	return nil
+}
+
+// recoverySpecHash identifies what a recovery was asked to do: its spec
+// without ttlSecondsAfterFinished (which only says how long the object is
+// kept), with its sets in a fixed order.
+func recoverySpecHash(spec *hookv1.DeliveryRecoverySpec) (string, error) {
+	s := spec.DeepCopy()
+	s.TTLSecondsAfterFinished = nil
+	if sel := s.Selector; sel != nil {
+		slices.Sort(sel.DeliveryIDs)
+		slices.Sort(sel.EventIDs)
+		slices.Sort(sel.EventTypes)
+	}
+	b, err := json.Marshal(s)
+	if err != nil {
+		return "", fmt.Errorf("hashing the spec: %w", err)
+	}
+	sum := sha256.Sum256(b)
+	return "sha256:" + hex.EncodeToString(sum[:]), nil
+}
 
 // autoAction decides what Auto does for one exhausted delivery: retry
 // while the same event can still be replayed (its secrets and payload
@@ -74,22 +162,119 @@ func itemOutcome(it *ledger.RecoveryItem) (hookv1.ItemOutcome, bool) {
 	return hookv1.ItemRetried, false
 }
 
-// recoveryStatus computes a DeliveryRecovery's status from its items at
-// now: counts, the bounded item list, and the Complete and ReissueRequired
-// conditions. Complete is True once every item has settled.
-func recoveryStatus(rec *hookv1.DeliveryRecovery, items []ledger.RecoveryItem, now time.Time) hookv1.DeliveryRecoveryStatus {
+// recoveryProgress is what a reconcile learned: why the recovery does
+// not run (Block), or its operation and items.
+type recoveryProgress struct {
+	Block     *block
+	Operation *ledger.RecoveryOperation
+	Items     []ledger.RecoveryItem
+}
+
+// recoveryStatus computes a DeliveryRecovery's status at now: the state,
+// counts, the bounded item list and the conditions, all for the current
+// generation.
+func recoveryStatus(rec *hookv1.DeliveryRecovery, p *recoveryProgress, now time.Time) hookv1.DeliveryRecoveryStatus {
 	st := *rec.Status.DeepCopy()
 	st.ObservedGeneration = rec.Generation
-	st.Counts = hookv1.RecoveryCounts{Matched: int32(len(items))}
-	st.Items = nil
-	settled, reissueRequired := 0, 0
+	if p.Operation != nil {
+		t := metav1.NewTime(p.Operation.StartedAt)
+		st.StartTime = &t
+	}
+	st.Counts, st.Items = itemCounts(p.Items)
+
+	var state hookv1.RecoveryState
+	var reason, message string
+	switch {
+	case p.Block != nil && p.Block.Permanent:
+		state, reason, message = hookv1.RecoveryFailed, p.Block.Reason, p.Block.Message
+	case p.Block != nil:
+		state, reason, message = hookv1.RecoveryWaiting, p.Block.Reason, p.Block.Message
+	default:
+		state, reason, message = itemsState(&st.Counts, p.Items)
+		if op := p.Operation; op != nil && op.ObjectUID != string(rec.UID) {
+			message += fmt.Sprintf("; this operation first started at %s under an earlier DeliveryRecovery of this name and does not act again",
+				op.StartedAt.UTC().Format(time.RFC3339))
+		}
+	}
+	setRecoveryConditions(&st, rec.Generation, state, reason, message, now)
+
+	reissueRequired := 0
+	for i := range p.Items {
+		if p.Items[i].Outcome == ledger.OutcomeRefused && p.Items[i].Reason == ledger.RefusedReissueRequired {
+			reissueRequired++
+		}
+	}
+	rr := metav1.Condition{Type: hookv1.ConditionReissueRequired, ObservedGeneration: rec.Generation, LastTransitionTime: metav1.NewTime(now),
+		Status: metav1.ConditionFalse, Reason: ReasonNoneRefused, Message: "no item needs a reissue"}
+	if reissueRequired > 0 {
+		rr.Status, rr.Reason = metav1.ConditionTrue, ledger.RefusedReissueRequired
+		rr.Message = fmt.Sprintf("%d deliveries cannot be retried: their events' one-time secrets were scrubbed; create a DeliveryRecovery with action Reissue or Auto for them", reissueRequired)
+	}
+	meta.SetStatusCondition(&st.Conditions, rr)
+	return st
+}
+
+// itemsState is where a started recovery stands by its items.
+func itemsState(c *hookv1.RecoveryCounts, items []ledger.RecoveryItem) (hookv1.RecoveryState, string, string) {
+	settled := 0
 	for i := range items {
-		it := &items[i]
-		outcome, done := itemOutcome(it)
-		if done {
+		if _, done := itemOutcome(&items[i]); done {
 			settled++
 		}
-		c := &st.Counts
+	}
+	switch {
+	case len(items) == 0:
+		return hookv1.RecoveryComplete, ReasonNothingMatched, "no unresolved exhausted delivery of the endpoint matched the selector"
+	case settled == len(items):
+		return hookv1.RecoveryComplete, ReasonAllSettled, fmt.Sprintf("%d of %d items settled: %d delivered, %d failed again, %d refused, %d dismissed",
+			settled, len(items), c.Delivered, c.FailedAgain, c.Refused, c.Dismissed)
+	default:
+		return hookv1.RecoveryRunning, ReasonRunning, fmt.Sprintf("%d of %d items settled; %d await the producer's reissue", settled, len(items), c.AwaitingReissue)
+	}
+}
+
+// setRecoveryConditions sets state and the Complete and Failed conditions
+// so that they always agree:
+//
+//	state     Complete                    Failed
+//	Waiting   False WaitingForEndpoint    False NotFailed
+//	Running   False Running               False NotFailed
+//	Complete  True  AllItemsSettled|...   False NotFailed
+//	Failed    False Failed                True  <why>
+//
+// completionTime is set once, on reaching Complete or Failed.
+func setRecoveryConditions(st *hookv1.DeliveryRecoveryStatus, generation int64, state hookv1.RecoveryState, reason, message string, now time.Time) {
+	st.State = state
+	cond := func(typ string, status metav1.ConditionStatus, reason, message string) {
+		meta.SetStatusCondition(&st.Conditions, metav1.Condition{Type: typ, Status: status, Reason: reason, Message: message,
+			ObservedGeneration: generation, LastTransitionTime: metav1.NewTime(now)})
+	}
+	notFailed := "the operation has not failed"
+	switch state {
+	case hookv1.RecoveryFailed:
+		cond(hookv1.ConditionComplete, metav1.ConditionFalse, ReasonFailed, "the operation failed and will not run: "+message)
+		cond(hookv1.ConditionFailed, metav1.ConditionTrue, reason, message)
+	case hookv1.RecoveryComplete:
+		cond(hookv1.ConditionComplete, metav1.ConditionTrue, reason, message)
+		cond(hookv1.ConditionFailed, metav1.ConditionFalse, ReasonNotFailed, notFailed)
+	default:
+		cond(hookv1.ConditionComplete, metav1.ConditionFalse, reason, message)
+		cond(hookv1.ConditionFailed, metav1.ConditionFalse, ReasonNotFailed, notFailed)
+	}
+	if (state == hookv1.RecoveryComplete || state == hookv1.RecoveryFailed) && st.CompletionTime == nil {
+		t := metav1.NewTime(now)
+		st.CompletionTime = &t
+	}
+}
+
+// itemCounts counts the items by outcome and lists the first
+// maxStatusItems of them.
+func itemCounts(items []ledger.RecoveryItem) (hookv1.RecoveryCounts, []hookv1.RecoveryItem) {
+	c := hookv1.RecoveryCounts{Matched: int32(len(items))}
+	var list []hookv1.RecoveryItem
+	for i := range items {
+		it := &items[i]
+		outcome, _ := itemOutcome(it)
 		switch it.Outcome {
 		case ledger.OutcomeRetried:
 			c.Retried++
@@ -99,9 +284,6 @@ func recoveryStatus(rec *hookv1.DeliveryRecovery, items []ledger.RecoveryItem, n
 			c.AwaitingReissue++
 		case ledger.OutcomeRefused:
 			c.Refused++
-			if it.Reason == ledger.RefusedReissueRequired {
-				reissueRequired++
-			}
 		case ledger.OutcomeDismissed:
 			c.Dismissed++
 		}
@@ -111,41 +293,14 @@ func recoveryStatus(rec *hookv1.DeliveryRecovery, items []ledger.RecoveryItem, n
 		case hookv1.ItemFailedAgain:
 			c.FailedAgain++
 		}
-		if len(st.Items) < maxStatusItems {
-			st.Items = append(st.Items, hookv1.RecoveryItem{
+		if len(list) < maxStatusItems {
+			list = append(list, hookv1.RecoveryItem{
 				DeliveryID: it.DeliveryID, EventID: it.EventID, Action: hookv1.RecoveryAction(it.Action),
 				Outcome: outcome, Reason: it.Reason, Message: itemMessage(it), NewDeliveryID: it.NewDeliveryID, NewEventID: it.NewEventID,
 			})
 		}
 	}
-
-	complete := metav1.Condition{Type: hookv1.ConditionComplete, ObservedGeneration: rec.Generation, LastTransitionTime: metav1.NewTime(now)}
-	switch {
-	case len(items) == 0:
-		complete.Status, complete.Reason, complete.Message = metav1.ConditionTrue, ReasonNothingMatched,
-			"no unresolved exhausted delivery of the endpoint matched the selector"
-	case settled == len(items):
-		complete.Status, complete.Reason = metav1.ConditionTrue, ReasonAllSettled
-		complete.Message = fmt.Sprintf("%d of %d items settled: %d delivered, %d failed again, %d refused, %d dismissed",
-			settled, len(items), st.Counts.Delivered, st.Counts.FailedAgain, st.Counts.Refused, st.Counts.Dismissed)
-	default:
-		complete.Status, complete.Reason = metav1.ConditionFalse, ReasonRunning
-		complete.Message = fmt.Sprintf("%d of %d items settled; %d await the producer's reissue", settled, len(items), st.Counts.AwaitingReissue)
-	}
-	meta.SetStatusCondition(&st.Conditions, complete)
-	if complete.Status == metav1.ConditionTrue && st.CompletionTime == nil {
-		t := metav1.NewTime(now)
-		st.CompletionTime = &t
-	}
-
-	rr := metav1.Condition{Type: hookv1.ConditionReissueRequired, ObservedGeneration: rec.Generation, LastTransitionTime: metav1.NewTime(now),
-		Status: metav1.ConditionFalse, Reason: ReasonNoneRefused, Message: "no item needs a reissue"}
-	if reissueRequired > 0 {
-		rr.Status, rr.Reason = metav1.ConditionTrue, ledger.RefusedReissueRequired
-		rr.Message = fmt.Sprintf("%d deliveries cannot be retried: their events' one-time secrets were scrubbed; create a DeliveryRecovery with action Reissue or Auto for them", reissueRequired)
-	}
-	meta.SetStatusCondition(&st.Conditions, rr)
-	return st
+	return c, list
 }
 
 func itemMessage(it *ledger.RecoveryItem) string {

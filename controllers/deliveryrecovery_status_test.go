@@ -1,6 +1,9 @@
 package controllers
 
 import (
+	"encoding/json"
+	"reflect"
+	"strings"
 	"testing"
 	"time"
 
@@ -37,7 +40,8 @@ func TestAutoAction(t *testing.T) {
 
 func TestRecoveryStatus(t *testing.T) {
 	now := time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
-	rec := &hookv1.DeliveryRecovery{ObjectMeta: metav1.ObjectMeta{Generation: 1}}
+	created := metav1.NewTime(now.Add(-time.Minute))
+	rec := &hookv1.DeliveryRecovery{ObjectMeta: metav1.ObjectMeta{Generation: 3, CreationTimestamp: created, UID: "uid-now"}}
 	item := func(outcome ledger.RecoveryOutcome, reason string, newState ledger.DeliveryState) ledger.RecoveryItem {
 		it := ledger.RecoveryItem{DeliveryID: "dlv_" + string(outcome) + string(newState), EventID: "evt_1", Outcome: outcome, Reason: reason, NewDeliveryState: newState}
 		if newState != "" {
@@ -45,41 +49,65 @@ func TestRecoveryStatus(t *testing.T) {
 		}
 		return it
 	}
+	started := &ledger.RecoveryOperation{Key: "drec:shop/r", SpecHash: "h", ObjectUID: "uid-now", StartedAt: now.Add(-30 * time.Second)}
+	earlier := &ledger.RecoveryOperation{Key: "drec:shop/r", SpecHash: "h", ObjectUID: "uid-earlier", StartedAt: now.Add(-48 * time.Hour)}
 	tests := []struct {
 		name         string
-		items        []ledger.RecoveryItem
-		wantComplete metav1.ConditionStatus
-		wantReason   string
+		progress     recoveryProgress
+		wantState    hookv1.RecoveryState
+		wantReason   string // of Complete, or of Failed when failed
 		wantRR       metav1.ConditionStatus
 		wantCounts   hookv1.RecoveryCounts
+		wantMessage  string
+		wantEarliest bool // startTime is the earlier operation's
 	}{
-		{name: "nothing matched completes at once", wantComplete: metav1.ConditionTrue, wantReason: ReasonNothingMatched, wantRR: metav1.ConditionFalse},
+		{name: "an endpoint not there yet makes it wait",
+			progress:  recoveryProgress{Block: &block{Reason: ReasonWaitingForEndpoint, Message: "waiting for WebhookEndpoint \"orders\""}},
+			wantState: hookv1.RecoveryWaiting, wantReason: ReasonWaitingForEndpoint, wantRR: metav1.ConditionFalse, wantMessage: "waiting for"},
+		{name: "a spec conflict fails it",
+			progress:  recoveryProgress{Block: &block{Permanent: true, Reason: ReasonSpecConflict, Message: "another spec"}, Operation: earlier},
+			wantState: hookv1.RecoveryFailed, wantReason: ReasonSpecConflict, wantRR: metav1.ConditionFalse, wantMessage: "another spec", wantEarliest: true},
+		{name: "nothing matched completes at once", progress: recoveryProgress{Operation: started},
+			wantState: hookv1.RecoveryComplete, wantReason: ReasonNothingMatched, wantRR: metav1.ConditionFalse},
 		{name: "a retry still in flight keeps it running",
-			items:        []ledger.RecoveryItem{item(ledger.OutcomeRetried, "", ledger.StateScheduled)},
-			wantComplete: metav1.ConditionFalse, wantReason: ReasonRunning, wantRR: metav1.ConditionFalse,
+			progress:  recoveryProgress{Operation: started, Items: []ledger.RecoveryItem{item(ledger.OutcomeRetried, "", ledger.StateScheduled)}},
+			wantState: hookv1.RecoveryRunning, wantReason: ReasonRunning, wantRR: metav1.ConditionFalse,
 			wantCounts: hookv1.RecoveryCounts{Matched: 1, Retried: 1}},
 		{name: "delivered, failed again, dismissed and refused all settle",
-			items: []ledger.RecoveryItem{
+			progress: recoveryProgress{Operation: started, Items: []ledger.RecoveryItem{
 				item(ledger.OutcomeRetried, "", ledger.StateDelivered), item(ledger.OutcomeRetried, "", ledger.StateExhausted),
 				item(ledger.OutcomeDismissed, "", ""), item(ledger.OutcomeRefused, ledger.RefusedReissueRequired, ""),
-			},
-			wantComplete: metav1.ConditionTrue, wantReason: ReasonAllSettled, wantRR: metav1.ConditionTrue,
+			}},
+			wantState: hookv1.RecoveryComplete, wantReason: ReasonAllSettled, wantRR: metav1.ConditionTrue,
 			wantCounts: hookv1.RecoveryCounts{Matched: 4, Retried: 2, Dismissed: 1, Refused: 1, Delivered: 1, FailedAgain: 1}},
 		{name: "a reissue waits for the producer",
-			items:        []ledger.RecoveryItem{item(ledger.OutcomeAwaitingReissue, "", "")},
-			wantComplete: metav1.ConditionFalse, wantReason: ReasonRunning, wantRR: metav1.ConditionFalse,
+			progress:  recoveryProgress{Operation: started, Items: []ledger.RecoveryItem{item(ledger.OutcomeAwaitingReissue, "", "")}},
+			wantState: hookv1.RecoveryRunning, wantReason: ReasonRunning, wantRR: metav1.ConditionFalse,
 			wantCounts: hookv1.RecoveryCounts{Matched: 1, AwaitingReissue: 1}},
 		{name: "a delivered replacement completes a reissue",
-			items:        []ledger.RecoveryItem{item(ledger.OutcomeReissued, "", ledger.StateDelivered)},
-			wantComplete: metav1.ConditionTrue, wantReason: ReasonAllSettled, wantRR: metav1.ConditionFalse,
+			progress:  recoveryProgress{Operation: started, Items: []ledger.RecoveryItem{item(ledger.OutcomeReissued, "", ledger.StateDelivered)}},
+			wantState: hookv1.RecoveryComplete, wantReason: ReasonAllSettled, wantRR: metav1.ConditionFalse,
 			wantCounts: hookv1.RecoveryCounts{Matched: 1, Reissued: 1, Delivered: 1}},
+		{name: "applied again under its name, it reports the earlier outcome and says so",
+			progress:  recoveryProgress{Operation: earlier, Items: []ledger.RecoveryItem{item(ledger.OutcomeRetried, "", ledger.StateDelivered)}},
+			wantState: hookv1.RecoveryComplete, wantReason: ReasonAllSettled, wantRR: metav1.ConditionFalse,
+			wantCounts:  hookv1.RecoveryCounts{Matched: 1, Retried: 1, Delivered: 1},
+			wantMessage: "under an earlier DeliveryRecovery of this name and does not act again", wantEarliest: true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			st := recoveryStatus(rec, tt.items, now)
-			c := meta.FindStatusCondition(st.Conditions, hookv1.ConditionComplete)
-			if c == nil || c.Status != tt.wantComplete || c.Reason != tt.wantReason {
-				t.Fatalf("Complete = %+v, want %s/%s", c, tt.wantComplete, tt.wantReason)
+			st := recoveryStatus(rec, &tt.progress, now)
+			if st.State != tt.wantState {
+				t.Fatalf("state = %s, want %s", st.State, tt.wantState)
+			}
+			checkRecoveryConditions(t, &st, rec.Generation)
+			reasonOf := hookv1.ConditionComplete
+			if tt.wantState == hookv1.RecoveryFailed {
+				reasonOf = hookv1.ConditionFailed
+			}
+			c := meta.FindStatusCondition(st.Conditions, reasonOf)
+			if c.Reason != tt.wantReason || !strings.Contains(c.Message, tt.wantMessage) {
+				t.Fatalf("%s = %+v, want reason %s and a message with %q", reasonOf, c, tt.wantReason, tt.wantMessage)
 			}
 			if rr := meta.FindStatusCondition(st.Conditions, hookv1.ConditionReissueRequired); rr == nil || rr.Status != tt.wantRR {
 				t.Fatalf("ReissueRequired = %+v, want %s", rr, tt.wantRR)
@@ -87,12 +115,219 @@ func TestRecoveryStatus(t *testing.T) {
 			if st.Counts != tt.wantCounts {
 				t.Fatalf("counts = %+v, want %+v", st.Counts, tt.wantCounts)
 			}
-			if (st.CompletionTime != nil) != (tt.wantComplete == metav1.ConditionTrue) {
-				t.Fatalf("completionTime = %v with Complete %s", st.CompletionTime, tt.wantComplete)
+			if len(st.Items) != len(tt.progress.Items) {
+				t.Fatalf("%d items listed, want %d", len(st.Items), len(tt.progress.Items))
 			}
-			if len(st.Items) != len(tt.items) {
-				t.Fatalf("%d items listed, want %d", len(st.Items), len(tt.items))
+			if op := tt.progress.Operation; op != nil && (st.StartTime == nil || !st.StartTime.Time.Equal(op.StartedAt)) {
+				t.Fatalf("startTime = %v, want the operation's first start %v", st.StartTime, op.StartedAt)
+			}
+			if tt.wantEarliest != (st.StartTime != nil && st.StartTime.Before(&created)) {
+				t.Fatalf("startTime %v before creation %v: want %v", st.StartTime, created, tt.wantEarliest)
 			}
 		})
+	}
+}
+
+// checkRecoveryConditions asserts what holds in every state: the status
+// describes the generation, and state, Complete, Failed and
+// completionTime agree (the table in setRecoveryConditions).
+func checkRecoveryConditions(t *testing.T, st *hookv1.DeliveryRecoveryStatus, generation int64) {
+	t.Helper()
+	if st.ObservedGeneration != generation {
+		t.Errorf("observedGeneration = %d, want %d", st.ObservedGeneration, generation)
+	}
+	for _, c := range st.Conditions {
+		if c.ObservedGeneration != generation {
+			t.Errorf("%s observedGeneration = %d, want %d", c.Type, c.ObservedGeneration, generation)
+		}
+	}
+	complete := meta.FindStatusCondition(st.Conditions, hookv1.ConditionComplete)
+	failed := meta.FindStatusCondition(st.Conditions, hookv1.ConditionFailed)
+	if complete == nil || failed == nil {
+		t.Fatalf("Complete and Failed must both be set in state %s: %+v", st.State, st.Conditions)
+	}
+	wantComplete, wantFailed := metav1.ConditionFalse, metav1.ConditionFalse
+	switch st.State {
+	case hookv1.RecoveryComplete:
+		wantComplete = metav1.ConditionTrue
+	case hookv1.RecoveryFailed:
+		wantFailed = metav1.ConditionTrue
+		if complete.Reason != ReasonFailed {
+			t.Errorf("a failed recovery's Complete reason is %s, want %s", complete.Reason, ReasonFailed)
+		}
+	case hookv1.RecoveryWaiting, hookv1.RecoveryRunning:
+	default:
+		t.Fatalf("unknown state %q", st.State)
+	}
+	if complete.Status != wantComplete || failed.Status != wantFailed {
+		t.Errorf("state %s with Complete=%s (%s) and Failed=%s (%s)", st.State, complete.Status, complete.Reason, failed.Status, failed.Reason)
+	}
+	if failed.Status == metav1.ConditionFalse && failed.Reason != ReasonNotFailed {
+		t.Errorf("Failed=False with reason %s", failed.Reason)
+	}
+	terminal := st.State == hookv1.RecoveryComplete || st.State == hookv1.RecoveryFailed
+	if terminal != (st.CompletionTime != nil) {
+		t.Errorf("state %s with completionTime %v", st.State, st.CompletionTime)
+	}
+	for _, c := range st.Conditions {
+		if c.Reason == "" || c.Message == "" {
+			t.Errorf("%s has no reason or message: %+v", c.Type, c)
+		}
+	}
+}
+
+// TestRecoveryConditionsEveryState drives every state from every other:
+// whatever a status held before (a stale Running beside a new failure),
+// the conditions agree with the new state.
+func TestRecoveryConditionsEveryState(t *testing.T) {
+	now := time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
+	states := []hookv1.RecoveryState{hookv1.RecoveryWaiting, hookv1.RecoveryRunning, hookv1.RecoveryComplete, hookv1.RecoveryFailed}
+	reasons := map[hookv1.RecoveryState]string{hookv1.RecoveryWaiting: ReasonWaitingForEndpoint, hookv1.RecoveryRunning: ReasonRunning,
+		hookv1.RecoveryComplete: ReasonAllSettled, hookv1.RecoveryFailed: ReasonSpecConflict}
+	for _, from := range states {
+		for _, to := range states {
+			if from == hookv1.RecoveryComplete || from == hookv1.RecoveryFailed {
+				if to != from {
+					continue // terminal: the controller no longer writes it
+				}
+			}
+			t.Run(string(from)+"→"+string(to), func(t *testing.T) {
+				var st hookv1.DeliveryRecoveryStatus
+				setRecoveryConditions(&st, 1, from, reasons[from], "before", now.Add(-time.Minute))
+				st.ObservedGeneration = 2
+				setRecoveryConditions(&st, 2, to, reasons[to], "after", now)
+				if st.State != to {
+					t.Fatalf("state = %s, want %s", st.State, to)
+				}
+				checkRecoveryConditions(t, &st, 2)
+			})
+		}
+	}
+}
+
+func TestRecoveryBlocked(t *testing.T) {
+	deleting := metav1.Now()
+	notReady := &hookv1.WebhookEndpoint{Status: hookv1.WebhookEndpointStatus{Conditions: []metav1.Condition{{
+		Type: hookv1.ConditionReady, Status: metav1.ConditionFalse, Reason: "RetryPolicyNotReady", Message: `RetryPolicy "fast" is not Ready`}}}}
+	op := &ledger.RecoveryOperation{Key: "drec:shop/r", SpecHash: "h1", StartedAt: time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC)}
+	tests := []struct {
+		name          string
+		facts         startFacts
+		wantBlocked   bool
+		wantPermanent bool
+		wantReason    string
+		wantMessage   string
+	}{
+		{name: "the endpoint does not exist yet: wait",
+			facts:       startFacts{EndpointName: "orders", SpecHash: "h1"},
+			wantBlocked: true, wantReason: ReasonWaitingForEndpoint, wantMessage: `"orders": it does not exist`},
+		{name: "the engine has it but the object is gone: wait for the object",
+			facts:       startFacts{EndpointName: "orders", Registered: true, SpecHash: "h1"},
+			wantBlocked: true, wantReason: ReasonWaitingForEndpoint, wantMessage: "does not exist"},
+		{name: "the endpoint is being deleted: wait",
+			facts:       startFacts{EndpointName: "orders", Endpoint: &hookv1.WebhookEndpoint{ObjectMeta: metav1.ObjectMeta{DeletionTimestamp: &deleting}}, Registered: true, SpecHash: "h1"},
+			wantBlocked: true, wantReason: ReasonWaitingForEndpoint, wantMessage: "being deleted"},
+		{name: "the endpoint exists, not reconciled yet: wait",
+			facts:       startFacts{EndpointName: "orders", Endpoint: &hookv1.WebhookEndpoint{}, SpecHash: "h1"},
+			wantBlocked: true, wantReason: ReasonWaitingForEndpoint, wantMessage: "not been reconciled yet"},
+		{name: "the endpoint is not Ready and not registered: wait, saying why",
+			facts:       startFacts{EndpointName: "orders", Endpoint: notReady, SpecHash: "h1"},
+			wantBlocked: true, wantReason: ReasonWaitingForEndpoint, wantMessage: `not Ready (RetryPolicyNotReady: RetryPolicy "fast" is not Ready)`},
+		{name: "a registered endpoint that is not Ready does not block (Dismiss works, retries wait in the engine)",
+			facts: startFacts{EndpointName: "orders", Endpoint: notReady, Registered: true, SpecHash: "h1"}},
+		{name: "registered, not started yet: run",
+			facts: startFacts{EndpointName: "orders", Endpoint: &hookv1.WebhookEndpoint{}, Registered: true, SpecHash: "h1"}},
+		{name: "started with this spec (the same object, or the same manifest applied again): run",
+			facts: startFacts{EndpointName: "orders", Endpoint: &hookv1.WebhookEndpoint{}, Registered: true, SpecHash: "h1", Operation: op}},
+		{name: "this name already ran with another spec: fail for good",
+			facts:       startFacts{EndpointName: "orders", Endpoint: &hookv1.WebhookEndpoint{}, Registered: true, SpecHash: "h2", Operation: op},
+			wantBlocked: true, wantPermanent: true, wantReason: ReasonSpecConflict, wantMessage: "started 2026-11-01T00:00:00Z) with another spec"},
+		{name: "another spec wins over a missing endpoint: what cannot change fails at once",
+			facts:       startFacts{EndpointName: "orders", SpecHash: "h2", Operation: op},
+			wantBlocked: true, wantPermanent: true, wantReason: ReasonSpecConflict, wantMessage: "with another spec"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			b := recoveryBlocked(&tt.facts)
+			if (b != nil) != tt.wantBlocked {
+				t.Fatalf("blocked = %+v, want blocked %v", b, tt.wantBlocked)
+			}
+			if b == nil {
+				return
+			}
+			if b.Permanent != tt.wantPermanent || b.Reason != tt.wantReason || !strings.Contains(b.Message, tt.wantMessage) {
+				t.Fatalf("block = %+v, want permanent %v, reason %s, message with %q", b, tt.wantPermanent, tt.wantReason, tt.wantMessage)
+			}
+		})
+	}
+}
+
+// TestRecoverySpecHash: the hash changes with every field of the spec that
+// says what to do, and with none of the rest (ttlSecondsAfterFinished, the
+// order of set-valued lists). Mutations are on the JSON, the API's own
+// shape; a spec field this test does not name fails it.
+func TestRecoverySpecHash(t *testing.T) {
+	base := `{"endpointRef":{"name":"orders"},"action":"Retry","limit":100,"ttlSecondsAfterFinished":60,
+		"selector":{"deliveryIDs":["dlv_1","dlv_2"],"eventIDs":["evt_1","evt_2"],"eventTypes":["order.created","order.paid"],
+		"exhaustedAfter":"2026-11-01T00:00:00Z","exhaustedBefore":"2026-11-02T00:00:00Z"}}`
+	hashOf := func(t *testing.T, mutate func(spec, sel map[string]any)) string {
+		t.Helper()
+		var m map[string]any
+		if err := json.Unmarshal([]byte(base), &m); err != nil {
+			t.Fatal(err)
+		}
+		mutate(m, m["selector"].(map[string]any))
+		b, _ := json.Marshal(m)
+		var spec hookv1.DeliveryRecoverySpec
+		if err := json.Unmarshal(b, &spec); err != nil {
+			t.Fatalf("decoding %s: %v", b, err)
+		}
+		h, err := recoverySpecHash(&spec)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return h
+	}
+	want := hashOf(t, func(_, _ map[string]any) {})
+	same := map[string]func(spec, sel map[string]any){
+		"ttlSecondsAfterFinished": func(spec, _ map[string]any) { spec["ttlSecondsAfterFinished"] = 0 },
+		"no ttl":                  func(spec, _ map[string]any) { delete(spec, "ttlSecondsAfterFinished") },
+		"selector.deliveryIDs":    func(_, sel map[string]any) { sel["deliveryIDs"] = []any{"dlv_2", "dlv_1"} },
+		"selector.eventIDs":       func(_, sel map[string]any) { sel["eventIDs"] = []any{"evt_2", "evt_1"} },
+		"selector.eventTypes":     func(_, sel map[string]any) { sel["eventTypes"] = []any{"order.paid", "order.created"} },
+	}
+	differ := map[string]func(spec, sel map[string]any){
+		"endpointRef":              func(spec, _ map[string]any) { spec["endpointRef"] = map[string]any{"name": "billing"} },
+		"action":                   func(spec, _ map[string]any) { spec["action"] = "Dismiss" },
+		"limit":                    func(spec, _ map[string]any) { spec["limit"] = 5 },
+		"selector":                 func(spec, _ map[string]any) { delete(spec, "selector") },
+		"selector.deliveryIDs":     func(_, sel map[string]any) { sel["deliveryIDs"] = []any{"dlv_1"} },
+		"selector.eventIDs":        func(_, sel map[string]any) { sel["eventIDs"] = []any{"evt_3"} },
+		"selector.eventTypes":      func(_, sel map[string]any) { sel["eventTypes"] = []any{"order.*"} },
+		"selector.exhaustedAfter":  func(_, sel map[string]any) { sel["exhaustedAfter"] = "2026-10-01T00:00:00Z" },
+		"selector.exhaustedBefore": func(_, sel map[string]any) { delete(sel, "exhaustedBefore") },
+	}
+	for name, mutate := range same {
+		if got := hashOf(t, mutate); got != want {
+			t.Errorf("changing %s changed the identity of the operation", name)
+		}
+	}
+	for name, mutate := range differ {
+		if got := hashOf(t, mutate); got == want {
+			t.Errorf("changing %s kept the identity of the operation", name)
+		}
+	}
+	// Every field of the spec and the selector is named above.
+	for _, typ := range []reflect.Type{reflect.TypeFor[hookv1.DeliveryRecoverySpec](), reflect.TypeFor[hookv1.DeliverySelector]()} {
+		prefix := ""
+		if typ.Name() == "DeliverySelector" {
+			prefix = "selector."
+		}
+		for f := range typ.Fields() {
+			name := prefix + strings.Split(f.Tag.Get("json"), ",")[0]
+			if _, ok := differ[name]; !ok && same[name] == nil {
+				t.Errorf("spec field %s is not covered: decide whether it is part of the operation's identity", name)
+			}
+		}
 	}
 }

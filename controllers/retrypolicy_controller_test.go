@@ -198,10 +198,16 @@ var _ = Describe("the samples with the real kubectl", func() {
 
 		out = run("get", "hookkeeper")
 		Expect(out).To(MatchRegexp(`NAME\s+URL\s+READY\s+PENDING\s+EXHAUSTED\s+LAST SUCCESS\s+AGE`))
-		Expect(out).To(MatchRegexp(`NAME\s+ENDPOINT\s+ACTION\s+MATCHED\s+RETRIED\s+REISSUED\s+REFUSED\s+COMPLETE\s+AGE`))
+		Expect(out).To(MatchRegexp(`NAME\s+ENDPOINT\s+ACTION\s+STATUS\s+MATCHED\s+RETRIED\s+REISSUED\s+REFUSED\s+AGE`))
 		Expect(out).To(ContainSubstring("webhookendpoint.hookkeeper.dev/n8n-ingress"))
 		Expect(out).To(MatchRegexp(`deliveryrecovery.hookkeeper.dev/n8n-outage-2026-11-28\s+n8n-ingress\s+Auto`))
 		Expect(out).To(ContainSubstring("retrypolicy.hookkeeper.dev/standard"))
+
+		// Applied with its endpoint in one go, the sample recovery waits
+		// for it instead of failing, and then runs.
+		Eventually(func(g Gomega) {
+			g.Expect(run("get", "drec")).To(MatchRegexp(`n8n-outage-2026-11-28\s+n8n-ingress\s+Auto\s+Complete\s+0`))
+		}).WithTimeout(30 * time.Second).Should(Succeed())
 
 		// Short names resolve.
 		for _, short := range []string{"rtp", "whep", "drec"} {

@@ -202,13 +202,14 @@ spec:
 			g.Expect(c.Message).To(ContainSubstring("spec.selector.exhaustedAfter"))
 		}).Should(Succeed())
 		Expect(poisoned.Status.StartTime).To(BeNil(), "it must not have started selecting deliveries")
-		// The other recovery in the same namespace runs to its own end (its
-		// endpoint never delivered anything).
+		// The other recovery in the same namespace is reconciled as usual: it
+		// waits for its endpoint, which does not exist.
 		Eventually(func(g Gomega) {
 			g.Expect(k8sClient.Get(ctx, client.ObjectKeyFromObject(next), next)).To(Succeed())
-			c := meta.FindStatusCondition(next.Status.Conditions, hookv1.ConditionFailed)
+			g.Expect(next.Status.State).To(Equal(hookv1.RecoveryWaiting))
+			c := meta.FindStatusCondition(next.Status.Conditions, hookv1.ConditionComplete)
 			g.Expect(c).NotTo(BeNil())
-			g.Expect(c.Reason).To(Equal(ReasonEndpointNotFound))
+			g.Expect(c.Reason).To(Equal(ReasonWaitingForEndpoint))
 		}).Should(Succeed())
 		Expect(k8sClient.Delete(ctx, poisoned)).To(Succeed())
 	})

@@ -200,11 +200,34 @@ type RecoveryCounts struct {
 	FailedAgain int32 `json:"failedAgain"`
 }
 
+// RecoveryState is where a DeliveryRecovery stands, in one word; the
+// Complete and Failed conditions say the same and why.
+// +kubebuilder:validation:Enum=Waiting;Running;Complete;Failed
+type RecoveryState string
+
+const (
+	// RecoveryWaiting: the endpoint it names does not exist yet or is not
+	// yet registered with the delivery engine; it starts when it is.
+	RecoveryWaiting RecoveryState = "Waiting"
+	// RecoveryRunning: started, and some item has not reached its outcome.
+	RecoveryRunning RecoveryState = "Running"
+	// RecoveryComplete: every item reached its outcome (terminal).
+	RecoveryComplete RecoveryState = "Complete"
+	// RecoveryFailed: it cannot run, for a reason that cannot change
+	// (terminal).
+	RecoveryFailed RecoveryState = "Failed"
+)
+
 // DeliveryRecoveryStatus is the progress of the operation.
 type DeliveryRecoveryStatus struct {
 	// observedGeneration is the generation this status describes.
 	// +optional
 	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+
+	// state is Waiting, Running, Complete or Failed; Complete and Failed
+	// are final.
+	// +optional
+	State RecoveryState `json:"state,omitempty"`
 
 	// conditions: Complete, Failed and ReissueRequired.
 	// +optional
@@ -223,7 +246,9 @@ type DeliveryRecoveryStatus struct {
 	// +kubebuilder:validation:MaxItems=100
 	Items []RecoveryItem `json:"items,omitempty"`
 
-	// startTime is when the operation started.
+	// startTime is when the operation first started: it considers only
+	// deliveries exhausted before it. A DeliveryRecovery applied again
+	// under the same name reports the earlier start (docs/adr/0006).
 	// +optional
 	// +kubebuilder:validation:Type=string
 	// +kubebuilder:validation:Format=date-time
@@ -242,17 +267,18 @@ type DeliveryRecoveryStatus struct {
 
 // DeliveryRecovery is a one-shot operation, like a Job, that resolves the
 // unresolved exhausted deliveries of an endpoint. Its effects are keyed by
-// its UID, so it never retries or reissues twice.
+// its namespace and name, so it never retries or reissues twice, not even
+// when it is deleted and applied again (docs/adr/0006).
 // +kubebuilder:object:root=true
 // +kubebuilder:subresource:status
 // +kubebuilder:resource:shortName=drec,categories=hookkeeper
 // +kubebuilder:printcolumn:name="Endpoint",type=string,JSONPath=`.spec.endpointRef.name`
 // +kubebuilder:printcolumn:name="Action",type=string,JSONPath=`.spec.action`
+// +kubebuilder:printcolumn:name="Status",type=string,JSONPath=`.status.state`
 // +kubebuilder:printcolumn:name="Matched",type=integer,JSONPath=`.status.counts.matched`
 // +kubebuilder:printcolumn:name="Retried",type=integer,JSONPath=`.status.counts.retried`
 // +kubebuilder:printcolumn:name="Reissued",type=integer,JSONPath=`.status.counts.reissued`
 // +kubebuilder:printcolumn:name="Refused",type=integer,JSONPath=`.status.counts.refused`
-// +kubebuilder:printcolumn:name="Complete",type=string,JSONPath=`.status.conditions[?(@.type=="Complete")].status`
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 type DeliveryRecovery struct {
 	metav1.TypeMeta `json:",inline"`

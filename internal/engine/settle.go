@@ -134,9 +134,21 @@ func (e *Engine) sweepAckTimeouts(ctx context.Context) error {
 	return nil
 }
 
+// RecoveryStart records a recovery operation's first start and returns
+// that record ever after (ledger.Recovery.RecoveryOperationStart).
+func (e *Engine) RecoveryStart(ctx context.Context, operationKey, specHash, objectUID string) (ledger.RecoveryOperation, error) {
+	op, err := e.store.RecoveryOperationStart(ctx, &ledger.RecoveryOperationParams{
+		Key: operationKey, SpecHash: specHash, ObjectUID: objectUID, Now: e.opts.Clock.Now(),
+	})
+	if err != nil {
+		return ledger.RecoveryOperation{}, fmt.Errorf("starting recovery operation %s: %w", operationKey, err)
+	}
+	return op, nil
+}
+
 // Recover applies one recovery action to one exhausted delivery, keyed by
-// the operation (a DeliveryRecovery's UID), so that repeating it changes
-// nothing.
+// the operation (ledger.RecoveryOperationKey), so that repeating it
+// changes nothing.
 func (e *Engine) Recover(ctx context.Context, operationKey, deliveryID string, action ledger.RecoveryAction) (ledger.RecoveryItem, error) {
 	now := e.opts.Clock.Now()
 	item, err := e.store.RecoveryApply(ctx, &ledger.RecoveryApplyParams{

@@ -79,6 +79,13 @@ type Recovery interface {
 	// state of the deliveries they created, so that the operation can be
 	// followed to its outcome.
 	RecoveryItemsList(ctx context.Context, operationKey string) ([]RecoveryItem, error)
+	// RecoveryOperationStart records an operation the first time it starts
+	// and returns that first record on every later call, whatever those
+	// calls pass (Created tells which): the operation's cutoff (StartedAt)
+	// and the hash of what it was asked to do outlive the object that
+	// named it, so a re-created DeliveryRecovery finds them. Concurrent
+	// first calls create one record.
+	RecoveryOperationStart(ctx context.Context, params *RecoveryOperationParams) (RecoveryOperation, error)
 }
 
 // ErrNotAwaitingAck means the delivery is not waiting for an
@@ -269,4 +276,32 @@ type RecoveryItem struct {
 	CreatedAt        time.Time
 	// Replayed is set when RecoveryApply found the pair already applied.
 	Replayed bool
+}
+
+// RecoveryOperationParams starts an operation.
+type RecoveryOperationParams struct {
+	// Key is the operation's identity (see RecoveryOperationKey), the key
+	// of its items in RecoveryApply.
+	Key string
+	// SpecHash identifies what the operation was asked to do; a later
+	// start under the same key with another hash is the caller's to refuse.
+	SpecHash string
+	// ObjectUID is the UID of the object that starts it, so that a later
+	// object of the same name can tell it did not start it.
+	ObjectUID string
+	// Now becomes StartedAt of a new record.
+	Now time.Time
+}
+
+// RecoveryOperation is an operation's first record.
+type RecoveryOperation struct {
+	Key      string
+	SpecHash string
+	// ObjectUID is the UID of the object that first started it.
+	ObjectUID string
+	// StartedAt is when the operation first started: it considers only
+	// deliveries exhausted before it.
+	StartedAt time.Time
+	// Created is set when this call created the record.
+	Created bool
 }

@@ -216,6 +216,27 @@ func ValidateRecoveryApply(p *RecoveryApplyParams) error {
 	return nil
 }
 
+// ValidateRecoveryOperation reports why an operation cannot be started.
+func ValidateRecoveryOperation(p *RecoveryOperationParams) error {
+	switch {
+	case p == nil:
+		return fmt.Errorf("recovery operation start: nil params")
+	case p.Key == "" || p.SpecHash == "":
+		return fmt.Errorf("recovery operation start: Key and SpecHash are required")
+	case p.Now.IsZero():
+		return fmt.Errorf("recovery operation start: Now is required")
+	}
+	return nil
+}
+
+// RecoveryOperationKey is the ledger identity of the DeliveryRecovery
+// named name in namespace: its name, not its UID, so that deleting the
+// object and applying it again (a TTL followed by a GitOps sync) finds the
+// same operation and acts no second time. See docs/adr/0006.
+func RecoveryOperationKey(namespace, name string) string {
+	return "drec:" + namespace + "/" + name
+}
+
 // NewIDs returns the IDs of the event and the delivery an item may create:
 // the caller's, or fresh ones when the caller left them empty.
 func (p *RecoveryApplyParams) NewIDs() (eventID, deliveryID string) {

@@ -44,6 +44,8 @@ func exerciseRecovery(t *testing.T, newStore func(t *testing.T) ledger.Store) {
 		"EveryActionTwiceHasOneEffect":         testRecoveryTwice,
 		"CrowdRelay":                           testCrowdRelay,
 		"PayloadExpired":                       testRecoveryPayloadExpired,
+		"OperationFirstStartWins":              testOperationFirstStartWins,
+		"OperationStartOnceUnderConcurrency":   testOperationStartConcurrent,
 	})
 }
 

@@ -219,6 +219,29 @@ func (s *Store) RecoveryItemsList(ctx context.Context, operationKey string) ([]l
 	return items, translate(op, err)
 }
 
+// RecoveryOperationStart implements ledger.Recovery: insert unless
+// present, then read in a statement of its own, which under read committed
+// sees a record that a concurrent first start committed meanwhile.
+func (s *Store) RecoveryOperationStart(ctx context.Context, p *ledger.RecoveryOperationParams) (ledger.RecoveryOperation, error) {
+	if err := ledger.ValidateRecoveryOperation(p); err != nil {
+		return ledger.RecoveryOperation{}, err
+	}
+	op := "start recovery operation " + p.Key
+	tag, err := s.pool.Exec(ctx, `INSERT INTO recovery_operations (operation_key, spec_hash, object_uid, started_at) VALUES ($1, $2, $3, $4)
+		ON CONFLICT (operation_key) DO NOTHING`, p.Key, p.SpecHash, p.ObjectUID, nanos(p.Now))
+	if err != nil {
+		return ledger.RecoveryOperation{}, translate(op, err)
+	}
+	out := ledger.RecoveryOperation{Key: p.Key, Created: tag.RowsAffected() == 1}
+	var started int64
+	if err := s.pool.QueryRow(ctx, `SELECT spec_hash, object_uid, started_at FROM recovery_operations WHERE operation_key = $1`,
+		p.Key).Scan(&out.SpecHash, &out.ObjectUID, &started); err != nil {
+		return ledger.RecoveryOperation{}, translate(op, err)
+	}
+	out.StartedAt = fromNanos(started)
+	return out, nil
+}
+
 // RecoveryApply implements ledger.Recovery. One transaction, two round
 // trips: lock and read (the namespace's endpoints, the delivery, the
 // recorded item), decide (ledger.PlanRecovery), write.

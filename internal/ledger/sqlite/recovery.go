@@ -31,7 +31,7 @@ const itemFrom = ` FROM recovery_items ri LEFT JOIN deliveries nd ON nd.id = ri.
 var recoverySQL = struct {
 	budgetFirst, budgetAcquire, budgetPrune,
 	itemGet, facts, deliveryInsertAs, resolve, itemInsert, awaitingOf, itemComplete,
-	itemsList, exhaustedPage string
+	itemsList, exhaustedPage, opInsert, opGet string
 }{
 	// AttemptRecordMany adds the first attempts of a batch, once per
 	// endpoint and minute.
@@ -69,6 +69,11 @@ var recoverySQL = struct {
 	itemComplete: `UPDATE recovery_items SET outcome = 'Reissued', new_event_id = ?3, new_delivery_id = ?4, completed_at = ?5
 		WHERE operation_key = ?1 AND delivery_id = ?2 AND outcome = 'AwaitingReissue'`,
 
+	// The first start of an operation wins; later ones read its record.
+	opInsert: `INSERT INTO recovery_operations (operation_key, spec_hash, object_uid, started_at) VALUES (?1, ?2, ?3, ?4)
+		ON CONFLICT (operation_key) DO NOTHING`,
+	opGet: `SELECT spec_hash, object_uid, started_at FROM recovery_operations WHERE operation_key = ?1`,
+
 	itemsList: `SELECT ` + itemCols + itemFrom + ` WHERE ri.operation_key = ?1 ORDER BY ri.rowid`,
 	// One page of an endpoint's unresolved exhausted deliveries after the
 	// keyset (?4, ?5), oldest first, walking deliveries_unresolved. ?2 and
@@ -89,7 +94,7 @@ var recoverySQL = struct {
 // the writer, the two lists on the read pool.
 type recoveryStmts struct {
 	budgetFirst, budgetAcquire, budgetPrune,
-	itemGet, facts, deliveryInsertAs, resolve, itemInsert, awaitingOf, itemComplete *sql.Stmt
+	itemGet, facts, deliveryInsertAs, resolve, itemInsert, awaitingOf, itemComplete, opInsert, opGet *sql.Stmt
 	itemsList, exhaustedPage *sql.Stmt
 }
 
@@ -110,6 +115,8 @@ func (s *Store) prepareRecovery(ctx context.Context) error {
 		{s.w, &s.rc.itemInsert, q.itemInsert},
 		{s.w, &s.rc.awaitingOf, q.awaitingOf},
 		{s.w, &s.rc.itemComplete, q.itemComplete},
+		{s.w, &s.rc.opInsert, q.opInsert},
+		{s.w, &s.rc.opGet, q.opGet},
 		{s.r, &s.rc.itemsList, q.itemsList},
 		{s.r, &s.rc.exhaustedPage, q.exhaustedPage},
 	} {
@@ -297,6 +304,36 @@ func (s *Store) RecoveryItemsList(ctx context.Context, operationKey string) ([]l
 		out = append(out, it)
 	}
 	return out, translate(op, rows.Err())
+}
+
+// RecoveryOperationStart implements ledger.Recovery.
+func (s *Store) RecoveryOperationStart(ctx context.Context, p *ledger.RecoveryOperationParams) (ledger.RecoveryOperation, error) {
+	if err := ledger.ValidateRecoveryOperation(p); err != nil {
+		return ledger.RecoveryOperation{}, err
+	}
+	op := "start recovery operation " + p.Key
+	out := ledger.RecoveryOperation{Key: p.Key}
+	err := s.write(ctx, op, func(t *wtx) error {
+		res, err := t.stmt(s.rc.opInsert).ExecContext(t.ctx, p.Key, p.SpecHash, p.ObjectUID, nanos(p.Now))
+		if err != nil {
+			return translate(op, err)
+		}
+		n, err := res.RowsAffected()
+		if err != nil {
+			return translate(op, err)
+		}
+		out.Created = n == 1
+		var started int64
+		if err := t.stmt(s.rc.opGet).QueryRowContext(t.ctx, p.Key).Scan(&out.SpecHash, &out.ObjectUID, &started); err != nil {
+			return translate(op, err)
+		}
+		out.StartedAt = fromNanos(started)
+		return nil
+	})
+	if err != nil {
+		return ledger.RecoveryOperation{}, err
+	}
+	return out, nil
 }
 
 // RecoveryApply implements ledger.Recovery.
