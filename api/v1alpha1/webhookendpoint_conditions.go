@@ -29,6 +29,11 @@ const (
 	// registered stays unregistered; one the engine already had is paused
 	// there (its deliveries wait, none is sent) until the url is allowed.
 	ReasonDestinationForbidden = "DestinationForbidden"
+	// ReasonNamespaceTerminating (Ready=False): the endpoint's namespace is
+	// being deleted and refuses new objects, so the operator does not
+	// re-create what the endpoint needs (its generated signing Secret); the
+	// endpoint goes with the namespace. Not an error.
+	ReasonNamespaceTerminating = "NamespaceTerminating"
 
 	// ReasonNoFailures (Healthy=True): no attempt to the endpoint failed.
 	ReasonNoFailures = "NoFailures"

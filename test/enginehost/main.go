@@ -60,6 +60,7 @@ func main() {
 		verbose                             bool
 		cpuProfile                          string
 		allowedDestinations                 string
+		instance                            string
 	)
 	flag.StringVar(&ledgerFlag, "ledger", "", "sqlite://<path> or postgres://<dsn>")
 	flag.StringVar(&pgSchema, "pg-schema", "", "PostgreSQL schema to use (tests give each its own)")
@@ -72,6 +73,7 @@ func main() {
 	flag.BoolVar(&verbose, "v", false, "log to stderr")
 	flag.StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile of the run to this file")
 	flag.StringVar(&allowedDestinations, "allowed-destination-cidrs", "127.0.0.0/8,::1/128", "CIDRs delivered to despite the manager's default-deny destination policy (loopback, where the tests' receivers are)")
+	flag.StringVar(&instance, "instance", "", "identity of this replica across restarts (the manager's --instance); its earlier processes' leases are reclaimed at start")
 	flag.Parse()
 	allowed, err := destination.ParseCIDRs(allowedDestinations)
 	if err != nil {
@@ -85,14 +87,14 @@ func main() {
 		}
 	}
 	sender := dispatch.NewGuardedSender(destination.New(destination.Options{Allowed: allowed}))
-	if err := run(ledgerFlag, pgSchema, listen, token, endpointsFile, workers, leaseMargin, idleWait, verbose, sender); err != nil {
+	if err := run(ledgerFlag, pgSchema, listen, token, endpointsFile, instance, workers, leaseMargin, idleWait, verbose, sender); err != nil {
 		fmt.Fprintln(os.Stderr, "enginehost:", err)
 		pprof.StopCPUProfile()
 		os.Exit(1)
 	}
 }
 
-func run(ledgerFlag, pgSchema, listen, token, endpointsFile string, workers int, leaseMargin, idleWait time.Duration, verbose bool, sender engine.Sender) error {
+func run(ledgerFlag, pgSchema, listen, token, endpointsFile, instance string, workers int, leaseMargin, idleWait time.Duration, verbose bool, sender engine.Sender) error {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 	log := logr.Discard()
@@ -117,7 +119,7 @@ func run(ledgerFlag, pgSchema, listen, token, endpointsFile string, workers int,
 
 	reg := prometheus.NewRegistry()
 	metrics := engine.NewMetrics(reg, store)
-	eng, err := engine.New(engine.Options{Store: store, Sender: sender, Workers: workers, LeaseMargin: leaseMargin, IdleWait: idleWait, Logger: log, Metrics: metrics})
+	eng, err := engine.New(engine.Options{Store: store, Sender: sender, Instance: instance, Workers: workers, LeaseMargin: leaseMargin, IdleWait: idleWait, Logger: log, Metrics: metrics})
 	if err != nil {
 		return err
 	}
