@@ -530,7 +530,7 @@ var _ = Describe("WebhookEndpoint controller", func() {
 		out, err := exec.Command(kubectl, "--kubeconfig", kubeconfig, "-n", ns, "get", "whep", "failing", "-o", "wide").CombinedOutput()
 		Expect(err).NotTo(HaveOccurred(), "%s", out)
 		Expect(string(out)).To(MatchRegexp(`NAME\s+URL\s+READY\s+HEALTHY\s+PENDING\s+EXHAUSTED\s+LAST SUCCESS\s+LAST FAILURE\s+POLICY\s+AGE`))
-		Expect(string(out)).To(MatchRegexp(`failing\s+\S+\s+True\s+False\s+\d+\s+1000\s+\S+\s+HTTP 503\s+once\s+`))
+		Expect(string(out)).To(MatchRegexp(`failing\s+\S+\s+True\s+False\s+\d+\s+1000\s+HTTP 503\s+once\s+`), "no success yet: LAST SUCCESS is blank")
 
 		// The condition's advice is a command an admin can paste: run it
 		// with the real kubectl and it creates the DeliveryRecovery.
