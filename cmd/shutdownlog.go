@@ -1,6 +1,9 @@
 package main
 
 import (
+	"context"
+	"errors"
+
 	"github.com/go-logr/logr"
 )
 
@@ -35,13 +38,21 @@ type stoppingSink struct {
 
 // releasedOnStop reports whether an error log entry is the manager telling
 // of the Lease it released because it was asked to stop.
+// So is client-go's leader elector reporting that its own renewal was
+// cancelled by the stop.
 func releasedOnStop(err error, msg string, stopping bool) bool {
-	return stopping && err != nil && msg == stopSequenceMessage && err.Error() == leaderElectionLost
+	if !stopping || err == nil {
+		return false
+	}
+	return (msg == stopSequenceMessage && err.Error() == leaderElectionLost) || errors.Is(err, context.Canceled)
 }
 
 func (s *stoppingSink) Error(err error, msg string, kv ...any) {
 	if releasedOnStop(err, msg, s.stopping()) {
-		s.LogSink.Info(0, "released the leader election Lease on shutdown", kv...)
+		if msg == stopSequenceMessage {
+			msg = "released the leader election Lease on shutdown"
+		}
+		s.LogSink.Info(0, msg, append(kv, "stopping", err.Error())...)
 		return
 	}
 	s.LogSink.Error(err, msg, kv...)

@@ -1,7 +1,9 @@
 package main
 
 import (
+	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -22,6 +24,8 @@ func TestReleasedOnStop(t *testing.T) {
 		{"another error while stopping stays an error", errors.New("cache sync failed"), stopSequenceMessage, true, false},
 		{"the same error under another message stays an error", lost, "problem running manager", true, false},
 		{"no error", nil, stopSequenceMessage, true, false},
+		{"the leader elector's renewal cancelled by the stop", fmt.Errorf("get lease: %w", context.Canceled), "Error retrieving lease lock", true, true},
+		{"a cancellation during the run stays an error", context.Canceled, "Error retrieving lease lock", false, false},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			if got := releasedOnStop(tt.err, tt.msg, tt.stopping); got != tt.want {
