@@ -44,6 +44,7 @@ func main() {
 		leaderElectionNamespace            string
 		secureMetrics, enableHTTP2         bool
 		leaderElect                        bool
+		instance                           string
 		workers                            int
 		statusResync                       time.Duration
 	)
@@ -56,6 +57,7 @@ func main() {
 	flag.StringVar(&ledgerFlag, "ledger", "sqlite://hookkeeper-ledger.db", "Where the delivery ledger lives: sqlite://<path> (embedded, one replica) or postgres://<dsn> (shared, several replicas).")
 	var apiFlags apiOptions // the HTTP API: address, authentication, TLS (cmd/api.go)
 	apiFlags.bindFlags(flag.CommandLine)
+	flag.StringVar(&instance, "instance", "", "Identity of this replica across restarts of its container, never shared by two running processes: the pod's UID (metadata.uid from the downward API). At start the engine returns to the pool the deliveries an earlier process of the same instance had in flight, instead of waiting for their leases to expire. Empty: no such reclaim (the SQLite ledger reclaims every lease when it opens regardless).")
 	flag.IntVar(&workers, "workers", 128, "Delivery attempts in progress at once, per replica.")
 	flag.DurationVar(&statusResync, "endpoint-status-resync", 0, "How often every WebhookEndpoint's counters are refreshed from the ledger (0: 30s to 60s, jittered); exhaustions are shown at once regardless.")
 	var destFlags destinationFlags
@@ -107,7 +109,10 @@ func main() {
 	}
 
 	mgr, err := ctrl.NewManager(ctrl.GetConfigOrDie(), ctrl.Options{
-		Scheme:                  scheme,
+		Scheme: scheme,
+		// On SIGTERM the manager releases the Lease and then reports it as
+		// an error; stoppingLogger says it at info level (see there).
+		Logger:                  stoppingLogger(ctrl.Log, func() bool { return ctx.Err() != nil }),
 		Metrics:                 metricsOpts,
 		HealthProbeBindAddress:  probeAddr,
 		LeaderElection:          leaderElect,
@@ -136,6 +141,7 @@ func main() {
 	eng, err := engine.New(engine.Options{
 		Store:       store,
 		Sender:      dispatch.NewGuardedSender(destinations),
+		Instance:    instance,
 		Workers:     workers,
 		Logger:      ctrl.Log.WithName("engine"),
 		Metrics:     engine.NewMetrics(ctrlmetrics.Registry, store),

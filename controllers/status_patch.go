@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -41,10 +42,26 @@ const conflictRetry = 250 * time.Millisecond
 // write, or another writer got there first) and the retry reads the fresh
 // object; returning them as errors would log a stack trace for each. Any
 // other error is returned as is.
+//
+// A write refused because the namespace is being deleted is no error
+// either: nothing more is to be done for an object whose namespace is
+// going away, and its deletion reconciles it once more.
 func requeueOnConflict(ctx context.Context, res ctrl.Result, err error) (ctrl.Result, error) {
-	if err != nil && apierrors.IsConflict(err) {
+	switch {
+	case err == nil:
+	case apierrors.IsConflict(err):
 		log.FromContext(ctx).V(1).Info("write conflicted with a newer version; retrying", "error", err.Error())
 		return ctrl.Result{RequeueAfter: conflictRetry}, nil
+	case namespaceTerminating(err):
+		log.FromContext(ctx).V(1).Info("the namespace is being deleted; nothing to do", "error", err.Error())
+		return ctrl.Result{}, nil
 	}
 	return res, err
+}
+
+// namespaceTerminating reports whether the API server refused a write
+// because the object's namespace is being deleted (the NamespaceLifecycle
+// admission plugin's cause), however deeply err wraps it.
+func namespaceTerminating(err error) bool {
+	return apierrors.HasStatusCause(err, corev1.NamespaceTerminatingCause)
 }

@@ -2,10 +2,13 @@ package controllers
 
 import (
 	"context"
+	"io"
 	"net"
 	"net/netip"
 	"os"
 	"path/filepath"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -51,7 +54,41 @@ var (
 	exhaustion *ExhaustionEvents
 
 	destinations *destination.Policy
+
+	// errorLog keeps the error-level lines the manager logged, for specs
+	// that assert something is not an error.
+	errorLog = &logLines{}
 )
+
+// logLines is an io.Writer that keeps the lines at level ERROR.
+type logLines struct {
+	mu    sync.Mutex
+	lines []string
+}
+
+func (l *logLines) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, line := range strings.Split(string(p), "\n") {
+		if strings.Contains(line, "\tERROR\t") {
+			l.lines = append(l.lines, line)
+		}
+	}
+	return len(p), nil
+}
+
+// containing returns the error lines that contain s.
+func (l *logLines) containing(s string) []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var out []string
+	for _, line := range l.lines {
+		if strings.Contains(line, s) {
+			out = append(out, line)
+		}
+	}
+	return out
+}
 
 // suiteDNS resolves the suite's test names, and any other name as the
 // system does.
@@ -77,7 +114,7 @@ func TestControllers(t *testing.T) {
 }
 
 var _ = BeforeSuite(func() {
-	logf.SetLogger(zap.New(zap.WriteTo(GinkgoWriter), zap.UseDevMode(true)))
+	logf.SetLogger(zap.New(zap.WriteTo(io.MultiWriter(GinkgoWriter, errorLog)), zap.UseDevMode(true)))
 	ctx, cancel = context.WithCancel(context.Background())
 	Expect(clientgoscheme.AddToScheme(scheme)).To(Succeed())
 	Expect(hookv1.AddToScheme(scheme)).To(Succeed())

@@ -163,6 +163,13 @@ func (r *WebhookEndpointReconciler) gather(ctx context.Context, ep *hookv1.Webho
 	f := &endpointFacts{}
 	id := ledger.EndpointID(ep.Namespace, ep.Name)
 	fail := func(step string, err error) (*endpointFacts, error) {
+		if namespaceTerminating(err) {
+			// Not an error: the endpoint goes with its namespace.
+			log.FromContext(ctx).V(1).Info("the namespace is being deleted", "step", step)
+			f.Problem = &problem{hookv1.ReasonNamespaceTerminating, fmt.Sprintf(
+				"namespace %q is being deleted and refuses new objects: %s is not done, and the endpoint goes with the namespace", ep.Namespace, step)}
+			return f, nil
+		}
 		f.Problem = &problem{hookv1.ReasonInternalError, step + " failed; the operator's log has the details"}
 		f.Incomplete = true
 		return f, fmt.Errorf("%s: %w", step, err)

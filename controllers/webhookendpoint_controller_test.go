@@ -7,6 +7,8 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"os/exec"
+	"regexp"
 	"strings"
 	"sync"
 	"time"
@@ -18,6 +20,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -25,6 +28,7 @@ import (
 	"github.com/hookkeeper/hookkeeper/internal/engine"
 	"github.com/hookkeeper/hookkeeper/internal/ledger"
 	"github.com/hookkeeper/hookkeeper/internal/signing"
+	"github.com/hookkeeper/hookkeeper/test/testenv"
 )
 
 // hookReceiver is a real HTTP server on loopback that answers with status()
@@ -504,6 +508,43 @@ var _ = Describe("WebhookEndpoint controller", func() {
 		Expect(e.Type).To(Equal(corev1.EventTypeWarning))
 		Expect(e.Note).To(ContainSubstring("exhausted and unresolved"))
 		Expect(e.Note).To(ContainSubstring(list[0].Delivery.ID))
+
+		// kubectl get -o wide adds the columns that say why an endpoint is
+		// in trouble: each of them shows a value for this endpoint.
+		kubectl, err := testenv.Kubectl()
+		Expect(err).NotTo(HaveOccurred())
+		kubeconfig, err := testenv.Kubeconfig(env, GinkgoT().TempDir())
+		Expect(err).NotTo(HaveOccurred())
+		table := serverTable(key)
+		var wide []string
+		for i, col := range table.ColumnDefinitions {
+			if col.Priority == 0 {
+				continue
+			}
+			wide = append(wide, col.Name)
+			Expect(table.Rows).To(HaveLen(1))
+			cell := table.Rows[0].Cells[i]
+			Expect(cell).NotTo(Or(BeNil(), BeEmpty()), "-o wide column %q is empty for an endpoint that failed", col.Name)
+		}
+		Expect(wide).To(ConsistOf("Healthy", "Last Failure", "Policy"))
+		out, err := exec.Command(kubectl, "--kubeconfig", kubeconfig, "-n", ns, "get", "whep", "failing", "-o", "wide").CombinedOutput()
+		Expect(err).NotTo(HaveOccurred(), "%s", out)
+		Expect(string(out)).To(MatchRegexp(`NAME\s+URL\s+READY\s+HEALTHY\s+PENDING\s+EXHAUSTED\s+LAST SUCCESS\s+LAST FAILURE\s+POLICY\s+AGE`))
+		Expect(string(out)).To(MatchRegexp(`failing\s+\S+\s+True\s+False\s+\d+\s+1000\s+HTTP 503\s+once\s+`), "no success yet: LAST SUCCESS is blank")
+
+		// The condition's advice is a command an admin can paste: run it
+		// with the real kubectl and it creates the DeliveryRecovery.
+		c = meta.FindStatusCondition(getEndpoint(Default, key).Status.Conditions, hookv1.ConditionDeliveriesExhausted)
+		command := regexp.MustCompile(`echo '[^']*' \| kubectl create -f -`).FindString(c.Message)
+		Expect(command).NotTo(BeEmpty(), "the message has no command to paste: %s", c.Message)
+		sh := exec.Command("sh", "-c", strings.Replace(command, "kubectl create", kubectl+" --kubeconfig "+kubeconfig+" create", 1))
+		out, err = sh.CombinedOutput()
+		Expect(err).NotTo(HaveOccurred(), "%s\n%s", command, out)
+		var recs hookv1.DeliveryRecoveryList
+		Expect(k8sClient.List(ctx, &recs, client.InNamespace(ns))).To(Succeed())
+		Expect(recs.Items).To(HaveLen(1))
+		Expect(recs.Items[0].Spec.EndpointRef.Name).To(Equal("failing"))
+		Expect(recs.Items[0].Spec.Action).To(Equal(hookv1.RecoveryModeAuto))
 	})
 
 	It("cancels pending deliveries when deleted, keeping their history", func() {
@@ -556,3 +597,74 @@ func toJSON(v any) string {
 	Expect(err).NotTo(HaveOccurred())
 	return string(b)
 }
+
+// serverTable is the endpoint as the API server prints it for kubectl get:
+// every column of the CRD, with its priority (1 = only with -o wide).
+func serverTable(key client.ObjectKey) *metav1.Table {
+	GinkgoHelper()
+	httpClient, err := rest.HTTPClientFor(cfg)
+	Expect(err).NotTo(HaveOccurred())
+	url := fmt.Sprintf("%s/apis/hookkeeper.dev/v1alpha1/namespaces/%s/webhookendpoints/%s", strings.TrimSuffix(cfg.Host, "/"), key.Namespace, key.Name)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	Expect(err).NotTo(HaveOccurred())
+	req.Header.Set("Accept", "application/json;as=Table;v=v1;g=meta.k8s.io")
+	resp, err := httpClient.Do(req)
+	Expect(err).NotTo(HaveOccurred())
+	defer resp.Body.Close()
+	Expect(resp.StatusCode).To(Equal(http.StatusOK))
+	var table metav1.Table
+	Expect(json.NewDecoder(resp.Body).Decode(&table)).To(Succeed())
+	return &table
+}
+
+var _ = Describe("an endpoint in a namespace being deleted", func() {
+	It("does not re-create its Secrets, and says so without logging an error", func() {
+		ns := newNamespace()
+		rcv := newHookReceiver(http.StatusOK)
+		generated := client.ObjectKeyFromObject(newEndpoint(ns, "generated", rcv.URL))
+		first, err := signing.GenerateSecret()
+		Expect(err).NotTo(HaveOccurred())
+		userSecret := &corev1.Secret{
+			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "user-secret"},
+			Data:       map[string][]byte{"signingSecret": first.Reveal()},
+		}
+		Expect(k8sClient.Create(ctx, userSecret)).To(Succeed())
+		referenced := client.ObjectKeyFromObject(newEndpoint(ns, "referenced", rcv.URL, func(s *hookv1.WebhookEndpointSpec) {
+			s.SigningSecretRef = &hookv1.SecretKeyReference{Name: "user-secret"}
+		}))
+		expectReady(generated)
+		expectReady(referenced)
+
+		// The bare control plane has no namespace controller: the namespace
+		// stays Terminating, and the API server refuses new objects in it.
+		Expect(k8sClient.Delete(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})).To(Succeed())
+		Eventually(func(g Gomega) {
+			var n corev1.Namespace
+			g.Expect(k8sClient.Get(ctx, client.ObjectKey{Name: ns}, &n)).To(Succeed())
+			g.Expect(n.Status.Phase).To(Equal(corev1.NamespaceTerminating))
+		}).Should(Succeed())
+
+		// Each Secret the controller would create: the generated one (its
+		// Secret is gone) and the one remembering a rotation's previous
+		// secret (the user's Secret changes).
+		Expect(k8sClient.Delete(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "generated-signing"}})).To(Succeed())
+		second, err := signing.GenerateSecret()
+		Expect(err).NotTo(HaveOccurred())
+		userSecret.Data["signingSecret"] = second.Reveal()
+		Expect(k8sClient.Update(ctx, userSecret)).To(Succeed())
+
+		for _, key := range []client.ObjectKey{generated, referenced} {
+			Eventually(func(g Gomega) {
+				c := condition(g, key, hookv1.ConditionReady)
+				g.Expect(c.Reason).To(Equal(hookv1.ReasonNamespaceTerminating), c.Message)
+				g.Expect(c.Message).To(ContainSubstring("is being deleted"))
+			}).WithTimeout(20*time.Second).Should(Succeed(), key.Name)
+		}
+		var secrets corev1.SecretList
+		Expect(k8sClient.List(ctx, &secrets, client.InNamespace(ns))).To(Succeed())
+		for _, s := range secrets.Items {
+			Expect(s.Name).To(Equal("user-secret"), "a Secret was created in the terminating namespace")
+		}
+		Expect(errorLog.containing(ns)).To(BeEmpty(), "a terminating namespace was logged as an error")
+	})
+})

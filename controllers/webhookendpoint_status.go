@@ -75,7 +75,7 @@ func webhookEndpointStatus(ep *hookv1.WebhookEndpoint, f *endpointFacts, now tim
 		status.LastFailureTime = metaTime(st.LastFailureAt)
 		status.LastFailureReason = truncate(st.LastFailureReason, 256)
 		meta.SetStatusCondition(&status.Conditions, healthyCondition(&ep.Status, st, ep.Generation, now))
-		meta.SetStatusCondition(&status.Conditions, exhaustedCondition(ep.Name, d, ep.Generation, now))
+		meta.SetStatusCondition(&status.Conditions, exhaustedCondition(ep.Namespace, ep.Name, d, ep.Generation, now))
 		status.RecentExhausted = recentExhausted(d, now)
 	}
 	if !f.Incomplete {
@@ -166,7 +166,7 @@ func consecutiveFailures(prev *hookv1.WebhookEndpointStatus, failed, succeeded *
 
 // exhaustedCondition: True while unresolved exhausted deliveries exist,
 // naming how many, the oldest, and what to do about them.
-func exhaustedCondition(endpoint string, d *deliveryFacts, generation int64, now time.Time) metav1.Condition {
+func exhaustedCondition(namespace, endpoint string, d *deliveryFacts, generation int64, now time.Time) metav1.Condition {
 	c := metav1.Condition{Type: hookv1.ConditionDeliveriesExhausted, ObservedGeneration: generation, LastTransitionTime: metav1.NewTime(now)}
 	n := d.Stats.ExhaustedUnresolved
 	if n <= 0 {
@@ -187,10 +187,17 @@ func exhaustedCondition(endpoint string, d *deliveryFacts, generation int64, now
 		c.Message += fmt.Sprintf(": %s, %s (event %s of type %s), was exhausted at %s after %d attempts (%s)",
 			which, o.Delivery.ID, o.Delivery.EventID, o.EventType, formatTime(exhaustedAt(o)), o.Delivery.Attempts, o.Delivery.ExhaustReason)
 	}
-	c.Message += fmt.Sprintf(". To resolve them, create a DeliveryRecovery with action Auto, which retries where a retry is still possible and reissues the rest "+
-		"(kubectl apply -f recovery.yaml, with spec.endpointRef.name: %s and spec.action: Auto; see config/samples/deliveryrecovery_auto.yaml), "+
-		"or with action Dismiss to resolve them without resending", endpoint)
+	c.Message += ". To resolve them, create a DeliveryRecovery with action Auto, which retries where a retry is still possible and reissues the rest: " +
+		recoveryCommand(namespace, endpoint, hookv1.RecoveryModeAuto) + " (or with action Dismiss to resolve them without resending)"
 	return c
+}
+
+// recoveryCommand is a command an admin can paste to create a
+// DeliveryRecovery of the endpoint: the message is all they are sure to
+// have, so it carries the whole object, not a pointer to a file.
+func recoveryCommand(namespace, endpoint string, action hookv1.RecoveryMode) string {
+	return fmt.Sprintf(`echo '{"apiVersion":"hookkeeper.dev/v1alpha1","kind":"DeliveryRecovery","metadata":{"generateName":"%s-recovery-","namespace":"%s"},"spec":{"endpointRef":{"name":"%s"},"action":"%s"}}' | kubectl create -f -`,
+		endpoint, namespace, endpoint, action)
 }
 
 // recentExhausted renders the newest unresolved exhausted deliveries for

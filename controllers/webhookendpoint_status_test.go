@@ -3,6 +3,7 @@ package controllers
 import (
 	"encoding/json"
 	"fmt"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -212,13 +213,15 @@ func TestExhaustedCondition(t *testing.T) {
 			wantStatus: metav1.ConditionTrue, wantReason: hookv1.ReasonUnresolvedDeliveries,
 			wantMessage: []string{
 				"1042 exhausted deliveries are unresolved: the oldest, dlv_old",
-				"create a DeliveryRecovery with action Auto", "kubectl apply -f", "spec.endpointRef.name: orders", "Dismiss",
+				"create a DeliveryRecovery with action Auto",
+				`echo '{"apiVersion":"hookkeeper.dev/v1alpha1","kind":"DeliveryRecovery","metadata":{"generateName":"orders-recovery-","namespace":"shop"},"spec":{"endpointRef":{"name":"orders"},"action":"Auto"}}' | kubectl create -f -`,
+				"Dismiss",
 			},
 		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			c := exhaustedCondition("orders", &tt.facts, 1, statusNow)
+			c := exhaustedCondition("shop", "orders", &tt.facts, 1, statusNow)
 			if c.Type != hookv1.ConditionDeliveriesExhausted || c.Status != tt.wantStatus || c.Reason != tt.wantReason {
 				t.Errorf("DeliveriesExhausted = %s/%s, want %s/%s", c.Status, c.Reason, tt.wantStatus, tt.wantReason)
 			}
@@ -344,7 +347,7 @@ func TestAThousandExhaustionsMakeFewEvents(t *testing.T) {
 			events++
 		}
 		status.Deliveries.ExhaustedUnresolved = int64(i)
-		meta.SetStatusCondition(&status.Conditions, exhaustedCondition("ep", &deliveryFacts{Stats: ledger.EndpointStats{ExhaustedUnresolved: int64(i)}}, 1, now))
+		meta.SetStatusCondition(&status.Conditions, exhaustedCondition("ns", "ep", &deliveryFacts{Stats: ledger.EndpointStats{ExhaustedUnresolved: int64(i)}}, 1, now))
 	}
 	if events < 1 || events > 11 {
 		t.Errorf("%d Events for 1000 exhaustions over 10 minutes, want 1 and at most one a minute after", events)
@@ -407,5 +410,36 @@ func TestWebhookEndpointStatusKeepsWhatItCannotSee(t *testing.T) {
 	}
 	if ready := meta.FindStatusCondition(got.Conditions, hookv1.ConditionReady); ready == nil || ready.Reason != hookv1.ReasonInternalError {
 		t.Errorf("Ready = %+v, want InternalError", ready)
+	}
+}
+
+// TestStatusMessagesNameNoRepositoryFile: an admin reading a condition or
+// an Event has the cluster, not this repository; no message may send them
+// to one of its files.
+func TestStatusMessagesNameNoRepositoryFile(t *testing.T) {
+	repoPath := regexp.MustCompile(`\b(config|docs|hack|test|api|controllers|internal)/|\.(ya?ml|md|go)\b`)
+	oldest := exhausted("dlv_old", time.Hour)
+	var messages []string
+	for _, f := range []endpointFacts{
+		{PolicyName: "p", SecretName: "s", Registered: true, PreviousSecretUntil: statusNow.Add(time.Hour)},
+		{Problem: &problem{hookv1.ReasonSigningSecretInvalid, "bad"}},
+		{Problem: &problem{hookv1.ReasonDestinationForbidden, "forbidden"}, Registered: true},
+		{Problem: &problem{hookv1.ReasonRetryPolicyNotReady, "not ready"}, Registered: true, RegisteredPaused: true},
+		{Problem: &problem{hookv1.ReasonRetryPolicyNotReady, "not ready"}, Registered: true},
+		{SecretName: "s", Registered: true, Deliveries: &deliveryFacts{
+			Stats: ledger.EndpointStats{ExhaustedUnresolved: 7, LastFailureAt: at(0), LastFailureReason: "HTTP 503"}, Oldest: &oldest}},
+		{SecretName: "s", Registered: true, Deliveries: &deliveryFacts{
+			Stats: ledger.EndpointStats{ExhaustedUnresolved: 1, LastSuccessAt: at(0), LastFailureAt: at(-time.Minute)}, Oldest: &oldest}},
+	} {
+		ep := &hookv1.WebhookEndpoint{ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: "orders", Generation: 1}}
+		for _, c := range webhookEndpointStatus(ep, &f, statusNow).Conditions {
+			messages = append(messages, c.Message)
+		}
+	}
+	messages = append(messages, exhaustionNote(3, &oldest))
+	for _, m := range messages {
+		if p := repoPath.FindString(m); p != "" {
+			t.Errorf("message names a file of the repository (%q): %s", p, m)
+		}
 	}
 }

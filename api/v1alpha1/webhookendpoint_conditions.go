@@ -42,6 +42,11 @@ const (
 	// client refuses or alters its value. As for URLInvalid, the API server
 	// refuses these; the message names the header, never its value.
 	ReasonHeadersInvalid = "HeadersInvalid"
+	// ReasonNamespaceTerminating (Ready=False): the endpoint's namespace is
+	// being deleted and refuses new objects, so the operator does not
+	// re-create what the endpoint needs (its generated signing Secret); the
+	// endpoint goes with the namespace. Not an error.
+	ReasonNamespaceTerminating = "NamespaceTerminating"
 
 	// ReasonNoFailures (Healthy=True): no attempt to the endpoint failed.
 	ReasonNoFailures = "NoFailures"

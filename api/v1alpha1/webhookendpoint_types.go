@@ -310,9 +310,12 @@ type WebhookEndpointStatus struct {
 // +kubebuilder:validation:XValidation:rule="!has(self.spec.deadLetterRef) || self.spec.deadLetterRef.name != self.metadata.name",message="spec.deadLetterRef must name another endpoint: an endpoint cannot be its own dead-letter destination"
 // +kubebuilder:printcolumn:name="URL",type=string,JSONPath=`.spec.url`
 // +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
+// +kubebuilder:printcolumn:name="Healthy",type=string,priority=1,JSONPath=`.status.conditions[?(@.type=="Healthy")].status`
 // +kubebuilder:printcolumn:name="Pending",type=integer,JSONPath=`.status.deliveries.pending`
 // +kubebuilder:printcolumn:name="Exhausted",type=integer,JSONPath=`.status.deliveries.exhaustedUnresolved`
 // +kubebuilder:printcolumn:name="Last Success",type=date,JSONPath=`.status.lastSuccessTime`
+// +kubebuilder:printcolumn:name="Last Failure",type=string,priority=1,JSONPath=`.status.lastFailureReason`
+// +kubebuilder:printcolumn:name="Policy",type=string,priority=1,JSONPath=`.status.retryPolicyName`,description="The RetryPolicy in effect; empty for the operator's default policy"
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 type WebhookEndpoint struct {
 	metav1.TypeMeta `json:",inline"`

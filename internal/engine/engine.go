@@ -47,8 +47,17 @@ type Options struct {
 	// delivers to any address (unit tests and tools); the manager passes
 	// dispatch.NewGuardedSender with the operator's destination policy.
 	Sender Sender
-	// Owner identifies this process in leases; unique per process.
+	// Owner identifies this process in leases; unique per process. Set
+	// Instance instead to have it derived.
 	Owner string
+	// Instance is the identity of the replica this process runs as, stable
+	// across restarts of its process and never shared by two live
+	// processes (the manager uses the pod's UID). When set, the owner is
+	// ledger.OwnerOf(Instance, <random>), and Run first returns the leases
+	// of the instance's earlier processes to the pool: a process that
+	// crashed mid-attempt has its deliveries sent again at once instead of
+	// after their leases expire (docs/adr/0006).
+	Instance string
 	// Workers bounds the attempts in progress at once (default 128).
 	Workers int
 	// ClaimBatch bounds the deliveries claimed per query (default 128).
@@ -131,7 +140,12 @@ func New(opts Options) (*Engine, error) {
 	if opts.Sender == nil {
 		opts.Sender = dispatch.NewSender()
 	}
-	if opts.Owner == "" {
+	switch {
+	case opts.Instance != "" && opts.Owner != "":
+		return nil, errors.New("engine: set Owner or Instance, not both")
+	case opts.Instance != "":
+		opts.Owner = ledger.OwnerOf(opts.Instance, randomSuffix())
+	case opts.Owner == "":
 		opts.Owner = defaultOwner()
 	}
 	if opts.Workers <= 0 {
@@ -187,9 +201,13 @@ func New(opts Options) (*Engine, error) {
 
 func defaultOwner() string {
 	host, _ := os.Hostname()
+	return fmt.Sprintf("%s-%d-%s", host, os.Getpid(), randomSuffix())
+}
+
+func randomSuffix() string {
 	var b [4]byte
 	_, _ = rand.Read(b[:])
-	return fmt.Sprintf("%s-%d-%s", host, os.Getpid(), hex.EncodeToString(b[:]))
+	return hex.EncodeToString(b[:])
 }
 
 // Owner is this engine's lease owner identity.
@@ -239,6 +257,18 @@ func (e *Engine) Run(ctx context.Context) error {
 		return err
 	}
 	log := e.opts.Logger.WithValues("owner", e.opts.Owner)
+	if e.opts.Instance != "" {
+		n, err := e.store.LeasesReclaim(ctx, &ledger.LeasesReclaimParams{Instance: e.opts.Instance, Keep: e.opts.Owner})
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			return fmt.Errorf("reclaiming the leases of this instance's earlier processes: %w", err)
+		}
+		if n > 0 {
+			log.Info("returned the deliveries of this instance's earlier process to the pool", "deliveries", n)
+		}
+	}
 	log.Info("delivery engine started", "workers", e.opts.Workers)
 
 	// Attempts outlive ctx by up to ShutdownGrace: claiming stops at once,

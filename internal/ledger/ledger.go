@@ -82,6 +82,13 @@ type Store interface {
 	// without recording an attempt (used when a claimed delivery cannot be
 	// sent now: rate limit, in-flight limit, shutdown).
 	DeliveryRelease(ctx context.Context, params *DeliveryReleaseParams) error
+	// LeasesReclaim returns to scheduled, due as they were, the in-flight
+	// deliveries leased by earlier processes of Instance (owners
+	// OwnerOf(Instance, ...)) other than Keep, without waiting for their
+	// leases to expire, and returns how many. The caller vouches that no
+	// such process is still running (see docs/adr/0006). Like an expired
+	// lease, the interrupted attempt was never recorded.
+	LeasesReclaim(ctx context.Context, params *LeasesReclaimParams) (int, error)
 	// AttemptRecordMany records finished attempts and the resulting
 	// transitions in one transaction. For each item, in order: the delivery
 	// must be in_flight and leased by Owner (else that item fails with
@@ -410,6 +417,19 @@ type DeliveryReleaseParams struct {
 	DueAt      time.Time
 	Now        time.Time
 }
+
+// LeasesReclaimParams names the leases LeasesReclaim returns to the pool.
+type LeasesReclaimParams struct {
+	// Instance is the identity shared by the processes of one replica,
+	// one after the other; required.
+	Instance string
+	// Keep is the calling process's own owner, whose leases stay.
+	Keep string
+}
+
+// OwnerOf is the lease owner of a process of instance, told apart from the
+// instance's other processes by process.
+func OwnerOf(instance, process string) string { return instance + "/" + process }
 
 // Attempt is one HTTP request to an endpoint and what came back.
 type Attempt struct {

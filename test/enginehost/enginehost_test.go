@@ -162,6 +162,13 @@ func (r *countingReceiver) count(id string) int {
 
 func writeEndpoints(t *testing.T, url string, maxInFlight int) string {
 	t.Helper()
+	return writeEndpointsTimeout(t, url, maxInFlight, "2s")
+}
+
+// writeEndpointsTimeout writes the endpoints file with the given attempt
+// timeout.
+func writeEndpointsTimeout(t *testing.T, url string, maxInFlight int, timeout string) string {
+	t.Helper()
 	secret, err := signing.GenerateSecret()
 	if err != nil {
 		t.Fatal(err)
@@ -169,7 +176,7 @@ func writeEndpoints(t *testing.T, url string, maxInFlight int) string {
 	cfg := []map[string]any{{
 		"namespace": "crash", "name": "receiver", "url": url, "eventTypes": []string{"*"},
 		"secret": string(secret.Reveal()), "maxInFlight": maxInFlight, "maxAttempts": 20,
-		"delay": "50ms", "timeout": "2s",
+		"delay": "50ms", "timeout": timeout,
 	}}
 	data, _ := json.Marshal(cfg)
 	path := filepath.Join(t.TempDir(), "endpoints.json")
@@ -473,4 +480,76 @@ func pendingDeliveries(client *http.Client, addr string) (int, error) {
 		return -1, err
 	}
 	return len(list.Items), nil
+}
+
+// TestRestartResendsACrashedAttemptAtOnce kills the engine with SIGKILL
+// while an attempt is in progress and restarts it: the restarted process
+// reclaims its predecessor's lease and sends the delivery again at once.
+// The attempt timeout is 10 minutes, so waiting for the lease to expire
+// (10m15s) would fail the minute the test allows.
+func TestRestartResendsACrashedAttemptAtOnce(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		args func(t *testing.T) []string
+	}{
+		// The SQLite ledger: the file lock proves the previous process is
+		// gone, whatever its identity.
+		{"SQLite", func(t *testing.T) []string {
+			return []string{"--ledger", "sqlite://" + filepath.Join(t.TempDir(), "ledger.db")}
+		}},
+		// The PostgreSQL ledger: the same --instance (a pod's UID, across
+		// a container restart) reclaims its earlier process's leases.
+		{"PostgreSQL", func(t *testing.T) []string {
+			return []string{"--ledger", pgtest.DSN(t), "--pg-schema", pgtest.NewSchema(t), "--instance", "pod-uid-1"}
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			g := gomega.NewWithT(t)
+			// The receiver holds the first request until its connection
+			// dies with the engine; it answers every later one.
+			first := make(chan string, 1)
+			var requests atomic.Int64
+			var mu sync.Mutex
+			seen := map[string]int{}
+			rcv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+				id := req.Header.Get("webhook-id")
+				_, _ = io.Copy(io.Discard, req.Body)
+				mu.Lock()
+				seen[id]++
+				mu.Unlock()
+				if requests.Add(1) == 1 {
+					first <- id
+					<-req.Context().Done()
+					return
+				}
+				w.WriteHeader(http.StatusNoContent)
+			}))
+			t.Cleanup(rcv.Close)
+			args := append(tc.args(t), "--endpoints", writeEndpointsTimeout(t, rcv.URL, 1, "10m"), "--idle-wait", "50ms")
+
+			crashed := startHost(t, args...)
+			client := &http.Client{Timeout: 10 * time.Second}
+			id, err := publish(client, crashed.addr, "crash-me")
+			if err != nil {
+				t.Fatal(err)
+			}
+			select {
+			case got := <-first:
+				if got != id {
+					t.Fatalf("receiver got %s, want %s", got, id)
+				}
+			case <-time.After(30 * time.Second):
+				t.Fatal("the first attempt never reached the receiver")
+			}
+			crashed.kill(t)
+
+			restarted := startHost(t, args...)
+			count := func() int { mu.Lock(); defer mu.Unlock(); return seen[id] }
+			g.Eventually(count).WithTimeout(time.Minute).WithPolling(50*time.Millisecond).Should(gomega.Equal(2),
+				"the restarted engine did not resend the crashed attempt before its lease would expire")
+			g.Eventually(func() (int, error) { return pendingDeliveries(client, restarted.addr) }).
+				WithTimeout(time.Minute).WithPolling(50 * time.Millisecond).Should(gomega.BeZero())
+			restarted.stop(t)
+		})
+	}
 }

@@ -72,6 +72,7 @@ func main() {
 	flag.DurationVar(&o.readHeaderTimeout, "api-read-header-timeout", ingest.ServerReadHeaderTimeout, "how long the API waits for a request's headers")
 	flag.IntVar(&o.maxConnections, "api-max-connections", ingest.DefaultMaxConnections, "most connections the API holds open")
 	flag.DurationVar(&clockOffset, "clock-offset", 0, "shift the engine's and the API's clock by this much (tests use it to start at a chosen time)")
+	flag.StringVar(&o.instance, "instance", "", "identity of this replica across restarts (the manager's --instance); its earlier processes' leases are reclaimed at start")
 	flag.Parse()
 	allowed, err := destination.ParseCIDRs(allowedDestinations)
 	if err != nil {
@@ -103,13 +104,13 @@ func (o offsetClock) Now() time.Time { return time.Now().Add(time.Duration(o)) }
 
 // hostOptions are enginehost's settings, from its flags.
 type hostOptions struct {
-	ledger, pgSchema, listen, token, endpointsFile string
-	workers                                        int
-	leaseMargin, idleWait, readHeaderTimeout       time.Duration
-	maxConnections                                 int
-	verbose                                        bool
-	sender                                         engine.Sender
-	clock                                          offsetClock
+	ledger, pgSchema, listen, token, endpointsFile, instance string
+	workers                                                  int
+	leaseMargin, idleWait, readHeaderTimeout                 time.Duration
+	maxConnections                                           int
+	verbose                                                  bool
+	sender                                                   engine.Sender
+	clock                                                    offsetClock
 }
 
 func run(o hostOptions) error {
@@ -137,7 +138,7 @@ func run(o hostOptions) error {
 
 	reg := prometheus.NewRegistry()
 	metrics := engine.NewMetrics(reg, store)
-	eng, err := engine.New(engine.Options{Store: store, Sender: o.sender, Workers: o.workers, LeaseMargin: o.leaseMargin, IdleWait: o.idleWait, Logger: log, Metrics: metrics, Clock: o.clock})
+	eng, err := engine.New(engine.Options{Store: store, Sender: o.sender, Instance: o.instance, Workers: o.workers, LeaseMargin: o.leaseMargin, IdleWait: o.idleWait, Logger: log, Metrics: metrics, Clock: o.clock})
 	if err != nil {
 		return err
 	}

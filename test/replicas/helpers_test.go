@@ -164,6 +164,29 @@ func (r *replica) leads(g Gomega) bool {
 	return v == 1
 }
 
+// logSize is how many bytes a replica's log has now.
+func logSize(path string) int64 {
+	GinkgoHelper()
+	fi, err := os.Stat(path)
+	Expect(err).NotTo(HaveOccurred())
+	return fi.Size()
+}
+
+// errorLines are the lines of a replica's log from offset on that are at
+// error level (--zap-devel writes "<time>\tERROR\t<logger>\t<message>").
+func errorLines(path string, offset int64) []string {
+	GinkgoHelper()
+	data, err := os.ReadFile(path)
+	Expect(err).NotTo(HaveOccurred())
+	var out []string
+	for _, line := range strings.Split(string(data[offset:]), "\n") {
+		if strings.Contains(line, "\tERROR\t") || strings.Contains(line, "leader election lost") {
+			out = append(out, line)
+		}
+	}
+	return out
+}
+
 // leaseHolder is the Lease's spec.holderIdentity ("" when released).
 func leaseHolder() (string, error) {
 	return runKubectl("", "get", "lease", "-n", leaseNamespace, leaseName, "-o", "jsonpath={.spec.holderIdentity}")

@@ -193,8 +193,13 @@ var _ = Describe("Replicas on one PostgreSQL ledger", Ordered, func() {
 
 		By("SIGTERM to the leader " + leader.name + ": a clean exit that releases the Lease")
 		start := time.Now()
+		before := logSize(leader.logPath)
 		Expect(leader.stop()).To(Succeed(), "%s's exit status after SIGTERM", leader.name)
 		stopped := time.Since(start)
+		// A stop that was asked for is no error: nothing the leader logged
+		// from the SIGTERM on is at error level (controller-runtime reports
+		// the Lease it releases as "leader election lost").
+		Expect(errorLines(leader.logPath, before)).To(BeEmpty(), "%s logged errors while stopping", leader.name)
 		// LeaderElectionReleaseOnCancel: the Lease is let go before the
 		// process exits, so it no longer names the old leader now.
 		h, err := leaseHolder()

@@ -174,6 +174,47 @@ func exerciseClaim(t *testing.T, newStore func(t *testing.T) ledger.Store) {
 			}
 			f.wantCounts("shop/all", counts{InFlight: 1})
 		},
+		"LeasesReclaimReturnsAnInstancesEarlierLeases": func(t *testing.T, f *fixture) {
+			// Processes of instance "pod-a" (one crashed, "1", one current,
+			// "2"), of "pod-a2" (a longer instance sharing the prefix) and of
+			// "pod-b" hold a lease each; the current process of pod-a
+			// reclaims: only the crashed process's delivery returns to the
+			// pool, at once, due as it was.
+			f.upsert(endpoint("shop", "all", "*"), t0)
+			owners := []string{ledger.OwnerOf("pod-a", "1"), ledger.OwnerOf("pod-a", "2"), ledger.OwnerOf("pod-a2", "1"), ledger.OwnerOf("pod-b", "1")}
+			ids := map[string]string{}
+			for i, owner := range owners {
+				id := f.publish("shop", "order.created", at(time.Duration(i)*time.Millisecond)).Deliveries[0].ID
+				wantEqual(t, "claimed by "+owner, claimedIDs(f.claim(owner, at(time.Second), time.Hour, 1)), []string{id})
+				ids[owner] = id
+			}
+			crashed, current := owners[0], owners[1]
+			n, err := f.s.LeasesReclaim(f.ctx, &ledger.LeasesReclaimParams{Instance: "pod-a", Keep: current})
+			if err != nil || n != 1 {
+				t.Fatalf("LeasesReclaim = %d, %v; want 1", n, err)
+			}
+			d := f.delivery(ids[crashed])
+			if d.State != ledger.StateScheduled || !d.DueAt.Equal(t0) || d.LeaseOwner != "" || d.LeaseUntil != nil || d.Attempts != 0 {
+				t.Fatalf("reclaimed delivery: %+v", d)
+			}
+			for _, owner := range owners[1:] {
+				if d := f.delivery(ids[owner]); d.State != ledger.StateInFlight || d.LeaseOwner != owner {
+					t.Fatalf("the lease of %s was reclaimed too: %+v", owner, d)
+				}
+			}
+			f.wantCounts("shop/all", counts{Pending: 1, InFlight: 3})
+			// Claimable long before the lease would have expired; the crashed
+			// process can no longer record.
+			wantEqual(t, "claimed again at once", claimedIDs(f.claim(current, at(2*time.Second), time.Hour, 10)), []string{ids[crashed]})
+			res := f.record(attempt(ids[crashed], crashed, at(3*time.Second), 200, ledger.Next{State: ledger.StateDelivered}))
+			wantErr(t, "record by the crashed process", res.Err, ledger.ErrLeaseLost)
+			if n, err := f.s.LeasesReclaim(f.ctx, &ledger.LeasesReclaimParams{Instance: "pod-a", Keep: current}); err != nil || n != 0 {
+				t.Fatalf("second LeasesReclaim = %d, %v; want 0", n, err)
+			}
+			if _, err := f.s.LeasesReclaim(f.ctx, &ledger.LeasesReclaimParams{Keep: current}); err == nil {
+				t.Fatal("LeasesReclaim without an instance succeeded")
+			}
+		},
 		"ExpiredLeaseOrdersWithScheduled": func(t *testing.T, f *fixture) {
 			f.upsert(endpoint("shop", "all", "*"), t0)
 			first := f.publish("shop", "order.created", t0).Deliveries[0].ID

@@ -123,6 +123,40 @@ func (s *Store) DeliveryRelease(ctx context.Context, params *ledger.DeliveryRele
 	})
 }
 
+// LeasesReclaim implements ledger.Store.
+func (s *Store) LeasesReclaim(ctx context.Context, params *ledger.LeasesReclaimParams) (int, error) {
+	if params == nil || params.Instance == "" {
+		return 0, errors.New("reclaim leases: an instance is required")
+	}
+	n := 0
+	err := s.tx(ctx, "reclaim the leases of instance "+params.Instance, func(tx pgx.Tx) error {
+		n = 0
+		// starts_with, not LIKE: an instance may contain % or _.
+		rows, err := tx.Query(ctx, `
+			UPDATE deliveries SET state = 'scheduled', lease_owner = '', lease_until = NULL
+			WHERE state = 'in_flight' AND starts_with(lease_owner, $1) AND lease_owner <> $2
+			RETURNING endpoint_id`, ledger.OwnerOf(params.Instance, ""), params.Keep)
+		if err != nil {
+			return err
+		}
+		delta := statsDelta{}
+		for rows.Next() {
+			var endpointID string
+			if err := rows.Scan(&endpointID); err != nil {
+				rows.Close()
+				return err
+			}
+			delta.move(endpointID, ledger.StateInFlight, ledger.ResolutionNone, ledger.StateScheduled, ledger.ResolutionNone)
+			n++
+		}
+		if err := rows.Err(); err != nil {
+			return err
+		}
+		return delta.apply(ctx, tx)
+	})
+	return n, err
+}
+
 // leaseLostOrMissing says why a lease holder's update matched no row.
 func leaseLostOrMissing(ctx context.Context, tx pgx.Tx, id, owner string) error {
 	var state, holder string

@@ -257,6 +257,67 @@ func (s *Store) DeliveryRelease(ctx context.Context, p *ledger.DeliveryReleasePa
 	})
 }
 
+// LeasesReclaim implements ledger.Store.
+func (s *Store) LeasesReclaim(ctx context.Context, p *ledger.LeasesReclaimParams) (int, error) {
+	if p == nil || p.Instance == "" {
+		return 0, errors.New("reclaim leases: an instance is required")
+	}
+	prefix := ledger.OwnerOf(p.Instance, "")
+	return s.reclaim(ctx, "reclaim the leases of instance "+p.Instance, func(owner string) bool {
+		return strings.HasPrefix(owner, prefix) && owner != p.Keep
+	})
+}
+
+// reclaimAll returns every in-flight delivery to scheduled: at Open, where
+// the file lock proves that every lease belongs to a process that is gone.
+func (s *Store) reclaimAll(ctx context.Context) (int, error) {
+	return s.reclaim(ctx, "reclaim the leases of earlier processes", func(string) bool { return true })
+}
+
+// reclaim returns the in-flight deliveries whose owner matches to
+// scheduled, due as they were. In-flight deliveries are few (bounded by
+// the workers of the processes that held them), so they are read whole.
+func (s *Store) reclaim(ctx context.Context, op string, match func(owner string) bool) (int, error) {
+	n := 0
+	err := s.write(ctx, op, func(t *wtx) error {
+		n = 0
+		rows, err := t.tx.QueryContext(t.ctx, `SELECT id, endpoint_id, lease_owner FROM deliveries WHERE state = 'in_flight'`)
+		if err != nil {
+			return translate(op, err)
+		}
+		var ids []string
+		ds := deltas{}
+		for rows.Next() {
+			var id, endpoint, owner string
+			if err := rows.Scan(&id, &endpoint, &owner); err != nil {
+				_ = rows.Close()
+				return translate(op, err)
+			}
+			if match(owner) {
+				ids = append(ids, id)
+				ds.get(endpoint).move(ledger.StateInFlight, ledger.StateScheduled)
+			}
+		}
+		if err := rows.Close(); err != nil {
+			return translate(op, err)
+		}
+		if len(ids) == 0 {
+			return nil
+		}
+		idsJSON, err := json.Marshal(ids)
+		if err != nil {
+			return fmt.Errorf("%s: %w", op, err)
+		}
+		if _, err := t.tx.ExecContext(t.ctx, `UPDATE deliveries SET state = 'scheduled', lease_owner = '', lease_until = NULL
+			WHERE state = 'in_flight' AND id IN (SELECT value FROM json_each(?1))`, string(idsJSON)); err != nil {
+			return translate(op, err)
+		}
+		n = len(ids)
+		return ds.apply(t, s.ws.statsApply)
+	})
+	return n, err
+}
+
 // leaseLost explains why a lease-guarded update matched no row: the
 // delivery does not exist, or owner does not hold its lease.
 func (s *Store) leaseLost(t *wtx, op, id, owner string) error {

@@ -126,6 +126,12 @@ func Open(ctx context.Context, path string, opts ...Option) (*Store, error) {
 		_ = s.Close()
 		return nil, fmt.Errorf("open ledger %s: %w", abs, err)
 	}
+	// The lock is ours, so every process that leased a delivery is gone:
+	// its deliveries are sent again now rather than when the leases expire.
+	if _, err := s.reclaimAll(ctx); err != nil {
+		_ = s.Close()
+		return nil, fmt.Errorf("open ledger %s: %w", abs, err)
+	}
 	return s, nil
 }
 

@@ -6,6 +6,9 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/hookkeeper/hookkeeper/internal/ledger"
 )
 
 // latestMigration is the highest version among the embedded migrations.
@@ -72,5 +75,60 @@ func TestOpenConfiguresConnections(t *testing.T) {
 func TestOpenRejectsUnknownSynchronous(t *testing.T) {
 	if _, err := Open(t.Context(), filepath.Join(t.TempDir(), "ledger.db"), WithSynchronous("SOMETIMES")); err == nil {
 		t.Fatal("Open accepted synchronous=SOMETIMES")
+	}
+}
+
+// TestOpenReclaimsEveryLease: the file lock proves that whoever leased a
+// delivery before Open is gone, so Open returns every in-flight delivery to
+// the pool at once, whatever its owner and however long its lease.
+func TestOpenReclaimsEveryLease(t *testing.T) {
+	ctx := t.Context()
+	path := filepath.Join(t.TempDir(), "ledger.db")
+	s, err := Open(ctx, path)
+	if err != nil {
+		t.Fatalf("Open: %v", err)
+	}
+	now := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+	ep := ledger.Endpoint{ID: "shop/all", Namespace: "shop", Name: "all", URL: "https://receiver.example/all",
+		EventTypes: []string{"*"}, Secrets: []ledger.SigningSecret{{Value: ledger.Sensitive("whsec_all")}}, AckMode: ledger.AckResponse}
+	if _, err := s.EndpointUpsert(ctx, &ledger.EndpointUpsertParams{Endpoint: ep, Now: now}); err != nil {
+		t.Fatalf("EndpointUpsert: %v", err)
+	}
+	var ids []string
+	for i, owner := range []string{"host-1-aa", ledger.OwnerOf("pod", "1")} {
+		data := []byte(`{"n":` + strconv.Itoa(i) + `}`)
+		res, err := s.EventInsertMany(ctx, []*ledger.EventInsertParams{{ID: ledger.NewID("evt", now), Namespace: "shop", Type: "order.created",
+			Data: data, BodyHash: data, Now: now}})
+		if err != nil || res[0].Err != nil {
+			t.Fatalf("EventInsertMany: %v, %v", err, res[0].Err)
+		}
+		got, err := s.DeliveryClaim(ctx, &ledger.DeliveryClaimParams{Owner: owner, Now: now, LeaseFor: time.Hour, Limit: 1})
+		if err != nil || len(got) != 1 {
+			t.Fatalf("DeliveryClaim: %v, %d", err, len(got))
+		}
+		ids = append(ids, got[0].Delivery.ID)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatalf("Close: %v", err)
+	}
+
+	s, err = Open(ctx, path)
+	if err != nil {
+		t.Fatalf("reopen: %v", err)
+	}
+	defer s.Close()
+	for _, id := range ids {
+		d, err := s.DeliveryGet(ctx, id)
+		if err != nil || d.State != ledger.StateScheduled || d.LeaseOwner != "" || d.LeaseUntil != nil || !d.DueAt.Equal(now) {
+			t.Fatalf("after reopening, delivery %s: %+v, %v", id, d, err)
+		}
+	}
+	st, err := s.EndpointStats(ctx, "shop/all")
+	if err != nil || st.Pending != 2 || st.InFlight != 0 {
+		t.Fatalf("stats after reopening: %+v, %v", st, err)
+	}
+	got, err := s.DeliveryClaim(ctx, &ledger.DeliveryClaimParams{Owner: "next", Now: now.Add(time.Second), LeaseFor: time.Hour, Limit: 10})
+	if err != nil || len(got) != 2 {
+		t.Fatalf("claim after reopening, long before the leases end: %d, %v; want 2", len(got), err)
 	}
 }
