@@ -48,7 +48,7 @@ const (
 // in the ledger is its namespace and name (ledger.RecoveryOperationKey),
 // and every effect is keyed by it and the delivery, so a restart, a
 // repeated reconcile, or the object deleted and applied again never
-// retries or reissues twice (docs/adr/0006). The deliveries it considers
+// retries or reissues twice (docs/adr/0007). The deliveries it considers
 // are those exhausted before the operation's first start, recorded in the
 // ledger before anything is applied, so every later reconcile sees the
 // same set. It waits, without failing, for an endpoint that does not exist

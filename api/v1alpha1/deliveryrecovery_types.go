@@ -248,7 +248,7 @@ type DeliveryRecoveryStatus struct {
 
 	// startTime is when the operation first started: it considers only
 	// deliveries exhausted before it. A DeliveryRecovery applied again
-	// under the same name reports the earlier start (docs/adr/0006).
+	// under the same name reports the earlier start (docs/adr/0007).
 	// +optional
 	// +kubebuilder:validation:Type=string
 	// +kubebuilder:validation:Format=date-time
@@ -268,7 +268,7 @@ type DeliveryRecoveryStatus struct {
 // DeliveryRecovery is a one-shot operation, like a Job, that resolves the
 // unresolved exhausted deliveries of an endpoint. Its effects are keyed by
 // its namespace and name, so it never retries or reissues twice, not even
-// when it is deleted and applied again (docs/adr/0006).
+// when it is deleted and applied again (docs/adr/0007).
 // +kubebuilder:object:root=true
 // +kubebuilder:subresource:status
 // +kubebuilder:resource:shortName=drec,categories=hookkeeper

@@ -56,7 +56,7 @@ type Options struct {
 	// ledger.OwnerOf(Instance, <random>), and Run first returns the leases
 	// of the instance's earlier processes to the pool: a process that
 	// crashed mid-attempt has its deliveries sent again at once instead of
-	// after their leases expire (docs/adr/0006).
+	// after their leases expire (docs/adr/0008).
 	Instance string
 	// Workers bounds the attempts in progress at once (default 128).
 	Workers int

@@ -86,7 +86,7 @@ type Store interface {
 	// deliveries leased by earlier processes of Instance (owners
 	// OwnerOf(Instance, ...)) other than Keep, without waiting for their
 	// leases to expire, and returns how many. The caller vouches that no
-	// such process is still running (see docs/adr/0006). Like an expired
+	// such process is still running (see docs/adr/0008). Like an expired
 	// lease, the interrupted attempt was never recorded.
 	LeasesReclaim(ctx context.Context, params *LeasesReclaimParams) (int, error)
 	// AttemptRecordMany records finished attempts and the resulting

@@ -232,7 +232,7 @@ func ValidateRecoveryOperation(p *RecoveryOperationParams) error {
 // RecoveryOperationKey is the ledger identity of the DeliveryRecovery
 // named name in namespace: its name, not its UID, so that deleting the
 // object and applying it again (a TTL followed by a GitOps sync) finds the
-// same operation and acts no second time. See docs/adr/0006.
+// same operation and acts no second time. See docs/adr/0007.
 func RecoveryOperationKey(namespace, name string) string {
 	return "drec:" + namespace + "/" + name
 }

@@ -17,7 +17,7 @@ import (
 // A DeliveryRecovery that GitOps can own: applied in one go with the
 // endpoint it names, it waits for the endpoint instead of failing; deleted
 // and applied again from the same manifest, it reports its first outcome
-// and resends nothing (docs/adr/0006-recovery-identity.md).
+// and resends nothing (docs/adr/0007-recovery-identity.md).
 var _ = Describe("DeliveryRecovery under GitOps", func() {
 	It("applied with the samples in one kubectl apply, waits for its endpoint and then runs", func() {
 		ns := useNamespace("e2e-recovery-samples")
