@@ -129,7 +129,8 @@ func main() {
 	}
 
 	if err := (&controllers.RetryPolicyReconciler{
-		Client: mgr.GetClient(),
+		Client:   mgr.GetClient(),
+		Recorder: mgr.GetEventRecorder("hookkeeper-retrypolicy"),
 	}).SetupWithManager(mgr); err != nil {
 		setupLog.Error(err, "unable to create controller", "controller", "RetryPolicy")
 		os.Exit(1)
@@ -167,8 +168,9 @@ func main() {
 		os.Exit(1)
 	}
 	if err := (&controllers.DeliveryRecoveryReconciler{
-		Client: mgr.GetClient(),
-		Engine: eng,
+		Client:   mgr.GetClient(),
+		Engine:   eng,
+		Recorder: mgr.GetEventRecorder("hookkeeper-deliveryrecovery"),
 	}).SetupWithManager(mgr); err != nil {
 		setupLog.Error(err, "unable to create controller", "controller", "DeliveryRecovery")
 		os.Exit(1)

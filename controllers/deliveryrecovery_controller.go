@@ -9,6 +9,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/events"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
@@ -59,6 +60,8 @@ type DeliveryRecoveryReconciler struct {
 	Clock  clock.PassiveClock
 	// FollowInterval paces a running recovery (default 2s).
 	FollowInterval time.Duration
+	// Recorder announces a recovery that cannot be decoded (InvalidSpec).
+	Recorder events.EventRecorder
 }
 
 func (r *DeliveryRecoveryReconciler) now() time.Time {
@@ -284,11 +287,13 @@ func (r *DeliveryRecoveryReconciler) refuseUndecodable(ctx context.Context, rec 
 		failed.Status == metav1.ConditionTrue && failed.Reason == hookv1.ReasonInvalidSpec {
 		return nil
 	}
+	announceInvalidSpec(r.Recorder, rec, err)
 	before := rec.DeepCopy()
 	setRecoveryConditions(&rec.Status, rec.Generation, hookv1.RecoveryFailed, hookv1.ReasonInvalidSpec, conditionMessage(err), now)
 	rec.Status.ObservedGeneration = rec.Generation
-	if err := patchStatus(ctx, r.Client, before, rec, func(d *hookv1.DeliveryRecovery) any { return d.Status }); err != nil && !apierrors.IsNotFound(err) {
-		return err
+	if werr := patchStatus(ctx, r.Client, before, rec, func(d *hookv1.DeliveryRecovery) any { return d.Status }); werr != nil &&
+		!apierrors.IsNotFound(werr) && !statusRefusedForInvalidSpec(ctx, werr, err) {
+		return werr
 	}
 	return nil
 }

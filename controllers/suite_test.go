@@ -133,7 +133,7 @@ var _ = BeforeSuite(func() {
 		HealthProbeBindAddress: "0",
 	})
 	Expect(err).NotTo(HaveOccurred())
-	Expect((&RetryPolicyReconciler{Client: mgr.GetClient()}).SetupWithManager(mgr)).To(Succeed())
+	Expect((&RetryPolicyReconciler{Client: mgr.GetClient(), Recorder: mgr.GetEventRecorder("hookkeeper-retrypolicy")}).SetupWithManager(mgr)).To(Succeed())
 
 	ledgerDir, err = os.MkdirTemp("", "hookkeeper-controllers-")
 	Expect(err).NotTo(HaveOccurred())
@@ -168,7 +168,7 @@ var _ = BeforeSuite(func() {
 		Destinations:  destinations,
 	}).SetupWithManager(mgr)).To(Succeed())
 
-	Expect((&DeliveryRecoveryReconciler{Client: mgr.GetClient(), Engine: eng, FollowInterval: 200 * time.Millisecond}).SetupWithManager(mgr)).To(Succeed())
+	Expect((&DeliveryRecoveryReconciler{Client: mgr.GetClient(), Engine: eng, FollowInterval: 200 * time.Millisecond, Recorder: mgr.GetEventRecorder("hookkeeper-deliveryrecovery")}).SetupWithManager(mgr)).To(Succeed())
 
 	go func() {
 		defer GinkgoRecover()

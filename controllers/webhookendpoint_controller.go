@@ -137,11 +137,12 @@ func (r *WebhookEndpointReconciler) reconcile(ctx context.Context, req ctrl.Requ
 	}
 
 	now := r.now()
+	announceInvalidSpec(r.Recorder, &ep, ep.DecodeError())
 	before := ep.DeepCopy()
 	facts, gatherErr := r.gather(ctx, &ep, now)
 	ep.Status = webhookEndpointStatus(&ep, facts, now)
 	if err := patchStatus(ctx, r.Client, before, &ep, func(e *hookv1.WebhookEndpoint) any { return e.Status }); err != nil {
-		if apierrors.IsNotFound(err) {
+		if apierrors.IsNotFound(err) || statusRefusedForInvalidSpec(ctx, err, ep.DecodeError()) {
 			return ctrl.Result{}, nil
 		}
 		return ctrl.Result{}, errors.Join(gatherErr, err)
