@@ -26,6 +26,7 @@ import (
 	"github.com/hookkeeper/hookkeeper/internal/engine"
 	"github.com/hookkeeper/hookkeeper/internal/ledger"
 	"github.com/hookkeeper/hookkeeper/internal/ledger/ledgerstore"
+	"github.com/hookkeeper/hookkeeper/internal/servingcert"
 )
 
 var (
@@ -56,6 +57,8 @@ func main() {
 	flag.StringVar(&ledgerFlag, "ledger", "sqlite://hookkeeper-ledger.db", "Where the delivery ledger lives: sqlite://<path> (embedded, one replica) or postgres://<dsn> (shared, several replicas).")
 	var apiFlags apiOptions // the HTTP API: address, authentication, TLS (cmd/api.go)
 	apiFlags.bindFlags(flag.CommandLine)
+	var certFlags servingCertOptions // the self-provisioned serving certificate (cmd/servingcert.go)
+	certFlags.bindFlags(flag.CommandLine)
 	flag.IntVar(&workers, "workers", 128, "Delivery attempts in progress at once, per replica.")
 	flag.DurationVar(&statusResync, "endpoint-status-resync", 0, "How often every WebhookEndpoint's counters are refreshed from the ledger (0: 30s to 60s, jittered); exhaustions are shown at once regardless.")
 	var destFlags destinationFlags
@@ -65,6 +68,7 @@ func main() {
 	flag.Parse()
 
 	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&opts)))
+	apiFlags.provisioned = certFlags.enabled()
 	if err := apiFlags.validate(); err != nil {
 		setupLog.Error(err, "invalid HTTP API flags")
 		os.Exit(2)
@@ -171,8 +175,21 @@ func main() {
 		setupLog.Error(err, "unable to add the delivery engine")
 		os.Exit(1)
 	}
+	// The serving certificate: the HTTP API takes it through GetCertificate,
+	// the aggregated API server as a dynamiccertificates.CertKeyContentProvider.
+	var servingCert *servingcert.Provisioner
+	if certFlags.enabled() {
+		if servingCert, err = certFlags.setup(mgr); err != nil {
+			setupLog.Error(err, "unable to set up the serving certificate")
+			os.Exit(2)
+		}
+	}
 	if apiFlags.enabled() {
-		api, err := apiServer(apiFlags, mgr.GetConfig(), eng, store)
+		var certs certificateSource
+		if servingCert != nil {
+			certs = servingCert
+		}
+		api, err := apiServer(apiFlags, mgr.GetConfig(), eng, store, certs)
 		if err != nil {
 			setupLog.Error(err, "unable to set up the HTTP API")
 			os.Exit(1)
