@@ -175,7 +175,7 @@ func (o *apiOptions) tlsConfig(log logr.Logger, provisioned certificateSource) (
 	case o.certFile != "":
 		cw, err := certwatcher.New(o.certFile, o.keyFile)
 		if err != nil {
-			return nil, nil, fmt.Errorf("loading the API's certificate (--api-tls-cert-file, --api-tls-key-file; in the Deployment, the Secret hookkeeper-api-tls): %w", err)
+			return nil, nil, fmt.Errorf("loading the API's certificate (--api-tls-cert-file, --api-tls-key-file: is the Secret with your certificate mounted there?): %w", err)
 		}
 		cfg.GetCertificate = cw.GetCertificate
 		return cfg, cw, nil

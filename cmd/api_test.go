@@ -154,7 +154,7 @@ func TestAPICertificateFilesMustExist(t *testing.T) {
 	dir := t.TempDir()
 	o := apiOptions{addr: ":8090", auth: apiAuthKubernetes, certFile: filepath.Join(dir, "tls.crt"), keyFile: filepath.Join(dir, "tls.key")}
 	_, _, err := o.tlsConfig(logr.Discard(), nil)
-	if err == nil || !strings.Contains(err.Error(), "hookkeeper-api-tls") {
+	if err == nil || !strings.Contains(err.Error(), "--api-tls-cert-file") {
 		t.Errorf("missing certificate files: %v", err)
 	}
 }
