@@ -305,3 +305,54 @@ func countCerts(bundle []byte) int {
 }
 
 func base64Decode(s string) ([]byte, error) { return base64.StdEncoding.DecodeString(s) }
+
+// TestReplicasReloadAnotherReplicasRotation: a replica whose own clock
+// says nothing is due still serves, without restart, the certificate that
+// another replica rotated: it watches the Secret.
+func TestReplicasReloadAnotherReplicasRotation(t *testing.T) {
+	cfg := controlPlane(t)
+	ctx, cancel := context.WithCancel(t.Context())
+	t.Cleanup(cancel)
+	start := time.Now()
+	clkA, clkB := clocktesting.NewFakeClock(start), clocktesting.NewFakeClock(start)
+	a := startReplica(t, ctx, cfg, clkA, "replica-a")
+	b := startReplica(t, ctx, cfg, clkB, "replica-b")
+
+	servedBy := func(r replica) (*x509.Certificate, error) {
+		return servedCertificate(r.srv.URL, r.p.CurrentCABundleContent(), clkA.Now)
+	}
+	var first *x509.Certificate
+	eventually(t, "both replicas serve one certificate", func() error {
+		ca, err := servedBy(a)
+		if err != nil {
+			return err
+		}
+		cb, err := servedBy(b)
+		if err != nil {
+			return err
+		}
+		if ca.SerialNumber.Cmp(cb.SerialNumber) != 0 {
+			return fmt.Errorf("replicas serve different certificates")
+		}
+		first = ca
+		return nil
+	})
+	clkA.Step(2*time.Hour + time.Minute) // only replica A sees the certificate due
+	eventually(t, "replica B serves the certificate replica A rotated", func() error {
+		ca, err := servedBy(a)
+		if err != nil {
+			return err
+		}
+		cb, err := servedBy(b)
+		if err != nil {
+			return err
+		}
+		if ca.SerialNumber.Cmp(first.SerialNumber) == 0 {
+			return fmt.Errorf("replica A has not rotated")
+		}
+		if cb.SerialNumber.Cmp(ca.SerialNumber) != 0 {
+			return fmt.Errorf("replica B still serves another certificate")
+		}
+		return nil
+	})
+}
