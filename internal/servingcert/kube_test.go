@@ -9,10 +9,12 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/go-logr/logr/funcr"
 	"github.com/go-logr/logr/testr"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -354,5 +356,96 @@ func TestReplicasReloadAnotherReplicasRotation(t *testing.T) {
 			return fmt.Errorf("replica B still serves another certificate")
 		}
 		return nil
+	})
+}
+
+// TestSecretOwnership: a deleted Secret is made again and its new
+// certificate served at once; a Secret of that name that the manager did
+// not make is left alone, and nothing from it is served.
+func TestSecretOwnership(t *testing.T) {
+	cfg := controlPlane(t)
+	cs := kubernetes.NewForConfigOrDie(cfg)
+	ctx, cancel := context.WithCancel(t.Context())
+	t.Cleanup(cancel)
+
+	t.Run("deleted", func(t *testing.T) {
+		rctx, stop := context.WithCancel(ctx)
+		r := startReplica(t, rctx, cfg, nil, "replica")
+		t.Cleanup(stop) // before startReplica's cleanup waits for it to end
+		var first *corev1.Secret
+		eventually(t, "the Secret is made and served", func() error {
+			var err error
+			if first, err = cs.CoreV1().Secrets(namespace).Get(ctx, secretName, metav1.GetOptions{}); err != nil {
+				return err
+			}
+			if cert, _ := r.p.CurrentCertKeyContent(); string(cert) != string(first.Data[servingcert.KeyCert]) {
+				return fmt.Errorf("not served yet")
+			}
+			return nil
+		})
+		if err := cs.CoreV1().Secrets(namespace).Delete(ctx, secretName, metav1.DeleteOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		eventually(t, "a new Secret is made and served", func() error {
+			s, err := cs.CoreV1().Secrets(namespace).Get(ctx, secretName, metav1.GetOptions{})
+			if err != nil {
+				return err
+			}
+			if s.UID == first.UID || string(s.Data[servingcert.KeyCABundle]) == string(first.Data[servingcert.KeyCABundle]) {
+				return fmt.Errorf("still the first Secret")
+			}
+			if _, err := servedCertificate(r.srv.URL, s.Data[servingcert.KeyCABundle], time.Now); err != nil {
+				return fmt.Errorf("a client trusting the new bundle: %w", err)
+			}
+			return nil
+		})
+	})
+
+	t.Run("not ours", func(t *testing.T) {
+		const other = "hand-made"
+		foreign := &corev1.Secret{
+			ObjectMeta: metav1.ObjectMeta{Name: other, Namespace: namespace},
+			Type:       corev1.SecretTypeOpaque,
+			Data:       map[string][]byte{"tls.crt": []byte("mine")},
+		}
+		if _, err := cs.CoreV1().Secrets(namespace).Create(ctx, foreign, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		refused := make(chan struct{})
+		var once sync.Once
+		log := funcr.New(func(prefix, args string) {
+			t.Log(prefix, args)
+			if strings.Contains(args, "was not made by hookkeeper") {
+				once.Do(func() { close(refused) })
+			}
+		}, funcr.Options{})
+		p, err := servingcert.New(servingcert.Options{
+			Client: cs, Namespace: namespace, SecretName: other, Policy: policy, Log: log,
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		pctx, stop := context.WithCancel(ctx)
+		done := make(chan error, 1)
+		go func() { done <- p.Start(pctx) }()
+		select {
+		case <-refused:
+		case <-time.After(30 * time.Second):
+			t.Fatal("the provisioner did not report the Secret as not its own")
+		}
+		stop()
+		if err := <-done; err != nil {
+			t.Error(err)
+		}
+		s, err := cs.CoreV1().Secrets(namespace).Get(ctx, other, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if string(s.Data["tls.crt"]) != "mine" || len(s.Data) != 1 {
+			t.Errorf("the provisioner overwrote a Secret it did not make")
+		}
+		if cert, _ := p.CurrentCertKeyContent(); cert != nil {
+			t.Errorf("serving from a Secret it did not make")
+		}
 	})
 }

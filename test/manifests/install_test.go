@@ -36,9 +36,12 @@ const (
 )
 
 // buildInstaller runs `make build-installer` and returns dist/install.yaml.
+// It does not regenerate the CRDs and RBAC first (-o manifests): other
+// packages' tests read them while this one runs, and whether they are
+// current is checked apart.
 func buildInstaller(t *testing.T) []byte {
 	t.Helper()
-	cmd := exec.Command("make", "-s", "build-installer", "IMG="+testImage)
+	cmd := exec.Command("make", "-s", "build-installer", "IMG="+testImage, "-o", "manifests", "-o", "controlplane")
 	cmd.Dir = testenv.RepoRoot()
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("make build-installer: %v\n%s", err, out)
