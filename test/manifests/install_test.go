@@ -237,6 +237,13 @@ func TestInstallManifestsAreAcceptedByTheAPIServer(t *testing.T) {
 	asManager := rest.CopyConfig(cfg)
 	asManager.Impersonate = rest.ImpersonationConfig{UserName: serviceAccount, Groups: []string{"system:serviceaccounts", "system:serviceaccounts:" + namespace, "system:authenticated"}}
 	provisionAsManager(t, asManager)
+
+	// Applying the installer again (an upgrade, a GitOps sync) leaves the
+	// caBundle to the manager.
+	run("apply", "--server-side", "-f", installer)
+	if err := caBundleMatchesSecret(t.Context(), kubernetes.NewForConfigOrDie(cfg), dynamic.NewForConfigOrDie(cfg)); err != nil {
+		t.Errorf("after applying the installer again: %v", err)
+	}
 }
 
 // provisionAsManager runs the provisioner and the caBundle syncer with the
