@@ -19,6 +19,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apiserver/pkg/server/dynamiccertificates"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
@@ -59,10 +60,13 @@ func controlPlane(t *testing.T) *rest.Config {
 	return cfg
 }
 
-// replica is one manager's provisioner and the HTTPS server it serves.
+// replica is one manager's provisioner and the HTTPS servers it serves:
+// srv through GetCertificate (as the HTTP API), agg through
+// k8s.io/apiserver's DynamicServingCertificateController fed by the
+// provisioner as a CertKeyContentProvider (as the aggregated API server).
 type replica struct {
-	p   *servingcert.Provisioner
-	srv *httptest.Server
+	p        *servingcert.Provisioner
+	srv, agg *httptest.Server
 }
 
 func startReplica(t *testing.T, ctx context.Context, cfg *rest.Config, clk *clocktesting.FakeClock, name string) replica {
@@ -89,7 +93,15 @@ func startReplica(t *testing.T, ctx context.Context, cfg *rest.Config, clk *cloc
 	srv.TLS = &tls.Config{GetCertificate: p.GetCertificate, MinVersion: tls.VersionTLS12}
 	srv.StartTLS()
 	t.Cleanup(srv.Close)
-	return replica{p: p, srv: srv}
+
+	certCtl := dynamiccertificates.NewDynamicServingCertificateController(&tls.Config{MinVersion: tls.VersionTLS12}, nil, p, nil, nil)
+	p.AddListener(certCtl)
+	go certCtl.Run(1, ctx.Done())
+	agg := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { fmt.Fprint(w, name) }))
+	agg.TLS = &tls.Config{GetConfigForClient: certCtl.GetConfigForClient}
+	agg.StartTLS()
+	t.Cleanup(agg.Close)
+	return replica{p: p, srv: srv, agg: agg}
 }
 
 // servedCertificate connects to url trusting only bundle, verifying at the
@@ -188,7 +200,9 @@ func TestReplicasAgreeOnOneCertificate(t *testing.T) {
 // syncer on a fake clock through a certificate rotation, a CA rollover and
 // the old CA's retirement. At every stage a client that trusts the
 // APIService's caBundle (as kube-apiserver does) connects to the same,
-// never restarted server and gets the newest certificate.
+// never restarted servers (net/http's GetCertificate, and k8s.io/apiserver's
+// dynamic serving controller as the aggregated API server uses it) and
+// gets the newest certificate from both.
 func TestRotationWithoutRestart(t *testing.T) {
 	cfg := controlPlane(t)
 	ctx, cancel := context.WithCancel(t.Context())
@@ -246,6 +260,13 @@ func TestRotationWithoutRestart(t *testing.T) {
 			served, err = servedCertificate(r.srv.URL, bundle, clk.Now)
 			if err != nil {
 				return fmt.Errorf("a client trusting the APIService's caBundle: %w", err)
+			}
+			aggServed, err := servedCertificate(r.agg.URL, bundle, clk.Now)
+			if err != nil {
+				return fmt.Errorf("the apiserver-served twin, to a client trusting the APIService's caBundle: %w", err)
+			}
+			if !aggServed.Equal(served) {
+				return fmt.Errorf("the apiserver-served twin presents another certificate")
 			}
 			return want(served)
 		})
