@@ -42,7 +42,10 @@ type apiOptions struct {
 	certFile   string
 	keyFile    string
 	selfSigned bool
-	maxFanOut  int
+	// provisioned: TLS with the self-provisioned certificate
+	// (--serving-cert-secret, cmd/servingcert.go).
+	provisioned bool
+	maxFanOut   int
 
 	maxConnections       int
 	maxBodyBytesInFlight int64
@@ -105,16 +108,22 @@ func (o *apiOptions) validate() error {
 	if (o.certFile == "") != (o.keyFile == "") {
 		return errors.New("--api-tls-cert-file and --api-tls-key-file go together")
 	}
-	if o.selfSigned && o.certFile != "" {
-		return errors.New("--api-self-signed and --api-tls-cert-file exclude each other")
+	sources := 0
+	for _, set := range []bool{o.certFile != "", o.selfSigned, o.provisioned} {
+		if set {
+			sources++
+		}
+	}
+	if sources > 1 {
+		return errors.New("--api-tls-cert-file, --api-self-signed and --serving-cert-secret exclude each other: choose one source of the API's certificate")
 	}
 	if !o.tls() && !isLoopback(o.addr) {
-		return fmt.Errorf("the HTTP API would serve bearer tokens in plain HTTP on %s: give --api-tls-cert-file and --api-tls-key-file (a mounted Secret), or --api-self-signed for local development, or bind it to a loopback address such as 127.0.0.1:8090 (or disable it with --api-bind-address=0)", o.addr)
+		return fmt.Errorf("the HTTP API would serve bearer tokens in plain HTTP on %s: give --serving-cert-secret (a certificate the manager provisions), or --api-tls-cert-file and --api-tls-key-file (a mounted Secret of your own), or --api-self-signed for local development, or bind it to a loopback address such as 127.0.0.1:8090 (or disable it with --api-bind-address=0)", o.addr)
 	}
 	return nil
 }
 
-func (o *apiOptions) tls() bool { return o.certFile != "" || o.selfSigned }
+func (o *apiOptions) tls() bool { return o.certFile != "" || o.selfSigned || o.provisioned }
 
 // isLoopback reports whether addr (host:port) listens on loopback only.
 func isLoopback(addr string) bool {
@@ -157,7 +166,9 @@ func (o *apiOptions) buildAuth(cfg *rest.Config, log logr.Logger) (ingest.Auth, 
 
 // tlsConfig returns the API's TLS configuration, or nil for plain HTTP;
 // with certificate files, also the watcher that reloads them (to start).
-func (o *apiOptions) tlsConfig(log logr.Logger) (*tls.Config, *certwatcher.CertWatcher, error) {
+// provisioned is the self-provisioned certificate's source, with
+// --serving-cert-secret.
+func (o *apiOptions) tlsConfig(log logr.Logger, provisioned certificateSource) (*tls.Config, *certwatcher.CertWatcher, error) {
 	cfg := &tls.Config{
 		MinVersion: tls.VersionTLS12,
 		// HTTP/1.1 only, like the metrics server by default (see
@@ -165,10 +176,16 @@ func (o *apiOptions) tlsConfig(log logr.Logger) (*tls.Config, *certwatcher.CertW
 		NextProtos: []string{"http/1.1"},
 	}
 	switch {
+	case o.provisioned:
+		if provisioned == nil {
+			return nil, nil, errors.New("no self-provisioned certificate source (internal error)")
+		}
+		cfg.GetCertificate = provisioned.GetCertificate
+		return cfg, nil, nil
 	case o.certFile != "":
 		cw, err := certwatcher.New(o.certFile, o.keyFile)
 		if err != nil {
-			return nil, nil, fmt.Errorf("loading the API's certificate (--api-tls-cert-file, --api-tls-key-file; in the Deployment, the Secret hookkeeper-api-tls): %w", err)
+			return nil, nil, fmt.Errorf("loading the API's certificate (--api-tls-cert-file, --api-tls-key-file: is the Secret with your certificate mounted there?): %w", err)
 		}
 		cfg.GetCertificate = cw.GetCertificate
 		return cfg, cw, nil
@@ -184,6 +201,12 @@ func (o *apiOptions) tlsConfig(log logr.Logger) (*tls.Config, *certwatcher.CertW
 		return cfg, nil, nil
 	}
 	return nil, nil, nil
+}
+
+// certificateSource gives the certificate to present at each handshake,
+// so that a rotated certificate is served without a restart.
+type certificateSource interface {
+	GetCertificate(*tls.ClientHelloInfo) (*tls.Certificate, error)
 }
 
 // selfSignedCertificate returns a fresh ECDSA P-256 certificate for

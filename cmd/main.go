@@ -26,6 +26,7 @@ import (
 	"github.com/hookkeeper/hookkeeper/internal/engine"
 	"github.com/hookkeeper/hookkeeper/internal/ledger"
 	"github.com/hookkeeper/hookkeeper/internal/ledger/ledgerstore"
+	"github.com/hookkeeper/hookkeeper/internal/servingcert"
 )
 
 var (
@@ -58,6 +59,8 @@ func main() {
 	var apiFlags apiOptions // the HTTP API: address, authentication, TLS (cmd/api.go)
 	apiFlags.bindFlags(flag.CommandLine)
 	flag.StringVar(&instance, "instance", "", "Identity of this replica across restarts of its container, never shared by two running processes: the pod's UID (metadata.uid from the downward API). At start the engine returns to the pool the deliveries an earlier process of the same instance had in flight, instead of waiting for their leases to expire. Empty: no such reclaim (the SQLite ledger reclaims every lease when it opens regardless).")
+	var certFlags servingCertOptions // the self-provisioned serving certificate (cmd/servingcert.go)
+	certFlags.bindFlags(flag.CommandLine)
 	flag.IntVar(&workers, "workers", 128, "Delivery attempts in progress at once, per replica.")
 	flag.DurationVar(&statusResync, "endpoint-status-resync", 0, "How often every WebhookEndpoint's counters are refreshed from the ledger (0: 30s to 60s, jittered); exhaustions are shown at once regardless.")
 	var destFlags destinationFlags
@@ -67,6 +70,7 @@ func main() {
 	flag.Parse()
 
 	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&opts)))
+	apiFlags.provisioned = certFlags.enabled()
 	if err := apiFlags.validate(); err != nil {
 		setupLog.Error(err, "invalid HTTP API flags")
 		os.Exit(2)
@@ -179,8 +183,21 @@ func main() {
 		setupLog.Error(err, "unable to add the delivery engine")
 		os.Exit(1)
 	}
+	// The serving certificate: the HTTP API takes it through GetCertificate,
+	// the aggregated API server as a dynamiccertificates.CertKeyContentProvider.
+	var servingCert *servingcert.Provisioner
+	if certFlags.enabled() {
+		if servingCert, err = certFlags.setup(mgr); err != nil {
+			setupLog.Error(err, "unable to set up the serving certificate")
+			os.Exit(2)
+		}
+	}
 	if apiFlags.enabled() {
-		api, err := apiServer(apiFlags, mgr.GetConfig(), eng, store)
+		var certs certificateSource
+		if servingCert != nil {
+			certs = servingCert
+		}
+		api, err := apiServer(apiFlags, mgr.GetConfig(), eng, store, certs)
 		if err != nil {
 			setupLog.Error(err, "unable to set up the HTTP API")
 			os.Exit(1)

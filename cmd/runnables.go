@@ -28,14 +28,15 @@ func (everyReplica) NeedLeaderElection() bool          { return false }
 
 // apiServer builds the HTTP API as a manager runnable that runs on every
 // replica and shuts down gracefully with the manager. cfg reaches the API
-// server for --api-auth=kubernetes.
-func apiServer(o apiOptions, cfg *rest.Config, eng *engine.Engine, store ledger.Store) (everyReplica, error) {
+// server for --api-auth=kubernetes; certs is the self-provisioned
+// certificate (nil without --serving-cert-secret).
+func apiServer(o apiOptions, cfg *rest.Config, eng *engine.Engine, store ledger.Store, certs certificateSource) (everyReplica, error) {
 	log := ctrl.Log.WithName("api")
 	auth, err := o.buildAuth(cfg, log)
 	if err != nil {
 		return nil, err
 	}
-	tlsConfig, certs, err := o.tlsConfig(log)
+	tlsConfig, certFiles, err := o.tlsConfig(log, certs)
 	if err != nil {
 		return nil, err
 	}
@@ -57,9 +58,9 @@ func apiServer(o apiOptions, cfg *rest.Config, eng *engine.Engine, store ledger.
 	}
 	return func(ctx context.Context) error {
 		errc := make(chan error, 2)
-		if certs != nil {
+		if certFiles != nil {
 			go func() {
-				if err := certs.Start(ctx); err != nil {
+				if err := certFiles.Start(ctx); err != nil {
 					errc <- fmt.Errorf("watching the API's certificate: %w", err)
 				}
 			}()

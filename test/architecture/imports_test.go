@@ -13,8 +13,11 @@ import (
 // API's Auth with TokenReview and SubjectAccessReview: it is not part of the
 // engine, and no engine package may import it (if one did, its Kubernetes
 // dependencies would show up below and fail the test).
+// internal/servingcert keeps the manager's serving certificate in a Secret
+// and an APIService's caBundle current.
 var kubernetesAdapters = map[string]bool{
-	"github.com/hookkeeper/hookkeeper/internal/kubeauth": true,
+	"github.com/hookkeeper/hookkeeper/internal/kubeauth":    true,
+	"github.com/hookkeeper/hookkeeper/internal/servingcert": true,
 }
 
 // TestEngineImportsNoKubernetes keeps the delivery engine (everything under
@@ -58,5 +61,32 @@ func TestEngineImportsNoKubernetes(t *testing.T) {
 		if kubernetesAdapters[dep] {
 			t.Errorf("the engine imports the Kubernetes adapter %s", dep)
 		}
+	}
+}
+
+// TestServingCertUsesOnlyTheCertificateSeamOfAPIServer keeps
+// internal/servingcert's use of k8s.io/apiserver to the interface through
+// which an aggregated API server takes its certificate
+// (dynamiccertificates), so that the certificate adapter does not grow
+// into an API server.
+func TestServingCertUsesOnlyTheCertificateSeamOfAPIServer(t *testing.T) {
+	cmd := exec.Command("go", "list", "-f", `{{join .Imports "\n"}}`, "./internal/servingcert")
+	cmd.Dir = testenv.RepoRoot()
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("go list: %v\n%s", err, out)
+	}
+	const allowed = "k8s.io/apiserver/pkg/server/dynamiccertificates"
+	found := false
+	for _, imp := range strings.Fields(string(out)) {
+		switch {
+		case imp == allowed:
+			found = true
+		case strings.HasPrefix(imp, "k8s.io/apiserver/"):
+			t.Errorf("internal/servingcert imports %s; only %s is meant to be used", imp, allowed)
+		}
+	}
+	if !found {
+		t.Errorf("internal/servingcert no longer imports %s: drop this test or update it", allowed)
 	}
 }
