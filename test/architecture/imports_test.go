@@ -70,8 +70,7 @@ func TestEngineImportsNoKubernetes(t *testing.T) {
 // (dynamiccertificates), so that the certificate adapter does not grow
 // into an API server.
 func TestServingCertUsesOnlyTheCertificateSeamOfAPIServer(t *testing.T) {
-	cmd := exec.Command("go", "list", "-f", `{{join .Imports "\n"}}`, "./internal/servingcert")
-	cmd.Dir = testenv.RepoRoot()
+	cmd := exec.Command("go", "list", "-f", `{{join .Imports "\n"}}`, "github.com/hookkeeper/hookkeeper/internal/servingcert")
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		t.Fatalf("go list: %v\n%s", err, out)
