@@ -15,7 +15,7 @@ import (
 
 	"github.com/hookkeeper/hookkeeper/internal/dispatch"
 	"github.com/hookkeeper/hookkeeper/internal/engine"
-	"github.com/hookkeeper/hookkeeper/internal/ingest"
+	"github.com/hookkeeper/hookkeeper/internal/httpapi"
 	"github.com/hookkeeper/hookkeeper/internal/ledger"
 	"github.com/hookkeeper/hookkeeper/internal/signing"
 )
@@ -35,7 +35,7 @@ func TestCallbackAcknowledgements(t *testing.T) {
 			reg := prometheus.NewPedanticRegistry()
 			e := run(t, engine.Options{Store: store, SweepInterval: 5 * time.Millisecond, Metrics: engine.NewMetrics(reg, store),
 				OnExhausted: func(n engine.ExhaustedNotice) { notices <- n }})
-			api, err := ingest.New(ingest.Config{Publisher: e, Reader: store, Auth: ingest.StaticTokens{}, Acknowledger: e})
+			api, err := httpapi.New(httpapi.Config{Publisher: e, Reader: store, Auth: httpapi.StaticTokens{}, Acknowledger: e})
 			if err != nil {
 				t.Fatal(err)
 			}

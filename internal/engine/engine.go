@@ -211,7 +211,7 @@ func (e *Engine) wakeBy(t time.Time) {
 }
 
 // Publish commits an event (group-committed with concurrent calls) and
-// wakes the claim loop. It implements ingest.Publisher.
+// wakes the claim loop. It implements httpapi.Publisher.
 func (e *Engine) Publish(ctx context.Context, params *ledger.EventInsertParams) (ledger.EventInsertResult, error) {
 	res, err := e.publisher.Do(ctx, params)
 	e.opts.Metrics.observePublish(res, err)

@@ -20,7 +20,7 @@ const (
 
 // AckSecrets returns the secrets an acknowledgement of the delivery must be
 // signed with: those its endpoint signs with now (both during a rotation).
-// It implements ingest.Acknowledger.
+// It implements httpapi.Acknowledger.
 //
 // The endpoint is read from the ledger, not from this engine's cache: with
 // several replicas only the leader registers endpoints, and another
@@ -40,7 +40,7 @@ func (e *Engine) AckSecrets(ctx context.Context, deliveryID string) ([]ledger.Se
 }
 
 // Acknowledge applies a receiver's acknowledgement of a Callback-mode
-// delivery. It implements ingest.Acknowledger; on ErrNotAwaitingAck the
+// delivery. It implements httpapi.Acknowledger; on ErrNotAwaitingAck the
 // returned delivery is the current one.
 func (e *Engine) Acknowledge(ctx context.Context, params *ledger.AckRecordParams) (ledger.Delivery, error) {
 	res, err := e.store.AckRecord(ctx, params)

@@ -19,7 +19,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/hookkeeper/hookkeeper/internal/engine"
-	"github.com/hookkeeper/hookkeeper/internal/ingest"
+	"github.com/hookkeeper/hookkeeper/internal/httpapi"
 	"github.com/hookkeeper/hookkeeper/internal/kubeauth"
 	"github.com/hookkeeper/hookkeeper/internal/ledger"
 	"github.com/hookkeeper/hookkeeper/internal/ledger/sqlite"
@@ -76,7 +76,7 @@ func TestAgainstTheAPIServer(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		h, err := ingest.New(ingest.Config{Publisher: eng, Reader: store, Auth: auth})
+		h, err := httpapi.New(httpapi.Config{Publisher: eng, Reader: store, Auth: auth})
 		if err != nil {
 			t.Fatal(err)
 		}

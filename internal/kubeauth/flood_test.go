@@ -24,7 +24,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/hookkeeper/hookkeeper/internal/engine"
-	"github.com/hookkeeper/hookkeeper/internal/ingest"
+	"github.com/hookkeeper/hookkeeper/internal/httpapi"
 	"github.com/hookkeeper/hookkeeper/internal/kubeauth"
 	"github.com/hookkeeper/hookkeeper/internal/ledger"
 	"github.com/hookkeeper/hookkeeper/internal/ledger/sqlite"
@@ -106,7 +106,7 @@ func TestJunkTokenFloodDoesNotSlowPublishers(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h, err := ingest.New(ingest.Config{Publisher: eng, Reader: store, Auth: auth})
+	h, err := httpapi.New(httpapi.Config{Publisher: eng, Reader: store, Auth: auth})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -28,7 +28,7 @@ import (
 	"github.com/hookkeeper/hookkeeper/internal/destination"
 	"github.com/hookkeeper/hookkeeper/internal/dispatch"
 	"github.com/hookkeeper/hookkeeper/internal/engine"
-	"github.com/hookkeeper/hookkeeper/internal/ingest"
+	"github.com/hookkeeper/hookkeeper/internal/httpapi"
 	"github.com/hookkeeper/hookkeeper/internal/ledger"
 	"github.com/hookkeeper/hookkeeper/internal/ledger/ledgerstore"
 	"github.com/hookkeeper/hookkeeper/internal/ledger/postgres"
@@ -69,8 +69,8 @@ func main() {
 	flag.BoolVar(&o.verbose, "v", false, "log to stderr")
 	flag.StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile of the run to this file")
 	flag.StringVar(&allowedDestinations, "allowed-destination-cidrs", "127.0.0.0/8,::1/128", "CIDRs delivered to despite the manager's default-deny destination policy (loopback, where the tests' receivers are)")
-	flag.DurationVar(&o.readHeaderTimeout, "api-read-header-timeout", ingest.ServerReadHeaderTimeout, "how long the API waits for a request's headers")
-	flag.IntVar(&o.maxConnections, "api-max-connections", ingest.DefaultMaxConnections, "most connections the API holds open")
+	flag.DurationVar(&o.readHeaderTimeout, "api-read-header-timeout", httpapi.ServerReadHeaderTimeout, "how long the API waits for a request's headers")
+	flag.IntVar(&o.maxConnections, "api-max-connections", httpapi.DefaultMaxConnections, "most connections the API holds open")
 	flag.DurationVar(&clockOffset, "clock-offset", 0, "shift the engine's and the API's clock by this much (tests use it to start at a chosen time)")
 	flag.Parse()
 	allowed, err := destination.ParseCIDRs(allowedDestinations)
@@ -146,11 +146,11 @@ func run(o hostOptions) error {
 		return err
 	}
 
-	handler, err := ingest.New(ingest.Config{
+	handler, err := httpapi.New(httpapi.Config{
 		Publisher:    eng,
 		Reader:       store,
 		Acknowledger: eng,
-		Auth:         ingest.StaticTokens{o.token: {Username: "enginehost"}},
+		Auth:         httpapi.StaticTokens{o.token: {Username: "enginehost"}},
 		Log:          log,
 		Now:          o.clock.Now,
 	})
@@ -161,7 +161,7 @@ func run(o hostOptions) error {
 	if err != nil {
 		return err
 	}
-	srv := ingest.NewServer(o.listen, handler, ingest.ServerOptions{MaxConnections: o.maxConnections, Registerer: reg})
+	srv := httpapi.NewServer(o.listen, handler, httpapi.ServerOptions{MaxConnections: o.maxConnections, Registerer: reg})
 	srv.ReadHeaderTimeout = o.readHeaderTimeout
 	go func() {
 		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {

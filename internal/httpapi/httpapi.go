@@ -1,4 +1,4 @@
-// Package ingest is hookkeeper's HTTP API: producers publish events into
+// Package httpapi is hookkeeper's HTTP API: producers publish events into
 // the ledger, and tooling reads events, deliveries and attempts back.
 //
 // A publish is answered only once the event and its deliveries are
@@ -12,7 +12,7 @@
 // The package depends on small interfaces (Publisher, Reader, Auth) rather
 // than on the engine or Kubernetes, so handler logic is tested without
 // either.
-package ingest
+package httpapi
 
 import (
 	"errors"
@@ -86,7 +86,7 @@ type route struct {
 // New validates cfg, fills its defaults and returns the Handler.
 func New(cfg Config) (*Handler, error) {
 	if cfg.Publisher == nil || cfg.Reader == nil || cfg.Auth == nil {
-		return nil, errors.New("ingest: Publisher, Reader and Auth are required")
+		return nil, errors.New("httpapi: Publisher, Reader and Auth are required")
 	}
 	if cfg.Log.GetSink() == nil {
 		cfg.Log = logr.Discard()

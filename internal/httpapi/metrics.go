@@ -1,4 +1,4 @@
-package ingest
+package httpapi
 
 import "github.com/prometheus/client_golang/prometheus"
 
