@@ -18,6 +18,7 @@ import (
 	"github.com/hookkeeper/hookkeeper/internal/dispatch"
 	"github.com/hookkeeper/hookkeeper/internal/groupcommit"
 	"github.com/hookkeeper/hookkeeper/internal/ledger"
+	"github.com/hookkeeper/hookkeeper/internal/sensitive"
 )
 
 // Clock is the engine's source of time; tests inject a fake one.
@@ -513,8 +514,8 @@ func (e *Engine) release(c *ledger.ClaimedDelivery, due time.Time, reason string
 
 // signingSecrets returns the secrets an attempt at now is signed with: the
 // current one and those of a rotation still in grace.
-func signingSecrets(secrets []ledger.SigningSecret, now time.Time) []ledger.Sensitive {
-	out := make([]ledger.Sensitive, 0, len(secrets))
+func signingSecrets(secrets []ledger.SigningSecret, now time.Time) []sensitive.Bytes {
+	out := make([]sensitive.Bytes, 0, len(secrets))
 	for _, s := range secrets {
 		if s.NotAfter.IsZero() || now.Before(s.NotAfter) {
 			out = append(out, s.Value)

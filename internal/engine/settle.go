@@ -8,6 +8,7 @@ import (
 
 	"github.com/hookkeeper/hookkeeper/internal/backoff"
 	"github.com/hookkeeper/hookkeeper/internal/ledger"
+	"github.com/hookkeeper/hookkeeper/internal/sensitive"
 )
 
 // An acknowledgement that arrives while its delivery's attempt is still
@@ -26,7 +27,7 @@ const (
 // several replicas only the leader registers endpoints, and another
 // replica's cached copy may predate a rotation, which would refuse the new
 // secret and keep accepting a retired one.
-func (e *Engine) AckSecrets(ctx context.Context, deliveryID string) ([]ledger.Sensitive, error) {
+func (e *Engine) AckSecrets(ctx context.Context, deliveryID string) ([]sensitive.Bytes, error) {
 	d, err := e.store.DeliveryGet(ctx, deliveryID)
 	if err != nil {
 		return nil, err

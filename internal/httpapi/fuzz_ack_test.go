@@ -17,13 +17,14 @@ import (
 	"unicode/utf8"
 
 	"github.com/hookkeeper/hookkeeper/internal/ledger"
+	"github.com/hookkeeper/hookkeeper/internal/sensitive"
 	"github.com/hookkeeper/hookkeeper/internal/signing"
 )
 
 // Fixed secrets keep every crasher reproducible from its corpus file.
 var (
-	fuzzAckSecret   = ledger.Sensitive(signing.SecretPrefix + base64.StdEncoding.EncodeToString([]byte("hookkeeper-fuzz-ack-secret-32byt")))
-	fuzzWrongSecret = ledger.Sensitive(signing.SecretPrefix + base64.StdEncoding.EncodeToString([]byte("hookkeeper-fuzz-other-secret-32b")))
+	fuzzAckSecret   = sensitive.Bytes(signing.SecretPrefix + base64.StdEncoding.EncodeToString([]byte("hookkeeper-fuzz-ack-secret-32byt")))
+	fuzzWrongSecret = sensitive.Bytes(signing.SecretPrefix + base64.StdEncoding.EncodeToString([]byte("hookkeeper-fuzz-other-secret-32b")))
 )
 
 // Signing modes of FuzzAckRequest.
@@ -123,7 +124,7 @@ func FuzzAckRequest(f *testing.F) {
 
 	fake := &recordingAcknowledger{fakeAcknowledger: &fakeAcknowledger{
 		// dlv_a and dlv_b are deliveries to the same endpoint.
-		secrets: map[string][]ledger.Sensitive{"dlv_a": {fuzzAckSecret}, "dlv_b": {fuzzAckSecret}, "dlv_done": {fuzzAckSecret}},
+		secrets: map[string][]sensitive.Bytes{"dlv_a": {fuzzAckSecret}, "dlv_b": {fuzzAckSecret}, "dlv_done": {fuzzAckSecret}},
 		states:  map[string]ledger.DeliveryState{"dlv_a": ledger.StateAwaitingAck, "dlv_b": ledger.StateAwaitingAck, "dlv_done": ledger.StateDelivered},
 	}}
 	h, err := New(Config{Publisher: &fakePublisher{}, Reader: &fakeReader{}, Auth: StaticTokens{}, Acknowledger: fake,

@@ -6,6 +6,7 @@ import (
 	"net/http"
 
 	"github.com/hookkeeper/hookkeeper/internal/ledger"
+	"github.com/hookkeeper/hookkeeper/internal/sensitive"
 	"github.com/hookkeeper/hookkeeper/internal/signing"
 )
 
@@ -15,7 +16,7 @@ type Acknowledger interface {
 	// AckSecrets returns the signing secrets an acknowledgement of the
 	// delivery must be signed with (those of its endpoint, rotation
 	// included), or an error wrapping ledger.ErrNotFound.
-	AckSecrets(ctx context.Context, deliveryID string) ([]ledger.Sensitive, error)
+	AckSecrets(ctx context.Context, deliveryID string) ([]sensitive.Bytes, error)
 	// Acknowledge applies the acknowledgement; errors wrap
 	// ledger.ErrNotFound or ledger.ErrNotAwaitingAck when nothing changed.
 	Acknowledge(ctx context.Context, params *ledger.AckRecordParams) (ledger.Delivery, error)

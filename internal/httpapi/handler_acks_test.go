@@ -11,17 +11,18 @@ import (
 	"time"
 
 	"github.com/hookkeeper/hookkeeper/internal/ledger"
+	"github.com/hookkeeper/hookkeeper/internal/sensitive"
 	"github.com/hookkeeper/hookkeeper/internal/signing"
 )
 
 // fakeAcknowledger holds deliveries by ID with their endpoint's secrets.
 type fakeAcknowledger struct {
-	secrets map[string][]ledger.Sensitive
+	secrets map[string][]sensitive.Bytes
 	states  map[string]ledger.DeliveryState
 	got     []ledger.AckRecordParams
 }
 
-func (f *fakeAcknowledger) AckSecrets(_ context.Context, id string) ([]ledger.Sensitive, error) {
+func (f *fakeAcknowledger) AckSecrets(_ context.Context, id string) ([]sensitive.Bytes, error) {
 	s, ok := f.secrets[id]
 	if !ok {
 		return nil, fmt.Errorf("delivery %s: %w", id, ledger.ErrNotFound)
@@ -45,7 +46,7 @@ func TestAcknowledgements(t *testing.T) {
 	now := time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
 	secretA, _ := signing.GenerateSecret()
 	secretB, _ := signing.GenerateSecret()
-	signed := func(secret ledger.Sensitive, body string, at time.Time) http.Header {
+	signed := func(secret sensitive.Bytes, body string, at time.Time) http.Header {
 		h := http.Header{}
 		sig, err := signing.Sign(secret, "ack_1", at, []byte(body))
 		if err != nil {
@@ -104,7 +105,7 @@ func TestAcknowledgements(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			ack := &fakeAcknowledger{
 				// dlv_a and dlv_b are deliveries to the same endpoint.
-				secrets: map[string][]ledger.Sensitive{"dlv_a": {secretA}, "dlv_b": {secretA}, "dlv_done": {secretA}},
+				secrets: map[string][]sensitive.Bytes{"dlv_a": {secretA}, "dlv_b": {secretA}, "dlv_done": {secretA}},
 				states:  map[string]ledger.DeliveryState{"dlv_a": ledger.StateAwaitingAck, "dlv_b": ledger.StateAwaitingAck, "dlv_done": ledger.StateDelivered},
 			}
 			h, err := New(Config{Publisher: &fakePublisher{}, Reader: &fakeReader{}, Auth: StaticTokens{}, Acknowledger: ack,
@@ -206,7 +207,7 @@ func TestAckBodyIsStrict(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			ack := &fakeAcknowledger{
-				secrets: map[string][]ledger.Sensitive{"dlv_a": {secret}},
+				secrets: map[string][]sensitive.Bytes{"dlv_a": {secret}},
 				states:  map[string]ledger.DeliveryState{"dlv_a": ledger.StateAwaitingAck},
 			}
 			h, err := New(Config{Publisher: &fakePublisher{}, Reader: &fakeReader{}, Auth: StaticTokens{}, Acknowledger: ack,

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/hookkeeper/hookkeeper/internal/ledger"
+	"github.com/hookkeeper/hookkeeper/internal/sensitive"
 )
 
 // Fixture: event evt_a (shop, with unscrubbed secrets), evt_s (shop,
@@ -30,7 +31,7 @@ func readEnv(t *testing.T) *env {
 	scrubAt := testNow.Add(time.Hour)
 	e.reader.events = map[string]ledger.Event{
 		evtA: {ID: evtA, Namespace: ns, Type: "fan.confirm", Data: json.RawMessage(`{"email":"a@example.com"}`),
-			Secrets: ledger.Sensitive(`{"code":"TOPSECRET"}`), SecretNames: []string{"code"}, IdempotencyKey: "k1",
+			Secrets: sensitive.Bytes(`{"code":"TOPSECRET"}`), SecretNames: []string{"code"}, IdempotencyKey: "k1",
 			SecretsScrubAt: &scrubAt, CreatedAt: testNow},
 		evtS: {ID: evtS, Namespace: ns, Type: "fan.confirm", Data: json.RawMessage(`{}`), SecretNames: []string{"code"}, CreatedAt: testNow},
 		evtO: {ID: evtO, Namespace: "other", Type: "x", Data: json.RawMessage(`{"theirs":true}`), CreatedAt: testNow},

@@ -16,6 +16,7 @@ import (
 	"github.com/hookkeeper/hookkeeper/internal/groupcommit"
 	"github.com/hookkeeper/hookkeeper/internal/ledger"
 	"github.com/hookkeeper/hookkeeper/internal/ledger/sqlite"
+	"github.com/hookkeeper/hookkeeper/internal/sensitive"
 )
 
 // TestPublishThroughSQLite runs the API over a real HTTP server and the
@@ -162,7 +163,7 @@ func newSQLiteAPI(t *testing.T, endpoints []sqliteEndpoint, cfg Config) *sqliteA
 	for _, ep := range endpoints {
 		_, err := store.EndpointUpsert(ctx, &ledger.EndpointUpsertParams{Now: testNow, Endpoint: ledger.Endpoint{
 			ID: ledger.EndpointID(ep.ns, ep.name), Namespace: ep.ns, Name: ep.name, URL: "https://receiver.example/" + ep.name,
-			EventTypes: []string{ep.types}, Secrets: []ledger.SigningSecret{{Value: ledger.Sensitive("whsec_x")}}, AckMode: ledger.AckResponse,
+			EventTypes: []string{ep.types}, Secrets: []ledger.SigningSecret{{Value: sensitive.Bytes("whsec_x")}}, AckMode: ledger.AckResponse,
 		}})
 		if err != nil {
 			t.Fatal(err)

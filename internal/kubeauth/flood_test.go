@@ -28,6 +28,7 @@ import (
 	"github.com/hookkeeper/hookkeeper/internal/kubeauth"
 	"github.com/hookkeeper/hookkeeper/internal/ledger"
 	"github.com/hookkeeper/hookkeeper/internal/ledger/sqlite"
+	"github.com/hookkeeper/hookkeeper/internal/sensitive"
 	"github.com/hookkeeper/hookkeeper/test/testenv"
 )
 
@@ -98,7 +99,7 @@ func TestJunkTokenFloodDoesNotSlowPublishers(t *testing.T) {
 	t.Cleanup(eng.Close)
 	if _, err := eng.RegisterEndpoint(ctx, ledger.Endpoint{
 		Namespace: "shop", Name: "billing", URL: "https://receiver.example/billing", EventTypes: []string{"order.*"},
-		Secrets: []ledger.SigningSecret{{Value: ledger.Sensitive("whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw")}}, AckMode: ledger.AckResponse,
+		Secrets: []ledger.SigningSecret{{Value: sensitive.Bytes("whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw")}}, AckMode: ledger.AckResponse,
 	}); err != nil {
 		t.Fatal(err)
 	}

@@ -32,6 +32,7 @@ import (
 	"github.com/hookkeeper/hookkeeper/internal/ledger"
 	"github.com/hookkeeper/hookkeeper/internal/ledger/ledgerstore"
 	"github.com/hookkeeper/hookkeeper/internal/ledger/postgres"
+	"github.com/hookkeeper/hookkeeper/internal/sensitive"
 )
 
 // EndpointConfig is one endpoint of the --endpoints file.
@@ -222,7 +223,7 @@ func registerEndpoints(ctx context.Context, eng *engine.Engine, file string) err
 		_, err = eng.RegisterEndpoint(ctx, ledger.Endpoint{
 			ID: ledger.EndpointID(c.Namespace, c.Name), Namespace: c.Namespace, Name: c.Name,
 			URL: c.URL, EventTypes: c.EventTypes, MaxInFlight: c.MaxInFlight, AckMode: ledger.AckResponse,
-			Secrets: []ledger.SigningSecret{{Value: ledger.Sensitive(c.Secret)}},
+			Secrets: []ledger.SigningSecret{{Value: sensitive.Bytes(c.Secret)}},
 			Policy: ledger.Policy{
 				Backoff: backoff.Policy{Strategy: backoff.Fixed, InitialDelay: delay, MaxAttempts: c.MaxAttempts, AttemptTimeout: timeout},
 				RetryOn: []string{"NetworkError", "Timeout", "429", "5xx"},

@@ -53,6 +53,7 @@ import (
 	"github.com/google/go-cmp/cmp/cmpopts"
 
 	"github.com/hookkeeper/hookkeeper/internal/ledger"
+	"github.com/hookkeeper/hookkeeper/internal/sensitive"
 )
 
 // Exercise runs the conformance suite. newStore must return a fresh, empty,
@@ -129,7 +130,7 @@ func endpoint(ns, name string, types ...string) ledger.Endpoint {
 		Name:       name,
 		URL:        "https://receiver.example/" + name,
 		EventTypes: types,
-		Secrets:    []ledger.SigningSecret{{Value: ledger.Sensitive("whsec_" + name)}},
+		Secrets:    []ledger.SigningSecret{{Value: sensitive.Bytes("whsec_" + name)}},
 		AckMode:    ledger.AckResponse,
 	}
 }

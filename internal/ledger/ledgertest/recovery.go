@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/hookkeeper/hookkeeper/internal/ledger"
+	"github.com/hookkeeper/hookkeeper/internal/sensitive"
 )
 
 // The Recovery part of the suite: retry budgets, ExhaustedList and
@@ -217,7 +218,7 @@ func (f *fixture) wantAcquired(what, endpoint string, b ledger.RetryBudget, now 
 // secretEvent is an event of type typ carrying one-time secrets.
 func secretEvent(ns, typ string, now time.Time, token string) *ledger.EventInsertParams {
 	p := event(ns, typ, now)
-	p.Secrets = ledger.Sensitive(`{"confirmToken":"` + token + `"}`)
+	p.Secrets = sensitive.Bytes(`{"confirmToken":"` + token + `"}`)
 	p.SecretNames = []string{"confirmToken"}
 	return p
 }

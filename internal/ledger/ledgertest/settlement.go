@@ -8,6 +8,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/hookkeeper/hookkeeper/internal/ledger"
+	"github.com/hookkeeper/hookkeeper/internal/sensitive"
 )
 
 // exerciseSettlement covers ledger.Settlement: acknowledgements and their
@@ -72,7 +73,7 @@ func withPolicy(ep ledger.Endpoint, grace, payload, evidence time.Duration) ledg
 // tokenEvent returns insert params of an event carrying one secret.
 func tokenEvent(ns, typ string, now time.Time, secret string) *ledger.EventInsertParams {
 	p := event(ns, typ, now)
-	p.Secrets, p.SecretNames = ledger.Sensitive(`{"confirmToken":"`+secret+`"}`), []string{"confirmToken"}
+	p.Secrets, p.SecretNames = sensitive.Bytes(`{"confirmToken":"`+secret+`"}`), []string{"confirmToken"}
 	return p
 }
 
