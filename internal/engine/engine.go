@@ -58,11 +58,6 @@ type Options struct {
 	// (default 15s): a crashed owner's deliveries return to the pool after
 	// it.
 	LeaseMargin time.Duration
-	// ClaimLinger is how long the claim loop waits after being woken
-	// before it claims (default 0: at once). A linger trades latency for
-	// fewer, larger claim transactions; measured on the bench it cost the
-	// PostgreSQL ledger half its throughput, so it is off by default.
-	ClaimLinger time.Duration
 	// ShutdownGrace is how long attempts in progress may go on once Run's
 	// context ends (default 10s); past it they are cut and released. A cut
 	// attempt may already have reached its receiver, which then gets the
@@ -277,27 +272,14 @@ func (e *Engine) Run(ctx context.Context) error {
 		}
 		e.sleepUntil.Store(e.opts.Clock.Now().Add(wait).UnixNano())
 		timer.Reset(wait)
-		woken := false
 		select {
 		case <-ctx.Done():
 			return nil
 		case <-e.wakeCh:
-			woken = true
 		case <-timer.C:
 		}
 		e.sleepUntil.Store(0)
 		timer.Stop()
-		if woken && e.opts.ClaimLinger > 0 {
-			// Let a burst of publishes and freed slots gather, so that one
-			// claim transaction takes them all instead of one each.
-			linger := time.NewTimer(e.opts.ClaimLinger)
-			select {
-			case <-ctx.Done():
-				linger.Stop()
-				return nil
-			case <-linger.C:
-			}
-		}
 	}
 }
 

@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -148,7 +149,7 @@ type sqliteEndpoint struct{ ns, name, types string }
 type sqliteAPI struct {
 	t     *testing.T
 	store *sqlite.Store
-	pub   *StorePublisher
+	pub   *storePublisher
 	srv   *httptest.Server
 }
 
@@ -169,7 +170,7 @@ func newSQLiteAPI(t *testing.T, endpoints []sqliteEndpoint, cfg Config) *sqliteA
 			t.Fatal(err)
 		}
 	}
-	pub := NewStorePublisher(store, groupcommit.Options{})
+	pub := &storePublisher{groupcommit.New(store.EventInsertMany, groupcommit.Options{})}
 	t.Cleanup(pub.Close)
 	cfg.Publisher, cfg.Reader, cfg.Auth = pub, store, StaticTokens{goodToken: {Username: "it"}}
 	h, err := New(cfg)
@@ -201,3 +202,16 @@ func (a *sqliteAPI) call(method, path, body, key string) (int, http.Header, stri
 	b, _ := io.ReadAll(resp.Body)
 	return resp.StatusCode, resp.Header, string(b)
 }
+
+// storePublisher publishes straight into the ledger, group-committed as the
+// engine does, so that the API is tested over a real store without an
+// engine.
+type storePublisher struct {
+	batcher *groupcommit.Batcher[*ledger.EventInsertParams, ledger.EventInsertResult]
+}
+
+func (p *storePublisher) Publish(ctx context.Context, params *ledger.EventInsertParams) (ledger.EventInsertResult, error) {
+	return p.batcher.Do(ctx, params)
+}
+
+func (p *storePublisher) Close() { p.batcher.Close() }
