@@ -456,6 +456,14 @@ func (e *Engine) attempt(ctx context.Context, ep *ledger.Endpoint, c *ledger.Cla
 		log.V(1).Info("attempt not recorded", "reason", rec.Err.Error())
 		return
 	}
+	if ep.AckMode == ledger.AckCallback {
+		// The receiver may have acknowledged before this record: apply
+		// (or, if the attempt failed, drop) what the ledger holds. If this
+		// fails, the acknowledgement-timeout sweep applies it.
+		if err := e.applyHeldAcks(recordCtx, []string{c.Delivery.ID}); err != nil {
+			log.Error(err, "applying a held acknowledgement failed; the acknowledgement sweep applies it")
+		}
+	}
 	if out.next.State == ledger.StateScheduled {
 		e.wakeBy(out.next.DueAt)
 	}

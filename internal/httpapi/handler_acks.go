@@ -17,8 +17,10 @@ type Acknowledger interface {
 	// delivery must be signed with (those of its endpoint, rotation
 	// included), or an error wrapping ledger.ErrNotFound.
 	AckSecrets(ctx context.Context, deliveryID string) ([]sensitive.Bytes, error)
-	// Acknowledge applies the acknowledgement; errors wrap
-	// ledger.ErrNotFound or ledger.ErrNotAwaitingAck when nothing changed.
+	// Acknowledge applies the acknowledgement, or keeps it while the
+	// delivery's attempt is still being recorded (the delivery is then
+	// returned in flight); errors wrap ledger.ErrNotFound or
+	// ledger.ErrNotAwaitingAck when nothing changed.
 	Acknowledge(ctx context.Context, params *ledger.AckRecordParams) (ledger.Delivery, error)
 }
 
@@ -40,7 +42,8 @@ type AckRequest struct {
 	Reason     string            `json:"reason,omitempty"`
 }
 
-// AckAnswer is the delivery after the acknowledgement.
+// AckAnswer is the delivery after the acknowledgement (in_flight when the
+// acknowledgement is kept until the attempt is recorded).
 type AckAnswer struct {
 	DeliveryID string `json:"deliveryID"`
 	State      string `json:"state"`

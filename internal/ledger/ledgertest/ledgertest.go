@@ -75,6 +75,7 @@ func Exercise(t *testing.T, newStore func(t *testing.T) ledger.Store) {
 		{"Concurrency", exerciseConcurrency},
 		{"Recovery", exerciseRecovery},
 		{"Settlement", exerciseSettlement},
+		{"HeldAcks", exerciseHeldAcks},
 	}
 	for _, g := range groups {
 		t.Run(g.name, func(t *testing.T) {
