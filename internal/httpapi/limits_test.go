@@ -298,7 +298,9 @@ func TestConnectionCapSeesThroughTLS(t *testing.T) {
 	go func() { done <- srv.ServeTLS(ln, "", "") }()
 	t.Cleanup(func() {
 		_ = srv.Close()
-		<-done
+		if err := <-done; !errors.Is(err, http.ErrServerClosed) {
+			t.Errorf("ServeTLS: %v", err)
+		}
 	})
 	resp, err := client.Get("https://" + ln.Addr().String() + "/")
 	if err != nil {
