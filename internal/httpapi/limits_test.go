@@ -298,8 +298,8 @@ func TestConnectionCapSeesThroughTLS(t *testing.T) {
 	go func() { done <- srv.ServeTLS(ln, "", "") }()
 	t.Cleanup(func() {
 		_ = srv.Close()
-		if err := <-done; !errors.Is(err, http.ErrServerClosed) {
-			t.Errorf("ServeTLS: %v", err)
+		if err := <-done; err != nil && !errors.Is(err, http.ErrServerClosed) {
+			t.Errorf("serve: %v", err)
 		}
 	})
 	resp, err := client.Get("https://" + ln.Addr().String() + "/")
