@@ -91,8 +91,8 @@ test-e2e: controlplane postgres ## Run the end-to-end suites: the manager as a p
 # corpora, `make fuzz` each one for FUZZTIME.
 FUZZ_TARGETS := \
 	./internal/backoff:FuzzPolicy \
-	./internal/ingest:FuzzPublishBody \
-	./internal/ingest:FuzzAckRequest \
+	./internal/httpapi:FuzzPublishBody \
+	./internal/httpapi:FuzzAckRequest \
 	./internal/signing:FuzzVerify \
 	./internal/signing:FuzzVerifyMutation
 FUZZTIME ?= 1m

@@ -22,7 +22,7 @@ import (
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/certwatcher"
 
-	"github.com/hookkeeper/hookkeeper/internal/ingest"
+	"github.com/hookkeeper/hookkeeper/internal/httpapi"
 	"github.com/hookkeeper/hookkeeper/internal/kubeauth"
 )
 
@@ -61,9 +61,9 @@ func (o *apiOptions) bindFlags(fs *flag.FlagSet) {
 	fs.StringVar(&o.audiences, "api-token-audiences", "", "With --api-auth=kubernetes: comma-separated audiences a token must be issued for (such as hookkeeper, for projected ServiceAccount tokens made for this API); empty accepts tokens for the API server's own audiences.")
 	fs.StringVar(&o.certFile, "api-tls-cert-file", "", "PEM certificate (chain) the HTTP API serves, reloaded when it changes (a mounted kubernetes.io/tls Secret); with --api-tls-key-file.")
 	fs.StringVar(&o.keyFile, "api-tls-key-file", "", "PEM private key of --api-tls-cert-file.")
-	fs.IntVar(&o.maxFanOut, "max-fan-out", ingest.DefaultMaxFanOut, "Most WebhookEndpoints one published event may be delivered to; an event whose type matches more endpoints in its namespace is refused whole (422 FanOutLimitExceeded), so that one publish cannot become an unbounded number of outbound requests.")
-	fs.IntVar(&o.maxConnections, "api-max-connections", ingest.DefaultMaxConnections, "Most connections the HTTP API holds open. At the cap a new connection closes the oldest one not serving a request (still sending its headers, or idle), or is refused when all serve requests; sized with the header limits so that stalled clients cannot take the manager past its memory limit (docs/operations.md).")
-	fs.Int64Var(&o.maxBodyBytesInFlight, "api-max-body-bytes-in-flight", ingest.DefaultMaxBodyBytesInFlight, "Most bytes of request bodies the HTTP API reads or handles at once, each counted at its Content-Length; a request that does not fit is answered 503 Unavailable with Retry-After at once.")
+	fs.IntVar(&o.maxFanOut, "max-fan-out", httpapi.DefaultMaxFanOut, "Most WebhookEndpoints one published event may be delivered to; an event whose type matches more endpoints in its namespace is refused whole (422 FanOutLimitExceeded), so that one publish cannot become an unbounded number of outbound requests.")
+	fs.IntVar(&o.maxConnections, "api-max-connections", httpapi.DefaultMaxConnections, "Most connections the HTTP API holds open. At the cap a new connection closes the oldest one not serving a request (still sending its headers, or idle), or is refused when all serve requests; sized with the header limits so that stalled clients cannot take the manager past its memory limit (docs/operations.md).")
+	fs.Int64Var(&o.maxBodyBytesInFlight, "api-max-body-bytes-in-flight", httpapi.DefaultMaxBodyBytesInFlight, "Most bytes of request bodies the HTTP API reads or handles at once, each counted at its Content-Length; a request that does not fit is answered 503 Unavailable with Retry-After at once.")
 	fs.Float64Var(&o.newTokenReviewsPerSource, "api-new-token-reviews-per-source", kubeauth.DefaultUnknownReviewsPerSourcePerSecond, "With --api-auth=kubernetes: TokenReviews a second of bearer tokens never seen before, per client address (burst twice that; in total at most 50/s); beyond it such requests are answered 503 with Retry-After, while known tokens are unaffected. Raise it when many clients reach the API through one proxy address.")
 	fs.BoolVar(&o.selfSigned, "api-self-signed", false, "Serve the HTTP API over TLS with a certificate for 127.0.0.1, ::1 and localhost generated at start (local development; its SHA-256 fingerprint is logged).")
 }
@@ -102,8 +102,8 @@ func (o *apiOptions) validate() error {
 	if o.maxConnections < 1 {
 		return fmt.Errorf("--api-max-connections=%d: want at least 1", o.maxConnections)
 	}
-	if o.maxBodyBytesInFlight < ingest.DefaultMaxBodyBytes {
-		return fmt.Errorf("--api-max-body-bytes-in-flight=%d: want at least %d, the largest publish body, or no such publish could ever be read", o.maxBodyBytesInFlight, ingest.DefaultMaxBodyBytes)
+	if o.maxBodyBytesInFlight < httpapi.DefaultMaxBodyBytes {
+		return fmt.Errorf("--api-max-body-bytes-in-flight=%d: want at least %d, the largest publish body, or no such publish could ever be read", o.maxBodyBytesInFlight, httpapi.DefaultMaxBodyBytes)
 	}
 	if (o.certFile == "") != (o.keyFile == "") {
 		return errors.New("--api-tls-cert-file and --api-tls-key-file go together")
@@ -139,7 +139,7 @@ func isLoopback(addr string) bool {
 }
 
 // buildAuth returns the Auth of the --api-auth mode.
-func (o *apiOptions) buildAuth(cfg *rest.Config, log logr.Logger) (ingest.Auth, error) {
+func (o *apiOptions) buildAuth(cfg *rest.Config, log logr.Logger) (httpapi.Auth, error) {
 	if o.auth == apiAuthTokenFile {
 		tokens, err := readTokens(o.tokenFile)
 		if err != nil {

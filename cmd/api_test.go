@@ -15,7 +15,7 @@ import (
 	"github.com/go-logr/logr"
 	"github.com/go-logr/logr/funcr"
 
-	"github.com/hookkeeper/hookkeeper/internal/ingest"
+	"github.com/hookkeeper/hookkeeper/internal/httpapi"
 	"github.com/hookkeeper/hookkeeper/internal/kubeauth"
 )
 
@@ -51,7 +51,7 @@ func TestAPIFlagsValidate(t *testing.T) {
 		"provisioned and self-signed":   {addr: ":8090", auth: apiAuthKubernetes, selfSigned: true, provisioned: true},
 		"no fan-out at all":             {addr: "127.0.0.1:8090", auth: apiAuthKubernetes, maxFanOut: -1},
 		"no connections at all":         {addr: "127.0.0.1:8090", auth: apiAuthKubernetes, maxConnections: -1},
-		"no room for a publish body":    {addr: "127.0.0.1:8090", auth: apiAuthKubernetes, maxBodyBytesInFlight: ingest.DefaultMaxBodyBytes - 1},
+		"no room for a publish body":    {addr: "127.0.0.1:8090", auth: apiAuthKubernetes, maxBodyBytesInFlight: httpapi.DefaultMaxBodyBytes - 1},
 		"negative review rate":          {addr: "127.0.0.1:8090", auth: apiAuthKubernetes, newTokenReviewsPerSource: -1},
 	}
 	for name, o := range bad {
@@ -72,13 +72,13 @@ func TestAPIFlagsValidate(t *testing.T) {
 // each case is refused (or not) for the reason it names.
 func withDefaultLimits(o *apiOptions) {
 	if o.maxFanOut == 0 {
-		o.maxFanOut = ingest.DefaultMaxFanOut
+		o.maxFanOut = httpapi.DefaultMaxFanOut
 	}
 	if o.maxConnections == 0 {
-		o.maxConnections = ingest.DefaultMaxConnections
+		o.maxConnections = httpapi.DefaultMaxConnections
 	}
 	if o.maxBodyBytesInFlight == 0 {
-		o.maxBodyBytesInFlight = ingest.DefaultMaxBodyBytesInFlight
+		o.maxBodyBytesInFlight = httpapi.DefaultMaxBodyBytesInFlight
 	}
 }
 
@@ -89,8 +89,8 @@ func TestAPIFlagsDefaults(t *testing.T) {
 	if err := fs.Parse(nil); err != nil {
 		t.Fatal(err)
 	}
-	if o.auth != apiAuthKubernetes || o.addr != ":8090" || o.tls() || o.maxFanOut != ingest.DefaultMaxFanOut ||
-		o.maxConnections != ingest.DefaultMaxConnections || o.maxBodyBytesInFlight != ingest.DefaultMaxBodyBytesInFlight ||
+	if o.auth != apiAuthKubernetes || o.addr != ":8090" || o.tls() || o.maxFanOut != httpapi.DefaultMaxFanOut ||
+		o.maxConnections != httpapi.DefaultMaxConnections || o.maxBodyBytesInFlight != httpapi.DefaultMaxBodyBytesInFlight ||
 		o.newTokenReviewsPerSource != kubeauth.DefaultUnknownReviewsPerSourcePerSecond {
 		t.Errorf("defaults = %+v", o)
 	}

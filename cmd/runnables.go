@@ -15,7 +15,7 @@ import (
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	"github.com/hookkeeper/hookkeeper/internal/engine"
-	"github.com/hookkeeper/hookkeeper/internal/ingest"
+	"github.com/hookkeeper/hookkeeper/internal/httpapi"
 	"github.com/hookkeeper/hookkeeper/internal/ledger"
 )
 
@@ -40,13 +40,13 @@ func apiServer(o apiOptions, cfg *rest.Config, eng *engine.Engine, store ledger.
 	if err != nil {
 		return nil, err
 	}
-	handler, err := ingest.New(ingest.Config{
+	handler, err := httpapi.New(httpapi.Config{
 		Publisher: eng, Reader: store, Auth: auth, Acknowledger: eng, Log: log, MaxFanOut: o.maxFanOut,
 	})
 	if err != nil {
 		return nil, err
 	}
-	srv := ingest.NewServer(o.addr, handler, ingest.ServerOptions{
+	srv := httpapi.NewServer(o.addr, handler, httpapi.ServerOptions{
 		MaxConnections:       o.maxConnections,
 		MaxBodyBytesInFlight: o.maxBodyBytesInFlight,
 		Registerer:           ctrlmetrics.Registry,
@@ -89,8 +89,8 @@ func apiServer(o apiOptions, cfg *rest.Config, eng *engine.Engine, store ledger.
 
 // readTokens reads "<token> <username>" lines; blank lines and lines
 // starting with # are skipped. The tokens themselves are never logged.
-func readTokens(path string) (ingest.StaticTokens, error) {
-	tokens := ingest.StaticTokens{}
+func readTokens(path string) (httpapi.StaticTokens, error) {
+	tokens := httpapi.StaticTokens{}
 	if path == "" {
 		return tokens, nil
 	}
@@ -109,7 +109,7 @@ func readTokens(path string) (ingest.StaticTokens, error) {
 		if !ok || strings.TrimSpace(user) == "" {
 			return nil, fmt.Errorf("--api-token-file line %d: want \"<token> <username>\"", n)
 		}
-		tokens[token] = ingest.Principal{Username: strings.TrimSpace(user)}
+		tokens[token] = httpapi.Principal{Username: strings.TrimSpace(user)}
 	}
 	if err := sc.Err(); err != nil {
 		return nil, fmt.Errorf("reading --api-token-file: %w", err)

@@ -11,6 +11,7 @@ import (
 
 	hookv1 "github.com/hookkeeper/hookkeeper/api/v1alpha1"
 	"github.com/hookkeeper/hookkeeper/internal/backoff"
+	"github.com/hookkeeper/hookkeeper/internal/truncate"
 )
 
 // scheduleEntries bounds status.schedule.
@@ -99,12 +100,7 @@ func conditionMessage(err error) string {
 		}
 		parts = append(parts, path+": "+fe.Detail)
 	}
-	msg := strings.Join(parts, "; ")
-	const limit = 1024
-	if len(msg) > limit {
-		msg = msg[:limit-3] + "..."
-	}
-	return msg
+	return truncate.String(strings.Join(parts, "; "), 1024, "...")
 }
 
 // retryPolicyStatus computes the whole status of a policy observed at now:

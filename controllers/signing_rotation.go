@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/hookkeeper/hookkeeper/internal/ledger"
+	"github.com/hookkeeper/hookkeeper/internal/sensitive"
 	"github.com/hookkeeper/hookkeeper/internal/signing"
 )
 
@@ -39,7 +40,7 @@ const defaultRotationGracePeriod = 24 * time.Hour
 // canonicalSecret validates a whsec_ secret and returns it in canonical
 // form ("whsec_" + standard padded base64 of the key, no whitespace), so that
 // the same key always compares equal. The error never contains the value.
-func canonicalSecret(value []byte) (ledger.Sensitive, error) {
+func canonicalSecret(value []byte) (sensitive.Bytes, error) {
 	key, err := signing.ParseSecret(value)
 	if err != nil {
 		return nil, err
@@ -50,13 +51,13 @@ func canonicalSecret(value []byte) (ledger.Sensitive, error) {
 	return base64.StdEncoding.AppendEncode(out, key), nil
 }
 
-func sameSecret(a, b ledger.Sensitive) bool {
+func sameSecret(a, b sensitive.Bytes) bool {
 	return len(a) > 0 && hmac.Equal(a.Reveal(), b.Reveal())
 }
 
 // previousSecret is the signing secret a rotation replaced, and when.
 type previousSecret struct {
-	Value     ledger.Sensitive
+	Value     sensitive.Bytes
 	RotatedAt time.Time
 }
 
@@ -93,12 +94,12 @@ func encodePrevious(data map[string][]byte, p *previousSecret) {
 // rotationInput is what planRotation decides from.
 type rotationInput struct {
 	// Current is the valid, canonical secret the endpoint's Secret holds.
-	Current ledger.Sensitive
+	Current sensitive.Bytes
 	// Remembered is the rotation remembered in a Secret, if any.
 	Remembered *previousSecret
 	// Registered is the current secret of the configuration the engine
 	// has; nil when the endpoint is not registered.
-	Registered ledger.Sensitive
+	Registered sensitive.Bytes
 	Grace      time.Duration
 	Now        time.Time
 }

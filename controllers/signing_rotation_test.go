@@ -8,10 +8,11 @@ import (
 	"time"
 
 	"github.com/hookkeeper/hookkeeper/internal/ledger"
+	"github.com/hookkeeper/hookkeeper/internal/sensitive"
 	"github.com/hookkeeper/hookkeeper/internal/signing"
 )
 
-func mustSecret(t *testing.T) ledger.Sensitive {
+func mustSecret(t *testing.T) sensitive.Bytes {
 	t.Helper()
 	s, err := signing.GenerateSecret()
 	if err != nil {
@@ -176,7 +177,7 @@ func TestPlanRotation(t *testing.T) {
 
 // describeSecrets names each secret a, b or c (never its value) with its
 // NotAfter, for comparing plans.
-func describeSecrets(ss []ledger.SigningSecret, a, b, c ledger.Sensitive) []string {
+func describeSecrets(ss []ledger.SigningSecret, a, b, c sensitive.Bytes) []string {
 	var out []string
 	for _, s := range ss {
 		name := "?"

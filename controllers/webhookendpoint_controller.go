@@ -29,6 +29,7 @@ import (
 	hookv1 "github.com/hookkeeper/hookkeeper/api/v1alpha1"
 	"github.com/hookkeeper/hookkeeper/internal/destination"
 	"github.com/hookkeeper/hookkeeper/internal/ledger"
+	"github.com/hookkeeper/hookkeeper/internal/sensitive"
 )
 
 // endpointFinalizer holds a WebhookEndpoint until the engine has removed
@@ -221,7 +222,7 @@ func (r *WebhookEndpointReconciler) gather(ctx context.Context, ep *hookv1.Webho
 	case src.Problem != nil:
 		f.Problem = src.Problem
 	default:
-		var current ledger.Sensitive
+		var current sensitive.Bytes
 		if f.Registered {
 			current = currentSecret(registered.Secrets)
 		}
@@ -308,7 +309,7 @@ func policyReadiness(rp *hookv1.RetryPolicy) *problem {
 	return nil
 }
 
-func currentSecret(secrets []ledger.SigningSecret) ledger.Sensitive {
+func currentSecret(secrets []ledger.SigningSecret) sensitive.Bytes {
 	for _, s := range secrets {
 		if s.NotAfter.IsZero() {
 			return s.Value

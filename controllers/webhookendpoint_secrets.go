@@ -12,7 +12,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	hookv1 "github.com/hookkeeper/hookkeeper/api/v1alpha1"
-	"github.com/hookkeeper/hookkeeper/internal/ledger"
+	"github.com/hookkeeper/hookkeeper/internal/sensitive"
 	"github.com/hookkeeper/hookkeeper/internal/signing"
 )
 
@@ -44,7 +44,7 @@ type signingSource struct {
 	// SecretName is the Secret the endpoint signs with.
 	SecretName string
 	// Current is the canonical secret; nil when Problem is set.
-	Current ledger.Sensitive
+	Current sensitive.Bytes
 	// Remembered is the last rotation, if the controller remembered one.
 	Remembered *previousSecret
 	Problem    *problem

@@ -2,9 +2,9 @@ package ledger
 
 import (
 	"fmt"
-	"strings"
 	"time"
-	"unicode/utf8"
+
+	"github.com/hookkeeper/hookkeeper/internal/truncate"
 )
 
 // The rules of Settlement that both drivers apply identically: what an
@@ -64,15 +64,7 @@ const AckRejectedReason = "acknowledgement rejected"
 // TruncateAckReason returns a receiver's reason as valid UTF-8 of at most
 // MaxAckReason bytes, cut at a character boundary.
 func TruncateAckReason(reason string) string {
-	reason = strings.ToValidUTF8(reason, "\uFFFD")
-	if len(reason) <= MaxAckReason {
-		return reason
-	}
-	cut := MaxAckReason
-	for cut > 0 && !utf8.RuneStart(reason[cut]) {
-		cut--
-	}
-	return reason[:cut]
+	return truncate.String(reason, MaxAckReason, "")
 }
 
 // AckTransition is what an acknowledgement, or its timeout, does to a

@@ -53,6 +53,7 @@ import (
 	"github.com/google/go-cmp/cmp/cmpopts"
 
 	"github.com/hookkeeper/hookkeeper/internal/ledger"
+	"github.com/hookkeeper/hookkeeper/internal/sensitive"
 )
 
 // Exercise runs the conformance suite. newStore must return a fresh, empty,
@@ -74,6 +75,7 @@ func Exercise(t *testing.T, newStore func(t *testing.T) ledger.Store) {
 		{"Concurrency", exerciseConcurrency},
 		{"Recovery", exerciseRecovery},
 		{"Settlement", exerciseSettlement},
+		{"HeldAcks", exerciseHeldAcks},
 	}
 	for _, g := range groups {
 		t.Run(g.name, func(t *testing.T) {
@@ -129,7 +131,7 @@ func endpoint(ns, name string, types ...string) ledger.Endpoint {
 		Name:       name,
 		URL:        "https://receiver.example/" + name,
 		EventTypes: types,
-		Secrets:    []ledger.SigningSecret{{Value: ledger.Sensitive("whsec_" + name)}},
+		Secrets:    []ledger.SigningSecret{{Value: sensitive.Bytes("whsec_" + name)}},
 		AckMode:    ledger.AckResponse,
 	}
 }

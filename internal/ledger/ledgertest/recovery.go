@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/hookkeeper/hookkeeper/internal/ledger"
+	"github.com/hookkeeper/hookkeeper/internal/sensitive"
 )
 
 // The Recovery part of the suite: retry budgets, ExhaustedList and
@@ -47,16 +48,6 @@ func exerciseRecovery(t *testing.T, newStore func(t *testing.T) ledger.Store) {
 		"OperationFirstStartWins":              testOperationFirstStartWins,
 		"OperationStartOnceUnderConcurrency":   testOperationStartConcurrent,
 	})
-}
-
-// rec returns the store's Recovery.
-func (f *fixture) rec() ledger.Recovery {
-	f.t.Helper()
-	r, ok := f.s.(ledger.Recovery)
-	if !ok {
-		f.t.Fatalf("%T does not implement ledger.Recovery", f.s)
-	}
-	return r
 }
 
 // exhaustAll claims every due delivery at now and exhausts each with one
@@ -105,7 +96,7 @@ func recoveryParams(op, deliveryID string, action ledger.RecoveryAction, now tim
 // applyP applies p and fails on error.
 func (f *fixture) applyP(p *ledger.RecoveryApplyParams) ledger.RecoveryItem {
 	f.t.Helper()
-	it, err := f.rec().RecoveryApply(f.ctx, p)
+	it, err := f.s.RecoveryApply(f.ctx, p)
 	if err != nil {
 		f.t.Fatalf("RecoveryApply(%s, %s, %s): %v", p.OperationKey, p.DeliveryID, p.Action, err)
 	}
@@ -166,7 +157,7 @@ func (f *fixture) snapshot(endpoints ...string) ledgerSnapshot {
 // items lists an operation's items.
 func (f *fixture) items(op string) []ledger.RecoveryItem {
 	f.t.Helper()
-	got, err := f.rec().RecoveryItemsList(f.ctx, op)
+	got, err := f.s.RecoveryItemsList(f.ctx, op)
 	if err != nil {
 		f.t.Fatalf("RecoveryItemsList(%s): %v", op, err)
 	}
@@ -176,7 +167,7 @@ func (f *fixture) items(op string) []ledger.RecoveryItem {
 // exhausted lists unresolved exhausted deliveries.
 func (f *fixture) exhausted(p ledger.ExhaustedListParams) []ledger.ExhaustedDelivery {
 	f.t.Helper()
-	got, err := f.rec().ExhaustedList(f.ctx, &p)
+	got, err := f.s.ExhaustedList(f.ctx, &p)
 	if err != nil {
 		f.t.Fatalf("ExhaustedList(%+v): %v", p, err)
 	}
@@ -195,7 +186,7 @@ func exhaustedIDs(es []ledger.ExhaustedDelivery) []string {
 // acquire takes one retry from the budget of endpoint at now.
 func (f *fixture) acquire(endpoint string, b ledger.RetryBudget, now time.Time) bool {
 	f.t.Helper()
-	ok, err := f.rec().RetryBudgetAcquire(f.ctx, &ledger.RetryBudgetParams{EndpointID: endpoint, Budget: b, Now: now})
+	ok, err := f.s.RetryBudgetAcquire(f.ctx, &ledger.RetryBudgetParams{EndpointID: endpoint, Budget: b, Now: now})
 	if err != nil {
 		f.t.Fatalf("RetryBudgetAcquire(%s, %v): %v", endpoint, now, err)
 	}
@@ -219,7 +210,7 @@ func (f *fixture) wantAcquired(what, endpoint string, b ledger.RetryBudget, now 
 // secretEvent is an event of type typ carrying one-time secrets.
 func secretEvent(ns, typ string, now time.Time, token string) *ledger.EventInsertParams {
 	p := event(ns, typ, now)
-	p.Secrets = ledger.Sensitive(`{"confirmToken":"` + token + `"}`)
+	p.Secrets = sensitive.Bytes(`{"confirmToken":"` + token + `"}`)
 	p.SecretNames = []string{"confirmToken"}
 	return p
 }
@@ -289,7 +280,7 @@ func testBudgetConcurrent(t *testing.T, f *fixture) {
 	for range workers {
 		wg.Go(func() {
 			for range each {
-				ok, err := f.rec().RetryBudgetAcquire(f.ctx, &ledger.RetryBudgetParams{
+				ok, err := f.s.RetryBudgetAcquire(f.ctx, &ledger.RetryBudgetParams{
 					EndpointID: "shop/all", Budget: ledger.RetryBudget{RatioPercent: 10, MinPerMinute: floor}, Now: t0,
 				})
 				if err != nil {
@@ -684,7 +675,7 @@ func testRecoveryDeletedEndpoint(t *testing.T, f *fixture) {
 	}
 	now := at(time.Minute)
 	for _, action := range []ledger.RecoveryAction{ledger.RecoveryRetry, ledger.RecoveryReissue} {
-		_, err := f.rec().RecoveryApply(f.ctx, recoveryParams("op", orig.ID, action, now))
+		_, err := f.s.RecoveryApply(f.ctx, recoveryParams("op", orig.ID, action, now))
 		wantErr(t, string(action)+" to a deleted endpoint", err, ledger.ErrEndpointDeleted)
 	}
 	if got := f.items("op"); len(got) != 0 {
@@ -755,12 +746,12 @@ func testRecoveryRefusals(t *testing.T, f *fixture) {
 	}
 
 	// Errors record nothing.
-	_, err := f.rec().RecoveryApply(f.ctx, recoveryParams("op-e", "dlv_unknown", ledger.RecoveryRetry, late))
+	_, err := f.s.RecoveryApply(f.ctx, recoveryParams("op-e", "dlv_unknown", ledger.RecoveryRetry, late))
 	wantErr(t, "RecoveryApply of an unknown delivery", err, ledger.ErrNotFound)
 	d4ID := f.publish("shop", "order.created", late).Deliveries[0].ID
 	f.exhaustAll(late) // and the retry above
 	d4 := f.delivery(d4ID)
-	if _, err := f.rec().RecoveryApply(f.ctx, recoveryParams("op-e", d4.ID, "Resend", late)); err == nil {
+	if _, err := f.s.RecoveryApply(f.ctx, recoveryParams("op-e", d4.ID, "Resend", late)); err == nil {
 		t.Fatal("RecoveryApply accepted an unknown action")
 	}
 	if got := f.items("op-e"); len(got) != 0 {
@@ -930,10 +921,6 @@ func testCrowdRelay(t *testing.T, f *fixture) {
 // testRecoveryPayloadExpired prunes an event's data (Settlement.Prune) and
 // checks that it can no longer be retried or copied, only requested.
 func testRecoveryPayloadExpired(t *testing.T, f *fixture) {
-	settlement, ok := f.s.(ledger.Settlement)
-	if !ok {
-		t.Skipf("%T does not implement ledger.Settlement (Prune) yet", f.s)
-	}
 	const ep = "shop/orders"
 	orders := endpoint("shop", "orders", "order.*")
 	orders.Policy.PayloadRetention = time.Minute
@@ -943,7 +930,7 @@ func testRecoveryPayloadExpired(t *testing.T, f *fixture) {
 	orig := f.exhaustAll(at(time.Second))[0]
 
 	now := at(time.Hour)
-	if _, err := settlement.Prune(f.ctx, &ledger.PruneParams{
+	if _, err := f.s.Prune(f.ctx, &ledger.PruneParams{
 		Now: now, DefaultPayloadRetention: time.Minute, DefaultEvidenceRetention: 30 * 24 * time.Hour,
 	}); err != nil {
 		t.Fatalf("Prune: %v", err)

@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/hookkeeper/hookkeeper/internal/ledger"
+	"github.com/hookkeeper/hookkeeper/internal/sensitive"
 )
 
 const endpointColumns = `id, namespace, name, url, event_types, secret_values, secret_not_after,
@@ -172,7 +173,7 @@ func scanEndpoint(row pgx.CollectableRow) (ledger.Endpoint, error) {
 }
 
 // encodeSecrets splits signing secrets into two parallel arrays; nil stays
-// NULL. Values are revealed only to be written (Sensitive marshals to null).
+// NULL. Values are revealed only to be written (sensitive.Bytes marshals to null).
 func encodeSecrets(secrets []ledger.SigningSecret) (values [][]byte, notAfter []int64) {
 	if secrets == nil {
 		return nil, nil
@@ -199,7 +200,7 @@ func decodeSecrets(values [][]byte, notAfter []int64) ([]ledger.SigningSecret, e
 	}
 	out := make([]ledger.SigningSecret, len(values))
 	for i := range values {
-		out[i] = ledger.SigningSecret{Value: ledger.Sensitive(values[i]), NotAfter: fromNanos(notAfter[i])}
+		out[i] = ledger.SigningSecret{Value: sensitive.Bytes(values[i]), NotAfter: fromNanos(notAfter[i])}
 	}
 	return out, nil
 }

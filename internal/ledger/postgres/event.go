@@ -8,6 +8,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/hookkeeper/hookkeeper/internal/ledger"
+	"github.com/hookkeeper/hookkeeper/internal/sensitive"
 )
 
 // eventColumns lists an event in the order eventRow scans it; use it with
@@ -41,7 +42,7 @@ func (r *eventRow) value() (ledger.Event, error) {
 		e.Data = json.RawMessage(r.data)
 	}
 	if r.secrets != nil {
-		e.Secrets = ledger.Sensitive(r.secrets)
+		e.Secrets = sensitive.Bytes(r.secrets)
 	}
 	if err := json.Unmarshal(r.secretNames, &e.SecretNames); err != nil {
 		return ledger.Event{}, fmt.Errorf("event %s: decode secret names: %w", e.ID, err)

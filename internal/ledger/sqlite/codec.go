@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/hookkeeper/hookkeeper/internal/ledger"
+	"github.com/hookkeeper/hookkeeper/internal/sensitive"
 )
 
 // Times are stored as INTEGER unix nanoseconds UTC; a zero time.Time as
@@ -40,7 +41,7 @@ func nullBytes(b []byte) any {
 	return b
 }
 
-// storedSecret is a signing secret as stored: Sensitive marshals to null on
+// storedSecret is a signing secret as stored: sensitive.Bytes marshals to null on
 // purpose, so the store writes the revealed bytes explicitly.
 type storedSecret struct {
 	Value    []byte `json:"value"`
@@ -68,7 +69,7 @@ func decodeSecrets(b []byte) ([]ledger.SigningSecret, error) {
 	}
 	out := make([]ledger.SigningSecret, len(in))
 	for i, s := range in {
-		out[i] = ledger.SigningSecret{Value: ledger.Sensitive(s.Value)}
+		out[i] = ledger.SigningSecret{Value: sensitive.Bytes(s.Value)}
 		if s.NotAfter != 0 {
 			out[i].NotAfter = fromNanos(s.NotAfter)
 		}
@@ -135,7 +136,7 @@ func eventDest(ev *ledger.Event) ([]any, func() error) {
 			ev.Data = data
 		}
 		if len(secrets) > 0 {
-			ev.Secrets = ledger.Sensitive(secrets)
+			ev.Secrets = sensitive.Bytes(secrets)
 		}
 		if len(hash) > 0 {
 			ev.BodyHash = hash
