@@ -36,7 +36,7 @@ generate: ## Generate deepcopy code for the API types and the delivery API's Ope
 	$(CONTROLLER_GEN) object:headerFile="hack/boilerplate.go.txt" paths="./..."
 	go tool openapi-gen --go-header-file hack/boilerplate.go.txt \
 		--output-dir internal/deliveryapi/openapi --output-pkg github.com/hookkeeper/hookkeeper/internal/deliveryapi/openapi \
-		--output-file zz_generated.openapi.go --report-filename /dev/null \
+		--output-file zz_generated.openapi.go --output-model-name-file zz_generated.model_name.go --report-filename /dev/null \
 		k8s.io/apimachinery/pkg/apis/meta/v1 k8s.io/apimachinery/pkg/runtime k8s.io/apimachinery/pkg/version ./api/delivery/v1alpha1
 
 .PHONY: fmt

@@ -8,4 +8,5 @@
 // +kubebuilder:skip
 // +kubebuilder:object:generate=true
 // +k8s:openapi-gen=true
+// +k8s:openapi-model-package=dev.hookkeeper.delivery.v1alpha1
 package v1alpha1

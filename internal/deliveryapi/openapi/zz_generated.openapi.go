@@ -22,6 +22,7 @@ limitations under the License.
 package openapi
 
 import (
+	v1alpha1 "github.com/hookkeeper/hookkeeper/api/delivery/v1alpha1"
 	v1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	runtime "k8s.io/apimachinery/pkg/runtime"
 	version "k8s.io/apimachinery/pkg/version"
@@ -31,70 +32,70 @@ import (
 
 func GetOpenAPIDefinitions(ref common.ReferenceCallback) map[string]common.OpenAPIDefinition {
 	return map[string]common.OpenAPIDefinition{
-		"github.com/hookkeeper/hookkeeper/api/delivery/v1alpha1.Attempt":            schema_hookkeeper_api_delivery_v1alpha1_Attempt(ref),
-		"github.com/hookkeeper/hookkeeper/api/delivery/v1alpha1.Delivery":           schema_hookkeeper_api_delivery_v1alpha1_Delivery(ref),
-		"github.com/hookkeeper/hookkeeper/api/delivery/v1alpha1.DeliveryList":       schema_hookkeeper_api_delivery_v1alpha1_DeliveryList(ref),
-		"github.com/hookkeeper/hookkeeper/api/delivery/v1alpha1.DeliverySpec":       schema_hookkeeper_api_delivery_v1alpha1_DeliverySpec(ref),
-		"github.com/hookkeeper/hookkeeper/api/delivery/v1alpha1.DeliveryStatus":     schema_hookkeeper_api_delivery_v1alpha1_DeliveryStatus(ref),
-		"github.com/hookkeeper/hookkeeper/api/delivery/v1alpha1.Replacement":        schema_hookkeeper_api_delivery_v1alpha1_Replacement(ref),
-		"github.com/hookkeeper/hookkeeper/api/delivery/v1alpha1.WebhookEvent":       schema_hookkeeper_api_delivery_v1alpha1_WebhookEvent(ref),
-		"github.com/hookkeeper/hookkeeper/api/delivery/v1alpha1.WebhookEventList":   schema_hookkeeper_api_delivery_v1alpha1_WebhookEventList(ref),
-		"github.com/hookkeeper/hookkeeper/api/delivery/v1alpha1.WebhookEventSpec":   schema_hookkeeper_api_delivery_v1alpha1_WebhookEventSpec(ref),
-		"github.com/hookkeeper/hookkeeper/api/delivery/v1alpha1.WebhookEventStatus": schema_hookkeeper_api_delivery_v1alpha1_WebhookEventStatus(ref),
-		v1.APIGroup{}.OpenAPIModelName():                                            schema_pkg_apis_meta_v1_APIGroup(ref),
-		v1.APIGroupList{}.OpenAPIModelName():                                        schema_pkg_apis_meta_v1_APIGroupList(ref),
-		v1.APIResource{}.OpenAPIModelName():                                         schema_pkg_apis_meta_v1_APIResource(ref),
-		v1.APIResourceList{}.OpenAPIModelName():                                     schema_pkg_apis_meta_v1_APIResourceList(ref),
-		v1.APIVersions{}.OpenAPIModelName():                                         schema_pkg_apis_meta_v1_APIVersions(ref),
-		v1.ApplyOptions{}.OpenAPIModelName():                                        schema_pkg_apis_meta_v1_ApplyOptions(ref),
-		v1.Condition{}.OpenAPIModelName():                                           schema_pkg_apis_meta_v1_Condition(ref),
-		v1.CreateOptions{}.OpenAPIModelName():                                       schema_pkg_apis_meta_v1_CreateOptions(ref),
-		v1.DeleteOptions{}.OpenAPIModelName():                                       schema_pkg_apis_meta_v1_DeleteOptions(ref),
-		v1.Duration{}.OpenAPIModelName():                                            schema_pkg_apis_meta_v1_Duration(ref),
-		v1.FieldSelectorRequirement{}.OpenAPIModelName():                            schema_pkg_apis_meta_v1_FieldSelectorRequirement(ref),
-		v1.FieldsV1{}.OpenAPIModelName():                                            schema_pkg_apis_meta_v1_FieldsV1(ref),
-		v1.GetOptions{}.OpenAPIModelName():                                          schema_pkg_apis_meta_v1_GetOptions(ref),
-		v1.GroupKind{}.OpenAPIModelName():                                           schema_pkg_apis_meta_v1_GroupKind(ref),
-		v1.GroupResource{}.OpenAPIModelName():                                       schema_pkg_apis_meta_v1_GroupResource(ref),
-		v1.GroupVersion{}.OpenAPIModelName():                                        schema_pkg_apis_meta_v1_GroupVersion(ref),
-		v1.GroupVersionForDiscovery{}.OpenAPIModelName():                            schema_pkg_apis_meta_v1_GroupVersionForDiscovery(ref),
-		v1.GroupVersionKind{}.OpenAPIModelName():                                    schema_pkg_apis_meta_v1_GroupVersionKind(ref),
-		v1.GroupVersionResource{}.OpenAPIModelName():                                schema_pkg_apis_meta_v1_GroupVersionResource(ref),
-		v1.InternalEvent{}.OpenAPIModelName():                                       schema_pkg_apis_meta_v1_InternalEvent(ref),
-		v1.LabelSelector{}.OpenAPIModelName():                                       schema_pkg_apis_meta_v1_LabelSelector(ref),
-		v1.LabelSelectorRequirement{}.OpenAPIModelName():                            schema_pkg_apis_meta_v1_LabelSelectorRequirement(ref),
-		v1.List{}.OpenAPIModelName():                                                schema_pkg_apis_meta_v1_List(ref),
-		v1.ListMeta{}.OpenAPIModelName():                                            schema_pkg_apis_meta_v1_ListMeta(ref),
-		v1.ListOptions{}.OpenAPIModelName():                                         schema_pkg_apis_meta_v1_ListOptions(ref),
-		v1.ManagedFieldsEntry{}.OpenAPIModelName():                                  schema_pkg_apis_meta_v1_ManagedFieldsEntry(ref),
-		v1.MicroTime{}.OpenAPIModelName():                                           schema_pkg_apis_meta_v1_MicroTime(ref),
-		v1.ObjectMeta{}.OpenAPIModelName():                                          schema_pkg_apis_meta_v1_ObjectMeta(ref),
-		v1.OwnerReference{}.OpenAPIModelName():                                      schema_pkg_apis_meta_v1_OwnerReference(ref),
-		v1.PartialObjectMetadata{}.OpenAPIModelName():                               schema_pkg_apis_meta_v1_PartialObjectMetadata(ref),
-		v1.PartialObjectMetadataList{}.OpenAPIModelName():                           schema_pkg_apis_meta_v1_PartialObjectMetadataList(ref),
-		v1.Patch{}.OpenAPIModelName():                                               schema_pkg_apis_meta_v1_Patch(ref),
-		v1.PatchOptions{}.OpenAPIModelName():                                        schema_pkg_apis_meta_v1_PatchOptions(ref),
-		v1.Preconditions{}.OpenAPIModelName():                                       schema_pkg_apis_meta_v1_Preconditions(ref),
-		v1.RootPaths{}.OpenAPIModelName():                                           schema_pkg_apis_meta_v1_RootPaths(ref),
-		v1.ServerAddressByClientCIDR{}.OpenAPIModelName():                           schema_pkg_apis_meta_v1_ServerAddressByClientCIDR(ref),
-		v1.ShardInfo{}.OpenAPIModelName():                                           schema_pkg_apis_meta_v1_ShardInfo(ref),
-		v1.Status{}.OpenAPIModelName():                                              schema_pkg_apis_meta_v1_Status(ref),
-		v1.StatusCause{}.OpenAPIModelName():                                         schema_pkg_apis_meta_v1_StatusCause(ref),
-		v1.StatusDetails{}.OpenAPIModelName():                                       schema_pkg_apis_meta_v1_StatusDetails(ref),
-		v1.Table{}.OpenAPIModelName():                                               schema_pkg_apis_meta_v1_Table(ref),
-		v1.TableColumnDefinition{}.OpenAPIModelName():                               schema_pkg_apis_meta_v1_TableColumnDefinition(ref),
-		v1.TableOptions{}.OpenAPIModelName():                                        schema_pkg_apis_meta_v1_TableOptions(ref),
-		v1.TableRow{}.OpenAPIModelName():                                            schema_pkg_apis_meta_v1_TableRow(ref),
-		v1.TableRowCondition{}.OpenAPIModelName():                                   schema_pkg_apis_meta_v1_TableRowCondition(ref),
-		v1.Time{}.OpenAPIModelName():                                                schema_pkg_apis_meta_v1_Time(ref),
-		v1.Timestamp{}.OpenAPIModelName():                                           schema_pkg_apis_meta_v1_Timestamp(ref),
-		v1.TypeMeta{}.OpenAPIModelName():                                            schema_pkg_apis_meta_v1_TypeMeta(ref),
-		v1.UpdateOptions{}.OpenAPIModelName():                                       schema_pkg_apis_meta_v1_UpdateOptions(ref),
-		v1.WatchEvent{}.OpenAPIModelName():                                          schema_pkg_apis_meta_v1_WatchEvent(ref),
-		runtime.RawExtension{}.OpenAPIModelName():                                   schema_k8sio_apimachinery_pkg_runtime_RawExtension(ref),
-		runtime.TypeMeta{}.OpenAPIModelName():                                       schema_k8sio_apimachinery_pkg_runtime_TypeMeta(ref),
-		runtime.Unknown{}.OpenAPIModelName():                                        schema_k8sio_apimachinery_pkg_runtime_Unknown(ref),
-		version.Info{}.OpenAPIModelName():                                           schema_k8sio_apimachinery_pkg_version_Info(ref),
+		v1alpha1.Attempt{}.OpenAPIModelName():             schema_hookkeeper_api_delivery_v1alpha1_Attempt(ref),
+		v1alpha1.Delivery{}.OpenAPIModelName():            schema_hookkeeper_api_delivery_v1alpha1_Delivery(ref),
+		v1alpha1.DeliveryList{}.OpenAPIModelName():        schema_hookkeeper_api_delivery_v1alpha1_DeliveryList(ref),
+		v1alpha1.DeliverySpec{}.OpenAPIModelName():        schema_hookkeeper_api_delivery_v1alpha1_DeliverySpec(ref),
+		v1alpha1.DeliveryStatus{}.OpenAPIModelName():      schema_hookkeeper_api_delivery_v1alpha1_DeliveryStatus(ref),
+		v1alpha1.Replacement{}.OpenAPIModelName():         schema_hookkeeper_api_delivery_v1alpha1_Replacement(ref),
+		v1alpha1.WebhookEvent{}.OpenAPIModelName():        schema_hookkeeper_api_delivery_v1alpha1_WebhookEvent(ref),
+		v1alpha1.WebhookEventList{}.OpenAPIModelName():    schema_hookkeeper_api_delivery_v1alpha1_WebhookEventList(ref),
+		v1alpha1.WebhookEventSpec{}.OpenAPIModelName():    schema_hookkeeper_api_delivery_v1alpha1_WebhookEventSpec(ref),
+		v1alpha1.WebhookEventStatus{}.OpenAPIModelName():  schema_hookkeeper_api_delivery_v1alpha1_WebhookEventStatus(ref),
+		v1.APIGroup{}.OpenAPIModelName():                  schema_pkg_apis_meta_v1_APIGroup(ref),
+		v1.APIGroupList{}.OpenAPIModelName():              schema_pkg_apis_meta_v1_APIGroupList(ref),
+		v1.APIResource{}.OpenAPIModelName():               schema_pkg_apis_meta_v1_APIResource(ref),
+		v1.APIResourceList{}.OpenAPIModelName():           schema_pkg_apis_meta_v1_APIResourceList(ref),
+		v1.APIVersions{}.OpenAPIModelName():               schema_pkg_apis_meta_v1_APIVersions(ref),
+		v1.ApplyOptions{}.OpenAPIModelName():              schema_pkg_apis_meta_v1_ApplyOptions(ref),
+		v1.Condition{}.OpenAPIModelName():                 schema_pkg_apis_meta_v1_Condition(ref),
+		v1.CreateOptions{}.OpenAPIModelName():             schema_pkg_apis_meta_v1_CreateOptions(ref),
+		v1.DeleteOptions{}.OpenAPIModelName():             schema_pkg_apis_meta_v1_DeleteOptions(ref),
+		v1.Duration{}.OpenAPIModelName():                  schema_pkg_apis_meta_v1_Duration(ref),
+		v1.FieldSelectorRequirement{}.OpenAPIModelName():  schema_pkg_apis_meta_v1_FieldSelectorRequirement(ref),
+		v1.FieldsV1{}.OpenAPIModelName():                  schema_pkg_apis_meta_v1_FieldsV1(ref),
+		v1.GetOptions{}.OpenAPIModelName():                schema_pkg_apis_meta_v1_GetOptions(ref),
+		v1.GroupKind{}.OpenAPIModelName():                 schema_pkg_apis_meta_v1_GroupKind(ref),
+		v1.GroupResource{}.OpenAPIModelName():             schema_pkg_apis_meta_v1_GroupResource(ref),
+		v1.GroupVersion{}.OpenAPIModelName():              schema_pkg_apis_meta_v1_GroupVersion(ref),
+		v1.GroupVersionForDiscovery{}.OpenAPIModelName():  schema_pkg_apis_meta_v1_GroupVersionForDiscovery(ref),
+		v1.GroupVersionKind{}.OpenAPIModelName():          schema_pkg_apis_meta_v1_GroupVersionKind(ref),
+		v1.GroupVersionResource{}.OpenAPIModelName():      schema_pkg_apis_meta_v1_GroupVersionResource(ref),
+		v1.InternalEvent{}.OpenAPIModelName():             schema_pkg_apis_meta_v1_InternalEvent(ref),
+		v1.LabelSelector{}.OpenAPIModelName():             schema_pkg_apis_meta_v1_LabelSelector(ref),
+		v1.LabelSelectorRequirement{}.OpenAPIModelName():  schema_pkg_apis_meta_v1_LabelSelectorRequirement(ref),
+		v1.List{}.OpenAPIModelName():                      schema_pkg_apis_meta_v1_List(ref),
+		v1.ListMeta{}.OpenAPIModelName():                  schema_pkg_apis_meta_v1_ListMeta(ref),
+		v1.ListOptions{}.OpenAPIModelName():               schema_pkg_apis_meta_v1_ListOptions(ref),
+		v1.ManagedFieldsEntry{}.OpenAPIModelName():        schema_pkg_apis_meta_v1_ManagedFieldsEntry(ref),
+		v1.MicroTime{}.OpenAPIModelName():                 schema_pkg_apis_meta_v1_MicroTime(ref),
+		v1.ObjectMeta{}.OpenAPIModelName():                schema_pkg_apis_meta_v1_ObjectMeta(ref),
+		v1.OwnerReference{}.OpenAPIModelName():            schema_pkg_apis_meta_v1_OwnerReference(ref),
+		v1.PartialObjectMetadata{}.OpenAPIModelName():     schema_pkg_apis_meta_v1_PartialObjectMetadata(ref),
+		v1.PartialObjectMetadataList{}.OpenAPIModelName(): schema_pkg_apis_meta_v1_PartialObjectMetadataList(ref),
+		v1.Patch{}.OpenAPIModelName():                     schema_pkg_apis_meta_v1_Patch(ref),
+		v1.PatchOptions{}.OpenAPIModelName():              schema_pkg_apis_meta_v1_PatchOptions(ref),
+		v1.Preconditions{}.OpenAPIModelName():             schema_pkg_apis_meta_v1_Preconditions(ref),
+		v1.RootPaths{}.OpenAPIModelName():                 schema_pkg_apis_meta_v1_RootPaths(ref),
+		v1.ServerAddressByClientCIDR{}.OpenAPIModelName(): schema_pkg_apis_meta_v1_ServerAddressByClientCIDR(ref),
+		v1.ShardInfo{}.OpenAPIModelName():                 schema_pkg_apis_meta_v1_ShardInfo(ref),
+		v1.Status{}.OpenAPIModelName():                    schema_pkg_apis_meta_v1_Status(ref),
+		v1.StatusCause{}.OpenAPIModelName():               schema_pkg_apis_meta_v1_StatusCause(ref),
+		v1.StatusDetails{}.OpenAPIModelName():             schema_pkg_apis_meta_v1_StatusDetails(ref),
+		v1.Table{}.OpenAPIModelName():                     schema_pkg_apis_meta_v1_Table(ref),
+		v1.TableColumnDefinition{}.OpenAPIModelName():     schema_pkg_apis_meta_v1_TableColumnDefinition(ref),
+		v1.TableOptions{}.OpenAPIModelName():              schema_pkg_apis_meta_v1_TableOptions(ref),
+		v1.TableRow{}.OpenAPIModelName():                  schema_pkg_apis_meta_v1_TableRow(ref),
+		v1.TableRowCondition{}.OpenAPIModelName():         schema_pkg_apis_meta_v1_TableRowCondition(ref),
+		v1.Time{}.OpenAPIModelName():                      schema_pkg_apis_meta_v1_Time(ref),
+		v1.Timestamp{}.OpenAPIModelName():                 schema_pkg_apis_meta_v1_Timestamp(ref),
+		v1.TypeMeta{}.OpenAPIModelName():                  schema_pkg_apis_meta_v1_TypeMeta(ref),
+		v1.UpdateOptions{}.OpenAPIModelName():             schema_pkg_apis_meta_v1_UpdateOptions(ref),
+		v1.WatchEvent{}.OpenAPIModelName():                schema_pkg_apis_meta_v1_WatchEvent(ref),
+		runtime.RawExtension{}.OpenAPIModelName():         schema_k8sio_apimachinery_pkg_runtime_RawExtension(ref),
+		runtime.TypeMeta{}.OpenAPIModelName():             schema_k8sio_apimachinery_pkg_runtime_TypeMeta(ref),
+		runtime.Unknown{}.OpenAPIModelName():              schema_k8sio_apimachinery_pkg_runtime_Unknown(ref),
+		version.Info{}.OpenAPIModelName():                 schema_k8sio_apimachinery_pkg_version_Info(ref),
 	}
 }
 
@@ -178,13 +179,13 @@ func schema_hookkeeper_api_delivery_v1alpha1_Delivery(ref common.ReferenceCallba
 					"spec": {
 						SchemaProps: spec.SchemaProps{
 							Default: map[string]interface{}{},
-							Ref:     ref("github.com/hookkeeper/hookkeeper/api/delivery/v1alpha1.DeliverySpec"),
+							Ref:     ref(v1alpha1.DeliverySpec{}.OpenAPIModelName()),
 						},
 					},
 					"status": {
 						SchemaProps: spec.SchemaProps{
 							Default: map[string]interface{}{},
-							Ref:     ref("github.com/hookkeeper/hookkeeper/api/delivery/v1alpha1.DeliveryStatus"),
+							Ref:     ref(v1alpha1.DeliveryStatus{}.OpenAPIModelName()),
 						},
 					},
 				},
@@ -192,7 +193,7 @@ func schema_hookkeeper_api_delivery_v1alpha1_Delivery(ref common.ReferenceCallba
 			},
 		},
 		Dependencies: []string{
-			"github.com/hookkeeper/hookkeeper/api/delivery/v1alpha1.DeliverySpec", "github.com/hookkeeper/hookkeeper/api/delivery/v1alpha1.DeliveryStatus", v1.ObjectMeta{}.OpenAPIModelName()},
+			v1alpha1.DeliverySpec{}.OpenAPIModelName(), v1alpha1.DeliveryStatus{}.OpenAPIModelName(), v1.ObjectMeta{}.OpenAPIModelName()},
 	}
 }
 
@@ -234,7 +235,7 @@ func schema_hookkeeper_api_delivery_v1alpha1_DeliveryList(ref common.ReferenceCa
 							Items: &spec.SchemaOrArray{
 								Schema: &spec.Schema{
 									SchemaProps: spec.SchemaProps{
-										Ref: ref("github.com/hookkeeper/hookkeeper/api/delivery/v1alpha1.Delivery"),
+										Ref: ref(v1alpha1.Delivery{}.OpenAPIModelName()),
 									},
 								},
 							},
@@ -245,7 +246,7 @@ func schema_hookkeeper_api_delivery_v1alpha1_DeliveryList(ref common.ReferenceCa
 			},
 		},
 		Dependencies: []string{
-			"github.com/hookkeeper/hookkeeper/api/delivery/v1alpha1.Delivery", v1.ListMeta{}.OpenAPIModelName()},
+			v1alpha1.Delivery{}.OpenAPIModelName(), v1.ListMeta{}.OpenAPIModelName()},
 	}
 }
 
@@ -379,7 +380,7 @@ func schema_hookkeeper_api_delivery_v1alpha1_DeliveryStatus(ref common.Reference
 					"replacedBy": {
 						SchemaProps: spec.SchemaProps{
 							Description: "ReplacedBy names what a recovery made of this delivery.",
-							Ref:         ref("github.com/hookkeeper/hookkeeper/api/delivery/v1alpha1.Replacement"),
+							Ref:         ref(v1alpha1.Replacement{}.OpenAPIModelName()),
 						},
 					},
 					"attempts": {
@@ -394,7 +395,7 @@ func schema_hookkeeper_api_delivery_v1alpha1_DeliveryStatus(ref common.Reference
 							Items: &spec.SchemaOrArray{
 								Schema: &spec.Schema{
 									SchemaProps: spec.SchemaProps{
-										Ref: ref("github.com/hookkeeper/hookkeeper/api/delivery/v1alpha1.Attempt"),
+										Ref: ref(v1alpha1.Attempt{}.OpenAPIModelName()),
 									},
 								},
 							},
@@ -412,7 +413,7 @@ func schema_hookkeeper_api_delivery_v1alpha1_DeliveryStatus(ref common.Reference
 			},
 		},
 		Dependencies: []string{
-			"github.com/hookkeeper/hookkeeper/api/delivery/v1alpha1.Attempt", "github.com/hookkeeper/hookkeeper/api/delivery/v1alpha1.Replacement", v1.Time{}.OpenAPIModelName()},
+			v1alpha1.Attempt{}.OpenAPIModelName(), v1alpha1.Replacement{}.OpenAPIModelName(), v1.Time{}.OpenAPIModelName()},
 	}
 }
 
@@ -473,13 +474,13 @@ func schema_hookkeeper_api_delivery_v1alpha1_WebhookEvent(ref common.ReferenceCa
 					"spec": {
 						SchemaProps: spec.SchemaProps{
 							Default: map[string]interface{}{},
-							Ref:     ref("github.com/hookkeeper/hookkeeper/api/delivery/v1alpha1.WebhookEventSpec"),
+							Ref:     ref(v1alpha1.WebhookEventSpec{}.OpenAPIModelName()),
 						},
 					},
 					"status": {
 						SchemaProps: spec.SchemaProps{
 							Default: map[string]interface{}{},
-							Ref:     ref("github.com/hookkeeper/hookkeeper/api/delivery/v1alpha1.WebhookEventStatus"),
+							Ref:     ref(v1alpha1.WebhookEventStatus{}.OpenAPIModelName()),
 						},
 					},
 				},
@@ -487,7 +488,7 @@ func schema_hookkeeper_api_delivery_v1alpha1_WebhookEvent(ref common.ReferenceCa
 			},
 		},
 		Dependencies: []string{
-			"github.com/hookkeeper/hookkeeper/api/delivery/v1alpha1.WebhookEventSpec", "github.com/hookkeeper/hookkeeper/api/delivery/v1alpha1.WebhookEventStatus", v1.ObjectMeta{}.OpenAPIModelName()},
+			v1alpha1.WebhookEventSpec{}.OpenAPIModelName(), v1alpha1.WebhookEventStatus{}.OpenAPIModelName(), v1.ObjectMeta{}.OpenAPIModelName()},
 	}
 }
 
@@ -529,7 +530,7 @@ func schema_hookkeeper_api_delivery_v1alpha1_WebhookEventList(ref common.Referen
 							Items: &spec.SchemaOrArray{
 								Schema: &spec.Schema{
 									SchemaProps: spec.SchemaProps{
-										Ref: ref("github.com/hookkeeper/hookkeeper/api/delivery/v1alpha1.WebhookEvent"),
+										Ref: ref(v1alpha1.WebhookEvent{}.OpenAPIModelName()),
 									},
 								},
 							},
@@ -540,7 +541,7 @@ func schema_hookkeeper_api_delivery_v1alpha1_WebhookEventList(ref common.Referen
 			},
 		},
 		Dependencies: []string{
-			"github.com/hookkeeper/hookkeeper/api/delivery/v1alpha1.WebhookEvent", v1.ListMeta{}.OpenAPIModelName()},
+			v1alpha1.WebhookEvent{}.OpenAPIModelName(), v1.ListMeta{}.OpenAPIModelName()},
 	}
 }
 
