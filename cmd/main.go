@@ -56,6 +56,8 @@ func main() {
 	flag.StringVar(&ledgerFlag, "ledger", "sqlite://hookkeeper-ledger.db", "Where the delivery ledger lives: sqlite://<path> (embedded, one replica) or postgres://<dsn> (shared, several replicas).")
 	var apiFlags apiOptions // the HTTP API: address, authentication, TLS (cmd/api.go)
 	apiFlags.bindFlags(flag.CommandLine)
+	var deliveryAPIFlags deliveryAPIOptions // kubectl get deliveries (cmd/deliveryapi.go)
+	deliveryAPIFlags.bindFlags(flag.CommandLine)
 	flag.IntVar(&workers, "workers", 128, "Delivery attempts in progress at once, per replica.")
 	flag.DurationVar(&statusResync, "endpoint-status-resync", 0, "How often every WebhookEndpoint's counters are refreshed from the ledger (0: 30s to 60s, jittered); exhaustions are shown at once regardless.")
 	var destFlags destinationFlags
@@ -67,6 +69,10 @@ func main() {
 	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&opts)))
 	if err := apiFlags.validate(); err != nil {
 		setupLog.Error(err, "invalid HTTP API flags")
+		os.Exit(2)
+	}
+	if err := deliveryAPIFlags.validate(); err != nil {
+		setupLog.Error(err, "invalid aggregated API flags")
 		os.Exit(2)
 	}
 
@@ -179,6 +185,17 @@ func main() {
 		}
 		if err := mgr.Add(api); err != nil {
 			setupLog.Error(err, "unable to add the HTTP API")
+			os.Exit(1)
+		}
+	}
+	if deliveryAPIFlags.enabled() {
+		srv, err := deliveryAPIServer(deliveryAPIFlags, store, ctrl.Log.WithName("delivery-api"))
+		if err != nil {
+			setupLog.Error(err, "unable to set up the aggregated API")
+			os.Exit(1)
+		}
+		if err := mgr.Add(srv); err != nil {
+			setupLog.Error(err, "unable to add the aggregated API")
 			os.Exit(1)
 		}
 	}
