@@ -13,10 +13,37 @@ import (
 var browseEventCols = strings.Replace(prefixed("e", eventCols), "e.secrets,", "NULL,", 1)
 
 // DeliveryBrowse implements ledger.Browser. The query keeps only the
-// filters in use; ORDER BY id with LIMIT lets SQLite walk the primary key
-// (or the endpoint/event index) and stop after one page.
+// filters in use. CROSS JOIN makes SQLite walk deliveries in ID order (the
+// primary key, or the endpoint/event index that ends in id) and stop after
+// one page; left to itself it would read a namespace's every event through
+// events_namespace and sort them (a temp B-tree per page).
 func (s *Store) DeliveryBrowse(ctx context.Context, p *ledger.DeliveryBrowseParams) ([]ledger.DeliveryView, error) {
 	const op = "browse deliveries"
+	q, args, err := deliveryBrowseSQL(p)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", op, err)
+	}
+	rows, err := s.r.QueryContext(ctx, q, args...)
+	if err != nil {
+		return nil, translate(op, err)
+	}
+	defer rows.Close()
+	var out []ledger.DeliveryView
+	for rows.Next() {
+		var v ledger.DeliveryView
+		dest, finish := deliveryDest(&v.Delivery)
+		dest = append(dest, &v.Namespace, &v.EventType, &v.ReplacedByDelivery, &v.ReplacedByEvent)
+		if err := rows.Scan(dest...); err != nil {
+			return nil, translate(op, err)
+		}
+		finish()
+		out = append(out, v)
+	}
+	return out, translate(op, rows.Err())
+}
+
+// deliveryBrowseSQL builds DeliveryBrowse's query and arguments.
+func deliveryBrowseSQL(p *ledger.DeliveryBrowseParams) (string, []any, error) {
 	var (
 		where []string
 		args  []any
@@ -43,7 +70,7 @@ func (s *Store) DeliveryBrowse(ctx context.Context, p *ledger.DeliveryBrowsePara
 	if len(p.States) > 0 {
 		b, err := json.Marshal(p.States)
 		if err != nil {
-			return nil, fmt.Errorf("%s: %w", op, err)
+			return "", nil, err
 		}
 		cond("d.state IN (SELECT value FROM json_each(?))", string(b))
 	}
@@ -55,30 +82,14 @@ func (s *Store) DeliveryBrowse(ctx context.Context, p *ledger.DeliveryBrowsePara
 	}
 	q := `SELECT ` + prefixed("d", deliveryCols) + `, e.namespace, e.type,
 		COALESCE(r.new_delivery_id, ''), COALESCE(r.new_event_id, '')
-		FROM deliveries d JOIN events e ON e.id = d.event_id
+		FROM deliveries d CROSS JOIN events e ON e.id = d.event_id
 		LEFT JOIN recovery_items r ON r.delivery_id = d.id AND r.outcome IN ('Retried', 'Reissued')`
 	if len(where) > 0 {
 		q += ` WHERE ` + strings.Join(where, " AND ")
 	}
 	q += ` ORDER BY d.id LIMIT ?`
 	args = append(args, ledger.ListLimit(p.Limit))
-	rows, err := s.r.QueryContext(ctx, q, args...)
-	if err != nil {
-		return nil, translate(op, err)
-	}
-	defer rows.Close()
-	var out []ledger.DeliveryView
-	for rows.Next() {
-		var v ledger.DeliveryView
-		dest, finish := deliveryDest(&v.Delivery)
-		dest = append(dest, &v.Namespace, &v.EventType, &v.ReplacedByDelivery, &v.ReplacedByEvent)
-		if err := rows.Scan(dest...); err != nil {
-			return nil, translate(op, err)
-		}
-		finish()
-		out = append(out, v)
-	}
-	return out, translate(op, rows.Err())
+	return q, args, nil
 }
 
 // EventBrowse implements ledger.Browser.
