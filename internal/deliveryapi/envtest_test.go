@@ -23,6 +23,7 @@ import (
 	"testing"
 	"time"
 
+	authnv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -381,6 +382,24 @@ func TestWithKubectl(t *testing.T) {
 		h.writeKubeconfig(u.Name, au.Config())
 	}
 
+	// A ServiceAccount with the viewer role, authenticated by its token
+	// (TokenReview through the delegated authenticator).
+	if _, err := cs.CoreV1().ServiceAccounts("shop").Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "oncall"}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cs.RbacV1().RoleBindings("shop").Create(ctx, &rbacv1.RoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: "oncall-viewer", Namespace: "shop"},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "hookkeeper-delivery-viewer"},
+		Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: "oncall", Namespace: "shop"}},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	tok, err := cs.CoreV1().ServiceAccounts("shop").CreateToken(ctx, "oncall", &authnv1.TokenRequest{}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.writeKubeconfig("oncall", &rest.Config{BearerToken: tok.Status.Token})
+
 	// Ready: discovery answers through delegated authentication.
 	deadline := time.Now().Add(time.Minute)
 	for {
@@ -475,6 +494,20 @@ func TestWithKubectl(t *testing.T) {
 		wantNames(t, "--chunk-size=2", h.names("admin", "get", "deliveries", "-n", "shop", "--chunk-size=2"), hist.shopDeliveries)
 		h.fails("admin", "(MethodNotAllowed): watch is not supported", "get", "deliveries", "-n", "shop", "-w", "--request-timeout=20s")
 	})
+	t.Run("ReissueStory", func(t *testing.T) {
+		h.t = t
+		replaced := h.ok("admin", "get", "delivery", hist.reissued, "-n", "shop", "-o", "jsonpath={.status.resolution} {.status.replacedBy.event}")
+		if replaced != "Reissued "+hist.reissueEvent {
+			t.Fatalf("replacedBy of the reissued delivery: %q", replaced)
+		}
+		wantNames(t, "the reissue's deliveries", h.names("admin", "get", "deliveries", "-n", "shop",
+			"--field-selector", "spec.event="+hist.reissueEvent), []string{hist.reissueDelivery})
+		if got := h.ok("admin", "get", "webhookevent", hist.reissueEvent, "-n", "shop", "-o", "jsonpath={.spec.reissueOf}"); got != hist.paidEvent {
+			t.Fatalf("reissueOf of the new event: %q, want %s", got, hist.paidEvent)
+		}
+		wantNames(t, "events by type", h.names("admin", "get", "webhookevents", "-n", "shop",
+			"--field-selector", "spec.type=order.paid"), []string{hist.paidEvent, hist.reissueEvent})
+	})
 	t.Run("DescribeYAMLExplain", func(t *testing.T) {
 		h.t = t
 		desc := h.ok("admin", "describe", "delivery", hist.reissued, "-n", "shop")
@@ -502,6 +535,8 @@ func TestWithKubectl(t *testing.T) {
 		h.fails("nobody", "Forbidden", "get", "deliveries", "-n", "shop")
 		h.fails("nobody", "Forbidden", "get", "webhookevents", "-n", "shop")
 		wantNames(t, "viewer in shop", h.names("viewer", "get", "deliveries", "-n", "shop"), hist.shopDeliveries)
+		wantNames(t, "ServiceAccount token in shop", h.names("oncall", "get", "deliveries", "-n", "shop"), hist.shopDeliveries)
+		h.fails("oncall", "Forbidden", "get", "deliveries", "-n", "other")
 		h.fails("viewer", "Forbidden", "get", "deliveries", "-n", "other")
 		h.fails("viewer", "Forbidden", "get", "deliveries", "-A")
 		// Events: the viewer sees them without data, the reader with it.
