@@ -41,6 +41,8 @@ import (
 type Store interface {
 	// Lifecycle: acknowledgements, secrets, retention, budgets, recovery.
 	Lifecycle
+	// Browser: the history, page by page, for the delivery API.
+	Browser
 
 	// EndpointUpsert creates or replaces an endpoint's configuration and
 	// returns it with its new Version (1 on creation, +1 on every change).

@@ -10,14 +10,18 @@ import (
 
 // kubernetesAdapters are the packages under internal/ that may import
 // Kubernetes. internal/kubeauth is the adapter that implements the HTTP
-// API's Auth with TokenReview and SubjectAccessReview: it is not part of the
-// engine, and no engine package may import it (if one did, its Kubernetes
-// dependencies would show up below and fail the test).
-// internal/servingcert keeps the manager's serving certificate in a Secret
-// and an APIService's caBundle current.
+// API's Auth with TokenReview and SubjectAccessReview; internal/servingcert
+// keeps the manager's serving certificate in a Secret and an APIService's
+// caBundle current; internal/deliveryapi (and its generated OpenAPI
+// definitions) serves the ledger's history as an aggregated Kubernetes API.
+// They are not part of the engine, and no engine package may import them
+// (if one did, its Kubernetes dependencies would show up below and fail the
+// test).
 var kubernetesAdapters = map[string]bool{
-	"github.com/hookkeeper/hookkeeper/internal/kubeauth":    true,
-	"github.com/hookkeeper/hookkeeper/internal/servingcert": true,
+	"github.com/hookkeeper/hookkeeper/internal/kubeauth":            true,
+	"github.com/hookkeeper/hookkeeper/internal/servingcert":         true,
+	"github.com/hookkeeper/hookkeeper/internal/deliveryapi":         true,
+	"github.com/hookkeeper/hookkeeper/internal/deliveryapi/openapi": true,
 }
 
 // TestEngineImportsNoKubernetes keeps the delivery engine (everything under

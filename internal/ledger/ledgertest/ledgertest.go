@@ -76,6 +76,7 @@ func Exercise(t *testing.T, newStore func(t *testing.T) ledger.Store) {
 		{"Recovery", exerciseRecovery},
 		{"Settlement", exerciseSettlement},
 		{"HeldAcks", exerciseHeldAcks},
+		{"Browse", exerciseBrowse},
 	}
 	for _, g := range groups {
 		t.Run(g.name, func(t *testing.T) {
