@@ -203,10 +203,10 @@ func (r *WebhookEndpointReconciler) gather(ctx context.Context, ep *hookv1.Webho
 	}
 	inEffect := registered.Policy
 	switch {
-	case ep.DecodeError() != nil:
+	case len(ep.Undecodable) > 0:
 		// What was left out would read as unset: keep whatever the engine
 		// has and say why.
-		f.Problem = &problem{hookv1.ReasonInvalidSpec, conditionMessage(ep.DecodeError())}
+		f.Problem = &problem{hookv1.ReasonInvalidSpec, undecodableMessage(ep.Undecodable)}
 	case sendProblem != nil:
 		f.Problem = sendProblem
 		if f.Registered {
@@ -281,8 +281,8 @@ func (r *WebhookEndpointReconciler) resolvePolicy(ctx context.Context, ep *hookv
 		}
 		return ledger.Policy{}, ref.Name, nil, err
 	}
-	if err := rp.DecodeError(); err != nil {
-		return ledger.Policy{}, ref.Name, &problem{hookv1.ReasonRetryPolicyNotReady, fmt.Sprintf("RetryPolicy %q is invalid: %s", ref.Name, conditionMessage(err))}, nil
+	if len(rp.Undecodable) > 0 {
+		return ledger.Policy{}, ref.Name, &problem{hookv1.ReasonRetryPolicyNotReady, fmt.Sprintf("RetryPolicy %q is invalid: %s", ref.Name, undecodableMessage(rp.Undecodable))}, nil
 	}
 	if pr := policyReadiness(&rp); pr != nil {
 		return ledger.Policy{}, ref.Name, pr, nil
