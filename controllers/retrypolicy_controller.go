@@ -59,7 +59,7 @@ func (r *RetryPolicyReconciler) reconcile(ctx context.Context, req ctrl.Request)
 
 	before := policy.DeepCopy()
 	policy.Status = retryPolicyStatus(&policy, int32(len(endpoints.Items)), r.now())
-	if err := patchStatus(ctx, r.Client, before, &policy, func(p *hookv1.RetryPolicy) any { return p.Status }); err != nil {
+	if err := updateStatus(ctx, r.Client, before, &policy, func(p *hookv1.RetryPolicy) any { return p.Status }); err != nil {
 		if apierrors.IsNotFound(err) {
 			return ctrl.Result{}, nil
 		}

@@ -140,7 +140,7 @@ func (r *WebhookEndpointReconciler) reconcile(ctx context.Context, req ctrl.Requ
 	before := ep.DeepCopy()
 	facts, gatherErr := r.gather(ctx, &ep, now)
 	ep.Status = webhookEndpointStatus(&ep, facts, now)
-	if err := patchStatus(ctx, r.Client, before, &ep, func(e *hookv1.WebhookEndpoint) any { return e.Status }); err != nil {
+	if err := updateStatus(ctx, r.Client, before, &ep, func(e *hookv1.WebhookEndpoint) any { return e.Status }); err != nil {
 		if apierrors.IsNotFound(err) {
 			return ctrl.Result{}, nil
 		}
