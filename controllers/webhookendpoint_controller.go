@@ -55,13 +55,14 @@ type EndpointEngine interface {
 // engine and writes what the engine knows of them into their status.
 //
 // Each reconcile gathers (the RetryPolicy, the signing Secret, the
-// engine's registered configuration, counters and exhausted deliveries),
-// registers the endpoint when its configuration differs from the
-// registered one, computes the status with webhookEndpointStatus and
-// patches it once. A missing or unusable RetryPolicy or signing secret
-// leaves the engine's configuration as it was; a url or header that can
-// never be sent (endpoint_wire.go) or a forbidden destination
-// (webhookendpoint_destination.go) pauses it.
+// engine's registered configuration), decides what the engine should have
+// (decideEndpoint: register, pause or leave it), does that, reads the
+// engine's counters and exhausted deliveries, computes the status with
+// webhookEndpointStatus and writes it once. A missing or unusable
+// RetryPolicy or signing secret leaves the engine's configuration as it
+// was; a url or header that can never be sent (endpoint_wire.go) or a
+// forbidden destination (webhookendpoint_destination.go) pauses it. The
+// signing Secrets are signingSecrets' to write.
 type WebhookEndpointReconciler struct {
 	client.Client
 	// APIReader reads Secrets from the API server: Secrets are watched by
@@ -94,6 +95,7 @@ type WebhookEndpointReconciler struct {
 	// (default 2s); a failed lookup is not a refusal.
 	DestinationLookupTimeout time.Duration
 
+	secrets  *signingSecrets
 	mu       sync.Mutex
 	memos    map[types.UID]*exhaustionMemo
 	verdicts destinationVerdicts
@@ -155,10 +157,11 @@ func (r *WebhookEndpointReconciler) reconcile(ctx context.Context, req ctrl.Requ
 	return ctrl.Result{RequeueAfter: r.requeueAfter(facts, now)}, nil
 }
 
-// gather resolves the endpoint's references, registers it when its
-// configuration changed, and reads its deliveries from the engine. An error
-// is internal (the API server or the engine failed): the facts then say so
-// and the reconcile is retried.
+// gather reads what the engine's action for the endpoint is decided from,
+// decides it (decideEndpoint), performs it (only signingSecrets writes
+// Secrets; only this step writes to the engine), and reads the endpoint's
+// deliveries from the engine. An error is internal (the API server or the
+// engine failed): the facts then say so and the reconcile is retried.
 func (r *WebhookEndpointReconciler) gather(ctx context.Context, ep *hookv1.WebhookEndpoint, now time.Time) (*endpointFacts, error) {
 	f := &endpointFacts{}
 	id := ledger.EndpointID(ep.Namespace, ep.Name)
@@ -175,94 +178,75 @@ func (r *WebhookEndpointReconciler) gather(ctx context.Context, ep *hookv1.Webho
 		return f, fmt.Errorf("%s: %w", step, err)
 	}
 
+	in := &endpointInputs{Endpoint: ep, Grace: rotationGrace(ep), Now: now}
 	registered, err := r.Engine.Endpoint(ctx, id)
 	switch {
 	case errors.Is(err, ledger.ErrNotFound):
 	case err != nil:
 		return fail("reading the endpoint's configuration from the delivery engine", err)
 	default:
+		in.Registered = &registered
 		f.Registered = true
 	}
-
-	policy, policyName, policyProblem, err := r.resolvePolicy(ctx, ep)
+	var policyName string
+	in.Policy, policyName, in.PolicyProblem, err = r.resolvePolicy(ctx, ep)
 	if err != nil {
 		return fail("reading the RetryPolicy", err)
 	}
 	f.PolicyName = policyName
-	src, err := r.readSigningSecret(ctx, ep)
+	src, err := r.secrets.resolve(ctx, ep)
 	f.SecretName = src.SecretName
 	if err != nil {
 		return fail("resolving the signing secret", err)
 	}
-
-	// A spec that can never be sent, or a forbidden destination, holds a
-	// registered endpoint paused.
-	sendProblem := wireProblem(&ep.Spec)
-	if sendProblem == nil {
-		sendProblem = r.destinationProblem(ctx, ep.Spec.URL, now)
+	in.Signing = &src
+	if in.SendProblem = wireProblem(&ep.Spec); in.SendProblem == nil {
+		in.SendProblem = r.destinationProblem(ctx, ep.Spec.URL, now)
 	}
+
+	d := decideEndpoint(in)
+	f.Problem = d.Problem
 	inEffect := registered.Policy
-	switch {
-	case len(ep.Undecodable) > 0:
-		// What was left out would read as unset: keep whatever the engine
-		// has and say why.
-		f.Problem = &problem{hookv1.ReasonInvalidSpec, undecodableMessage(ep.Undecodable)}
-	case sendProblem != nil:
-		f.Problem = sendProblem
-		if f.Registered {
-			if err := r.hold(ctx, registered); err != nil {
-				return fail("pausing the endpoint in the delivery engine", err)
-			}
-			registered.Paused = true
+	switch d.Action {
+	case actionPause:
+		if err := r.hold(ctx, registered); err != nil {
+			return fail("pausing the endpoint in the delivery engine", err)
 		}
-	case policyProblem != nil:
-		f.Problem = policyProblem
-	case src.Problem != nil:
-		f.Problem = src.Problem
-	default:
-		var current ledger.Sensitive
-		if f.Registered {
-			current = currentSecret(registered.Secrets)
+		registered.Paused = true
+	case actionRegister, actionSkip:
+		if d.Problem != nil {
+			break
 		}
-		plan := planRotation(rotationInput{
-			Current: src.Current, Remembered: src.Remembered, Registered: current,
-			Grace: rotationGrace(ep), Now: now,
-		})
-		if plan.Remember != nil || plan.Forget {
-			if err := src.remember(ctx, plan.Remember); err != nil {
-				return fail("remembering the previous signing secret", err)
-			}
+		if err := r.secrets.record(ctx, &src, &d.Rotation); err != nil {
+			return fail("remembering the previous signing secret", err)
 		}
-		f.PreviousSecretUntil = plan.PreviousUntil
-		desired := endpointConfig(ep, policy, plan.Secrets)
-		if !f.Registered || !sameConfig(desired, registered) {
-			stored, err := r.Engine.RegisterEndpoint(ctx, desired)
+		if d.Action == actionRegister {
+			stored, err := r.Engine.RegisterEndpoint(ctx, d.Desired)
 			if err != nil {
 				return fail("registering with the delivery engine", err)
 			}
-			log.FromContext(ctx).Info("registered with the delivery engine", "version", stored.Version, "secrets", len(plan.Secrets))
+			log.FromContext(ctx).Info("registered with the delivery engine", "version", stored.Version, "secrets", len(d.Rotation.Secrets))
 		}
 		f.Registered = true
-		inEffect = desired.Policy
+		f.PreviousSecretUntil = d.Rotation.PreviousUntil
+		inEffect = d.Desired.Policy
 	}
-	if f.Problem != nil {
-		f.RegisteredPaused = f.Registered && registered.Paused
-	}
+	f.RegisteredPaused = f.Problem != nil && f.Registered && registered.Paused
 
 	if !f.Registered {
 		f.Deliveries = &deliveryFacts{}
 		return f, nil
 	}
-	d := &deliveryFacts{ReplayWindow: inEffect.ReplayWindow}
-	d.Stats, err = r.Engine.EndpointStats(ctx, id)
+	dl := &deliveryFacts{ReplayWindow: inEffect.ReplayWindow}
+	dl.Stats, err = r.Engine.EndpointStats(ctx, id)
 	if err != nil && !errors.Is(err, ledger.ErrNotFound) {
 		return fail("reading the endpoint's counters from the delivery engine", err)
 	}
-	d.Oldest, d.Recent, err = unresolvedExhausted(ctx, r.Engine.ExhaustedList, id, d.Stats.ExhaustedUnresolved, now, recentExhaustedMax)
+	dl.Oldest, dl.Recent, err = unresolvedExhausted(ctx, r.Engine.ExhaustedList, id, dl.Stats.ExhaustedUnresolved, now, recentExhaustedMax)
 	if err != nil {
 		return fail("listing the endpoint's exhausted deliveries", err)
 	}
-	f.Deliveries = d
+	f.Deliveries = dl
 	return f, nil
 }
 
@@ -305,22 +289,6 @@ func policyReadiness(rp *hookv1.RetryPolicy) *problem {
 		return &problem{hookv1.ReasonRetryPolicyNotReady, fmt.Sprintf("RetryPolicy %q is not Ready (%s: %s)", rp.Name, ready.Reason, ready.Message)}
 	}
 	return nil
-}
-
-func currentSecret(secrets []ledger.SigningSecret) ledger.Sensitive {
-	for _, s := range secrets {
-		if s.NotAfter.IsZero() {
-			return s.Value
-		}
-	}
-	return nil
-}
-
-func rotationGrace(ep *hookv1.WebhookEndpoint) time.Duration {
-	if g := ep.Spec.SigningRotationGracePeriod; g != nil {
-		return g.Duration
-	}
-	return defaultRotationGracePeriod
 }
 
 // finalize removes a deleted endpoint from the engine, cancelling its
@@ -396,6 +364,7 @@ func (r *WebhookEndpointReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	if r.APIReader == nil {
 		r.APIReader = mgr.GetAPIReader()
 	}
+	r.secrets = &signingSecrets{client: r.Client, reader: r.APIReader}
 	if err := indexEndpoints(mgr, retryPolicyRefIndex, signingSecretRefIndex); err != nil {
 		return err
 	}
