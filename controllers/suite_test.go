@@ -119,6 +119,10 @@ const suiteEventInterval = time.Hour
 
 func TestControllers(t *testing.T) {
 	RegisterFailHandler(Fail)
+	// A bound for what the controllers do on their own, not a measure of
+	// speed: Gomega's default second failed a RetryPolicy's first reconcile
+	// on a loaded machine (two control planes on shared cores).
+	SetDefaultEventuallyTimeout(10 * time.Second)
 	RunSpecs(t, "Controller suite (real kube-apiserver)")
 }
 
