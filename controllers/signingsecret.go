@@ -56,9 +56,10 @@ type signingSource struct {
 	remember func(context.Context, *previousSecret) error
 }
 
-// resolve returns the endpoint's signing secret, generating the Secret when
-// spec.signingSecretRef is absent and the endpoint has none.
-func (r *signingSecrets) resolve(ctx context.Context, ep *hookv1.WebhookEndpoint) (signingSource, error) {
+// ensure returns the endpoint's signing secret, generating the Secret (or a
+// new secret in it) when spec.signingSecretRef is absent and the endpoint
+// has none: the endpoint is owed one, whatever else is wrong with it.
+func (r *signingSecrets) ensure(ctx context.Context, ep *hookv1.WebhookEndpoint) (signingSource, error) {
 	if ep.Spec.SigningSecretRef == nil {
 		return r.generatedSigningSecret(ctx, ep)
 	}

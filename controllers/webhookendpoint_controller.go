@@ -140,16 +140,16 @@ func (r *WebhookEndpointReconciler) reconcile(ctx context.Context, req ctrl.Requ
 
 	now := r.now()
 	before := ep.DeepCopy()
-	facts, gatherErr := r.gather(ctx, &ep, now)
+	facts, syncErr := r.sync(ctx, &ep, now)
 	ep.Status = webhookEndpointStatus(&ep, facts, now)
 	if err := updateStatus(ctx, r.Client, before, &ep, func(e *hookv1.WebhookEndpoint) any { return e.Status }); err != nil {
 		if apierrors.IsNotFound(err) {
 			return ctrl.Result{}, nil
 		}
-		return ctrl.Result{}, errors.Join(gatherErr, err)
+		return ctrl.Result{}, errors.Join(syncErr, err)
 	}
-	if gatherErr != nil {
-		return ctrl.Result{}, gatherErr
+	if syncErr != nil {
+		return ctrl.Result{}, syncErr
 	}
 	if facts.Deliveries != nil {
 		r.announce(&ep, before, facts.Deliveries, now)
@@ -157,33 +157,66 @@ func (r *WebhookEndpointReconciler) reconcile(ctx context.Context, req ctrl.Requ
 	return ctrl.Result{RequeueAfter: r.requeueAfter(facts, now)}, nil
 }
 
-// gather reads what the engine's action for the endpoint is decided from,
-// decides it (decideEndpoint), performs it (only signingSecrets writes
-// Secrets; only this step writes to the engine), and reads the endpoint's
-// deliveries from the engine. An error is internal (the API server or the
-// engine failed): the facts then say so and the reconcile is retried.
-func (r *WebhookEndpointReconciler) gather(ctx context.Context, ep *hookv1.WebhookEndpoint, now time.Time) (*endpointFacts, error) {
+// sync brings the engine in line with the endpoint and returns the facts
+// its status is computed from: it gathers the inputs, decides the engine's
+// action (decideEndpoint), applies it, and observes the endpoint's
+// deliveries. An error is internal (the API server or the engine failed):
+// the facts then say so and the reconcile is retried.
+func (r *WebhookEndpointReconciler) sync(ctx context.Context, ep *hookv1.WebhookEndpoint, now time.Time) (*endpointFacts, error) {
 	f := &endpointFacts{}
-	id := ledger.EndpointID(ep.Namespace, ep.Name)
-	fail := func(step string, err error) (*endpointFacts, error) {
-		if namespaceTerminating(err) {
-			// Not an error: the endpoint goes with its namespace.
-			log.FromContext(ctx).V(1).Info("the namespace is being deleted", "step", step)
-			f.Problem = &problem{hookv1.ReasonNamespaceTerminating, fmt.Sprintf(
-				"namespace %q is being deleted and refuses new objects: %s is not done, and the endpoint goes with the namespace", ep.Namespace, step)}
-			return f, nil
+	in, err := r.gather(ctx, ep, f, now)
+	if err == nil {
+		d := decideEndpoint(in)
+		f.Problem = d.Problem
+		if err = r.apply(ctx, in, &d, f); err == nil && f.Registered {
+			inEffect := d.Desired.Policy
+			if d.Problem != nil {
+				inEffect = in.Registered.Policy
+			}
+			f.Deliveries, err = r.observe(ctx, ep, inEffect, now)
+		} else if err == nil {
+			f.Deliveries = &deliveryFacts{}
 		}
-		f.Problem = &problem{hookv1.ReasonInternalError, step + " failed; the operator's log has the details"}
-		f.Incomplete = true
-		return f, fmt.Errorf("%s: %w", step, err)
 	}
+	if err == nil {
+		return f, nil
+	}
+	var se *stepError
+	if !errors.As(err, &se) {
+		se = &stepError{"reconciling", err}
+	}
+	if namespaceTerminating(err) {
+		// Not an error: the endpoint goes with its namespace.
+		log.FromContext(ctx).V(1).Info("the namespace is being deleted", "step", se.step)
+		f.Problem = &problem{hookv1.ReasonNamespaceTerminating, fmt.Sprintf(
+			"namespace %q is being deleted and refuses new objects: %s is not done, and the endpoint goes with the namespace", ep.Namespace, se.step)}
+		return f, nil
+	}
+	f.Problem = &problem{hookv1.ReasonInternalError, se.step + " failed; the operator's log has the details"}
+	f.Incomplete = true
+	return f, err
+}
 
+// stepError is an internal error and the step of sync it cut short.
+type stepError struct {
+	step string
+	err  error
+}
+
+func (e *stepError) Error() string { return e.step + ": " + e.err.Error() }
+func (e *stepError) Unwrap() error { return e.err }
+
+// gather reads what the engine's action is decided from: the engine's
+// configuration of the endpoint, its RetryPolicy, its signing secret
+// (signingSecrets generates the Secret the endpoint is owed), and whether
+// its spec can be sent to an allowed destination.
+func (r *WebhookEndpointReconciler) gather(ctx context.Context, ep *hookv1.WebhookEndpoint, f *endpointFacts, now time.Time) (*endpointInputs, error) {
 	in := &endpointInputs{Endpoint: ep, Grace: rotationGrace(ep), Now: now}
-	registered, err := r.Engine.Endpoint(ctx, id)
+	registered, err := r.Engine.Endpoint(ctx, ledger.EndpointID(ep.Namespace, ep.Name))
 	switch {
 	case errors.Is(err, ledger.ErrNotFound):
 	case err != nil:
-		return fail("reading the endpoint's configuration from the delivery engine", err)
+		return nil, &stepError{"reading the endpoint's configuration from the delivery engine", err}
 	default:
 		in.Registered = &registered
 		f.Registered = true
@@ -191,63 +224,65 @@ func (r *WebhookEndpointReconciler) gather(ctx context.Context, ep *hookv1.Webho
 	var policyName string
 	in.Policy, policyName, in.PolicyProblem, err = r.resolvePolicy(ctx, ep)
 	if err != nil {
-		return fail("reading the RetryPolicy", err)
+		return nil, &stepError{"reading the RetryPolicy", err}
 	}
 	f.PolicyName = policyName
-	src, err := r.secrets.resolve(ctx, ep)
+	src, err := r.secrets.ensure(ctx, ep)
 	f.SecretName = src.SecretName
 	if err != nil {
-		return fail("resolving the signing secret", err)
+		return nil, &stepError{"resolving the signing secret", err}
 	}
 	in.Signing = &src
 	if in.SendProblem = wireProblem(&ep.Spec); in.SendProblem == nil {
 		in.SendProblem = r.destinationProblem(ctx, ep.Spec.URL, now)
 	}
+	return in, nil
+}
 
-	d := decideEndpoint(in)
-	f.Problem = d.Problem
-	inEffect := registered.Policy
-	switch d.Action {
-	case actionPause:
-		if err := r.hold(ctx, registered); err != nil {
-			return fail("pausing the endpoint in the delivery engine", err)
+// apply performs the decision: it pauses what the engine has, or, when the
+// spec goes into effect, records the rotation (signingSecrets) and then
+// registers the endpoint if the engine's configuration differs.
+func (r *WebhookEndpointReconciler) apply(ctx context.Context, in *endpointInputs, d *endpointDecision, f *endpointFacts) error {
+	reg := in.Registered
+	switch {
+	case d.Action == actionPause:
+		if err := r.hold(ctx, *reg); err != nil {
+			return &stepError{"pausing the endpoint in the delivery engine", err}
 		}
-		registered.Paused = true
-	case actionRegister, actionSkip:
-		if d.Problem != nil {
-			break
-		}
-		if err := r.secrets.record(ctx, &src, &d.Rotation); err != nil {
-			return fail("remembering the previous signing secret", err)
+		reg.Paused = true
+	case d.Problem == nil:
+		if err := r.secrets.record(ctx, in.Signing, &d.Rotation); err != nil {
+			return &stepError{"remembering the previous signing secret", err}
 		}
 		if d.Action == actionRegister {
 			stored, err := r.Engine.RegisterEndpoint(ctx, d.Desired)
 			if err != nil {
-				return fail("registering with the delivery engine", err)
+				return &stepError{"registering with the delivery engine", err}
 			}
 			log.FromContext(ctx).Info("registered with the delivery engine", "version", stored.Version, "secrets", len(d.Rotation.Secrets))
 		}
 		f.Registered = true
 		f.PreviousSecretUntil = d.Rotation.PreviousUntil
-		inEffect = d.Desired.Policy
 	}
-	f.RegisteredPaused = f.Problem != nil && f.Registered && registered.Paused
+	f.RegisteredPaused = f.Problem != nil && reg != nil && reg.Paused
+	return nil
+}
 
-	if !f.Registered {
-		f.Deliveries = &deliveryFacts{}
-		return f, nil
-	}
-	dl := &deliveryFacts{ReplayWindow: inEffect.ReplayWindow}
-	dl.Stats, err = r.Engine.EndpointStats(ctx, id)
+// observe reads the endpoint's counters and unresolved exhausted
+// deliveries from the engine; inEffect is the policy the engine applies.
+func (r *WebhookEndpointReconciler) observe(ctx context.Context, ep *hookv1.WebhookEndpoint, inEffect ledger.Policy, now time.Time) (*deliveryFacts, error) {
+	id := ledger.EndpointID(ep.Namespace, ep.Name)
+	d := &deliveryFacts{ReplayWindow: inEffect.ReplayWindow}
+	var err error
+	d.Stats, err = r.Engine.EndpointStats(ctx, id)
 	if err != nil && !errors.Is(err, ledger.ErrNotFound) {
-		return fail("reading the endpoint's counters from the delivery engine", err)
+		return nil, &stepError{"reading the endpoint's counters from the delivery engine", err}
 	}
-	dl.Oldest, dl.Recent, err = unresolvedExhausted(ctx, r.Engine.ExhaustedList, id, dl.Stats.ExhaustedUnresolved, now, recentExhaustedMax)
+	d.Oldest, d.Recent, err = unresolvedExhausted(ctx, r.Engine.ExhaustedList, id, d.Stats.ExhaustedUnresolved, now, recentExhaustedMax)
 	if err != nil {
-		return fail("listing the endpoint's exhausted deliveries", err)
+		return nil, &stepError{"listing the endpoint's exhausted deliveries", err}
 	}
-	f.Deliveries = dl
-	return f, nil
+	return d, nil
 }
 
 // resolvePolicy returns the engine policy of the endpoint: its RetryPolicy's
