@@ -20,12 +20,13 @@ import (
 // Warning Event, which the API server always takes.
 
 // announceInvalidSpec emits the InvalidSpec Warning Event of an object whose
-// decoding left something out; decodeErr is its DecodeError().
-func announceInvalidSpec(rec events.EventRecorder, obj runtime.Object, decodeErr error) {
-	if rec == nil || decodeErr == nil {
+// decoding left something out; undecodable is its Undecodable list. The
+// note names the fields and rules as the condition does, never the values.
+func announceInvalidSpec(rec events.EventRecorder, obj runtime.Object, undecodable []string) {
+	if rec == nil || len(undecodable) == 0 {
 		return
 	}
-	rec.Eventf(obj, nil, corev1.EventTypeWarning, hookv1.ReasonInvalidSpec, "Decode", "%s", conditionMessage(decodeErr))
+	rec.Eventf(obj, nil, corev1.EventTypeWarning, hookv1.ReasonInvalidSpec, "Decode", "%s", undecodableMessage(undecodable))
 }
 
 // statusRefusedForInvalidSpec reports whether a failed status write is the

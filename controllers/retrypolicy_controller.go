@@ -60,10 +60,10 @@ func (r *RetryPolicyReconciler) reconcile(ctx context.Context, req ctrl.Request)
 		return ctrl.Result{}, fmt.Errorf("listing endpoints that use RetryPolicy %s: %w", req.NamespacedName, err)
 	}
 
-	announceInvalidSpec(r.Recorder, &policy, policy.DecodeError())
+	announceInvalidSpec(r.Recorder, &policy, policy.Undecodable)
 	before := policy.DeepCopy()
 	policy.Status = retryPolicyStatus(&policy, int32(len(endpoints.Items)), r.now())
-	if err := patchStatus(ctx, r.Client, before, &policy, func(p *hookv1.RetryPolicy) any { return p.Status }); err != nil {
+	if err := updateStatus(ctx, r.Client, before, &policy, func(p *hookv1.RetryPolicy) any { return p.Status }); err != nil {
 		if apierrors.IsNotFound(err) || statusRefusedForInvalidSpec(ctx, err, policy.DecodeError()) {
 			return ctrl.Result{}, nil
 		}

@@ -233,7 +233,7 @@ spec:
 			g.Expect(next.Status.State).To(Equal(hookv1.RecoveryWaiting))
 			c := meta.FindStatusCondition(next.Status.Conditions, hookv1.ConditionComplete)
 			g.Expect(c).NotTo(BeNil())
-			g.Expect(c.Reason).To(Equal(ReasonWaitingForEndpoint))
+			g.Expect(c.Reason).To(Equal(hookv1.ReasonWaitingForEndpoint))
 		}).Should(Succeed())
 		Expect(k8sClient.Delete(ctx, poisoned)).To(Succeed())
 	})

@@ -457,7 +457,7 @@ var _ = Describe("WebhookEndpoint controller", func() {
 			c := meta.FindStatusCondition(got.Status.Conditions, hookv1.ConditionDeliveriesExhausted)
 			g.Expect(c).NotTo(BeNil())
 			g.Expect(c.Status).To(Equal(metav1.ConditionTrue))
-		}).WithTimeout(5*time.Second).WithPolling(100*time.Millisecond).Should(Succeed(), "the exhaustion did not reach the status within seconds")
+		}).WithTimeout(15*time.Second).WithPolling(100*time.Millisecond).Should(Succeed(), "the exhaustion did not reach the status within seconds")
 
 		list, err := eng.ExhaustedList(ctx, &ledger.ExhaustedListParams{EndpointID: ledger.EndpointID(ns, "failing")})
 		Expect(err).NotTo(HaveOccurred())
@@ -500,7 +500,7 @@ var _ = Describe("WebhookEndpoint controller", func() {
 			g.Expect(got.Status.RecentExhausted[recentExhaustedMax-1].EventType).To(Equal("order.created"))
 			c := meta.FindStatusCondition(got.Status.Conditions, hookv1.ConditionDeliveriesExhausted)
 			g.Expect(c.Message).To(ContainSubstring("1000 exhausted deliveries are unresolved: the oldest, " + list[0].Delivery.ID))
-		}).WithTimeout(20 * time.Second).Should(Succeed())
+		}).WithTimeout(time.Minute).Should(Succeed())
 		Expect(rcv.count()).To(Equal(more + 1))
 
 		Eventually(func(g Gomega) []eventsv1.Event { return exhaustionEventsOf(g, key) }).Should(HaveLen(1))

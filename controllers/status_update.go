@@ -13,17 +13,23 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log"
 )
 
-// patchStatus writes obj's status when it differs from before, the copy
-// taken at the start of the reconcile, so that a reconcile that learns
-// nothing new writes nothing and does not trigger itself again.
+// updateStatus is each reconcile's one status write. It writes obj's status
+// when it differs from before, the copy taken at the start of the
+// reconcile, so that a reconcile that learns nothing new writes nothing and
+// does not trigger itself again.
 //
-// It replaces the whole status through the status subresource (never
-// spec), guarded by the resourceVersion read at the start: a merge patch
-// would leave out fields whose value did not change from the zero value,
-// so a counter that stays 0 would never be written and `kubectl get` would
-// show an empty column. A conflict (someone changed the object meanwhile)
-// is returned, and the reconcile runs again on the fresh object.
-func patchStatus[T client.Object](ctx context.Context, c client.Client, before, obj T, status func(T) any) error {
+// It is an Update, not a patch: it replaces the whole status through the
+// status subresource (never spec), guarded by the resourceVersion read at
+// the start. Conditions of other writers are kept because the new status
+// starts from the one read (every <kind>Status function sets only the
+// conditions it owns), and the resourceVersion guard makes a write that
+// raced another writer a conflict instead of a lost update: the reconcile
+// runs again on the fresh object (requeueOnConflict). A merge patch of the
+// difference would leave out fields whose value did not change from the
+// zero value, so a counter that stays 0 would never be written and
+// `kubectl get` would show an empty column; a merge patch of the whole
+// status would not remove fields that became empty.
+func updateStatus[T client.Object](ctx context.Context, c client.Client, before, obj T, status func(T) any) error {
 	if equality.Semantic.DeepEqual(status(before), status(obj)) {
 		return nil
 	}

@@ -8,6 +8,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
@@ -16,12 +17,21 @@ import (
 	"github.com/hookkeeper/hookkeeper/internal/signing"
 )
 
-// The Secret side of an endpoint's signing secret: reading the referenced
-// Secret, generating one when none is referenced, and remembering
-// rotations (see signing_rotation.go). Secrets are read through the API
-// reader, not the cache: the controller watches Secrets' metadata only, so
-// that the operator does not hold every Secret of the cluster in memory.
-// No value read here is ever logged or put into a message.
+// signingSecrets is the lifecycle of the endpoints' signing secrets, and
+// the only writer of Secrets: it generates the Secret of an endpoint without
+// spec.signingSecretRef (and a new secret when its key is removed: a
+// rotation), reads the referenced Secret, and remembers the secret a
+// rotation replaced for its grace period (signingsecret_rotation.go plans
+// it). Secrets are read through the API reader, not the cache: the
+// controller watches Secrets' metadata only, so that the operator does not
+// hold every Secret of the cluster in memory. No value read here is ever
+// logged or put into a message.
+type signingSecrets struct {
+	// client creates and updates Secrets.
+	client client.Client
+	// reader reads Secrets from the API server.
+	reader client.Reader
+}
 
 // Labels of the Secrets the controller creates.
 const (
@@ -32,12 +42,6 @@ const (
 
 func generatedSecretName(ep *hookv1.WebhookEndpoint) string { return ep.Name + "-signing" }
 func previousSecretName(ep *hookv1.WebhookEndpoint) string  { return ep.Name + "-signing-previous" }
-
-// problem is why an endpoint's current spec is not in effect: a Ready=False
-// reason and a message for humans.
-type problem struct {
-	Reason, Message string
-}
 
 // signingSource is an endpoint's signing secret as found in its Secret.
 type signingSource struct {
@@ -52,19 +56,29 @@ type signingSource struct {
 	remember func(context.Context, *previousSecret) error
 }
 
-// readSigningSecret resolves the endpoint's signing secret, generating the
-// Secret when spec.signingSecretRef is absent and the endpoint has none.
-func (r *WebhookEndpointReconciler) readSigningSecret(ctx context.Context, ep *hookv1.WebhookEndpoint) (signingSource, error) {
+// ensure returns the endpoint's signing secret, generating the Secret (or a
+// new secret in it) when spec.signingSecretRef is absent and the endpoint
+// has none: the endpoint is owed one, whatever else is wrong with it.
+func (r *signingSecrets) ensure(ctx context.Context, ep *hookv1.WebhookEndpoint) (signingSource, error) {
 	if ep.Spec.SigningSecretRef == nil {
 		return r.generatedSigningSecret(ctx, ep)
 	}
 	return r.referencedSigningSecret(ctx, ep)
 }
 
-func (r *WebhookEndpointReconciler) generatedSigningSecret(ctx context.Context, ep *hookv1.WebhookEndpoint) (signingSource, error) {
+// record writes what plan says to remember of a rotation (a new previous
+// secret, or forgetting one whose grace ended) before the engine is told.
+func (r *signingSecrets) record(ctx context.Context, src *signingSource, plan *rotationPlan) error {
+	if plan.Remember == nil && !plan.Forget {
+		return nil
+	}
+	return src.remember(ctx, plan.Remember)
+}
+
+func (r *signingSecrets) generatedSigningSecret(ctx context.Context, ep *hookv1.WebhookEndpoint) (signingSource, error) {
 	src := signingSource{SecretName: generatedSecretName(ep)}
 	var s corev1.Secret
-	err := r.APIReader.Get(ctx, types.NamespacedName{Namespace: ep.Namespace, Name: src.SecretName}, &s)
+	err := r.reader.Get(ctx, types.NamespacedName{Namespace: ep.Namespace, Name: src.SecretName}, &s)
 	switch {
 	case apierrors.IsNotFound(err):
 		if err := r.createGeneratedSecret(ctx, ep, &s); err != nil {
@@ -87,7 +101,7 @@ func (r *WebhookEndpointReconciler) generatedSigningSecret(ctx context.Context, 
 			s.Data = map[string][]byte{}
 		}
 		s.Data[keySigningSecret] = value
-		if err := r.Update(ctx, &s); err != nil {
+		if err := r.client.Update(ctx, &s); err != nil {
 			return src, fmt.Errorf("writing a new signing secret into Secret %s: %w", src.SecretName, err)
 		}
 		log.FromContext(ctx).Info("generated a new signing secret", "secret", src.SecretName)
@@ -102,7 +116,7 @@ func (r *WebhookEndpointReconciler) generatedSigningSecret(ctx context.Context, 
 	src.Remembered = decodePrevious(s.Data)
 	src.remember = func(ctx context.Context, p *previousSecret) error {
 		encodePrevious(s.Data, p)
-		if err := r.Update(ctx, &s); err != nil {
+		if err := r.client.Update(ctx, &s); err != nil {
 			return fmt.Errorf("remembering the previous signing secret in Secret %s: %w", src.SecretName, err)
 		}
 		return nil
@@ -112,7 +126,7 @@ func (r *WebhookEndpointReconciler) generatedSigningSecret(ctx context.Context, 
 
 // createGeneratedSecret creates the endpoint's Secret with a new secret,
 // owned by the endpoint so that it is garbage-collected with it.
-func (r *WebhookEndpointReconciler) createGeneratedSecret(ctx context.Context, ep *hookv1.WebhookEndpoint, s *corev1.Secret) error {
+func (r *signingSecrets) createGeneratedSecret(ctx context.Context, ep *hookv1.WebhookEndpoint, s *corev1.Secret) error {
 	value, err := signing.GenerateSecret()
 	if err != nil {
 		return err
@@ -126,17 +140,17 @@ func (r *WebhookEndpointReconciler) createGeneratedSecret(ctx context.Context, e
 		Type: corev1.SecretTypeOpaque,
 		Data: map[string][]byte{keySigningSecret: value},
 	}
-	if err := controllerutil.SetControllerReference(ep, s, r.Scheme()); err != nil {
+	if err := controllerutil.SetControllerReference(ep, s, r.client.Scheme()); err != nil {
 		return err
 	}
-	if err := r.Create(ctx, s); err != nil {
+	if err := r.client.Create(ctx, s); err != nil {
 		return fmt.Errorf("creating Secret %s: %w", s.Name, err)
 	}
 	log.FromContext(ctx).Info("generated the signing secret", "secret", s.Name)
 	return nil
 }
 
-func (r *WebhookEndpointReconciler) referencedSigningSecret(ctx context.Context, ep *hookv1.WebhookEndpoint) (signingSource, error) {
+func (r *signingSecrets) referencedSigningSecret(ctx context.Context, ep *hookv1.WebhookEndpoint) (signingSource, error) {
 	ref := ep.Spec.SigningSecretRef
 	key := ref.Key
 	if key == "" {
@@ -144,7 +158,7 @@ func (r *WebhookEndpointReconciler) referencedSigningSecret(ctx context.Context,
 	}
 	src := signingSource{SecretName: ref.Name}
 	var s corev1.Secret
-	err := r.APIReader.Get(ctx, types.NamespacedName{Namespace: ep.Namespace, Name: ref.Name}, &s)
+	err := r.reader.Get(ctx, types.NamespacedName{Namespace: ep.Namespace, Name: ref.Name}, &s)
 	switch {
 	case apierrors.IsNotFound(err):
 		src.Problem = &problem{hookv1.ReasonSigningSecretNotFound, fmt.Sprintf("Secret %q not found", ref.Name)}
@@ -168,7 +182,7 @@ func (r *WebhookEndpointReconciler) referencedSigningSecret(ctx context.Context,
 	// user's Secret is theirs to write.
 	prevName := previousSecretName(ep)
 	var prev corev1.Secret
-	err = r.APIReader.Get(ctx, types.NamespacedName{Namespace: ep.Namespace, Name: prevName}, &prev)
+	err = r.reader.Get(ctx, types.NamespacedName{Namespace: ep.Namespace, Name: prevName}, &prev)
 	switch {
 	case apierrors.IsNotFound(err):
 		src.remember = func(ctx context.Context, p *previousSecret) error {
@@ -195,7 +209,7 @@ func (r *WebhookEndpointReconciler) referencedSigningSecret(ctx context.Context,
 			prev.Data = map[string][]byte{}
 		}
 		encodePrevious(prev.Data, p)
-		if err := r.Update(ctx, &prev); err != nil {
+		if err := r.client.Update(ctx, &prev); err != nil {
 			return fmt.Errorf("remembering the previous signing secret in Secret %s: %w", prevName, err)
 		}
 		return nil
@@ -203,7 +217,7 @@ func (r *WebhookEndpointReconciler) referencedSigningSecret(ctx context.Context,
 	return src, nil
 }
 
-func (r *WebhookEndpointReconciler) createPreviousSecret(ctx context.Context, ep *hookv1.WebhookEndpoint, p *previousSecret) error {
+func (r *signingSecrets) createPreviousSecret(ctx context.Context, ep *hookv1.WebhookEndpoint, p *previousSecret) error {
 	s := &corev1.Secret{
 		ObjectMeta: metav1.ObjectMeta{
 			Namespace: ep.Namespace,
@@ -214,10 +228,10 @@ func (r *WebhookEndpointReconciler) createPreviousSecret(ctx context.Context, ep
 		Data: map[string][]byte{},
 	}
 	encodePrevious(s.Data, p)
-	if err := controllerutil.SetControllerReference(ep, s, r.Scheme()); err != nil {
+	if err := controllerutil.SetControllerReference(ep, s, r.client.Scheme()); err != nil {
 		return err
 	}
-	if err := r.Create(ctx, s); err != nil {
+	if err := r.client.Create(ctx, s); err != nil {
 		return fmt.Errorf("creating Secret %s: %w", s.Name, err)
 	}
 	return nil
