@@ -100,11 +100,11 @@ func (s *Store) EndpointDelete(ctx context.Context, params *ledger.EndpointDelet
 		if err != nil {
 			return err
 		}
-		delta := statsDelta{}
+		delta := ledger.StatsDelta{}
 		settled := settledEvents{}
 		var from, eventID string
 		if _, err := pgx.ForEachRow(rows, []any{&from, &eventID}, func() error {
-			delta.move(params.ID, ledger.DeliveryState(from), ledger.ResolutionNone, ledger.StateCancelled, ledger.ResolutionNone)
+			delta.Move(params.ID, ledger.DeliveryState(from), ledger.ResolutionNone, ledger.StateCancelled, ledger.ResolutionNone)
 			settled[eventID] = nanos(params.Now)
 			cancelled++
 			return nil
@@ -114,7 +114,7 @@ func (s *Store) EndpointDelete(ctx context.Context, params *ledger.EndpointDelet
 		if err := settled.exec(ctx, tx); err != nil {
 			return err
 		}
-		return delta.apply(ctx, tx)
+		return applyStats(ctx, tx, delta)
 	})
 	return cancelled, err
 }

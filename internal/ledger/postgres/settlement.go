@@ -184,9 +184,8 @@ func (s *Store) ackApply(ctx context.Context, op, id string, tr ledger.AckTransi
 		}
 		d := &cur.d
 		tr.Apply(d)
-		delta := statsDelta{}
-		delta.move(d.EndpointID, ledger.StateAwaitingAck, ledger.ResolutionNone, d.State, d.Resolution)
-		delta.outcome(d.EndpointID, tr.Success, tr.Failure, nanos(now), tr.FailureCause)
+		delta := ledger.StatsDelta{}
+		tr.Stats(delta, d.EndpointID, now)
 		var deadLetters eventBatch
 		if d.State == ledger.StateExhausted {
 			if res.DeadLetter, err = exhaustedDeadLetter(*d, cur.eventType, endpoints, now, &deadLetters, delta); err != nil {
@@ -203,7 +202,7 @@ func (s *Store) ackApply(ctx context.Context, op, id string, tr ledger.AckTransi
 		settled := settledEvents{}
 		settled.note(*d, now)
 		settled.queue(b)
-		delta.queue(b)
+		queueStats(b, delta)
 		if err := tx.SendBatch(ctx, b).Close(); err != nil {
 			return fmt.Errorf("write acknowledgement: %w", err)
 		}

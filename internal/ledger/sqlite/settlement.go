@@ -49,8 +49,8 @@ var settleSQL = struct {
 			secrets_scrubbed_at = CASE WHEN cand.grace > 0 THEN NULL ELSE cand.now END,
 			secrets_scrub_due = CASE WHEN cand.grace > 0 THEN cand.now + cand.grace END
 		FROM cand WHERE events.id = cand.id`,
-	// The events whose deliveries an endpoint's deletion cancels.
-	liveEvents: `SELECT DISTINCT event_id FROM deliveries
+	// The deliveries an endpoint's deletion cancels, with their events.
+	liveEvents: `SELECT event_id, state FROM deliveries
 		WHERE endpoint_id = ?1 AND state IN ('scheduled', 'in_flight', 'awaiting_ack')`,
 	// An event that reached no endpoint keeps no secret and ages under the
 	// default retention.
@@ -135,8 +135,9 @@ func (s *Store) settle(t *wtx, st settled) error {
 }
 
 // liveEvents returns the events of endpoint's pending deliveries, settled
-// at now once they are cancelled.
-func (s *Store) liveEvents(t *wtx, endpoint string, now time.Time) (settled, error) {
+// at now once they are cancelled, and counts those deliveries' move to
+// cancelled in ds.
+func (s *Store) liveEvents(t *wtx, endpoint string, now time.Time, ds ledger.StatsDelta) (settled, error) {
 	op := "events of the live deliveries of " + endpoint
 	rows, err := t.stmt(s.st.liveEvents).QueryContext(t.ctx, endpoint)
 	if err != nil {
@@ -145,11 +146,12 @@ func (s *Store) liveEvents(t *wtx, endpoint string, now time.Time) (settled, err
 	defer rows.Close()
 	st := settled{}
 	for rows.Next() {
-		var id string
-		if err := rows.Scan(&id); err != nil {
+		var id, state string
+		if err := rows.Scan(&id, &state); err != nil {
 			return nil, translate(op, err)
 		}
 		st[id] = nanos(now)
+		ds.Move(endpoint, ledger.DeliveryState(state), ledger.ResolutionNone, ledger.StateCancelled, ledger.ResolutionNone)
 	}
 	return st, translate(op, rows.Err())
 }
@@ -229,15 +231,8 @@ func (s *Store) ackApply(ctx context.Context, op, id string, tr ledger.AckTransi
 			return translate(op, err)
 		}
 		res.Delivery = d
-		ds := deltas{}
-		dt := ds.get(d.EndpointID)
-		dt.move(ledger.StateAwaitingAck, d.State)
-		if tr.Success {
-			dt.success = now
-		}
-		if tr.Failure {
-			dt.failure, dt.reason = now, tr.FailureCause
-		}
+		ds := ledger.StatsDelta{}
+		tr.Stats(ds, d.EndpointID, now)
 		if d.State == ledger.StateExhausted {
 			if res.DeadLetter, err = s.deadLetter(t, d, now, ds); err != nil {
 				return err
@@ -248,7 +243,7 @@ func (s *Store) ackApply(ctx context.Context, op, id string, tr ledger.AckTransi
 		if err := s.settle(t, st); err != nil {
 			return err
 		}
-		return ds.apply(t, s.ws.statsApply)
+		return applyStats(t, s.ws.statsApply, ds)
 	})
 	if err != nil {
 		return ledger.AckResult{}, err

@@ -1,0 +1,149 @@
+package ledgertest
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hookkeeper/hookkeeper/internal/ledger"
+)
+
+// The Transition part of the suite: the transition rules of package ledger
+// (AttemptTransition, AckTransition, and StatsChange for the counters)
+// driven through the store case by case. The stored delivery and the
+// endpoint's stats after each step must be what the pure rule computes
+// from the row before. Where a driver writes a transition in one SQL
+// statement for speed, this is the proof that the statement agrees with
+// the rule. The clock deliberately goes back between steps, so that the
+// last-outcome times are seen to move forward only.
+func exerciseTransitions(t *testing.T, newStore func(t *testing.T) ledger.Store) {
+	subtests(t, newStore, map[string]func(t *testing.T, f *fixture){
+		"AttemptAsTheRuleSays": testAttemptRule,
+		"AckAsTheRuleSays":     testAckRule,
+	})
+}
+
+// wantRule checks that the store moved the delivery before and the stats
+// stBefore of its endpoint as the rule says: apply moves a copy of the
+// delivery, stats notes the change of the counters.
+func (f *fixture) wantRule(what string, got ledger.Delivery, before ledger.Delivery, stBefore ledger.EndpointStats, apply func(*ledger.Delivery), stats func(ledger.StatsDelta)) {
+	f.t.Helper()
+	want := before
+	apply(&want)
+	wantEqual(f.t, what+": returned delivery", got, want)
+	wantEqual(f.t, what+": stored delivery", f.delivery(before.ID), want)
+	ds := ledger.StatsDelta{}
+	stats(ds)
+	wantSt := stBefore
+	ds.Of(before.EndpointID).Apply(&wantSt)
+	wantEqual(f.t, what+": stats", f.stats(before.EndpointID), wantSt)
+}
+
+// testAttemptRule records attempts with every kind of Next, first and
+// later attempts, with and without a start time, and checks each against
+// AttemptRecordParams.Transition.
+func testAttemptRule(t *testing.T, f *fixture) {
+	const ep = "shop/ep"
+	f.upsert(endpoint("shop", "ep", "*"), t0)
+	later := at(24 * time.Hour) // retries never come due within the test
+	for _, step := range []struct {
+		name string
+		// claim publishes a new event and claims its delivery; otherwise
+		// the previous step's delivery (scheduled due at now) is claimed.
+		claim   bool
+		now     time.Time
+		status  int
+		err     string
+		noStart bool
+		next    ledger.Next
+	}{
+		{"first attempt delivered", true, at(10 * time.Second), 204, "", false,
+			ledger.Next{State: ledger.StateDelivered}},
+		{"first attempt fails earlier, retry due at once", true, at(5 * time.Second), 500, "", false,
+			ledger.Next{State: ledger.StateScheduled, DueAt: at(5 * time.Second)}},
+		{"second attempt exhausts on a network error", false, at(5 * time.Second), 0, "connection refused", false,
+			ledger.Next{State: ledger.StateExhausted, Reason: ledger.ExhaustMaxAttempts}},
+		{"accepted without a start time awaits the ack", true, at(3 * time.Second), 202, "", true,
+			ledger.Next{State: ledger.StateAwaitingAck, AckDeadline: at(time.Hour)}},
+		{"a failure older than the last one keeps LastFailureAt", true, at(2 * time.Second), 503, "", false,
+			ledger.Next{State: ledger.StateScheduled, DueAt: later}},
+		{"a later failure moves LastFailureAt forward", true, at(30 * time.Second), 410, "", false,
+			ledger.Next{State: ledger.StateExhausted, Reason: ledger.ExhaustGone}},
+		{"a success older than the last one keeps LastSuccessAt", true, at(time.Second), 200, "", false,
+			ledger.Next{State: ledger.StateDelivered}},
+	} {
+		var id string
+		if step.claim {
+			id = deliveryTo(t, f.publish("shop", "order.created", step.now), ep)
+		}
+		c := f.claimOne("w", step.now)
+		if id != "" && c.Delivery.ID != id {
+			t.Fatalf("%s: claimed %s, want %s", step.name, c.Delivery.ID, id)
+		}
+		before, stBefore := f.delivery(c.Delivery.ID), f.stats(ep)
+		p := attempt(before.ID, "w", step.now, step.status, step.next)
+		p.Attempt.Error = step.err
+		if step.noStart {
+			p.Attempt.StartedAt = time.Time{}
+		}
+		tr, err := p.Transition()
+		if err != nil {
+			t.Fatalf("%s: %v", step.name, err)
+		}
+		got := f.mustRecord(p)
+		f.wantRule(step.name, got, before, stBefore, tr.Apply, func(ds ledger.StatsDelta) { tr.Stats(ds, ep, p.Now) })
+	}
+}
+
+// testAckRule acknowledges and times out deliveries awaiting their
+// acknowledgement in every way and checks each against the Transition of
+// AckRecordParams and AckTimeoutParams.
+func testAckRule(t *testing.T, f *fixture) {
+	const ep = "shop/cb"
+	f.upsert(callbackEndpoint("shop", "cb", "*"), t0)
+	deadline := at(time.Minute)
+	type transition interface {
+		Apply(*ledger.Delivery)
+		Stats(ledger.StatsDelta, string, time.Time)
+	}
+	for i, step := range []struct {
+		name string
+		now  time.Time
+		// ack or timeout is the step.
+		ack     *ledger.AckRecordParams
+		timeout *ledger.AckTimeoutParams
+	}{
+		{"processed", at(10 * time.Second), &ledger.AckRecordParams{Outcome: ledger.AckProcessed}, nil},
+		{"rejected earlier, with an overlong reason", at(5 * time.Second),
+			&ledger.AckRecordParams{Outcome: ledger.AckRejected, Reason: strings.Repeat("é", ledger.MaxAckReason)}, nil},
+		{"timeout schedules a retry", at(2 * time.Minute), nil,
+			&ledger.AckTimeoutParams{Next: ledger.Next{State: ledger.StateScheduled, DueAt: at(24 * time.Hour)}}},
+		{"timeout exhausts, earlier than the last failure", at(90 * time.Second), nil,
+			&ledger.AckTimeoutParams{Next: ledger.Next{State: ledger.StateExhausted, Reason: ledger.ExhaustAckTimeout}}},
+	} {
+		_, d := f.awaiting(event("shop", "order.created", at(time.Duration(i)*time.Millisecond)), ep,
+			at(time.Duration(i)*time.Millisecond), deadline)
+		before, stBefore := f.delivery(d.ID), f.stats(ep)
+		var (
+			tr  transition
+			err error
+		)
+		if step.ack != nil {
+			step.ack.DeliveryID, step.ack.Now = d.ID, step.now
+			tr, err = step.ack.Transition()
+		} else {
+			step.timeout.DeliveryID, step.timeout.Now = d.ID, step.now
+			tr, err = step.timeout.Transition()
+		}
+		if err != nil {
+			t.Fatalf("%s: %v", step.name, err)
+		}
+		var got ledger.AckResult
+		if step.ack != nil {
+			got = f.ack(step.ack)
+		} else {
+			got = f.timeout(step.timeout)
+		}
+		f.wantRule(step.name, got.Delivery, before, stBefore, tr.Apply, func(ds ledger.StatsDelta) { tr.Stats(ds, ep, step.now) })
+	}
+}
