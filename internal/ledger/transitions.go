@@ -30,7 +30,8 @@ import "time"
 // exhaustion dead-letters by DeadLetters and NewDeadLetterData (rules.go);
 // a first attempt counts towards the retry budget by FirstAttempts
 // (recoveryrules.go); the transition that ends an event's last pending
-// delivery settles its secrets (settlementrules.go).
+// delivery settles its secrets (settlementrules.go); Prune ages events out
+// by PruneStages and PruneStage.Prunes (prunerules.go).
 
 // AttemptTransition is what a recorded attempt does to the delivery in
 // in_flight whose lease the recorder holds: the attempt is counted, the

@@ -1,6 +1,7 @@
 package ledgertest
 
 import (
+	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -20,6 +21,7 @@ func exerciseTransitions(t *testing.T, newStore func(t *testing.T) ledger.Store)
 	subtests(t, newStore, map[string]func(t *testing.T, f *fixture){
 		"AttemptAsTheRuleSays": testAttemptRule,
 		"AckAsTheRuleSays":     testAckRule,
+		"PruneAsTheRuleSays":   testPruneRule,
 	})
 }
 
@@ -145,5 +147,89 @@ func testAckRule(t *testing.T, f *fixture) {
 			got = f.timeout(step.timeout)
 		}
 		f.wantRule(step.name, got.Delivery, before, stBefore, tr.Apply, func(ds ledger.StatsDelta) { tr.Stats(ds, ep, step.now) })
+	}
+}
+
+// testPruneRule ends events in every way that matters to retention, runs
+// one Prune over all of them, and checks each event's fate against
+// ledger.PruneOutcome of the facts read from the store before.
+func testPruneRule(t *testing.T, f *fixture) {
+	policies := map[string]ledger.Policy{
+		"shop/short": {PayloadRetention: 10 * time.Minute, EvidenceRetention: 20 * time.Minute},
+		"shop/long":  {PayloadRetention: 5 * time.Hour, EvidenceRetention: 10 * time.Hour},
+		"shop/zero":  {}, // the defaults
+	}
+	for id, types := range map[string][]string{"shop/short": {"a", "ab"}, "shop/long": {"ab"}, "shop/zero": {"z"}} {
+		ep := endpoint("shop", strings.TrimPrefix(id, "shop/"), types...)
+		ep.Policy = policies[id]
+		f.upsert(ep, t0)
+	}
+	now := at(10 * time.Hour)
+	params := &ledger.PruneParams{Now: now, Limit: 1000, DefaultPayloadRetention: time.Hour, DefaultEvidenceRetention: 3 * time.Hour}
+	delivered := ledger.Next{State: ledger.StateDelivered}
+	var events []string
+	for _, step := range []struct {
+		typ   string
+		ended time.Duration // before now; 0: never claimed (pending or no delivery)
+		next  ledger.Next
+	}{
+		{"a", 5 * time.Minute, delivered},
+		{"a", 15 * time.Minute, delivered},
+		{"a", 30 * time.Minute, delivered},
+		{"ab", 30 * time.Minute, delivered},
+		{"z", 2 * time.Hour, delivered},
+		{"z", 4 * time.Hour, delivered},
+		{"a", 30 * time.Minute, ledger.Next{State: ledger.StateExhausted, Reason: ledger.ExhaustNonRetryable}},
+		{"none", 2 * time.Hour, ledger.Next{}},
+		{"none", 4 * time.Hour, ledger.Next{}},
+		{"a", 0, ledger.Next{}}, // pending, published last
+	} {
+		created := now.Add(-step.ended - time.Minute)
+		if step.ended == 0 {
+			created = at(0)
+		}
+		res := f.insert(event("shop", step.typ, created))[0]
+		if res.Err != nil {
+			t.Fatalf("insert: %v", res.Err)
+		}
+		events = append(events, res.Event.ID)
+		if step.ended == 0 || len(res.Deliveries) == 0 {
+			continue
+		}
+		end := now.Add(-step.ended)
+		for _, c := range f.claim("w", created, time.Hour, 10) {
+			f.mustRecord(attempt(c.Delivery.ID, "w", end, 200, step.next))
+		}
+	}
+	want := map[string][2]bool{}
+	for _, id := range events {
+		e := f.getEvent(id)
+		facts := &ledger.PruneFacts{CreatedAt: e.CreatedAt, PayloadPruned: e.PayloadPrunedAt != nil}
+		for _, d := range f.list(ledger.DeliveryListParams{EventID: id}) {
+			facts.Deliveries = append(facts.Deliveries, ledger.PruneDelivery{
+				State: d.State, Resolution: d.Resolution, TerminalAt: d.TerminalAt, Policy: policies[d.EndpointID]})
+		}
+		deleted, pruned := ledger.PruneOutcome(facts, params)
+		want[id] = [2]bool{deleted, pruned}
+	}
+	seen := map[[2]bool]int{}
+	for _, w := range want {
+		seen[w]++
+	}
+	if len(seen) != 3 {
+		t.Fatalf("the steps give outcomes %v: want some deleted, some pruned and some kept", seen)
+	}
+	if _, err := f.life().Prune(f.ctx, params); err != nil {
+		t.Fatalf("Prune: %v", err)
+	}
+	for _, id := range events {
+		e, err := f.s.EventGet(f.ctx, id)
+		if err != nil && !errors.Is(err, ledger.ErrNotFound) {
+			t.Fatalf("EventGet(%s): %v", id, err)
+		}
+		got := [2]bool{err != nil, err == nil && e.PayloadPrunedAt != nil}
+		if got != want[id] {
+			t.Errorf("event %s (type %s): deleted, payload pruned = %v; the rule says %v", id, e.Type, got, want[id])
+		}
 	}
 }

@@ -302,24 +302,14 @@ func (s *Store) Compact(ctx context.Context) error {
 // transaction then locks their deliveries and the events (in the global
 // order), checks them again on what committed meanwhile, and prunes.
 
-// pruneStage is one kind of candidate.
-type pruneStage struct {
-	evidence      bool // delete the event (else prune its payload)
-	undelivered   bool
-	payloadPruned bool // for events with deliveries: deliveries.payload_pruned
-}
-
-func (g pruneStage) field() string {
-	if g.evidence {
-		return "evidenceRetention"
-	}
-	return "payloadRetention"
-}
+// pruneStage is a ledger.PruneStage with its SQL: the candidate and
+// prune statements do what ledger.PruneStage.Prunes says.
+type pruneStage struct{ ledger.PruneStage }
 
 // retentionCTE computes each endpoint's retention ($3: the default for a
 // policy that sets none).
 func (g pruneStage) retentionCTE() string {
-	f := `(policy->>'` + g.field() + `')::bigint`
+	f := `(policy->>'` + g.PolicyField() + `')::bigint`
 	return `ret AS MATERIALIZED (
 		SELECT id, CASE WHEN coalesce(` + f + `, 0) > 0 THEN ` + f + ` ELSE $3::bigint END AS r FROM endpoints)`
 }
@@ -331,7 +321,7 @@ func (g pruneStage) expired(eventID string) string {
 	cond := `NOT ` + pendingOf(eventID) + `
 		AND (SELECT max(r.r) > 0 AND max(x.terminal_at) <= $1::bigint - max(r.r)
 			FROM deliveries x JOIN ret r ON r.id = x.endpoint_id WHERE x.event_id = ` + eventID + `)`
-	if g.evidence {
+	if g.Evidence {
 		cond += ` AND NOT EXISTS (SELECT 1 FROM deliveries u WHERE u.event_id = ` + eventID + ` AND u.resolution = 'unresolved')`
 	}
 	return cond
@@ -342,7 +332,7 @@ func (g pruneStage) expired(eventID string) string {
 func (g pruneStage) undeliveredWhere() string {
 	w := `e.undelivered AND $3::bigint > 0 AND e.created_at <= $1::bigint - $3::bigint
 		AND NOT EXISTS (SELECT 1 FROM deliveries x WHERE x.event_id = e.id)`
-	if !g.evidence {
+	if !g.Evidence {
 		w += ` AND e.payload_pruned_at IS NULL`
 	}
 	return w
@@ -350,12 +340,12 @@ func (g pruneStage) undeliveredWhere() string {
 
 // candidatesSQL finds up to $2 candidates ($1 now, $3 default retention).
 func (g pruneStage) candidatesSQL() string {
-	if g.undelivered {
+	if g.Undelivered {
 		return `SELECT e.id FROM events e WHERE ` + g.undeliveredWhere() + ` ORDER BY e.created_at LIMIT $2`
 	}
 	return `WITH ` + g.retentionCTE() + `
 		SELECT d.event_id FROM deliveries d
-		WHERE d.payload_pruned = ` + fmt.Sprint(g.payloadPruned) + ` AND d.terminal_at IS NOT NULL
+		WHERE d.payload_pruned = ` + fmt.Sprint(g.PayloadPruned) + ` AND d.terminal_at IS NOT NULL
 			AND d.terminal_at <= $1::bigint - (SELECT min(r) FROM ret)
 			AND ` + g.expired("d.event_id") + `
 		ORDER BY d.terminal_at LIMIT $2`
@@ -365,19 +355,19 @@ func (g pruneStage) candidatesSQL() string {
 // qualify ($1 now, $3 default retention), returning how many.
 func (g pruneStage) pruneSQL() string {
 	keep := `SELECT e.id FROM events e WHERE e.id = ANY($2) AND `
-	if g.undelivered {
+	if g.Undelivered {
 		keep += g.undeliveredWhere()
 	} else {
 		keep += g.expired("e.id")
-		if !g.evidence {
+		if !g.Evidence {
 			keep += ` AND e.payload_pruned_at IS NULL`
 		}
 	}
 	with := `WITH `
-	if !g.undelivered {
+	if !g.Undelivered {
 		with += g.retentionCTE() + `, `
 	}
-	if g.evidence {
+	if g.Evidence {
 		// The foreign keys cascade to deliveries, attempts and secrets.
 		return with + `keep AS (` + keep + `), gone AS (
 			DELETE FROM events e USING keep WHERE e.id = keep.id RETURNING e.id
@@ -406,18 +396,15 @@ func (s *Store) Prune(ctx context.Context, p *ledger.PruneParams) (ledger.PruneR
 		return res, errors.New("prune: nil params")
 	}
 	left := p.PruneLimit()
-	for _, g := range []pruneStage{
-		{evidence: true, payloadPruned: true}, {evidence: true}, {evidence: true, undelivered: true},
-		{}, {undelivered: true},
-	} {
+	for _, g := range ledger.PruneStages {
 		if left == 0 {
 			break
 		}
-		n, err := s.pruneStage(ctx, g, p, left)
+		n, err := s.pruneStage(ctx, pruneStage{g}, p, left)
 		if err != nil {
 			return res, err
 		}
-		if g.evidence {
+		if g.Evidence {
 			res.EventsDeleted += n
 		} else {
 			res.PayloadsPruned += n
@@ -429,10 +416,9 @@ func (s *Store) Prune(ctx context.Context, p *ledger.PruneParams) (ledger.PruneR
 
 // pruneStage prunes up to limit events of one stage and returns how many.
 func (s *Store) pruneStage(ctx context.Context, g pruneStage, p *ledger.PruneParams, limit int) (int, error) {
-	op := "prune payloads"
-	def := p.DefaultPayloadRetention
-	if g.evidence {
-		op, def = "prune evidence", p.DefaultEvidenceRetention
+	op, def := "prune payloads", g.Default(p)
+	if g.Evidence {
+		op = "prune evidence"
 	}
 	now := nanos(p.Now)
 	rows, err := s.pool.Query(ctx, g.candidatesSQL(), now, limit, int64(def))

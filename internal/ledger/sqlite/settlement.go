@@ -347,31 +347,31 @@ func expiredOf(eventID string, keepUnresolved bool) string {
 	return cond
 }
 
-// pruneStage is one kind of candidate: events with deliveries whose
-// payload is pruned or not, or events without deliveries.
-type pruneStage struct {
-	evidence     bool // delete the event (else prune its payload)
-	undelivered  bool
-	payloadState int // for events with deliveries: deliveries.payload_pruned
-}
+// pruneStage is a ledger.PruneStage with its SQL: the candidate and
+// recheck statements do what ledger.PruneStage.Prunes says.
+type pruneStage struct{ ledger.PruneStage }
 
 // candidatesSQL finds up to ?2 candidates of the stage at ?1 (now), with
 // ?3 the default retention.
 func (g pruneStage) candidatesSQL() string {
-	if g.undelivered {
+	if g.Undelivered {
 		index := `INDEXED BY events_undelivered_payload WHERE undelivered = 1 AND payload_pruned_at IS NULL`
-		if g.evidence {
+		if g.Evidence {
 			index = `INDEXED BY events_undelivered WHERE undelivered = 1`
 		}
 		return `SELECT id FROM events ` + index + ` AND ?3 > 0 AND created_at <= ?1 - ?3
 			AND NOT EXISTS (SELECT 1 FROM deliveries x WHERE x.event_id = events.id)
 			ORDER BY created_at LIMIT ?2`
 	}
-	return `WITH ` + retentionCTE(g.field()) + `
+	payloadPruned := 0
+	if g.PayloadPruned {
+		payloadPruned = 1
+	}
+	return `WITH ` + retentionCTE(g.PolicyField()) + `
 		SELECT d.event_id FROM deliveries d
-		WHERE d.payload_pruned = ` + fmt.Sprint(g.payloadState) + ` AND d.terminal_at IS NOT NULL
+		WHERE d.payload_pruned = ` + fmt.Sprint(payloadPruned) + ` AND d.terminal_at IS NOT NULL
 			AND d.terminal_at <= ?1 - (SELECT min(r) FROM ret)
-			AND ` + expiredOf("d.event_id", g.evidence) + `
+			AND ` + expiredOf("d.event_id", g.Evidence) + `
 		ORDER BY d.terminal_at LIMIT ?2`
 }
 
@@ -379,24 +379,17 @@ func (g pruneStage) candidatesSQL() string {
 // still qualify, in the write transaction.
 func (g pruneStage) recheckSQL() string {
 	notPruned := ``
-	if !g.evidence {
+	if !g.Evidence {
 		notPruned = ` AND e.payload_pruned_at IS NULL`
 	}
-	if g.undelivered {
+	if g.Undelivered {
 		return `SELECT e.id FROM json_each(?4) j JOIN events e ON e.id = j.value
 			WHERE e.undelivered = 1` + notPruned + ` AND ?3 > 0 AND e.created_at <= ?1 - ?3
 			AND NOT EXISTS (SELECT 1 FROM deliveries x WHERE x.event_id = e.id)`
 	}
-	return `WITH ` + retentionCTE(g.field()) + `
+	return `WITH ` + retentionCTE(g.PolicyField()) + `
 		SELECT e.id FROM json_each(?4) j JOIN events e ON e.id = j.value
-		WHERE ` + expiredOf("e.id", g.evidence) + notPruned
-}
-
-func (g pruneStage) field() string {
-	if g.evidence {
-		return "evidenceRetention"
-	}
-	return "payloadRetention"
+		WHERE ` + expiredOf("e.id", g.Evidence) + notPruned
 }
 
 // The statements that prune the events of ?1 (a JSON array of IDs) at ?2.
@@ -427,18 +420,15 @@ func (s *Store) Prune(ctx context.Context, p *ledger.PruneParams) (ledger.PruneR
 		return res, errors.New("prune: nil params")
 	}
 	left := p.PruneLimit()
-	for _, g := range []pruneStage{
-		{evidence: true, payloadState: 1}, {evidence: true}, {evidence: true, undelivered: true},
-		{}, {undelivered: true},
-	} {
+	for _, g := range ledger.PruneStages {
 		if left == 0 {
 			break
 		}
-		n, err := s.pruneStage(ctx, g, p, left)
+		n, err := s.pruneStage(ctx, pruneStage{g}, p, left)
 		if err != nil {
 			return res, err
 		}
-		if g.evidence {
+		if g.Evidence {
 			res.EventsDeleted += n
 		} else {
 			res.PayloadsPruned += n
@@ -450,11 +440,9 @@ func (s *Store) Prune(ctx context.Context, p *ledger.PruneParams) (ledger.PruneR
 
 // pruneStage prunes up to limit events of one stage and returns how many.
 func (s *Store) pruneStage(ctx context.Context, g pruneStage, p *ledger.PruneParams, limit int) (int, error) {
-	op := "prune payloads"
-	def := p.DefaultPayloadRetention
-	stmts := prunePayloadSQL
-	if g.evidence {
-		op, def, stmts = "prune evidence", p.DefaultEvidenceRetention, pruneEvidenceSQL
+	op, def, stmts := "prune payloads", g.Default(p), prunePayloadSQL
+	if g.Evidence {
+		op, stmts = "prune evidence", pruneEvidenceSQL
 	}
 	now := nanos(p.Now)
 	rows, err := s.r.QueryContext(ctx, g.candidatesSQL(), now, limit, int64(def))
