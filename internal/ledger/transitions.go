@@ -11,7 +11,8 @@ import "time"
 //	from                        to                                   by, rule
 //	-                           scheduled                            EventInsertMany, recovery retry or
 //	                                                                 reissue, dead letter: StatsDelta.Add
-//	scheduled                   in_flight                            DeliveryClaim
+//	scheduled                   in_flight                            DeliveryClaim (per-endpoint cap:
+//	                                                                 CapSlots)
 //	in_flight (lease expired)   in_flight (new holder)               DeliveryClaim
 //	in_flight                   scheduled                            DeliveryRelease, LeasesReclaim
 //	in_flight                   scheduled, awaiting_ack,             AttemptRecordMany:
@@ -30,8 +31,9 @@ import "time"
 // exhaustion dead-letters by DeadLetters and NewDeadLetterData (rules.go);
 // a first attempt counts towards the retry budget by FirstAttempts
 // (recoveryrules.go); the transition that ends an event's last pending
-// delivery settles its secrets (settlementrules.go); Prune ages events out
-// by PruneStages and PruneStage.Prunes (prunerules.go).
+// delivery settles its secrets by SettledEvents and SettleSecrets, and
+// SecretsScrubDue sweeps by ScrubDueSecrets (secretrules.go); Prune ages
+// events out by PruneStages and PruneStage.Prunes (prunerules.go).
 
 // AttemptTransition is what a recorded attempt does to the delivery in
 // in_flight whose lease the recorder holds: the attempt is counted, the

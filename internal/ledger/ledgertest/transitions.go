@@ -22,6 +22,7 @@ func exerciseTransitions(t *testing.T, newStore func(t *testing.T) ledger.Store)
 		"AttemptAsTheRuleSays": testAttemptRule,
 		"AckAsTheRuleSays":     testAckRule,
 		"PruneAsTheRuleSays":   testPruneRule,
+		"SecretsAsTheRuleSays": testSecretsRule,
 	})
 }
 
@@ -232,4 +233,100 @@ func testPruneRule(t *testing.T, f *fixture) {
 			t.Errorf("event %s (type %s): deleted, payload pruned = %v; the rule says %v", id, e.Type, got, want[id])
 		}
 	}
+}
+
+// testSecretsRule ends deliveries of events with and without secrets, on
+// endpoints with and without a grace period, sweeps the due ones (one with
+// a delivery pending again), and checks each event against
+// ledger.SettleSecrets and ledger.ScrubDueSecrets of the facts read from
+// the store.
+func testSecretsRule(t *testing.T, f *fixture) {
+	grace := map[string]time.Duration{"shop/now": 0, "shop/later": time.Hour}
+	for id, types := range map[string][]string{"shop/now": {"n", "both"}, "shop/later": {"l", "both"}} {
+		ep := endpoint("shop", strings.TrimPrefix(id, "shop/"), types...)
+		ep.Policy.SecretGracePeriod = grace[id]
+		f.upsert(ep, t0)
+	}
+	// facts reads what the rule needs to know of event id now.
+	facts := func(id string) (pending bool, longest time.Duration) {
+		for _, d := range f.list(ledger.DeliveryListParams{EventID: id}) {
+			pending = pending || !d.State.Terminal()
+			longest = max(longest, grace[d.EndpointID])
+		}
+		return pending, longest
+	}
+	// settles runs do, which ends a delivery of event id at now, and checks
+	// the event against SettleSecrets.
+	settles := func(what, id string, now time.Time, do func()) {
+		t.Helper()
+		before := f.getEvent(id)
+		do()
+		pending, longest := facts(id)
+		want := before
+		ledger.SettleSecrets(ledger.SecretsFacts{HasSecrets: len(before.Secrets) > 0, Pending: pending, Grace: longest}, now).Apply(&want, now)
+		wantEqual(t, what, canonEvent(t, f.getEvent(id)), canonEvent(t, want))
+	}
+	publish := func(p *ledger.EventInsertParams) (string, map[string]string) {
+		res := f.insert(p)[0]
+		if res.Err != nil {
+			t.Fatalf("insert: %v", res.Err)
+		}
+		byEndpoint := map[string]string{}
+		for _, c := range f.claim("w", p.Now, time.Hour, 10) {
+			byEndpoint[c.Delivery.EndpointID] = c.Delivery.ID
+		}
+		return res.Event.ID, byEndpoint
+	}
+	end := func(id string, now time.Time, next ledger.Next) func() {
+		return func() { f.mustRecord(attempt(id, "w", now, 200, next)) }
+	}
+	delivered := ledger.Next{State: ledger.StateDelivered}
+
+	e1, d1 := publish(secretEvent("shop", "n", at(time.Second), "tok1"))
+	settles("no grace: scrubbed when the last delivery ends", e1, at(2*time.Second), end(d1["shop/now"], at(2*time.Second), delivered))
+
+	e2, d2 := publish(secretEvent("shop", "both", at(3*time.Second), "tok2"))
+	settles("a delivery still pending: kept", e2, at(4*time.Second), end(d2["shop/now"], at(4*time.Second), delivered))
+	settles("the longest grace of its endpoints: due then", e2, at(5*time.Second), end(d2["shop/later"], at(5*time.Second), delivered))
+
+	e3, d3 := publish(event("shop", "n", at(6*time.Second)))
+	settles("no secrets: nothing to do", e3, at(7*time.Second), end(d3["shop/now"], at(7*time.Second), delivered))
+
+	e4, d4 := publish(secretEvent("shop", "l", at(8*time.Second), "tok4"))
+	settles("exhausted with a grace: due then", e4, at(9*time.Second),
+		end(d4["shop/later"], at(9*time.Second), ledger.Next{State: ledger.StateExhausted, Reason: ledger.ExhaustNonRetryable}))
+	f.apply("op-secrets", d4["shop/later"], ledger.RecoveryRetry, at(10*time.Second)) // pending again
+
+	sweep := at(2 * time.Hour)
+	before2, before4 := f.getEvent(e2), f.getEvent(e4)
+	if _, err := f.life().SecretsScrubDue(f.ctx, sweep, 100); err != nil {
+		t.Fatalf("SecretsScrubDue: %v", err)
+	}
+	for _, c := range []struct {
+		what, id string
+		before   ledger.Event
+		pending  bool
+	}{
+		{"due and settled: scrubbed", e2, before2, false},
+		{"due with a delivery pending again: disarmed", e4, before4, true},
+	} {
+		if pending, _ := facts(c.id); pending != c.pending {
+			t.Fatalf("%s: event %s pending = %v, the case needs %v", c.what, c.id, pending, c.pending)
+		}
+		pending := c.pending
+		want := c.before
+		ledger.ScrubDueSecrets(pending).Apply(&want, sweep)
+		wantEqual(t, c.what, canonEvent(t, f.getEvent(c.id)), canonEvent(t, want))
+	}
+
+	p5 := secretEvent("shop", "none", at(3*time.Hour), "tok5")
+	res := f.insert(p5)[0]
+	if res.Err != nil || len(res.Deliveries) != 0 {
+		t.Fatalf("insert of an event for no endpoint: %v, %d deliveries", res.Err, len(res.Deliveries))
+	}
+	got := f.getEvent(res.Event.ID)
+	want := got
+	want.Secrets, want.SecretsScrubAt = p5.Secrets, nil
+	want.DropUndeliveredSecrets()
+	wantEqual(t, "no endpoint: no secrets kept", canonEvent(t, got), canonEvent(t, want))
 }

@@ -96,10 +96,10 @@ func record(ctx context.Context, tx pgx.Tx, params []*ledger.AttemptRecordParams
 	}
 
 	firsts := ledger.FirstAttempts{}
-	settled := settledEvents{}
+	settled := ledger.SettledEvents{}
 	for i, p := range params {
 		firsts.Note(results[i], p.Now)
-		settled.note(results[i].Delivery, p.Now)
+		settled.Note(results[i].Delivery, p.Now)
 	}
 
 	b := &pgx.Batch{}
@@ -108,7 +108,7 @@ func record(ctx context.Context, tx pgx.Tx, params []*ledger.AttemptRecordParams
 	if !deadLetters.empty() {
 		b.Queue(insertEventsSQL, deadLetters.args()...)
 	}
-	settled.queue(b)
+	queueSettle(b, settled)
 	queueFirstAttempts(b, firsts)
 	queueStats(b, delta)
 	if b.Len() > 0 {

@@ -101,17 +101,17 @@ func (s *Store) EndpointDelete(ctx context.Context, params *ledger.EndpointDelet
 			return err
 		}
 		delta := ledger.StatsDelta{}
-		settled := settledEvents{}
+		settled := ledger.SettledEvents{}
 		var from, eventID string
 		if _, err := pgx.ForEachRow(rows, []any{&from, &eventID}, func() error {
 			delta.Move(params.ID, ledger.DeliveryState(from), ledger.ResolutionNone, ledger.StateCancelled, ledger.ResolutionNone)
-			settled[eventID] = nanos(params.Now)
+			settled[eventID] = params.Now
 			cancelled++
 			return nil
 		}); err != nil {
 			return err
 		}
-		if err := settled.exec(ctx, tx); err != nil {
+		if err := execSettle(ctx, tx, settled); err != nil {
 			return err
 		}
 		return applyStats(ctx, tx, delta)

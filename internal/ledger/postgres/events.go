@@ -166,7 +166,7 @@ func newEvent(p *ledger.EventInsertParams, endpoints []fanoutEndpoint) ledger.Ev
 		return ledger.EventInsertResult{Err: err}
 	}
 	if len(ds) == 0 {
-		withoutDeliveries(&e)
+		e.DropUndeliveredSecrets()
 	}
 	return ledger.EventInsertResult{Event: e, Deliveries: ds}
 }

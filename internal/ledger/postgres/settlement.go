@@ -32,19 +32,8 @@ func pendingOf(eventID string) string {
 		AND p.state IN ('scheduled', 'in_flight', 'awaiting_ack'))`
 }
 
-// settledEvents collects the events of the deliveries a transaction ended,
-// each with the instant (nanoseconds) its delivery ended.
-type settledEvents map[string]int64
-
-// note records d if it is terminal.
-func (s settledEvents) note(d ledger.Delivery, now time.Time) {
-	if d.EventID != "" && d.State.Terminal() {
-		s[d.EventID] = nanos(now)
-	}
-}
-
-// settleSQL applies the secret rule of the Store doc to the events $1
-// (ended at $2): those that still have secrets and no pending delivery
+// settleSQL applies ledger.SettleSecrets to the events $1 (ended at $2):
+// those that still have secrets and no pending delivery
 // lose them now when the longest grace period of their endpoints is 0, or
 // get SecretsScrubDue.
 var settleSQL = `
@@ -65,21 +54,17 @@ var settleSQL = `
 		secrets_scrub_due = CASE WHEN cand.grace <= 0 THEN NULL ELSE cand.now + cand.grace END
 	FROM cand WHERE e.id = cand.id`
 
-// queue adds to b the statements that lock the settled events holding
+// queueSettle adds to b the statements that lock the settled events holding
 // secrets and scrub them: two statements in the caller's pipeline, so that
 // the check costs no round trip.
-func (s settledEvents) queue(b *pgx.Batch) {
+func queueSettle(b *pgx.Batch, s ledger.SettledEvents) {
 	if len(s) == 0 {
 		return
 	}
-	ids := make([]string, 0, len(s))
-	for id := range s {
-		ids = append(ids, id)
-	}
-	slices.Sort(ids)
+	ids := s.IDs()
 	nows := make([]int64, len(ids))
 	for i, id := range ids {
-		nows[i] = s[id]
+		nows[i] = nanos(s[id])
 	}
 	b.Queue(`SELECT 1 FROM events e WHERE e.id = ANY($1)
 			AND EXISTS (SELECT 1 FROM event_secrets s WHERE s.event_id = e.id)
@@ -87,10 +72,10 @@ func (s settledEvents) queue(b *pgx.Batch) {
 	b.Queue(settleSQL, ids, nows)
 }
 
-// exec runs the statements of queue on their own.
-func (s settledEvents) exec(ctx context.Context, tx pgx.Tx) error {
+// execSettle runs the statements of queueSettle on their own.
+func execSettle(ctx context.Context, tx pgx.Tx, s ledger.SettledEvents) error {
 	b := &pgx.Batch{}
-	s.queue(b)
+	queueSettle(b, s)
 	if b.Len() == 0 {
 		return nil
 	}
@@ -98,15 +83,6 @@ func (s settledEvents) exec(ctx context.Context, tx pgx.Tx) error {
 		return fmt.Errorf("scrub secrets of settled events: %w", err)
 	}
 	return nil
-}
-
-// withoutDeliveries drops the secrets of a new event that reached no
-// endpoint: nothing will ever send them.
-func withoutDeliveries(e *ledger.Event) {
-	if len(e.Secrets) > 0 {
-		e.SecretsScrubAt = timePtr(e.CreatedAt)
-	}
-	e.Secrets = nil
 }
 
 // markUndelivered records which of the inserted events reached no endpoint
@@ -199,9 +175,9 @@ func (s *Store) ackApply(ctx context.Context, op, id string, tr ledger.AckTransi
 		if !deadLetters.empty() {
 			b.Queue(insertEventsSQL, deadLetters.args()...)
 		}
-		settled := settledEvents{}
-		settled.note(*d, now)
-		settled.queue(b)
+		settled := ledger.SettledEvents{}
+		settled.Note(*d, now)
+		queueSettle(b, settled)
 		queueStats(b, delta)
 		if err := tx.SendBatch(ctx, b).Close(); err != nil {
 			return fmt.Errorf("write acknowledgement: %w", err)

@@ -20,7 +20,7 @@ func (s *Store) AttemptRecordMany(ctx context.Context, params []*ledger.AttemptR
 	err := s.write(ctx, "record attempts", func(t *wtx) error {
 		ds := ledger.StatsDelta{}
 		fa := ledger.FirstAttempts{}
-		st := settled{}
+		st := ledger.SettledEvents{}
 		for i, p := range params {
 			res, err := s.recordAttempt(t, p, ds)
 			if err != nil {
@@ -28,7 +28,7 @@ func (s *Store) AttemptRecordMany(ctx context.Context, params []*ledger.AttemptR
 			}
 			results[i] = res
 			fa.Note(res, p.Now)
-			st.note(res.Delivery, p.Now)
+			st.Note(res.Delivery, p.Now)
 		}
 		if err := s.settle(t, st); err != nil {
 			return err

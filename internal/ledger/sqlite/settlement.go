@@ -108,25 +108,17 @@ func (s *Store) prepareSettlement(ctx context.Context) error {
 	return nil
 }
 
-// settled collects the events of the deliveries a transaction ended, each
-// with the instant (nanoseconds) its delivery ended; settle then scrubs
-// the secrets of those left with no pending delivery.
-type settled map[string]int64
-
-// note records d if it is terminal.
-func (st settled) note(d ledger.Delivery, now time.Time) {
-	if d.EventID != "" && d.State.Terminal() {
-		st[d.EventID] = nanos(now)
-	}
-}
-
-// settle applies the secret rule of the Store doc to the settled events,
-// in one statement whatever their number.
-func (s *Store) settle(t *wtx, st settled) error {
+// settle applies ledger.SettleSecrets to the settled events, in one
+// statement whatever their number.
+func (s *Store) settle(t *wtx, st ledger.SettledEvents) error {
 	if len(st) == 0 {
 		return nil
 	}
-	b, err := json.Marshal(st)
+	ended := make(map[string]int64, len(st))
+	for id, at := range st {
+		ended[id] = nanos(at)
+	}
+	b, err := json.Marshal(ended)
 	if err != nil {
 		return fmt.Errorf("scrub secrets: %w", err)
 	}
@@ -137,20 +129,20 @@ func (s *Store) settle(t *wtx, st settled) error {
 // liveEvents returns the events of endpoint's pending deliveries, settled
 // at now once they are cancelled, and counts those deliveries' move to
 // cancelled in ds.
-func (s *Store) liveEvents(t *wtx, endpoint string, now time.Time, ds ledger.StatsDelta) (settled, error) {
+func (s *Store) liveEvents(t *wtx, endpoint string, now time.Time, ds ledger.StatsDelta) (ledger.SettledEvents, error) {
 	op := "events of the live deliveries of " + endpoint
 	rows, err := t.stmt(s.st.liveEvents).QueryContext(t.ctx, endpoint)
 	if err != nil {
 		return nil, translate(op, err)
 	}
 	defer rows.Close()
-	st := settled{}
+	st := ledger.SettledEvents{}
 	for rows.Next() {
 		var id, state string
 		if err := rows.Scan(&id, &state); err != nil {
 			return nil, translate(op, err)
 		}
-		st[id] = nanos(now)
+		st[id] = now
 		ds.Move(endpoint, ledger.DeliveryState(state), ledger.ResolutionNone, ledger.StateCancelled, ledger.ResolutionNone)
 	}
 	return st, translate(op, rows.Err())
@@ -163,10 +155,7 @@ func (s *Store) markUndelivered(t *wtx, ev *ledger.Event, now time.Time) error {
 	if _, err := t.stmt(s.st.undelivered).ExecContext(t.ctx, ev.ID, nanos(now)); err != nil {
 		return translate("insert event "+ev.ID+": no endpoint", err)
 	}
-	if len(ev.Secrets) > 0 {
-		at := now.UTC()
-		ev.Secrets, ev.SecretsScrubAt = nil, &at
-	}
+	ev.DropUndeliveredSecrets()
 	return nil
 }
 
@@ -238,8 +227,8 @@ func (s *Store) ackApply(ctx context.Context, op, id string, tr ledger.AckTransi
 				return err
 			}
 		}
-		st := settled{}
-		st.note(d, now)
+		st := ledger.SettledEvents{}
+		st.Note(d, now)
 		if err := s.settle(t, st); err != nil {
 			return err
 		}
