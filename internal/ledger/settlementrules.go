@@ -148,5 +148,11 @@ func (tr AckTransition) Apply(d *Delivery) {
 	}
 }
 
+// Stats notes the transition of a delivery of endpoint, at now, in s.
+func (tr AckTransition) Stats(s StatsDelta, endpoint string, now time.Time) {
+	s.Move(endpoint, StateAwaitingAck, ResolutionNone, tr.State, tr.Resolution)
+	s.Outcome(endpoint, tr.Success, tr.Failure, now, tr.FailureCause)
+}
+
 // PruneLimit is the effective PruneParams.Limit.
 func (p *PruneParams) PruneLimit() int { return SweepLimit(p.Limit) }

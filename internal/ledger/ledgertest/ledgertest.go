@@ -10,8 +10,9 @@
 // compared with time.Equal and JSON data in canonical form.
 //
 // Where the Store doc comments leave a detail open, the suite pins it, so
-// that both drivers agree (the shared rules are in package ledger's
-// rules.go):
+// that both drivers agree (the shared rules are in package ledger, mapped
+// in its transitions.go; the Transition group checks that each store
+// persists exactly what they compute):
 //   - Every upsert increments Version, even an unchanged one; deleting and
 //     recreating an endpoint continues its version count.
 //   - A deleted endpoint is gone from EndpointGet, EndpointList and fan-out,
@@ -77,6 +78,7 @@ func Exercise(t *testing.T, newStore func(t *testing.T) ledger.Store) {
 		{"Settlement", exerciseSettlement},
 		{"HeldAcks", exerciseHeldAcks},
 		{"Browse", exerciseBrowse},
+		{"Transition", exerciseTransitions},
 	}
 	for _, g := range groups {
 		t.Run(g.name, func(t *testing.T) {

@@ -23,6 +23,14 @@ func nullNanos(t time.Time) any {
 	return t.UnixNano()
 }
 
+// nullNanosPtr is NULL for nil.
+func nullNanosPtr(t *time.Time) any {
+	if t == nil {
+		return nil
+	}
+	return t.UnixNano()
+}
+
 func fromNanos(n int64) time.Time { return time.Unix(0, n).UTC() }
 
 func fromNullNanos(n sql.NullInt64) *time.Time {

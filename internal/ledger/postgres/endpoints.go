@@ -101,21 +101,21 @@ func (s *Store) EndpointDelete(ctx context.Context, params *ledger.EndpointDelet
 		if err != nil {
 			return err
 		}
-		delta := statsDelta{}
-		settled := settledEvents{}
+		delta := ledger.StatsDelta{}
+		settled := ledger.SettledEvents{}
 		var from, eventID string
 		if _, err := pgx.ForEachRow(rows, []any{&from, &eventID}, func() error {
-			delta.move(params.ID, ledger.DeliveryState(from), ledger.ResolutionNone, ledger.StateCancelled, ledger.ResolutionNone)
-			settled[eventID] = nanos(params.Now)
+			delta.Move(params.ID, ledger.DeliveryState(from), ledger.ResolutionNone, ledger.StateCancelled, ledger.ResolutionNone)
+			settled[eventID] = params.Now
 			cancelled++
 			return nil
 		}); err != nil {
 			return err
 		}
-		if err := settled.exec(ctx, tx); err != nil {
+		if err := execSettle(ctx, tx, settled); err != nil {
 			return err
 		}
-		return delta.apply(ctx, tx)
+		return applyStats(ctx, tx, delta)
 	})
 	return cancelled, err
 }

@@ -58,7 +58,7 @@ func record(ctx context.Context, tx pgx.Tx, params []*ledger.AttemptRecordParams
 		attempts    attemptRows
 		changed     []string
 		deadLetters eventBatch
-		delta       = statsDelta{}
+		delta       = ledger.StatsDelta{}
 	)
 	for i, p := range params {
 		res := &results[i]
@@ -72,20 +72,18 @@ func record(ctx context.Context, tx pgx.Tx, params []*ledger.AttemptRecordParams
 				p.DeliveryID, cur.d.State, cur.d.LeaseOwner, p.Owner, ledger.ErrLeaseLost)
 			continue
 		}
-		if err := p.Next.Validate(); err != nil {
+		tr, err := p.Transition()
+		if err != nil {
 			res.Err = fmt.Errorf("delivery %s: %w", p.DeliveryID, err)
 			continue
 		}
 		d := &cur.d
-		from := d.State
-		applyAttempt(d, p)
+		tr.Apply(d)
 		attempts.add(p, d.Attempts)
 		if !slices.Contains(changed, d.ID) {
 			changed = append(changed, d.ID)
 		}
-		delta.move(d.EndpointID, from, ledger.ResolutionNone, d.State, d.Resolution)
-		success, failure := p.Next.StatsOutcome()
-		delta.outcome(d.EndpointID, success, failure, nanos(p.Now), ledger.FailureReason(p.Attempt))
+		tr.Stats(delta, d.EndpointID, p.Now)
 		res.Delivery = *d
 
 		if d.State == ledger.StateExhausted {
@@ -98,10 +96,10 @@ func record(ctx context.Context, tx pgx.Tx, params []*ledger.AttemptRecordParams
 	}
 
 	firsts := ledger.FirstAttempts{}
-	settled := settledEvents{}
+	settled := ledger.SettledEvents{}
 	for i, p := range params {
 		firsts.Note(results[i], p.Now)
-		settled.note(results[i].Delivery, p.Now)
+		settled.Note(results[i].Delivery, p.Now)
 	}
 
 	b := &pgx.Batch{}
@@ -110,9 +108,9 @@ func record(ctx context.Context, tx pgx.Tx, params []*ledger.AttemptRecordParams
 	if !deadLetters.empty() {
 		b.Queue(insertEventsSQL, deadLetters.args()...)
 	}
-	settled.queue(b)
+	queueSettle(b, settled)
 	queueFirstAttempts(b, firsts)
-	delta.queue(b)
+	queueStats(b, delta)
 	if b.Len() > 0 {
 		if err := tx.SendBatch(ctx, b).Close(); err != nil {
 			return nil, fmt.Errorf("write attempts: %w", err)
@@ -168,34 +166,12 @@ func lockForRecord(ctx context.Context, tx pgx.Tx, params []*ledger.AttemptRecor
 	return endpoints, deliveries, nil
 }
 
-// applyAttempt moves d, in memory, through the attempt p.
-func applyAttempt(d *ledger.Delivery, p *ledger.AttemptRecordParams) {
-	now := fromNanos(nanos(p.Now))
-	d.Attempts++
-	if d.FirstAttemptAt == nil {
-		d.FirstAttemptAt = timePtr(p.FirstAttemptTime())
-	}
-	d.LastStatus, d.LastError = p.Attempt.StatusCode, p.Attempt.Error
-	d.LeaseOwner, d.LeaseUntil, d.AckDeadline = "", nil, nil
-	d.State = p.Next.State
-	switch p.Next.State {
-	case ledger.StateScheduled:
-		d.DueAt = p.Next.DueAt
-	case ledger.StateAwaitingAck:
-		d.AckDeadline = timePtr(p.Next.AckDeadline)
-	case ledger.StateDelivered:
-		d.TerminalAt = &now
-	case ledger.StateExhausted:
-		d.ExhaustReason, d.Resolution, d.TerminalAt = p.Next.Reason, ledger.ResolutionUnresolved, &now
-	}
-}
-
 // exhaustedDeadLetter adds to batch the dead letter of the delivery d, just
 // exhausted at now (by an attempt, a rejection or an acknowledgement
 // timeout), if its endpoint names one: the dead-letter endpoint must
 // exist, live (locked in endpoints), in the same namespace. It returns the
 // dead letter's delivery, or nil.
-func exhaustedDeadLetter(d ledger.Delivery, eventType string, endpoints map[string]recordEndpoint, now time.Time, batch *eventBatch, delta statsDelta) (*ledger.Delivery, error) {
+func exhaustedDeadLetter(d ledger.Delivery, eventType string, endpoints map[string]recordEndpoint, now time.Time, batch *eventBatch, delta ledger.StatsDelta) (*ledger.Delivery, error) {
 	if !ledger.DeadLetters(eventType) {
 		return nil, nil
 	}
@@ -212,7 +188,7 @@ func exhaustedDeadLetter(d ledger.Delivery, eventType string, endpoints map[stri
 	if err := batch.add(dl.Event, dl.Deliveries); err != nil {
 		return nil, err
 	}
-	delta.add(target, ledger.StateScheduled, ledger.ResolutionNone, 1)
+	delta.Add(target, ledger.StateScheduled, ledger.ResolutionNone, 1)
 	return &dl.Deliveries[0], nil
 }
 

@@ -92,11 +92,11 @@ func ingest(ctx context.Context, tx pgx.Tx, params []*ledger.EventInsertParams) 
 		return nil, err
 	}
 
-	delta := statsDelta{}
+	delta := ledger.StatsDelta{}
 	for i := range results {
 		if r := &results[i]; r.Err == nil && !r.Duplicate {
 			for _, d := range r.Deliveries {
-				delta.add(d.EndpointID, ledger.StateScheduled, ledger.ResolutionNone, 1)
+				delta.Add(d.EndpointID, ledger.StateScheduled, ledger.ResolutionNone, 1)
 			}
 		}
 	}
@@ -106,7 +106,7 @@ func ingest(ctx context.Context, tx pgx.Tx, params []*ledger.EventInsertParams) 
 	if err := markUndelivered(ctx, tx, results, inserted); err != nil {
 		return nil, err
 	}
-	return results, delta.apply(ctx, tx)
+	return results, applyStats(ctx, tx, delta)
 }
 
 // decide fills results in item order as if the items were inserted one by
@@ -166,7 +166,7 @@ func newEvent(p *ledger.EventInsertParams, endpoints []fanoutEndpoint) ledger.Ev
 		return ledger.EventInsertResult{Err: err}
 	}
 	if len(ds) == 0 {
-		withoutDeliveries(&e)
+		e.DropUndeliveredSecrets()
 	}
 	return ledger.EventInsertResult{Event: e, Deliveries: ds}
 }
