@@ -301,10 +301,10 @@ func TestRotationWithoutRestart(t *testing.T) {
 
 func mustIssuer(t *testing.T, leaf *x509.Certificate, p *servingcert.Provisioner) *x509.Certificate {
 	t.Helper()
-	rest := p.CurrentCABundleContent()
+	bundle := p.CurrentCABundleContent()
 	for {
 		var block *pem.Block
-		block, rest = pem.Decode(rest)
+		block, bundle = pem.Decode(bundle)
 		if block == nil {
 			t.Fatal("no CA in the bundle signed the certificate")
 		}
