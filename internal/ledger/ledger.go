@@ -262,6 +262,12 @@ type RetryBudget struct {
 // Policy is the delivery policy of an endpoint, as resolved from its
 // RetryPolicy.
 type Policy struct {
+	// Name and Generation identify the RetryPolicy it was resolved from
+	// (Name "" for the operator's default), so that outcome evidence is
+	// kept per policy version.
+	Name       string `json:"name,omitempty"`
+	Generation int64  `json:"generation,omitempty"`
+
 	Backoff backoff.Policy `json:"backoff"`
 	// RetryOn lists the retried failure classes: NetworkError, Timeout,
 	// 4xx, 5xx or an exact status code.
