@@ -39,6 +39,8 @@ import (
 type Store interface {
 	// Lifecycle: acknowledgements, secrets, retention, budgets, recovery.
 	Lifecycle
+	// Evidence: what each attempt achieved, per endpoint and policy.
+	Evidence
 
 	// EndpointUpsert creates or replaces an endpoint's configuration and
 	// returns it with its new Version (1 on creation, +1 on every change).

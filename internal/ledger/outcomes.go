@@ -145,6 +145,13 @@ func (o OutcomeDeltas) Note(d Delivery, now time.Time) {
 	c.add(count)
 }
 
+// With notes d at now and returns o, for transactions that settle one
+// delivery.
+func (o OutcomeDeltas) With(d Delivery, now time.Time) OutcomeDeltas {
+	o.Note(d, now)
+	return o
+}
+
 // Keys returns the rows in one global order (endpoint, hour, outcome,
 // attempt), the order in which drivers write them so that concurrent
 // transactions lock rows in the same order.

@@ -74,6 +74,7 @@ func Exercise(t *testing.T, newStore func(t *testing.T) ledger.Store) {
 		{"Concurrency", exerciseConcurrency},
 		{"Recovery", exerciseRecovery},
 		{"Settlement", exerciseSettlement},
+		{"Outcomes", exerciseOutcomes},
 	}
 	for _, g := range groups {
 		t.Run(g.name, func(t *testing.T) {

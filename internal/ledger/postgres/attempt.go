@@ -99,9 +99,11 @@ func record(ctx context.Context, tx pgx.Tx, params []*ledger.AttemptRecordParams
 
 	firsts := ledger.FirstAttempts{}
 	settled := settledEvents{}
+	outcomes := ledger.OutcomeDeltas{}
 	for i, p := range params {
 		firsts.Note(results[i], p.Now)
 		settled.note(results[i].Delivery, p.Now)
+		outcomes.Note(results[i].Delivery, p.Now)
 	}
 
 	b := &pgx.Batch{}
@@ -113,6 +115,7 @@ func record(ctx context.Context, tx pgx.Tx, params []*ledger.AttemptRecordParams
 	settled.queue(b)
 	queueFirstAttempts(b, firsts)
 	delta.queue(b)
+	queueOutcomes(b, outcomes)
 	if b.Len() > 0 {
 		if err := tx.SendBatch(ctx, b).Close(); err != nil {
 			return nil, fmt.Errorf("write attempts: %w", err)

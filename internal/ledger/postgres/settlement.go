@@ -204,6 +204,7 @@ func (s *Store) ackApply(ctx context.Context, op, id string, tr ledger.AckTransi
 		settled.note(*d, now)
 		settled.queue(b)
 		delta.queue(b)
+		queueOutcomes(b, ledger.OutcomeDeltas{}.With(*d, now))
 		if err := tx.SendBatch(ctx, b).Close(); err != nil {
 			return fmt.Errorf("write acknowledgement: %w", err)
 		}
