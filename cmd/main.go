@@ -129,7 +129,9 @@ func main() {
 	}
 
 	if err := (&controllers.RetryPolicyReconciler{
-		Client: mgr.GetClient(),
+		Client:       mgr.GetClient(),
+		Evidence:     store,
+		ResyncPeriod: statusResync,
 	}).SetupWithManager(mgr); err != nil {
 		setupLog.Error(err, "unable to create controller", "controller", "RetryPolicy")
 		os.Exit(1)
@@ -162,6 +164,7 @@ func main() {
 		Exhausted:     exhausted.Events(),
 		ResyncPeriod:  statusResync,
 		Destinations:  destinations,
+		Evidence:      store,
 	}).SetupWithManager(mgr); err != nil {
 		setupLog.Error(err, "unable to create controller", "controller", "WebhookEndpoint")
 		os.Exit(1)

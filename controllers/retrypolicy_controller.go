@@ -17,6 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	hookv1 "github.com/hookkeeper/hookkeeper/api/v1alpha1"
+	"github.com/hookkeeper/hookkeeper/internal/ledger"
 )
 
 // RetryPolicyReconciler writes a RetryPolicy's effective schedule, its
@@ -25,6 +26,11 @@ type RetryPolicyReconciler struct {
 	client.Client
 	// Clock stamps condition transitions; nil means the real clock.
 	Clock clock.PassiveClock
+	// Evidence reads the ledger's outcome buckets for status.evidence and
+	// the HorizonFit advice (retrypolicy_evidence.go); nil shows none.
+	Evidence ledger.Evidence
+	// ResyncPeriod paces the refresh of the evidence (default 1m).
+	ResyncPeriod time.Duration
 }
 
 func (r *RetryPolicyReconciler) now() time.Time {
@@ -58,7 +64,11 @@ func (r *RetryPolicyReconciler) reconcile(ctx context.Context, req ctrl.Request)
 	}
 
 	before := policy.DeepCopy()
-	policy.Status = retryPolicyStatus(&policy, int32(len(endpoints.Items)), r.now())
+	now := r.now()
+	policy.Status = retryPolicyStatus(&policy, int32(len(endpoints.Items)), now)
+	if err := r.setPolicyEvidence(ctx, &policy, now); err != nil {
+		return ctrl.Result{}, err
+	}
 	if err := patchStatus(ctx, r.Client, before, &policy, func(p *hookv1.RetryPolicy) any { return p.Status }); err != nil {
 		if apierrors.IsNotFound(err) {
 			return ctrl.Result{}, nil
@@ -66,7 +76,7 @@ func (r *RetryPolicyReconciler) reconcile(ctx context.Context, req ctrl.Request)
 		return ctrl.Result{}, err
 	}
 	log.FromContext(ctx).V(1).Info("reconciled", "attempts", policy.Status.Attempts, "horizon", policy.Status.Horizon)
-	return ctrl.Result{}, nil
+	return ctrl.Result{RequeueAfter: r.evidenceResync()}, nil
 }
 
 // SetupWithManager registers the controller: it reconciles on spec changes

@@ -133,12 +133,12 @@ var _ = BeforeSuite(func() {
 		HealthProbeBindAddress: "0",
 	})
 	Expect(err).NotTo(HaveOccurred())
-	Expect((&RetryPolicyReconciler{Client: mgr.GetClient()}).SetupWithManager(mgr)).To(Succeed())
 
 	ledgerDir, err = os.MkdirTemp("", "hookkeeper-controllers-")
 	Expect(err).NotTo(HaveOccurred())
 	store, err = sqlite.Open(ctx, filepath.Join(ledgerDir, "ledger.db"))
 	Expect(err).NotTo(HaveOccurred())
+	Expect((&RetryPolicyReconciler{Client: mgr.GetClient(), Evidence: store, ResyncPeriod: suiteResync}).SetupWithManager(mgr)).To(Succeed())
 	exhaustion = NewExhaustionEvents(1024)
 	// The manager's destination policy, with loopback allowed for the
 	// suite's receivers (as --allowed-destination-cidrs=127.0.0.0/8 does)
@@ -166,6 +166,7 @@ var _ = BeforeSuite(func() {
 		Exhausted:     exhaustion.Events(),
 		ResyncPeriod:  suiteResync,
 		Destinations:  destinations,
+		Evidence:      store,
 	}).SetupWithManager(mgr)).To(Succeed())
 
 	Expect((&DeliveryRecoveryReconciler{Client: mgr.GetClient(), Engine: eng, FollowInterval: 200 * time.Millisecond}).SetupWithManager(mgr)).To(Succeed())
