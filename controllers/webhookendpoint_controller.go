@@ -143,7 +143,7 @@ func (r *WebhookEndpointReconciler) reconcile(ctx context.Context, req ctrl.Requ
 	before := ep.DeepCopy()
 	facts, gatherErr := r.gather(ctx, &ep, now)
 	ep.Status = webhookEndpointStatus(&ep, facts, now)
-	gatherErr = errors.Join(gatherErr, r.setEndpointEvidence(ctx, &ep, before, now))
+	gatherErr = errors.Join(gatherErr, r.setEndpointEvidence(ctx, &ep, before, now), r.setRetryBudgetCondition(ctx, &ep, before, now))
 	if err := patchStatus(ctx, r.Client, before, &ep, func(e *hookv1.WebhookEndpoint) any { return e.Status }); err != nil {
 		if apierrors.IsNotFound(err) {
 			return ctrl.Result{}, nil

@@ -91,3 +91,15 @@ type ReasonCount struct {
 	// +kubebuilder:validation:Minimum=0
 	Count int64 `json:"count"`
 }
+
+// ConditionRetryBudgetLimited is True while the endpoint's retry budget
+// holds retries back (they are deferred to later minutes, never dropped),
+// with how many and the budget in the message; False once deferrals stop.
+const ConditionRetryBudgetLimited = "RetryBudgetLimited"
+
+// Reasons of RetryBudgetLimited; ReasonRetriesDeferred is also the reason
+// of the one Warning Event that announces a streak of deferrals.
+const (
+	ReasonRetriesDeferred = "RetriesDeferred"
+	ReasonWithinBudget    = "WithinBudget"
+)

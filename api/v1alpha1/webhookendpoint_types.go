@@ -334,6 +334,7 @@ type WebhookEndpointStatus struct {
 // +kubebuilder:printcolumn:name="First Try",type=string,JSONPath=`.status.evidence.last24h.firstTry`,description="Share of the last 24h's settled deliveries delivered on the first attempt"
 // +kubebuilder:printcolumn:name="Recovered",type=integer,priority=1,JSONPath=`.status.evidence.last24h.recovered`,description="Deliveries of the last 24h delivered by a retry"
 // +kubebuilder:printcolumn:name="Exhausted 24h",type=integer,priority=1,JSONPath=`.status.evidence.last24h.exhausted`,description="Deliveries exhausted in the last 24h"
+// +kubebuilder:printcolumn:name="Budget Limited",type=string,priority=1,JSONPath=`.status.conditions[?(@.type=="RetryBudgetLimited")].status`,description="True while the retry budget defers retries"
 // +kubebuilder:printcolumn:name="Policy",type=string,priority=1,JSONPath=`.status.retryPolicyName`,description="The RetryPolicy in effect; empty for the operator's default policy"
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 type WebhookEndpoint struct {
