@@ -141,8 +141,10 @@ func main() {
 	}
 
 	if err := (&controllers.RetryPolicyReconciler{
-		Client:   mgr.GetClient(),
-		Recorder: mgr.GetEventRecorder("hookkeeper-retrypolicy"),
+		Client:       mgr.GetClient(),
+		Recorder:     mgr.GetEventRecorder("hookkeeper-retrypolicy"),
+		Evidence:     store,
+		ResyncPeriod: statusResync,
 	}).SetupWithManager(mgr); err != nil {
 		setupLog.Error(err, "unable to create controller", "controller", "RetryPolicy")
 		os.Exit(1)
@@ -175,6 +177,7 @@ func main() {
 		Exhausted:     exhausted.Events(),
 		ResyncPeriod:  statusResync,
 		Destinations:  destinations,
+		Evidence:      store,
 	}).SetupWithManager(mgr); err != nil {
 		setupLog.Error(err, "unable to create controller", "controller", "WebhookEndpoint")
 		os.Exit(1)

@@ -18,6 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	hookv1 "github.com/hookkeeper/hookkeeper/api/v1alpha1"
+	"github.com/hookkeeper/hookkeeper/internal/ledger"
 )
 
 // RetryPolicyReconciler writes a RetryPolicy's effective schedule, its
@@ -28,6 +29,11 @@ type RetryPolicyReconciler struct {
 	Clock clock.PassiveClock
 	// Recorder announces a policy that cannot be decoded (InvalidSpec).
 	Recorder events.EventRecorder
+	// Evidence reads the ledger's outcome buckets for status.evidence and
+	// the HorizonFit advice (retrypolicy_evidence.go); nil shows none.
+	Evidence ledger.Evidence
+	// ResyncPeriod paces the refresh of the evidence (default 1m).
+	ResyncPeriod time.Duration
 }
 
 func (r *RetryPolicyReconciler) now() time.Time {
@@ -62,7 +68,11 @@ func (r *RetryPolicyReconciler) reconcile(ctx context.Context, req ctrl.Request)
 
 	announceInvalidSpec(r.Recorder, &policy, policy.Undecodable)
 	before := policy.DeepCopy()
-	policy.Status = retryPolicyStatus(&policy, int32(len(endpoints.Items)), r.now())
+	now := r.now()
+	policy.Status = retryPolicyStatus(&policy, int32(len(endpoints.Items)), now)
+	if err := r.setPolicyEvidence(ctx, &policy, now); err != nil {
+		return ctrl.Result{}, err
+	}
 	if err := updateStatus(ctx, r.Client, before, &policy, func(p *hookv1.RetryPolicy) any { return p.Status }); err != nil {
 		if apierrors.IsNotFound(err) || statusRefusedForInvalidSpec(ctx, err, policy.DecodeError()) {
 			return ctrl.Result{}, nil
@@ -70,7 +80,7 @@ func (r *RetryPolicyReconciler) reconcile(ctx context.Context, req ctrl.Request)
 		return ctrl.Result{}, err
 	}
 	log.FromContext(ctx).V(1).Info("reconciled", "attempts", policy.Status.Attempts, "horizon", policy.Status.Horizon)
-	return ctrl.Result{}, nil
+	return ctrl.Result{RequeueAfter: r.evidenceResync()}, nil
 }
 
 // SetupWithManager registers the controller: it reconciles on spec changes

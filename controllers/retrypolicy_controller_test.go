@@ -191,13 +191,13 @@ var _ = Describe("the samples with the real kubectl", func() {
 		// The controller fills the horizon column of every policy.
 		Eventually(func(g Gomega) {
 			out := run("get", "retrypolicies")
-			g.Expect(out).To(MatchRegexp(`NAME\s+STRATEGY\s+ATTEMPTS\s+HORIZON\s+READY\s+AGE`))
+			g.Expect(out).To(MatchRegexp(`NAME\s+STRATEGY\s+ATTEMPTS\s+HORIZON\s+READY\s+FIRST TRY\s+RECOVERED\s+EXHAUSTED 24H\s+AGE`))
 			g.Expect(out).To(MatchRegexp(`standard\s+Schedule\s+8\s+1d6h\s+True`))
 			g.Expect(out).To(MatchRegexp(`payments\s+Exponential\s+12\s+1h4m\s+True`))
 		}).WithTimeout(30 * time.Second).Should(Succeed())
 
 		out = run("get", "hookkeeper")
-		Expect(out).To(MatchRegexp(`NAME\s+URL\s+READY\s+PENDING\s+EXHAUSTED\s+LAST SUCCESS\s+AGE`))
+		Expect(out).To(MatchRegexp(`NAME\s+URL\s+READY\s+PENDING\s+EXHAUSTED\s+LAST SUCCESS\s+FIRST TRY\s+AGE`))
 		Expect(out).To(MatchRegexp(`NAME\s+ENDPOINT\s+ACTION\s+STATUS\s+MATCHED\s+RETRIED\s+REISSUED\s+REFUSED\s+AGE`))
 		Expect(out).To(ContainSubstring("webhookendpoint.hookkeeper.dev/n8n-ingress"))
 		Expect(out).To(MatchRegexp(`deliveryrecovery.hookkeeper.dev/n8n-outage-2026-11-28\s+n8n-ingress\s+Auto`))

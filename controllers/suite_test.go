@@ -146,12 +146,12 @@ var _ = BeforeSuite(func() {
 		HealthProbeBindAddress: "0",
 	})
 	Expect(err).NotTo(HaveOccurred())
-	Expect((&RetryPolicyReconciler{Client: mgr.GetClient(), Recorder: mgr.GetEventRecorder("hookkeeper-retrypolicy")}).SetupWithManager(mgr)).To(Succeed())
 
 	ledgerDir, err = os.MkdirTemp("", "hookkeeper-controllers-")
 	Expect(err).NotTo(HaveOccurred())
 	store, err = sqlite.Open(ctx, filepath.Join(ledgerDir, "ledger.db"))
 	Expect(err).NotTo(HaveOccurred())
+	Expect((&RetryPolicyReconciler{Client: mgr.GetClient(), Recorder: mgr.GetEventRecorder("hookkeeper-retrypolicy"), Evidence: store, ResyncPeriod: suiteResync}).SetupWithManager(mgr)).To(Succeed())
 	exhaustion = NewExhaustionEvents(1024)
 	// The manager's destination policy, with loopback allowed for the
 	// suite's receivers (as --allowed-destination-cidrs=127.0.0.0/8 does)
@@ -180,6 +180,7 @@ var _ = BeforeSuite(func() {
 		ResyncPeriod:  suiteResync,
 		EventInterval: suiteEventInterval,
 		Destinations:  destinations,
+		Evidence:      store,
 	}).SetupWithManager(mgr)).To(Succeed())
 
 	Expect((&DeliveryRecoveryReconciler{Client: mgr.GetClient(), Engine: eng, FollowInterval: 200 * time.Millisecond, Recorder: mgr.GetEventRecorder("hookkeeper-deliveryrecovery")}).SetupWithManager(mgr)).To(Succeed())

@@ -85,6 +85,9 @@ type WebhookEndpointReconciler struct {
 	EventInterval time.Duration
 	// Clock stamps conditions; nil means the real clock.
 	Clock clock.PassiveClock
+	// Evidence reads the ledger's outcome buckets for status.evidence
+	// (retrypolicy_evidence.go); nil shows none.
+	Evidence ledger.Evidence
 	// Destinations is the operator's destination policy: an endpoint whose
 	// url is or resolves to a forbidden address is not Ready
 	// (DestinationForbidden) and is not registered, or is paused when the
@@ -143,6 +146,7 @@ func (r *WebhookEndpointReconciler) reconcile(ctx context.Context, req ctrl.Requ
 	before := ep.DeepCopy()
 	facts, syncErr := r.sync(ctx, &ep, now)
 	ep.Status = webhookEndpointStatus(&ep, facts, now)
+	syncErr = errors.Join(syncErr, r.setEndpointEvidence(ctx, &ep, before, now), r.setRetryBudgetCondition(ctx, &ep, before, now))
 	if err := updateStatus(ctx, r.Client, before, &ep, func(e *hookv1.WebhookEndpoint) any { return e.Status }); err != nil {
 		if apierrors.IsNotFound(err) || statusRefusedForInvalidSpec(ctx, err, ep.DecodeError()) {
 			return ctrl.Result{}, nil
@@ -311,6 +315,7 @@ func (r *WebhookEndpointReconciler) resolvePolicy(ctx context.Context, ep *hookv
 	if err != nil {
 		return ledger.Policy{}, ref.Name, &problem{hookv1.ReasonRetryPolicyNotReady, fmt.Sprintf("RetryPolicy %q is invalid: %s", ref.Name, conditionMessage(err))}, nil
 	}
+	p.Name, p.Generation = ref.Name, rp.Generation // outcome evidence is kept per policy version
 	return p, ref.Name, nil, nil
 }
 
@@ -373,7 +378,7 @@ func (r *WebhookEndpointReconciler) announce(ep, before *hookv1.WebhookEndpoint,
 	r.mu.Unlock()
 
 	if emit && r.Recorder != nil {
-		r.Recorder.Eventf(ep, nil, corev1.EventTypeWarning, hookv1.ReasonDeliveriesExhausted, "Deliver", "%s", exhaustionNote(count, d.Oldest))
+		r.Recorder.Eventf(ep, nil, corev1.EventTypeWarning, hookv1.ReasonDeliveriesExhausted, "Deliver", "%s", ownedMessage(exhaustionNote(count, d.Oldest), ep.Spec.Owner))
 	}
 }
 

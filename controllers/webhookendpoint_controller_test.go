@@ -527,11 +527,11 @@ var _ = Describe("WebhookEndpoint controller", func() {
 			cell := table.Rows[0].Cells[i]
 			Expect(cell).NotTo(Or(BeNil(), BeEmpty()), "-o wide column %q is empty for an endpoint that failed", col.Name)
 		}
-		Expect(wide).To(ConsistOf("Healthy", "Last Failure", "Policy"))
+		Expect(wide).To(ConsistOf("Healthy", "Last Failure", "Recovered", "Exhausted 24h", "Budget Limited", "Policy"))
 		out, err := exec.Command(kubectl, "--kubeconfig", kubeconfig, "-n", ns, "get", "whep", "failing", "-o", "wide").CombinedOutput()
 		Expect(err).NotTo(HaveOccurred(), "%s", out)
-		Expect(string(out)).To(MatchRegexp(`NAME\s+URL\s+READY\s+HEALTHY\s+PENDING\s+EXHAUSTED\s+LAST SUCCESS\s+LAST FAILURE\s+POLICY\s+AGE`))
-		Expect(string(out)).To(MatchRegexp(`failing\s+\S+\s+True\s+False\s+\d+\s+1000\s+HTTP 503\s+once\s+`), "no success yet: LAST SUCCESS is blank")
+		Expect(string(out)).To(MatchRegexp(`NAME\s+URL\s+READY\s+HEALTHY\s+PENDING\s+EXHAUSTED\s+LAST SUCCESS\s+LAST FAILURE\s+FIRST TRY\s+RECOVERED\s+EXHAUSTED 24H\s+BUDGET LIMITED\s+POLICY\s+AGE`))
+		Expect(string(out)).To(MatchRegexp(`failing\s+\S+\s+True\s+False\s+\d+\s+1000\s+HTTP 503\s+0%\s+0\s+1000\s+False\s+once\s+`), "no success yet: LAST SUCCESS is blank")
 
 		// The condition's advice is a command an admin can paste: run it
 		// with the real kubectl and it creates the DeliveryRecovery.

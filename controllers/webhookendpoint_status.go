@@ -75,7 +75,11 @@ func webhookEndpointStatus(ep *hookv1.WebhookEndpoint, f *endpointFacts, now tim
 		status.LastFailureTime = metaTime(st.LastFailureAt)
 		status.LastFailureReason = truncate.String(st.LastFailureReason, 256, "...")
 		meta.SetStatusCondition(&status.Conditions, healthyCondition(&ep.Status, st, ep.Generation, now))
-		meta.SetStatusCondition(&status.Conditions, exhaustedCondition(ep.Namespace, ep.Name, d, ep.Generation, now))
+		exhausted := exhaustedCondition(ep.Namespace, ep.Name, d, ep.Generation, now)
+		if exhausted.Status == metav1.ConditionTrue {
+			exhausted.Message = ownedMessage(exhausted.Message, ep.Spec.Owner)
+		}
+		meta.SetStatusCondition(&status.Conditions, exhausted)
 		status.RecentExhausted = recentExhausted(d, now)
 	}
 	if !f.Incomplete {

@@ -276,6 +276,11 @@ type RetryPolicyStatus struct {
 	// +kubebuilder:validation:Minimum=0
 	// +kubebuilder:validation:Maximum=2147483647
 	Endpoints int32 `json:"endpoints,omitempty"`
+
+	// evidence is what the schedule achieved, summed over the endpoints
+	// that used this generation of the policy or an earlier one.
+	// +optional
+	Evidence *DeliveryEvidence `json:"evidence,omitempty"`
 }
 
 // RetryPolicy is how hard hookkeeper tries to deliver to the endpoints that
@@ -287,6 +292,10 @@ type RetryPolicyStatus struct {
 // +kubebuilder:printcolumn:name="Attempts",type=integer,JSONPath=`.status.attempts`
 // +kubebuilder:printcolumn:name="Horizon",type=string,JSONPath=`.status.horizon`
 // +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
+// +kubebuilder:printcolumn:name="First Try",type=string,JSONPath=`.status.evidence.last24h.firstTry`,description="Share of the last 24h's settled deliveries delivered on the first attempt"
+// +kubebuilder:printcolumn:name="Recovered",type=integer,JSONPath=`.status.evidence.last24h.recovered`,description="Deliveries of the last 24h delivered by a retry"
+// +kubebuilder:printcolumn:name="Exhausted 24h",type=integer,JSONPath=`.status.evidence.last24h.exhausted`,description="Deliveries exhausted in the last 24h"
+// +kubebuilder:printcolumn:name="Horizon Fit",type=string,priority=1,JSONPath=`.status.conditions[?(@.type=="HorizonFit")].reason`
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 type RetryPolicy struct {
 	metav1.TypeMeta `json:",inline"`

@@ -286,6 +286,26 @@ var _ = Describe("the hookkeeper.dev CRDs", func() {
   retryBudget: {minRetriesPerMinute: 5}
 `, "spec.retryBudget.ratioPercent", "Required value"),
 		// WebhookEndpoint.
+		Entry("an owner with spaces", "WebhookEndpoint", `
+  url: https://example.com/hooks
+  eventTypes: ["*"]
+  owner: payments team
+`, "spec.owner", "should match"),
+		Entry("an owner ending with punctuation", "WebhookEndpoint", `
+  url: https://example.com/hooks
+  eventTypes: ["*"]
+  owner: team-
+`, "spec.owner", "should match"),
+		Entry("an owner longer than 63 characters", "WebhookEndpoint", `
+  url: https://example.com/hooks
+  eventTypes: ["*"]
+  owner: a123456789b123456789c123456789d123456789e123456789f123456789g1234
+`, "spec.owner", "may not be more than 63"),
+		Entry("an empty owner", "WebhookEndpoint", `
+  url: https://example.com/hooks
+  eventTypes: ["*"]
+  owner: ""
+`, "spec.owner", "should be at least 1"),
 		Entry("a url with another scheme", "WebhookEndpoint", `
   url: ftp://example.com/hooks
   eventTypes: ["*"]

@@ -147,6 +147,18 @@ type WebhookEndpointSpec struct {
 	// +optional
 	Paused bool `json:"paused,omitempty"`
 
+	// owner names the team or contact responsible for this endpoint's
+	// exhausted work (for example team-payments or payments@example.com):
+	// it is carried in the DeliveriesExhausted Event and condition, so that
+	// an alert reaches the team that owns the endpoint. 1-63 characters:
+	// letters, digits and . _ - @ +, starting and ending with a letter or
+	// digit.
+	// +optional
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=63
+	// +kubebuilder:validation:Pattern=`^[A-Za-z0-9]([A-Za-z0-9._@+-]*[A-Za-z0-9])?$`
+	Owner string `json:"owner,omitempty"`
+
 	// deadLetterRef names another WebhookEndpoint in this namespace that
 	// receives a hookkeeper.delivery.exhausted event for every delivery to
 	// this endpoint that is exhausted.
@@ -301,6 +313,10 @@ type WebhookEndpointStatus struct {
 	// +listType=atomic
 	// +kubebuilder:validation:MaxItems=20
 	RecentExhausted []ExhaustedDelivery `json:"recentExhausted,omitempty"`
+
+	// evidence is what the endpoint's retry policies achieved for it.
+	// +optional
+	Evidence *DeliveryEvidence `json:"evidence,omitempty"`
 }
 
 // WebhookEndpoint is a destination for events of some types in its namespace.
@@ -315,6 +331,10 @@ type WebhookEndpointStatus struct {
 // +kubebuilder:printcolumn:name="Exhausted",type=integer,JSONPath=`.status.deliveries.exhaustedUnresolved`
 // +kubebuilder:printcolumn:name="Last Success",type=date,JSONPath=`.status.lastSuccessTime`
 // +kubebuilder:printcolumn:name="Last Failure",type=string,priority=1,JSONPath=`.status.lastFailureReason`
+// +kubebuilder:printcolumn:name="First Try",type=string,JSONPath=`.status.evidence.last24h.firstTry`,description="Share of the last 24h's settled deliveries delivered on the first attempt"
+// +kubebuilder:printcolumn:name="Recovered",type=integer,priority=1,JSONPath=`.status.evidence.last24h.recovered`,description="Deliveries of the last 24h delivered by a retry"
+// +kubebuilder:printcolumn:name="Exhausted 24h",type=integer,priority=1,JSONPath=`.status.evidence.last24h.exhausted`,description="Deliveries exhausted in the last 24h"
+// +kubebuilder:printcolumn:name="Budget Limited",type=string,priority=1,JSONPath=`.status.conditions[?(@.type=="RetryBudgetLimited")].status`,description="True while the retry budget defers retries"
 // +kubebuilder:printcolumn:name="Policy",type=string,priority=1,JSONPath=`.status.retryPolicyName`,description="The RetryPolicy in effect; empty for the operator's default policy"
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 type WebhookEndpoint struct {

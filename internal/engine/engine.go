@@ -118,6 +118,7 @@ type Engine struct {
 
 	mu        sync.Mutex
 	endpoints map[string]*endpointState
+	deferrals deferralLog // budget_deferrals.go
 }
 
 // endpointState is the engine's view of one endpoint: its configuration at
@@ -390,6 +391,7 @@ func (e *Engine) start(ctx, attemptCtx context.Context, wg *sync.WaitGroup, c *l
 		}
 		if !ok {
 			e.opts.Metrics.observeDeferred()
+			e.deferrals.note(c.Delivery.EndpointID, now)
 			e.release(c, now.Truncate(time.Minute).Add(time.Minute), "retry_budget")
 			return false
 		}

@@ -46,6 +46,7 @@ func (e *Engine) runServices(ctx context.Context) {
 		if pruneBacklog || now.Sub(lastPrune) >= e.opts.PruneInterval {
 			lastPrune = now
 			pruneBacklog = e.prune(ctx, now)
+			e.pruneOutcomes(ctx, now)
 		}
 		if now.Sub(lastCompact) >= e.opts.CompactInterval {
 			lastCompact = now

@@ -43,6 +43,8 @@ type Store interface {
 	Lifecycle
 	// Browser: the history, page by page, for the delivery API.
 	Browser
+	// Evidence: what each attempt achieved, per endpoint and policy.
+	Evidence
 
 	// EndpointUpsert creates or replaces an endpoint's configuration and
 	// returns it with its new Version (1 on creation, +1 on every change).
@@ -245,6 +247,12 @@ type RetryBudget struct {
 // Policy is the delivery policy of an endpoint, as resolved from its
 // RetryPolicy.
 type Policy struct {
+	// Name and Generation identify the RetryPolicy it was resolved from
+	// (Name "" for the operator's default), so that outcome evidence is
+	// kept per policy version.
+	Name       string `json:"name,omitempty"`
+	Generation int64  `json:"generation,omitempty"`
+
 	Backoff backoff.Policy `json:"backoff"`
 	// RetryOn lists the retried failure classes: NetworkError, Timeout,
 	// 4xx, 5xx or an exact status code.

@@ -79,6 +79,7 @@ func Exercise(t *testing.T, newStore func(t *testing.T) ledger.Store) {
 		{"HeldAcks", exerciseHeldAcks},
 		{"Browse", exerciseBrowse},
 		{"Transition", exerciseTransitions},
+		{"Outcomes", exerciseOutcomes},
 	}
 	for _, g := range groups {
 		t.Run(g.name, func(t *testing.T) {

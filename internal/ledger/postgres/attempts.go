@@ -97,9 +97,11 @@ func record(ctx context.Context, tx pgx.Tx, params []*ledger.AttemptRecordParams
 
 	firsts := ledger.FirstAttempts{}
 	settled := ledger.SettledEvents{}
+	outcomes := ledger.OutcomeDeltas{}
 	for i, p := range params {
 		firsts.Note(results[i], p.Now)
 		settled.Note(results[i].Delivery, p.Now)
+		outcomes.Note(results[i].Delivery, p.Now)
 	}
 
 	b := &pgx.Batch{}
@@ -111,6 +113,7 @@ func record(ctx context.Context, tx pgx.Tx, params []*ledger.AttemptRecordParams
 	queueSettle(b, settled)
 	queueFirstAttempts(b, firsts)
 	queueStats(b, delta)
+	queueOutcomes(b, outcomes)
 	if b.Len() > 0 {
 		if err := tx.SendBatch(ctx, b).Close(); err != nil {
 			return nil, fmt.Errorf("write attempts: %w", err)

@@ -179,6 +179,7 @@ func (s *Store) ackApply(ctx context.Context, op, id string, tr ledger.AckTransi
 		settled.Note(*d, now)
 		queueSettle(b, settled)
 		queueStats(b, delta)
+		queueOutcomes(b, ledger.OutcomeDeltas{}.With(*d, now))
 		if err := tx.SendBatch(ctx, b).Close(); err != nil {
 			return fmt.Errorf("write acknowledgement: %w", err)
 		}

@@ -21,6 +21,7 @@ func (s *Store) AttemptRecordMany(ctx context.Context, params []*ledger.AttemptR
 		ds := ledger.StatsDelta{}
 		fa := ledger.FirstAttempts{}
 		st := ledger.SettledEvents{}
+		oc := ledger.OutcomeDeltas{}
 		for i, p := range params {
 			res, err := s.recordAttempt(t, p, ds)
 			if err != nil {
@@ -29,8 +30,12 @@ func (s *Store) AttemptRecordMany(ctx context.Context, params []*ledger.AttemptR
 			results[i] = res
 			fa.Note(res, p.Now)
 			st.Note(res.Delivery, p.Now)
+			oc.Note(res.Delivery, p.Now)
 		}
 		if err := s.settle(t, st); err != nil {
+			return err
+		}
+		if err := s.applyOutcomes(t, oc); err != nil {
 			return err
 		}
 		if err := applyFirstAttempts(t, s.rc.budgetFirst, fa); err != nil {

@@ -232,6 +232,9 @@ func (s *Store) ackApply(ctx context.Context, op, id string, tr ledger.AckTransi
 		if err := s.settle(t, st); err != nil {
 			return err
 		}
+		if err := s.applyOutcomes(t, ledger.OutcomeDeltas{}.With(d, now)); err != nil {
+			return err
+		}
 		return applyStats(t, s.ws.statsApply, ds)
 	})
 	if err != nil {

@@ -37,6 +37,7 @@ type Store struct {
 	rs readStmts
 	rc recoveryStmts
 	st settleStmts
+	oc outcomeStmts
 	// lock keeps a second process off the file while the store is open.
 	lock *processLock
 }
@@ -114,6 +115,10 @@ func Open(ctx context.Context, path string, opts ...Option) (*Store, error) {
 		return nil, fmt.Errorf("open ledger %s: %w", abs, err)
 	}
 	if err := s.prepareSettlement(ctx); err != nil {
+		_ = s.Close()
+		return nil, fmt.Errorf("open ledger %s: %w", abs, err)
+	}
+	if err := s.prepareOutcomes(ctx); err != nil {
 		_ = s.Close()
 		return nil, fmt.Errorf("open ledger %s: %w", abs, err)
 	}

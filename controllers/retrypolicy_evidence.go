@@ -1,0 +1,159 @@
+package controllers
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"slices"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	hookv1 "github.com/hookkeeper/hookkeeper/api/v1alpha1"
+	"github.com/hookkeeper/hookkeeper/internal/evidence"
+	"github.com/hookkeeper/hookkeeper/internal/ledger"
+)
+
+// Outcome evidence on RetryPolicy and WebhookEndpoint status: gather the
+// buckets of the last 7 days from the ledger, summarize them with package
+// evidence, and set status.evidence (and, on a policy, HorizonFit). Status
+// is written only when a count or the advice changed (updateStatus), so the
+// resync that refreshes it writes nothing on a quiet day.
+
+// defaultEvidenceResync is how often a RetryPolicy's evidence is refreshed
+// when the controller has an evidence source.
+const defaultEvidenceResync = time.Minute
+
+// readEvidence lists the buckets of the 7-day window ending at now.
+func readEvidence(ctx context.Context, src ledger.Evidence, p ledger.OutcomeListParams, now time.Time) ([]ledger.OutcomeBucket, error) {
+	p.Since = evidence.WindowStart(now, evidence.Week)
+	b, err := src.OutcomeList(ctx, &p)
+	if err != nil {
+		return nil, fmt.Errorf("reading outcome evidence: %w", err)
+	}
+	return b, nil
+}
+
+// deliveryEvidence is the status.evidence of buckets at now; nil when
+// nothing settled in 7 days, so that an idle object shows no evidence.
+func deliveryEvidence(buckets []ledger.OutcomeBucket, now time.Time) *hookv1.DeliveryEvidence {
+	week := evidence.Summarize(buckets, evidence.Window(now, evidence.Week))
+	if week.Settled == 0 {
+		return nil
+	}
+	return &hookv1.DeliveryEvidence{
+		Last24h: evidenceWindow(evidence.Summarize(buckets, evidence.Window(now, evidence.Day))),
+		Last7d:  evidenceWindow(week),
+	}
+}
+
+func evidenceWindow(s evidence.Summary) *hookv1.EvidenceWindow {
+	w := &hookv1.EvidenceWindow{
+		Settled:               s.Settled,
+		Recovered:             s.Recovered(),
+		Exhausted:             s.ExhaustedTotal(),
+		LastRecoveringAttempt: int32(s.LastRecoveringAttempt()),
+	}
+	if pct, ok := s.FirstTryPercent(); ok {
+		w.FirstTry = fmt.Sprintf("%d%%", pct)
+	}
+	for _, a := range s.RecoveringAttempts() {
+		if len(w.RecoveredByAttempt) == maxEvidenceAttempts {
+			break
+		}
+		w.RecoveredByAttempt = append(w.RecoveredByAttempt, hookv1.AttemptCount{Attempt: int32(a), Count: s.DeliveredOnAttempt[a]})
+	}
+	for _, r := range slices.Sorted(maps.Keys(s.Exhausted)) {
+		if len(w.ExhaustedByReason) == maxEvidenceReasons {
+			break
+		}
+		w.ExhaustedByReason = append(w.ExhaustedByReason, hookv1.ReasonCount{Reason: r, Count: s.Exhausted[r]})
+	}
+	if b, ok := s.Quantile(50); ok {
+		w.P50TimeToDelivery = evidence.BucketLabel(b)
+	}
+	if b, ok := s.Quantile(95); ok {
+		w.P95TimeToDelivery = evidence.BucketLabel(b)
+	}
+	return w
+}
+
+// Bounds of the lists in EvidenceWindow (the CRD's MaxItems).
+const (
+	maxEvidenceAttempts = 64
+	maxEvidenceReasons  = 16
+)
+
+// horizonFitCondition is the HorizonFit condition of a policy whose
+// buckets (all its endpoints, any generation) are known at now; horizon is
+// its worst-case horizon and maxAttempts its bound (0: none).
+func horizonFitCondition(policy *hookv1.RetryPolicy, buckets []ledger.OutcomeBucket, maxAttempts int, horizon time.Duration, now time.Time) metav1.Condition {
+	previous := ""
+	if c := meta.FindStatusCondition(policy.Status.Conditions, hookv1.ConditionHorizonFit); c != nil {
+		previous = c.Reason
+	}
+	a := evidence.Advise(evidence.AdviceInput{
+		Buckets: buckets, Generation: policy.Generation, Now: now,
+		MaxAttempts: maxAttempts, Horizon: horizon, Previous: previous,
+	})
+	return metav1.Condition{
+		Type:               hookv1.ConditionHorizonFit,
+		Status:             metav1.ConditionStatus(a.Status),
+		Reason:             a.Reason,
+		Message:            a.Message,
+		ObservedGeneration: policy.Generation,
+		LastTransitionTime: metav1.NewTime(now),
+	}
+}
+
+// setPolicyEvidence gathers the policy's buckets and sets its evidence and
+// HorizonFit condition; without an evidence source it does nothing.
+func (r *RetryPolicyReconciler) setPolicyEvidence(ctx context.Context, policy *hookv1.RetryPolicy, now time.Time) error {
+	if r.Evidence == nil {
+		return nil
+	}
+	buckets, err := readEvidence(ctx, r.Evidence, ledger.OutcomeListParams{Namespace: policy.Namespace, PolicyName: policy.Name}, now)
+	if err != nil {
+		return err
+	}
+	policy.Status.Evidence = deliveryEvidence(buckets, now)
+	var horizon time.Duration // unknown for an invalid policy
+	if policy.DecodeError() == nil {
+		if p, err := backoffPolicy(&policy.Spec); err == nil {
+			horizon = p.Plan(scheduleEntries).WorstCase
+		}
+	}
+	maxAttempts := 0
+	if m := policy.Spec.Horizon.MaxAttempts; m != nil {
+		maxAttempts = int(*m)
+	}
+	meta.SetStatusCondition(&policy.Status.Conditions, horizonFitCondition(policy, buckets, maxAttempts, horizon, now))
+	return nil
+}
+
+// evidenceResync is when to refresh a policy's evidence (0: never).
+func (r *RetryPolicyReconciler) evidenceResync() time.Duration {
+	if r.Evidence == nil {
+		return 0
+	}
+	if r.ResyncPeriod > 0 {
+		return r.ResyncPeriod
+	}
+	return defaultEvidenceResync
+}
+
+// setEndpointEvidence sets the endpoint's own evidence; without an evidence
+// source it does nothing, and a failed read keeps the evidence shown.
+func (r *WebhookEndpointReconciler) setEndpointEvidence(ctx context.Context, ep *hookv1.WebhookEndpoint, before *hookv1.WebhookEndpoint, now time.Time) error {
+	ep.Status.Evidence = before.Status.Evidence
+	if r.Evidence == nil {
+		return nil
+	}
+	buckets, err := readEvidence(ctx, r.Evidence, ledger.OutcomeListParams{EndpointID: ledger.EndpointID(ep.Namespace, ep.Name)}, now)
+	if err != nil {
+		return err
+	}
+	ep.Status.Evidence = deliveryEvidence(buckets, now)
+	return nil
+}
