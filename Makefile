@@ -143,6 +143,14 @@ build-installer: manifests controlplane ## Write dist/install.yaml (CRDs, RBAC, 
 	@rm -rf dist/.kustomize
 	@echo "wrote dist/install.yaml for $(IMG)"
 
+# The Helm chart is generated, never edited: config/ is its one source.
+CHART_VERSION ?= 0.1.0
+
+.PHONY: helm-chart
+helm-chart: controlplane ## Generate the Helm chart dist/chart from config/ (kustomize's render; edit config/, not the chart).
+	go run ./hack/helmchart -kubectl $(KUBECTL) -out dist/chart -version $(CHART_VERSION) config/default config/prometheus config/grafana
+	@echo "wrote dist/chart (helm install hookkeeper dist/chart -n hookkeeper-system --create-namespace)"
+
 ##@ Deployment
 
 .PHONY: install
