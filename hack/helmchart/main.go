@@ -139,7 +139,7 @@ func (c *chart) write(dir string) error {
 // the value of a key) by the lines the block returns for its indentation.
 type templater struct {
 	n       int
-	scalars map[string]string                // placeholder → template text in place of the scalar
+	scalars map[string]string                  // placeholder → template text in place of the scalar
 	blocks  map[string]func(indent int) string // placeholder → lines replacing the whole line
 }
 
