@@ -133,6 +133,7 @@ func retryPolicyStatus(policy *hookv1.RetryPolicy, endpoints int32, now time.Tim
 		ready.Status, ready.Reason = metav1.ConditionFalse, hookv1.ReasonInvalidSpec
 		ready.Message = conditionMessage(err)
 		meta.SetStatusCondition(&status.Conditions, ready)
+		stalledFromReady(&status.Conditions)
 		return status
 	}
 
@@ -146,6 +147,7 @@ func retryPolicyStatus(policy *hookv1.RetryPolicy, endpoints int32, now time.Tim
 
 	ready.Status, ready.Reason, ready.Message = readiness(p, plan, policy.Spec.ReplayWindow.Duration)
 	meta.SetStatusCondition(&status.Conditions, ready)
+	stalledFromReady(&status.Conditions)
 	return status
 }
 
