@@ -110,7 +110,7 @@ func getObject(object string) *unstructured.Unstructured {
 	GinkgoHelper()
 	u := &unstructured.Unstructured{}
 	// As clients decode it: integers as int64 (kstatus reads generations so).
-	Expect(u.UnmarshalJSON([]byte(kubectl("get", object, "-o", "json")))).To(Succeed())
+	Expect(u.UnmarshalJSON([]byte(kubectl("get", "-n", specNamespace, object, "-o", "json")))).To(Succeed())
 	return u
 }
 
