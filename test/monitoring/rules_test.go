@@ -55,9 +55,15 @@ func TestPrometheusRule(t *testing.T) {
 		t.Fatalf("prometheus_rule.yaml: kind %q with %d groups, want a PrometheusRule with groups", rule.Kind, len(rule.Spec.Groups))
 	}
 
-	// promtool reads plain rule files: the spec is one.
+	// promtool reads plain rule files: the spec, every field of it, is one.
+	var whole struct {
+		Spec map[string]any `json:"spec"`
+	}
+	if err := yaml.Unmarshal(raw, &whole); err != nil {
+		t.Fatal(err)
+	}
 	dir := t.TempDir()
-	groups, err := yaml.Marshal(rule.Spec)
+	groups, err := yaml.Marshal(whole.Spec)
 	if err != nil {
 		t.Fatal(err)
 	}
