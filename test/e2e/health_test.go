@@ -45,7 +45,9 @@ spec:
 		}
 		kubectlWait("webhookendpoint/healthy", "--for=condition=Ready", 30*time.Second)
 		api.publish(ns, "health-1", `{"type":"health.ok","data":{}}`)
-		Eventually(func() string { return jsonpath("webhookendpoint/healthy", `{.status.conditions[?(@.type=="Healthy")].status}`) }).Should(Equal("True"))
+		Eventually(func() string {
+			return jsonpath("webhookendpoint/healthy", `{.status.conditions[?(@.type=="Healthy")].status}`)
+		}).Should(Equal("True"))
 		apply(recovery("done", "healthy", "Dismiss") + "---\n" + recovery("waiting", "not-yet", "Auto") + "---\n" + recovery("conflict", "healthy", "Dismiss"))
 		kubectlWait("deliveryrecovery/done", "--for=condition=Complete", 30*time.Second)
 		// A recovery is identified by its name (ADR 0007): the same name with
@@ -55,9 +57,15 @@ spec:
 		apply(recovery("conflict", "healthy", "Retry"))
 		kubectlWait("deliveryrecovery/conflict", "--for=condition=Failed", 30*time.Second)
 		Eventually(func() string { return jsonpath("deliveryrecovery/waiting", "{.status.state}") }).Should(Equal("Waiting"))
-		Eventually(func() string { return jsonpath("webhookendpoint/forbidden", `{.status.conditions[?(@.type=="Ready")].reason}`) }).Should(Equal("DestinationForbidden"))
-		Eventually(func() string { return jsonpath("webhookendpoint/missing-policy", `{.status.conditions[?(@.type=="Ready")].reason}`) }).Should(Equal("RetryPolicyNotFound"))
-		Eventually(func() string { return jsonpath("retrypolicy/too-short", `{.status.conditions[?(@.type=="Ready")].reason}`) }).Should(Equal("ReplayWindowTooShort"))
+		Eventually(func() string {
+			return jsonpath("webhookendpoint/forbidden", `{.status.conditions[?(@.type=="Ready")].reason}`)
+		}).Should(Equal("DestinationForbidden"))
+		Eventually(func() string {
+			return jsonpath("webhookendpoint/missing-policy", `{.status.conditions[?(@.type=="Ready")].reason}`)
+		}).Should(Equal("RetryPolicyNotFound"))
+		Eventually(func() string {
+			return jsonpath("retrypolicy/too-short", `{.status.conditions[?(@.type=="Ready")].reason}`)
+		}).Should(Equal("ReplayWindowTooShort"))
 
 		scripts := argoHealthScripts()
 		cases := []struct {
