@@ -50,8 +50,12 @@ manifests: ## Generate CRDs and RBAC from the markers in api/ and controllers/.
 	$(CONTROLLER_GEN) rbac:roleName=manager-role crd paths="./..." output:crd:artifacts:config=config/crd/bases
 
 .PHONY: generate
-generate: ## Generate deepcopy code for the API types.
+generate: ## Generate deepcopy code for the API types and the delivery API's OpenAPI definitions.
 	$(CONTROLLER_GEN) object:headerFile="hack/boilerplate.go.txt" paths="./..."
+	go tool openapi-gen --go-header-file hack/boilerplate.go.txt \
+		--output-dir internal/deliveryapi/openapi --output-pkg github.com/hookkeeper/hookkeeper/internal/deliveryapi/openapi \
+		--output-file zz_generated.openapi.go --output-model-name-file zz_generated.model_name.go --report-filename /dev/null \
+		k8s.io/apimachinery/pkg/apis/meta/v1 k8s.io/apimachinery/pkg/runtime k8s.io/apimachinery/pkg/version ./api/delivery/v1alpha1
 
 .PHONY: fmt
 fmt: ## Run gofmt on the code.
@@ -99,8 +103,8 @@ test-e2e: controlplane postgres ## Run the end-to-end suites: the manager as a p
 # corpora, `make fuzz` each one for FUZZTIME.
 FUZZ_TARGETS := \
 	./internal/backoff:FuzzPolicy \
-	./internal/ingest:FuzzPublishBody \
-	./internal/ingest:FuzzAckRequest \
+	./internal/httpapi:FuzzPublishBody \
+	./internal/httpapi:FuzzAckRequest \
 	./internal/signing:FuzzVerify \
 	./internal/signing:FuzzVerifyMutation
 FUZZTIME ?= 1m

@@ -22,7 +22,7 @@ import (
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/certwatcher"
 
-	"github.com/hookkeeper/hookkeeper/internal/ingest"
+	"github.com/hookkeeper/hookkeeper/internal/httpapi"
 	"github.com/hookkeeper/hookkeeper/internal/kubeauth"
 )
 
@@ -42,7 +42,10 @@ type apiOptions struct {
 	certFile   string
 	keyFile    string
 	selfSigned bool
-	maxFanOut  int
+	// provisioned: TLS with the self-provisioned certificate
+	// (--serving-cert-secret, cmd/servingcert.go).
+	provisioned bool
+	maxFanOut   int
 
 	maxConnections       int
 	maxBodyBytesInFlight int64
@@ -58,9 +61,9 @@ func (o *apiOptions) bindFlags(fs *flag.FlagSet) {
 	fs.StringVar(&o.audiences, "api-token-audiences", "", "With --api-auth=kubernetes: comma-separated audiences a token must be issued for (such as hookkeeper, for projected ServiceAccount tokens made for this API); empty accepts tokens for the API server's own audiences.")
 	fs.StringVar(&o.certFile, "api-tls-cert-file", "", "PEM certificate (chain) the HTTP API serves, reloaded when it changes (a mounted kubernetes.io/tls Secret); with --api-tls-key-file.")
 	fs.StringVar(&o.keyFile, "api-tls-key-file", "", "PEM private key of --api-tls-cert-file.")
-	fs.IntVar(&o.maxFanOut, "max-fan-out", ingest.DefaultMaxFanOut, "Most WebhookEndpoints one published event may be delivered to; an event whose type matches more endpoints in its namespace is refused whole (422 FanOutLimitExceeded), so that one publish cannot become an unbounded number of outbound requests.")
-	fs.IntVar(&o.maxConnections, "api-max-connections", ingest.DefaultMaxConnections, "Most connections the HTTP API holds open. At the cap a new connection closes the oldest one not serving a request (still sending its headers, or idle), or is refused when all serve requests; sized with the header limits so that stalled clients cannot take the manager past its memory limit (docs/operations.md).")
-	fs.Int64Var(&o.maxBodyBytesInFlight, "api-max-body-bytes-in-flight", ingest.DefaultMaxBodyBytesInFlight, "Most bytes of request bodies the HTTP API reads or handles at once, each counted at its Content-Length; a request that does not fit is answered 503 Unavailable with Retry-After at once.")
+	fs.IntVar(&o.maxFanOut, "max-fan-out", httpapi.DefaultMaxFanOut, "Most WebhookEndpoints one published event may be delivered to; an event whose type matches more endpoints in its namespace is refused whole (422 FanOutLimitExceeded), so that one publish cannot become an unbounded number of outbound requests.")
+	fs.IntVar(&o.maxConnections, "api-max-connections", httpapi.DefaultMaxConnections, "Most connections the HTTP API holds open. At the cap a new connection closes the oldest one not serving a request (still sending its headers, or idle), or is refused when all serve requests; sized with the header limits so that stalled clients cannot take the manager past its memory limit (docs/operations.md).")
+	fs.Int64Var(&o.maxBodyBytesInFlight, "api-max-body-bytes-in-flight", httpapi.DefaultMaxBodyBytesInFlight, "Most bytes of request bodies the HTTP API reads or handles at once, each counted at its Content-Length; a request that does not fit is answered 503 Unavailable with Retry-After at once.")
 	fs.Float64Var(&o.newTokenReviewsPerSource, "api-new-token-reviews-per-source", kubeauth.DefaultUnknownReviewsPerSourcePerSecond, "With --api-auth=kubernetes: TokenReviews a second of bearer tokens never seen before, per client address (burst twice that; in total at most 50/s); beyond it such requests are answered 503 with Retry-After, while known tokens are unaffected. Raise it when many clients reach the API through one proxy address.")
 	fs.BoolVar(&o.selfSigned, "api-self-signed", false, "Serve the HTTP API over TLS with a certificate for 127.0.0.1, ::1 and localhost generated at start (local development; its SHA-256 fingerprint is logged).")
 }
@@ -99,22 +102,28 @@ func (o *apiOptions) validate() error {
 	if o.maxConnections < 1 {
 		return fmt.Errorf("--api-max-connections=%d: want at least 1", o.maxConnections)
 	}
-	if o.maxBodyBytesInFlight < ingest.DefaultMaxBodyBytes {
-		return fmt.Errorf("--api-max-body-bytes-in-flight=%d: want at least %d, the largest publish body, or no such publish could ever be read", o.maxBodyBytesInFlight, ingest.DefaultMaxBodyBytes)
+	if o.maxBodyBytesInFlight < httpapi.DefaultMaxBodyBytes {
+		return fmt.Errorf("--api-max-body-bytes-in-flight=%d: want at least %d, the largest publish body, or no such publish could ever be read", o.maxBodyBytesInFlight, httpapi.DefaultMaxBodyBytes)
 	}
 	if (o.certFile == "") != (o.keyFile == "") {
 		return errors.New("--api-tls-cert-file and --api-tls-key-file go together")
 	}
-	if o.selfSigned && o.certFile != "" {
-		return errors.New("--api-self-signed and --api-tls-cert-file exclude each other")
+	sources := 0
+	for _, set := range []bool{o.certFile != "", o.selfSigned, o.provisioned} {
+		if set {
+			sources++
+		}
+	}
+	if sources > 1 {
+		return errors.New("--api-tls-cert-file, --api-self-signed and --serving-cert-secret exclude each other: choose one source of the API's certificate")
 	}
 	if !o.tls() && !isLoopback(o.addr) {
-		return fmt.Errorf("the HTTP API would serve bearer tokens in plain HTTP on %s: give --api-tls-cert-file and --api-tls-key-file (a mounted Secret), or --api-self-signed for local development, or bind it to a loopback address such as 127.0.0.1:8090 (or disable it with --api-bind-address=0)", o.addr)
+		return fmt.Errorf("the HTTP API would serve bearer tokens in plain HTTP on %s: give --serving-cert-secret (a certificate the manager provisions), or --api-tls-cert-file and --api-tls-key-file (a mounted Secret of your own), or --api-self-signed for local development, or bind it to a loopback address such as 127.0.0.1:8090 (or disable it with --api-bind-address=0)", o.addr)
 	}
 	return nil
 }
 
-func (o *apiOptions) tls() bool { return o.certFile != "" || o.selfSigned }
+func (o *apiOptions) tls() bool { return o.certFile != "" || o.selfSigned || o.provisioned }
 
 // isLoopback reports whether addr (host:port) listens on loopback only.
 func isLoopback(addr string) bool {
@@ -130,7 +139,7 @@ func isLoopback(addr string) bool {
 }
 
 // buildAuth returns the Auth of the --api-auth mode.
-func (o *apiOptions) buildAuth(cfg *rest.Config, log logr.Logger) (ingest.Auth, error) {
+func (o *apiOptions) buildAuth(cfg *rest.Config, log logr.Logger) (httpapi.Auth, error) {
 	if o.auth == apiAuthTokenFile {
 		tokens, err := readTokens(o.tokenFile)
 		if err != nil {
@@ -157,7 +166,9 @@ func (o *apiOptions) buildAuth(cfg *rest.Config, log logr.Logger) (ingest.Auth, 
 
 // tlsConfig returns the API's TLS configuration, or nil for plain HTTP;
 // with certificate files, also the watcher that reloads them (to start).
-func (o *apiOptions) tlsConfig(log logr.Logger) (*tls.Config, *certwatcher.CertWatcher, error) {
+// provisioned is the self-provisioned certificate's source, with
+// --serving-cert-secret.
+func (o *apiOptions) tlsConfig(log logr.Logger, provisioned certificateSource) (*tls.Config, *certwatcher.CertWatcher, error) {
 	cfg := &tls.Config{
 		MinVersion: tls.VersionTLS12,
 		// HTTP/1.1 only, like the metrics server by default (see
@@ -165,10 +176,16 @@ func (o *apiOptions) tlsConfig(log logr.Logger) (*tls.Config, *certwatcher.CertW
 		NextProtos: []string{"http/1.1"},
 	}
 	switch {
+	case o.provisioned:
+		if provisioned == nil {
+			return nil, nil, errors.New("no self-provisioned certificate source (internal error)")
+		}
+		cfg.GetCertificate = provisioned.GetCertificate
+		return cfg, nil, nil
 	case o.certFile != "":
 		cw, err := certwatcher.New(o.certFile, o.keyFile)
 		if err != nil {
-			return nil, nil, fmt.Errorf("loading the API's certificate (--api-tls-cert-file, --api-tls-key-file; in the Deployment, the Secret hookkeeper-api-tls): %w", err)
+			return nil, nil, fmt.Errorf("loading the API's certificate (--api-tls-cert-file, --api-tls-key-file: is the Secret with your certificate mounted there?): %w", err)
 		}
 		cfg.GetCertificate = cw.GetCertificate
 		return cfg, cw, nil
@@ -184,6 +201,12 @@ func (o *apiOptions) tlsConfig(log logr.Logger) (*tls.Config, *certwatcher.CertW
 		return cfg, nil, nil
 	}
 	return nil, nil, nil
+}
+
+// certificateSource gives the certificate to present at each handshake,
+// so that a rotated certificate is served without a restart.
+type certificateSource interface {
+	GetCertificate(*tls.ClientHelloInfo) (*tls.Certificate, error)
 }
 
 // selfSignedCertificate returns a fresh ECDSA P-256 certificate for

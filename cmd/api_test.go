@@ -15,7 +15,7 @@ import (
 	"github.com/go-logr/logr"
 	"github.com/go-logr/logr/funcr"
 
-	"github.com/hookkeeper/hookkeeper/internal/ingest"
+	"github.com/hookkeeper/hookkeeper/internal/httpapi"
 	"github.com/hookkeeper/hookkeeper/internal/kubeauth"
 )
 
@@ -28,6 +28,7 @@ func TestAPIFlagsValidate(t *testing.T) {
 		{addr: ":8090", auth: apiAuthKubernetes, certFile: "c", keyFile: "k"},
 		{addr: ":8090", auth: apiAuthKubernetes, selfSigned: true, audiences: "hookkeeper"},
 		{addr: "0.0.0.0:8090", auth: apiAuthTokenFile, tokenFile: "tokens", selfSigned: true},
+		{addr: ":8090", auth: apiAuthKubernetes, provisioned: true},
 	}
 	for _, o := range ok {
 		withDefaultLimits(&o)
@@ -46,9 +47,11 @@ func TestAPIFlagsValidate(t *testing.T) {
 		"cert without key":              {addr: ":8090", auth: apiAuthKubernetes, certFile: "c"},
 		"key without cert":              {addr: ":8090", auth: apiAuthKubernetes, keyFile: "k"},
 		"self-signed and a certificate": {addr: ":8090", auth: apiAuthKubernetes, certFile: "c", keyFile: "k", selfSigned: true},
+		"provisioned and a certificate": {addr: ":8090", auth: apiAuthKubernetes, certFile: "c", keyFile: "k", provisioned: true},
+		"provisioned and self-signed":   {addr: ":8090", auth: apiAuthKubernetes, selfSigned: true, provisioned: true},
 		"no fan-out at all":             {addr: "127.0.0.1:8090", auth: apiAuthKubernetes, maxFanOut: -1},
 		"no connections at all":         {addr: "127.0.0.1:8090", auth: apiAuthKubernetes, maxConnections: -1},
-		"no room for a publish body":    {addr: "127.0.0.1:8090", auth: apiAuthKubernetes, maxBodyBytesInFlight: ingest.DefaultMaxBodyBytes - 1},
+		"no room for a publish body":    {addr: "127.0.0.1:8090", auth: apiAuthKubernetes, maxBodyBytesInFlight: httpapi.DefaultMaxBodyBytes - 1},
 		"negative review rate":          {addr: "127.0.0.1:8090", auth: apiAuthKubernetes, newTokenReviewsPerSource: -1},
 	}
 	for name, o := range bad {
@@ -69,13 +72,13 @@ func TestAPIFlagsValidate(t *testing.T) {
 // each case is refused (or not) for the reason it names.
 func withDefaultLimits(o *apiOptions) {
 	if o.maxFanOut == 0 {
-		o.maxFanOut = ingest.DefaultMaxFanOut
+		o.maxFanOut = httpapi.DefaultMaxFanOut
 	}
 	if o.maxConnections == 0 {
-		o.maxConnections = ingest.DefaultMaxConnections
+		o.maxConnections = httpapi.DefaultMaxConnections
 	}
 	if o.maxBodyBytesInFlight == 0 {
-		o.maxBodyBytesInFlight = ingest.DefaultMaxBodyBytesInFlight
+		o.maxBodyBytesInFlight = httpapi.DefaultMaxBodyBytesInFlight
 	}
 }
 
@@ -86,8 +89,8 @@ func TestAPIFlagsDefaults(t *testing.T) {
 	if err := fs.Parse(nil); err != nil {
 		t.Fatal(err)
 	}
-	if o.auth != apiAuthKubernetes || o.addr != ":8090" || o.tls() || o.maxFanOut != ingest.DefaultMaxFanOut ||
-		o.maxConnections != ingest.DefaultMaxConnections || o.maxBodyBytesInFlight != ingest.DefaultMaxBodyBytesInFlight ||
+	if o.auth != apiAuthKubernetes || o.addr != ":8090" || o.tls() || o.maxFanOut != httpapi.DefaultMaxFanOut ||
+		o.maxConnections != httpapi.DefaultMaxConnections || o.maxBodyBytesInFlight != httpapi.DefaultMaxBodyBytesInFlight ||
 		o.newTokenReviewsPerSource != kubeauth.DefaultUnknownReviewsPerSourcePerSecond {
 		t.Errorf("defaults = %+v", o)
 	}
@@ -102,7 +105,7 @@ func TestSelfSignedAPIServesTLSForLoopback(t *testing.T) {
 	var logs strings.Builder
 	log := funcr.New(func(prefix, args string) { logs.WriteString(args + "\n") }, funcr.Options{})
 	o := apiOptions{addr: "127.0.0.1:0", auth: apiAuthKubernetes, selfSigned: true}
-	cfg, watcher, err := o.tlsConfig(log)
+	cfg, watcher, err := o.tlsConfig(log, nil)
 	if err != nil || cfg == nil || watcher != nil {
 		t.Fatalf("tlsConfig = %v, %v, %v", cfg, watcher, err)
 	}
@@ -141,7 +144,7 @@ func TestSelfSignedAPIServesTLSForLoopback(t *testing.T) {
 		}
 	}
 	// Two starts, two keys.
-	other, _, err := o.tlsConfig(logr.Discard())
+	other, _, err := o.tlsConfig(logr.Discard(), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -153,8 +156,8 @@ func TestSelfSignedAPIServesTLSForLoopback(t *testing.T) {
 func TestAPICertificateFilesMustExist(t *testing.T) {
 	dir := t.TempDir()
 	o := apiOptions{addr: ":8090", auth: apiAuthKubernetes, certFile: filepath.Join(dir, "tls.crt"), keyFile: filepath.Join(dir, "tls.key")}
-	_, _, err := o.tlsConfig(logr.Discard())
-	if err == nil || !strings.Contains(err.Error(), "hookkeeper-api-tls") {
+	_, _, err := o.tlsConfig(logr.Discard(), nil)
+	if err == nil || !strings.Contains(err.Error(), "--api-tls-cert-file") {
 		t.Errorf("missing certificate files: %v", err)
 	}
 }

@@ -20,7 +20,7 @@ import (
 // certificate moves the gauge without a restart).
 func TestAPICertificateExpiryGauge(t *testing.T) {
 	t.Run("self-signed", func(t *testing.T) {
-		cfg, _, err := (&apiOptions{selfSigned: true}).tlsConfig(logr.Discard())
+		cfg, _, err := (&apiOptions{selfSigned: true}).tlsConfig(logr.Discard(), nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -54,7 +54,7 @@ func TestAPICertificateExpiryGauge(t *testing.T) {
 			return float64(cert.Leaf.NotAfter.Unix())
 		}
 		first := write(time.Now())
-		cfg, watcher, err := (&apiOptions{certFile: certFile, keyFile: keyFile}).tlsConfig(logr.Discard())
+		cfg, watcher, err := (&apiOptions{certFile: certFile, keyFile: keyFile}).tlsConfig(logr.Discard(), nil)
 		if err != nil {
 			t.Fatal(err)
 		}

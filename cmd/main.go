@@ -12,6 +12,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/runtime"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	"k8s.io/apiserver/pkg/server/dynamiccertificates"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
@@ -26,6 +27,7 @@ import (
 	"github.com/hookkeeper/hookkeeper/internal/engine"
 	"github.com/hookkeeper/hookkeeper/internal/ledger"
 	"github.com/hookkeeper/hookkeeper/internal/ledger/ledgerstore"
+	"github.com/hookkeeper/hookkeeper/internal/servingcert"
 )
 
 var (
@@ -58,6 +60,10 @@ func main() {
 	var apiFlags apiOptions // the HTTP API: address, authentication, TLS (cmd/api.go)
 	apiFlags.bindFlags(flag.CommandLine)
 	flag.StringVar(&instance, "instance", "", "Identity of this replica across restarts of its container, never shared by two running processes: the pod's UID (metadata.uid from the downward API). At start the engine returns to the pool the deliveries an earlier process of the same instance had in flight, instead of waiting for their leases to expire. Empty: no such reclaim (the SQLite ledger reclaims every lease when it opens regardless).")
+	var certFlags servingCertOptions // the self-provisioned serving certificate (cmd/servingcert.go)
+	certFlags.bindFlags(flag.CommandLine)
+	var deliveryAPIFlags deliveryAPIOptions // kubectl get deliveries (cmd/deliveryapi.go)
+	deliveryAPIFlags.bindFlags(flag.CommandLine)
 	flag.IntVar(&workers, "workers", 128, "Delivery attempts in progress at once, per replica.")
 	flag.DurationVar(&statusResync, "endpoint-status-resync", 0, "How often every WebhookEndpoint's counters are refreshed from the ledger (0: 30s to 60s, jittered); exhaustions are shown at once regardless.")
 	var destFlags destinationFlags
@@ -67,8 +73,14 @@ func main() {
 	flag.Parse()
 
 	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&opts)))
+	apiFlags.provisioned = certFlags.enabled()
+	deliveryAPIFlags.provisioned = certFlags.enabled()
 	if err := apiFlags.validate(); err != nil {
 		setupLog.Error(err, "invalid HTTP API flags")
+		os.Exit(2)
+	}
+	if err := deliveryAPIFlags.validate(); err != nil {
+		setupLog.Error(err, "invalid aggregated API flags")
 		os.Exit(2)
 	}
 
@@ -129,7 +141,8 @@ func main() {
 	}
 
 	if err := (&controllers.RetryPolicyReconciler{
-		Client: mgr.GetClient(),
+		Client:   mgr.GetClient(),
+		Recorder: mgr.GetEventRecorder("hookkeeper-retrypolicy"),
 	}).SetupWithManager(mgr); err != nil {
 		setupLog.Error(err, "unable to create controller", "controller", "RetryPolicy")
 		os.Exit(1)
@@ -167,8 +180,9 @@ func main() {
 		os.Exit(1)
 	}
 	if err := (&controllers.DeliveryRecoveryReconciler{
-		Client: mgr.GetClient(),
-		Engine: eng,
+		Client:   mgr.GetClient(),
+		Engine:   eng,
+		Recorder: mgr.GetEventRecorder("hookkeeper-deliveryrecovery"),
 	}).SetupWithManager(mgr); err != nil {
 		setupLog.Error(err, "unable to create controller", "controller", "DeliveryRecovery")
 		os.Exit(1)
@@ -177,14 +191,42 @@ func main() {
 		setupLog.Error(err, "unable to add the delivery engine")
 		os.Exit(1)
 	}
+	// The serving certificate: the HTTP API takes it through GetCertificate,
+	// the aggregated API server as a dynamiccertificates.CertKeyContentProvider.
+	var servingCert *servingcert.Provisioner
+	if certFlags.enabled() {
+		if servingCert, err = certFlags.setup(mgr); err != nil {
+			setupLog.Error(err, "unable to set up the serving certificate")
+			os.Exit(2)
+		}
+	}
 	if apiFlags.enabled() {
-		api, err := apiServer(apiFlags, mgr.GetConfig(), eng, store)
+		var certs certificateSource
+		if servingCert != nil {
+			certs = servingCert
+		}
+		api, err := apiServer(apiFlags, mgr.GetConfig(), eng, store, certs)
 		if err != nil {
 			setupLog.Error(err, "unable to set up the HTTP API")
 			os.Exit(1)
 		}
 		if err := mgr.Add(api); err != nil {
 			setupLog.Error(err, "unable to add the HTTP API")
+			os.Exit(1)
+		}
+	}
+	if deliveryAPIFlags.enabled() {
+		var provisioned dynamiccertificates.CertKeyContentProvider
+		if servingCert != nil {
+			provisioned = servingCert
+		}
+		srv, err := deliveryAPIServer(deliveryAPIFlags, store, provisioned, ctrl.Log.WithName("delivery-api"))
+		if err != nil {
+			setupLog.Error(err, "unable to set up the aggregated API")
+			os.Exit(1)
+		}
+		if err := mgr.Add(srv); err != nil {
+			setupLog.Error(err, "unable to add the aggregated API")
 			os.Exit(1)
 		}
 	}

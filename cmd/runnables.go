@@ -15,7 +15,7 @@ import (
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	"github.com/hookkeeper/hookkeeper/internal/engine"
-	"github.com/hookkeeper/hookkeeper/internal/ingest"
+	"github.com/hookkeeper/hookkeeper/internal/httpapi"
 	"github.com/hookkeeper/hookkeeper/internal/ledger"
 )
 
@@ -28,24 +28,25 @@ func (everyReplica) NeedLeaderElection() bool          { return false }
 
 // apiServer builds the HTTP API as a manager runnable that runs on every
 // replica and shuts down gracefully with the manager. cfg reaches the API
-// server for --api-auth=kubernetes.
-func apiServer(o apiOptions, cfg *rest.Config, eng *engine.Engine, store ledger.Store) (everyReplica, error) {
+// server for --api-auth=kubernetes; certs is the self-provisioned
+// certificate (nil without --serving-cert-secret).
+func apiServer(o apiOptions, cfg *rest.Config, eng *engine.Engine, store ledger.Store, certs certificateSource) (everyReplica, error) {
 	log := ctrl.Log.WithName("api")
 	auth, err := o.buildAuth(cfg, log)
 	if err != nil {
 		return nil, err
 	}
-	tlsConfig, certs, err := o.tlsConfig(log)
+	tlsConfig, certFiles, err := o.tlsConfig(log, certs)
 	if err != nil {
 		return nil, err
 	}
-	handler, err := ingest.New(ingest.Config{
+	handler, err := httpapi.New(httpapi.Config{
 		Publisher: eng, Reader: store, Auth: auth, Acknowledger: eng, Log: log, MaxFanOut: o.maxFanOut,
 	})
 	if err != nil {
 		return nil, err
 	}
-	srv := ingest.NewServer(o.addr, handler, ingest.ServerOptions{
+	srv := httpapi.NewServer(o.addr, handler, httpapi.ServerOptions{
 		MaxConnections:       o.maxConnections,
 		MaxBodyBytesInFlight: o.maxBodyBytesInFlight,
 		Registerer:           ctrlmetrics.Registry,
@@ -60,9 +61,9 @@ func apiServer(o apiOptions, cfg *rest.Config, eng *engine.Engine, store ledger.
 	}
 	return func(ctx context.Context) error {
 		errc := make(chan error, 2)
-		if certs != nil {
+		if certFiles != nil {
 			go func() {
-				if err := certs.Start(ctx); err != nil {
+				if err := certFiles.Start(ctx); err != nil {
 					errc <- fmt.Errorf("watching the API's certificate: %w", err)
 				}
 			}()
@@ -91,8 +92,8 @@ func apiServer(o apiOptions, cfg *rest.Config, eng *engine.Engine, store ledger.
 
 // readTokens reads "<token> <username>" lines; blank lines and lines
 // starting with # are skipped. The tokens themselves are never logged.
-func readTokens(path string) (ingest.StaticTokens, error) {
-	tokens := ingest.StaticTokens{}
+func readTokens(path string) (httpapi.StaticTokens, error) {
+	tokens := httpapi.StaticTokens{}
 	if path == "" {
 		return tokens, nil
 	}
@@ -111,7 +112,7 @@ func readTokens(path string) (ingest.StaticTokens, error) {
 		if !ok || strings.TrimSpace(user) == "" {
 			return nil, fmt.Errorf("--api-token-file line %d: want \"<token> <username>\"", n)
 		}
-		tokens[token] = ingest.Principal{Username: strings.TrimSpace(user)}
+		tokens[token] = httpapi.Principal{Username: strings.TrimSpace(user)}
 	}
 	if err := sc.Err(); err != nil {
 		return nil, fmt.Errorf("reading --api-token-file: %w", err)

@@ -52,7 +52,7 @@ func (s *stoppingSink) Error(err error, msg string, kv ...any) {
 		if msg == stopSequenceMessage {
 			msg = "released the leader election Lease on shutdown"
 		}
-		s.LogSink.Info(0, msg, append(kv, "stopping", err.Error())...)
+		s.Info(0, msg, append(kv, "stopping", err.Error())...)
 		return
 	}
 	s.LogSink.Error(err, msg, kv...)

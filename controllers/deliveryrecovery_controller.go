@@ -8,7 +8,7 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/events"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
@@ -59,6 +59,8 @@ type DeliveryRecoveryReconciler struct {
 	Clock  clock.PassiveClock
 	// FollowInterval paces a running recovery (default 2s).
 	FollowInterval time.Duration
+	// Recorder announces a recovery that cannot be decoded (InvalidSpec).
+	Recorder events.EventRecorder
 }
 
 func (r *DeliveryRecoveryReconciler) now() time.Time {
@@ -78,35 +80,43 @@ func (r *DeliveryRecoveryReconciler) Reconcile(ctx context.Context, req ctrl.Req
 	return requeueOnConflict(ctx, res, err)
 }
 
+// reconcile gathers and decides the status (a refusal when the spec did
+// not decode, nothing new once finished, else what the operation's items
+// say), writes it once, then deletes a finished recovery whose TTL is up.
 func (r *DeliveryRecoveryReconciler) reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	var rec hookv1.DeliveryRecovery
 	if err := r.Get(ctx, req.NamespacedName, &rec); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
 	now := r.now()
-	if err := rec.DecodeError(); err != nil {
-		return ctrl.Result{}, r.refuseUndecodable(ctx, &rec, err, now)
-	}
-	if finished(&rec) {
-		return r.expire(ctx, &rec, now)
-	}
 	before := rec.DeepCopy()
-
-	progress, err := r.run(ctx, &rec)
-	if err != nil {
-		return ctrl.Result{}, err
+	undecodable := len(rec.Undecodable) > 0
+	switch {
+	case undecodable:
+		announceInvalidSpec(r.Recorder, &rec, rec.Undecodable)
+		rec.Status = undecodableRecoveryStatus(&rec, now)
+	case finished(&rec):
+	default:
+		progress, err := r.run(ctx, &rec)
+		if err != nil {
+			return ctrl.Result{}, err
+		}
+		rec.Status = recoveryStatus(&rec, progress, now)
 	}
-	rec.Status = recoveryStatus(&rec, progress, now)
-	if err := patchStatus(ctx, r.Client, before, &rec, func(d *hookv1.DeliveryRecovery) any { return d.Status }); err != nil {
-		if apierrors.IsNotFound(err) {
+	if err := updateStatus(ctx, r.Client, before, &rec, func(d *hookv1.DeliveryRecovery) any { return d.Status }); err != nil {
+		if apierrors.IsNotFound(err) || statusRefusedForInvalidSpec(ctx, err, rec.DecodeError()) {
 			return ctrl.Result{}, nil
 		}
 		return ctrl.Result{}, err
 	}
-	switch rec.Status.State {
-	case hookv1.RecoveryComplete, hookv1.RecoveryFailed:
+
+	switch {
+	case undecodable:
+		// Kept until corrected or deleted: its TTL may be what was left out.
+		return ctrl.Result{}, nil
+	case finished(&rec):
 		return r.expire(ctx, &rec, now)
-	case hookv1.RecoveryWaiting:
+	case rec.Status.State == hookv1.RecoveryWaiting:
 		return ctrl.Result{RequeueAfter: waitRecheck}, nil
 	}
 	follow := r.FollowInterval
@@ -274,23 +284,6 @@ func (r *DeliveryRecoveryReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		For(&hookv1.DeliveryRecovery{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
 		Watches(&hookv1.WebhookEndpoint{}, handler.EnqueueRequestsFromMapFunc(r.recoveriesOf)).
 		Complete(r)
-}
-
-// refuseUndecodable fails a recovery the Go types could not fully decode,
-// without applying anything: a selector bound that was left out would widen
-// what it selects.
-func (r *DeliveryRecoveryReconciler) refuseUndecodable(ctx context.Context, rec *hookv1.DeliveryRecovery, err error, now time.Time) error {
-	if failed := meta.FindStatusCondition(rec.Status.Conditions, hookv1.ConditionFailed); failed != nil &&
-		failed.Status == metav1.ConditionTrue && failed.Reason == hookv1.ReasonInvalidSpec {
-		return nil
-	}
-	before := rec.DeepCopy()
-	setRecoveryConditions(&rec.Status, rec.Generation, hookv1.RecoveryFailed, hookv1.ReasonInvalidSpec, conditionMessage(err), now)
-	rec.Status.ObservedGeneration = rec.Generation
-	if err := patchStatus(ctx, r.Client, before, rec, func(d *hookv1.DeliveryRecovery) any { return d.Status }); err != nil && !apierrors.IsNotFound(err) {
-		return err
-	}
-	return nil
 }
 
 // recoveriesOf maps a WebhookEndpoint to the recoveries in its namespace

@@ -18,28 +18,6 @@ import (
 // maxStatusItems bounds status.items.
 const maxStatusItems = 100
 
-// Condition reasons of a DeliveryRecovery.
-const (
-	// ReasonWaitingForEndpoint (Complete=False, transient): the endpoint
-	// does not exist yet or is not registered with the engine yet.
-	ReasonWaitingForEndpoint = "WaitingForEndpoint"
-	// ReasonRunning (Complete=False): started, items not all settled.
-	ReasonRunning = "Running"
-	// ReasonAllSettled (Complete=True): every item reached its outcome.
-	ReasonAllSettled = "AllItemsSettled"
-	// ReasonNothingMatched (Complete=True): no delivery matched.
-	ReasonNothingMatched = "NothingMatched"
-	// ReasonFailed (Complete=False): the operation failed; Failed says why.
-	ReasonFailed = "Failed"
-	// ReasonNotFailed (Failed=False): waiting, running or complete.
-	ReasonNotFailed = "NotFailed"
-	// ReasonSpecConflict (Failed=True, permanent): an earlier
-	// DeliveryRecovery of this name ran with another spec.
-	ReasonSpecConflict = "SpecConflict"
-	// ReasonNoneRefused (ReissueRequired=False).
-	ReasonNoneRefused = "NoneRefused"
-)
-
 // startFacts are what decide whether a recovery may start: its endpoint
 // as the API server and the engine know it, and, once started, the
 // operation's record in the ledger.
@@ -70,12 +48,12 @@ type block struct {
 // this name already ran with.
 func recoveryBlocked(f *startFacts) *block {
 	if op := f.Operation; op != nil && op.SpecHash != f.SpecHash {
-		return &block{Permanent: true, Reason: ReasonSpecConflict, Message: fmt.Sprintf(
+		return &block{Permanent: true, Reason: hookv1.ReasonSpecConflict, Message: fmt.Sprintf(
 			"a DeliveryRecovery of this name already ran (started %s) with another spec; a recovery's name is its identity: "+
 				"create one with a new name (metadata.generateName) to recover again", op.StartedAt.UTC().Format(time.RFC3339))}
 	}
 	wait := func(msg string, args ...any) *block {
-		return &block{Reason: ReasonWaitingForEndpoint, Message: fmt.Sprintf(msg, args...)}
+		return &block{Reason: hookv1.ReasonWaitingForEndpoint, Message: fmt.Sprintf(msg, args...)}
 	}
 	switch ep := f.Endpoint; {
 	case ep == nil:
@@ -198,20 +176,36 @@ func recoveryStatus(rec *hookv1.DeliveryRecovery, p *recoveryProgress, now time.
 	}
 	setRecoveryConditions(&st, rec.Generation, state, reason, message, now)
 
-	reissueRequired := 0
-	for i := range p.Items {
-		if p.Items[i].Outcome == ledger.OutcomeRefused && p.Items[i].Reason == ledger.RefusedReissueRequired {
-			reissueRequired++
+	meta.SetStatusCondition(&st.Conditions, reissueRequiredCondition(p.Items, rec.Generation, now))
+	return st
+}
+
+// undecodableRecoveryStatus fails a recovery the Go types could not fully
+// decode, without selecting anything: a selector bound that was left out
+// would widen what it selects.
+func undecodableRecoveryStatus(rec *hookv1.DeliveryRecovery, now time.Time) hookv1.DeliveryRecoveryStatus {
+	st := *rec.Status.DeepCopy()
+	st.ObservedGeneration = rec.Generation
+	setRecoveryConditions(&st, rec.Generation, hookv1.RecoveryFailed, hookv1.ReasonInvalidSpec, undecodableMessage(rec.Undecodable), now)
+	return st
+}
+
+// reissueRequiredCondition: True while items were refused a Retry because
+// their events' one-time secrets were scrubbed.
+func reissueRequiredCondition(items []ledger.RecoveryItem, generation int64, now time.Time) metav1.Condition {
+	n := 0
+	for i := range items {
+		if items[i].Outcome == ledger.OutcomeRefused && refusalOf(items[i].Reason).Reason == hookv1.RefusedReissueRequired {
+			n++
 		}
 	}
-	rr := metav1.Condition{Type: hookv1.ConditionReissueRequired, ObservedGeneration: rec.Generation, LastTransitionTime: metav1.NewTime(now),
-		Status: metav1.ConditionFalse, Reason: ReasonNoneRefused, Message: "no item needs a reissue"}
-	if reissueRequired > 0 {
-		rr.Status, rr.Reason = metav1.ConditionTrue, ledger.RefusedReissueRequired
-		rr.Message = fmt.Sprintf("%d deliveries cannot be retried: their events' one-time secrets were scrubbed; create a DeliveryRecovery with action Reissue or Auto for them", reissueRequired)
+	c := metav1.Condition{Type: hookv1.ConditionReissueRequired, ObservedGeneration: generation, LastTransitionTime: metav1.NewTime(now),
+		Status: metav1.ConditionFalse, Reason: hookv1.ReasonNoneRefused, Message: "no item needs a reissue"}
+	if n > 0 {
+		c.Status, c.Reason = metav1.ConditionTrue, hookv1.RefusedReissueRequired
+		c.Message = fmt.Sprintf("%d deliveries cannot be retried: their events' one-time secrets were scrubbed; create a DeliveryRecovery with action Reissue or Auto for them", n)
 	}
-	meta.SetStatusCondition(&st.Conditions, rr)
-	return st
+	return c
 }
 
 // itemsState is where a started recovery stands by its items.
@@ -224,12 +218,12 @@ func itemsState(c *hookv1.RecoveryCounts, items []ledger.RecoveryItem) (hookv1.R
 	}
 	switch {
 	case len(items) == 0:
-		return hookv1.RecoveryComplete, ReasonNothingMatched, "no unresolved exhausted delivery of the endpoint matched the selector"
+		return hookv1.RecoveryComplete, hookv1.ReasonNothingMatched, "no unresolved exhausted delivery of the endpoint matched the selector"
 	case settled == len(items):
-		return hookv1.RecoveryComplete, ReasonAllSettled, fmt.Sprintf("%d of %d items settled: %d delivered, %d failed again, %d refused, %d dismissed",
+		return hookv1.RecoveryComplete, hookv1.ReasonAllItemsSettled, fmt.Sprintf("%d of %d items settled: %d delivered, %d failed again, %d refused, %d dismissed",
 			settled, len(items), c.Delivered, c.FailedAgain, c.Refused, c.Dismissed)
 	default:
-		return hookv1.RecoveryRunning, ReasonRunning, fmt.Sprintf("%d of %d items settled; %d await the producer's reissue", settled, len(items), c.AwaitingReissue)
+		return hookv1.RecoveryRunning, hookv1.ReasonRunning, fmt.Sprintf("%d of %d items settled; %d await the producer's reissue", settled, len(items), c.AwaitingReissue)
 	}
 }
 
@@ -252,14 +246,14 @@ func setRecoveryConditions(st *hookv1.DeliveryRecoveryStatus, generation int64, 
 	notFailed := "the operation has not failed"
 	switch state {
 	case hookv1.RecoveryFailed:
-		cond(hookv1.ConditionComplete, metav1.ConditionFalse, ReasonFailed, "the operation failed and will not run: "+message)
+		cond(hookv1.ConditionComplete, metav1.ConditionFalse, hookv1.ReasonFailed, "the operation failed and will not run: "+message)
 		cond(hookv1.ConditionFailed, metav1.ConditionTrue, reason, message)
 	case hookv1.RecoveryComplete:
 		cond(hookv1.ConditionComplete, metav1.ConditionTrue, reason, message)
-		cond(hookv1.ConditionFailed, metav1.ConditionFalse, ReasonNotFailed, notFailed)
+		cond(hookv1.ConditionFailed, metav1.ConditionFalse, hookv1.ReasonNotFailed, notFailed)
 	default:
 		cond(hookv1.ConditionComplete, metav1.ConditionFalse, reason, message)
-		cond(hookv1.ConditionFailed, metav1.ConditionFalse, ReasonNotFailed, notFailed)
+		cond(hookv1.ConditionFailed, metav1.ConditionFalse, hookv1.ReasonNotFailed, notFailed)
 	}
 	kstatusRecoveryConditions(&st.Conditions, state, generation, metav1.NewTime(now))
 	if (state == hookv1.RecoveryComplete || state == hookv1.RecoveryFailed) && st.CompletionTime == nil {
@@ -297,25 +291,31 @@ func itemCounts(items []ledger.RecoveryItem) (hookv1.RecoveryCounts, []hookv1.Re
 		if len(list) < maxStatusItems {
 			list = append(list, hookv1.RecoveryItem{
 				DeliveryID: it.DeliveryID, EventID: it.EventID, Action: hookv1.RecoveryAction(it.Action),
-				Outcome: outcome, Reason: it.Reason, Message: itemMessage(it), NewDeliveryID: it.NewDeliveryID, NewEventID: it.NewEventID,
+				Outcome: outcome, Reason: refusalOf(it.Reason).Reason, Message: refusalOf(it.Reason).Message,
+				NewDeliveryID: it.NewDeliveryID, NewEventID: it.NewEventID,
 			})
 		}
 	}
 	return c, list
 }
 
-func itemMessage(it *ledger.RecoveryItem) string {
-	switch it.Reason {
-	case ledger.RefusedReissueRequired:
-		return "the event's one-time secrets were scrubbed: only a reissue can resolve it"
-	case ledger.RefusedReplayWindowExceeded:
-		return "the event is past its replay window: only a reissue can resolve it"
-	case ledger.RefusedPayloadExpired:
-		return "the event's payload was pruned: only a reissue can resolve it"
-	case ledger.RefusedNoReissueHandler:
-		return "no endpoint in the namespace subscribes to hookkeeper.reissue.requested"
-	case ledger.RefusedAlreadyResolved:
-		return "the delivery was already resolved by another recovery"
-	}
-	return ""
+// refusal is how an item the engine refused reads in the status.
+type refusal struct {
+	// Reason is one of hookv1's Refused* reasons.
+	Reason  string
+	Message string
 }
+
+// refusals maps the delivery engine's refusal reasons onto the API's: the
+// one place where one becomes the other.
+var refusals = map[string]refusal{
+	ledger.RefusedReissueRequired:      {hookv1.RefusedReissueRequired, "the event's one-time secrets were scrubbed: only a reissue can resolve it"},
+	ledger.RefusedReplayWindowExceeded: {hookv1.RefusedReplayWindowExceeded, "the event is past its replay window: only a reissue can resolve it"},
+	ledger.RefusedPayloadExpired:       {hookv1.RefusedPayloadExpired, "the event's payload was pruned: only a reissue can resolve it"},
+	ledger.RefusedNoReissueHandler:     {hookv1.RefusedNoReissueHandler, "no endpoint in the namespace subscribes to hookkeeper.reissue.requested"},
+	ledger.RefusedAlreadyResolved:      {hookv1.RefusedAlreadyResolved, "the delivery was already resolved by another recovery"},
+}
+
+// refusalOf is the API's reason and message for an item's ledger reason;
+// zero for an item that was not refused.
+func refusalOf(ledgerReason string) refusal { return refusals[ledgerReason] }

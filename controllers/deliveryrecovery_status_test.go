@@ -62,35 +62,35 @@ func TestRecoveryStatus(t *testing.T) {
 		wantEarliest bool // startTime is the earlier operation's
 	}{
 		{name: "an endpoint not there yet makes it wait",
-			progress:  recoveryProgress{Block: &block{Reason: ReasonWaitingForEndpoint, Message: "waiting for WebhookEndpoint \"orders\""}},
-			wantState: hookv1.RecoveryWaiting, wantReason: ReasonWaitingForEndpoint, wantRR: metav1.ConditionFalse, wantMessage: "waiting for"},
+			progress:  recoveryProgress{Block: &block{Reason: hookv1.ReasonWaitingForEndpoint, Message: "waiting for WebhookEndpoint \"orders\""}},
+			wantState: hookv1.RecoveryWaiting, wantReason: hookv1.ReasonWaitingForEndpoint, wantRR: metav1.ConditionFalse, wantMessage: "waiting for"},
 		{name: "a spec conflict fails it",
-			progress:  recoveryProgress{Block: &block{Permanent: true, Reason: ReasonSpecConflict, Message: "another spec"}, Operation: earlier},
-			wantState: hookv1.RecoveryFailed, wantReason: ReasonSpecConflict, wantRR: metav1.ConditionFalse, wantMessage: "another spec", wantEarliest: true},
+			progress:  recoveryProgress{Block: &block{Permanent: true, Reason: hookv1.ReasonSpecConflict, Message: "another spec"}, Operation: earlier},
+			wantState: hookv1.RecoveryFailed, wantReason: hookv1.ReasonSpecConflict, wantRR: metav1.ConditionFalse, wantMessage: "another spec", wantEarliest: true},
 		{name: "nothing matched completes at once", progress: recoveryProgress{Operation: started},
-			wantState: hookv1.RecoveryComplete, wantReason: ReasonNothingMatched, wantRR: metav1.ConditionFalse},
+			wantState: hookv1.RecoveryComplete, wantReason: hookv1.ReasonNothingMatched, wantRR: metav1.ConditionFalse},
 		{name: "a retry still in flight keeps it running",
 			progress:  recoveryProgress{Operation: started, Items: []ledger.RecoveryItem{item(ledger.OutcomeRetried, "", ledger.StateScheduled)}},
-			wantState: hookv1.RecoveryRunning, wantReason: ReasonRunning, wantRR: metav1.ConditionFalse,
+			wantState: hookv1.RecoveryRunning, wantReason: hookv1.ReasonRunning, wantRR: metav1.ConditionFalse,
 			wantCounts: hookv1.RecoveryCounts{Matched: 1, Retried: 1}},
 		{name: "delivered, failed again, dismissed and refused all settle",
 			progress: recoveryProgress{Operation: started, Items: []ledger.RecoveryItem{
 				item(ledger.OutcomeRetried, "", ledger.StateDelivered), item(ledger.OutcomeRetried, "", ledger.StateExhausted),
 				item(ledger.OutcomeDismissed, "", ""), item(ledger.OutcomeRefused, ledger.RefusedReissueRequired, ""),
 			}},
-			wantState: hookv1.RecoveryComplete, wantReason: ReasonAllSettled, wantRR: metav1.ConditionTrue,
+			wantState: hookv1.RecoveryComplete, wantReason: hookv1.ReasonAllItemsSettled, wantRR: metav1.ConditionTrue,
 			wantCounts: hookv1.RecoveryCounts{Matched: 4, Retried: 2, Dismissed: 1, Refused: 1, Delivered: 1, FailedAgain: 1}},
 		{name: "a reissue waits for the producer",
 			progress:  recoveryProgress{Operation: started, Items: []ledger.RecoveryItem{item(ledger.OutcomeAwaitingReissue, "", "")}},
-			wantState: hookv1.RecoveryRunning, wantReason: ReasonRunning, wantRR: metav1.ConditionFalse,
+			wantState: hookv1.RecoveryRunning, wantReason: hookv1.ReasonRunning, wantRR: metav1.ConditionFalse,
 			wantCounts: hookv1.RecoveryCounts{Matched: 1, AwaitingReissue: 1}},
 		{name: "a delivered replacement completes a reissue",
 			progress:  recoveryProgress{Operation: started, Items: []ledger.RecoveryItem{item(ledger.OutcomeReissued, "", ledger.StateDelivered)}},
-			wantState: hookv1.RecoveryComplete, wantReason: ReasonAllSettled, wantRR: metav1.ConditionFalse,
+			wantState: hookv1.RecoveryComplete, wantReason: hookv1.ReasonAllItemsSettled, wantRR: metav1.ConditionFalse,
 			wantCounts: hookv1.RecoveryCounts{Matched: 1, Reissued: 1, Delivered: 1}},
 		{name: "applied again under its name, it reports the earlier outcome and says so",
 			progress:  recoveryProgress{Operation: earlier, Items: []ledger.RecoveryItem{item(ledger.OutcomeRetried, "", ledger.StateDelivered)}},
-			wantState: hookv1.RecoveryComplete, wantReason: ReasonAllSettled, wantRR: metav1.ConditionFalse,
+			wantState: hookv1.RecoveryComplete, wantReason: hookv1.ReasonAllItemsSettled, wantRR: metav1.ConditionFalse,
 			wantCounts:  hookv1.RecoveryCounts{Matched: 1, Retried: 1, Delivered: 1},
 			wantMessage: "under an earlier DeliveryRecovery of this name and does not act again", wantEarliest: true},
 	}
@@ -152,8 +152,8 @@ func checkRecoveryConditions(t *testing.T, st *hookv1.DeliveryRecoveryStatus, ge
 		wantComplete = metav1.ConditionTrue
 	case hookv1.RecoveryFailed:
 		wantFailed = metav1.ConditionTrue
-		if complete.Reason != ReasonFailed {
-			t.Errorf("a failed recovery's Complete reason is %s, want %s", complete.Reason, ReasonFailed)
+		if complete.Reason != hookv1.ReasonFailed {
+			t.Errorf("a failed recovery's Complete reason is %s, want %s", complete.Reason, hookv1.ReasonFailed)
 		}
 	case hookv1.RecoveryWaiting, hookv1.RecoveryRunning:
 	default:
@@ -162,7 +162,7 @@ func checkRecoveryConditions(t *testing.T, st *hookv1.DeliveryRecoveryStatus, ge
 	if complete.Status != wantComplete || failed.Status != wantFailed {
 		t.Errorf("state %s with Complete=%s (%s) and Failed=%s (%s)", st.State, complete.Status, complete.Reason, failed.Status, failed.Reason)
 	}
-	if failed.Status == metav1.ConditionFalse && failed.Reason != ReasonNotFailed {
+	if failed.Status == metav1.ConditionFalse && failed.Reason != hookv1.ReasonNotFailed {
 		t.Errorf("Failed=False with reason %s", failed.Reason)
 	}
 	terminal := st.State == hookv1.RecoveryComplete || st.State == hookv1.RecoveryFailed
@@ -182,8 +182,8 @@ func checkRecoveryConditions(t *testing.T, st *hookv1.DeliveryRecoveryStatus, ge
 func TestRecoveryConditionsEveryState(t *testing.T) {
 	now := time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
 	states := []hookv1.RecoveryState{hookv1.RecoveryWaiting, hookv1.RecoveryRunning, hookv1.RecoveryComplete, hookv1.RecoveryFailed}
-	reasons := map[hookv1.RecoveryState]string{hookv1.RecoveryWaiting: ReasonWaitingForEndpoint, hookv1.RecoveryRunning: ReasonRunning,
-		hookv1.RecoveryComplete: ReasonAllSettled, hookv1.RecoveryFailed: ReasonSpecConflict}
+	reasons := map[hookv1.RecoveryState]string{hookv1.RecoveryWaiting: hookv1.ReasonWaitingForEndpoint, hookv1.RecoveryRunning: hookv1.ReasonRunning,
+		hookv1.RecoveryComplete: hookv1.ReasonAllItemsSettled, hookv1.RecoveryFailed: hookv1.ReasonSpecConflict}
 	for _, from := range states {
 		for _, to := range states {
 			if from == hookv1.RecoveryComplete || from == hookv1.RecoveryFailed {
@@ -220,19 +220,19 @@ func TestRecoveryBlocked(t *testing.T) {
 	}{
 		{name: "the endpoint does not exist yet: wait",
 			facts:       startFacts{EndpointName: "orders", SpecHash: "h1"},
-			wantBlocked: true, wantReason: ReasonWaitingForEndpoint, wantMessage: `"orders": it does not exist`},
+			wantBlocked: true, wantReason: hookv1.ReasonWaitingForEndpoint, wantMessage: `"orders": it does not exist`},
 		{name: "the engine has it but the object is gone: wait for the object",
 			facts:       startFacts{EndpointName: "orders", Registered: true, SpecHash: "h1"},
-			wantBlocked: true, wantReason: ReasonWaitingForEndpoint, wantMessage: "does not exist"},
+			wantBlocked: true, wantReason: hookv1.ReasonWaitingForEndpoint, wantMessage: "does not exist"},
 		{name: "the endpoint is being deleted: wait",
 			facts:       startFacts{EndpointName: "orders", Endpoint: &hookv1.WebhookEndpoint{ObjectMeta: metav1.ObjectMeta{DeletionTimestamp: &deleting}}, Registered: true, SpecHash: "h1"},
-			wantBlocked: true, wantReason: ReasonWaitingForEndpoint, wantMessage: "being deleted"},
+			wantBlocked: true, wantReason: hookv1.ReasonWaitingForEndpoint, wantMessage: "being deleted"},
 		{name: "the endpoint exists, not reconciled yet: wait",
 			facts:       startFacts{EndpointName: "orders", Endpoint: &hookv1.WebhookEndpoint{}, SpecHash: "h1"},
-			wantBlocked: true, wantReason: ReasonWaitingForEndpoint, wantMessage: "not been reconciled yet"},
+			wantBlocked: true, wantReason: hookv1.ReasonWaitingForEndpoint, wantMessage: "not been reconciled yet"},
 		{name: "the endpoint is not Ready and not registered: wait, saying why",
 			facts:       startFacts{EndpointName: "orders", Endpoint: notReady, SpecHash: "h1"},
-			wantBlocked: true, wantReason: ReasonWaitingForEndpoint, wantMessage: `not Ready (RetryPolicyNotReady: RetryPolicy "fast" is not Ready)`},
+			wantBlocked: true, wantReason: hookv1.ReasonWaitingForEndpoint, wantMessage: `not Ready (RetryPolicyNotReady: RetryPolicy "fast" is not Ready)`},
 		{name: "a registered endpoint that is not Ready does not block (Dismiss works, retries wait in the engine)",
 			facts: startFacts{EndpointName: "orders", Endpoint: notReady, Registered: true, SpecHash: "h1"}},
 		{name: "registered, not started yet: run",
@@ -241,10 +241,10 @@ func TestRecoveryBlocked(t *testing.T) {
 			facts: startFacts{EndpointName: "orders", Endpoint: &hookv1.WebhookEndpoint{}, Registered: true, SpecHash: "h1", Operation: op}},
 		{name: "this name already ran with another spec: fail for good",
 			facts:       startFacts{EndpointName: "orders", Endpoint: &hookv1.WebhookEndpoint{}, Registered: true, SpecHash: "h2", Operation: op},
-			wantBlocked: true, wantPermanent: true, wantReason: ReasonSpecConflict, wantMessage: "started 2026-11-01T00:00:00Z) with another spec"},
+			wantBlocked: true, wantPermanent: true, wantReason: hookv1.ReasonSpecConflict, wantMessage: "started 2026-11-01T00:00:00Z) with another spec"},
 		{name: "another spec wins over a missing endpoint: what cannot change fails at once",
 			facts:       startFacts{EndpointName: "orders", SpecHash: "h2", Operation: op},
-			wantBlocked: true, wantPermanent: true, wantReason: ReasonSpecConflict, wantMessage: "with another spec"},
+			wantBlocked: true, wantPermanent: true, wantReason: hookv1.ReasonSpecConflict, wantMessage: "with another spec"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -329,5 +329,54 @@ func TestRecoverySpecHash(t *testing.T) {
 				t.Errorf("spec field %s is not covered: decide whether it is part of the operation's identity", name)
 			}
 		}
+	}
+}
+
+// TestRefusalsMapEveryLedgerReason: every refusal the engine can return
+// reads in the status as one of the API's documented Refused* reasons, with
+// a message; an item that was not refused has none.
+func TestRefusalsMapEveryLedgerReason(t *testing.T) {
+	tests := []struct{ ledgerReason, want string }{
+		{ledger.RefusedReissueRequired, hookv1.RefusedReissueRequired},
+		{ledger.RefusedReplayWindowExceeded, hookv1.RefusedReplayWindowExceeded},
+		{ledger.RefusedPayloadExpired, hookv1.RefusedPayloadExpired},
+		{ledger.RefusedNoReissueHandler, hookv1.RefusedNoReissueHandler},
+		{ledger.RefusedAlreadyResolved, hookv1.RefusedAlreadyResolved},
+		{"", ""},
+	}
+	for _, tt := range tests {
+		got := refusalOf(tt.ledgerReason)
+		if got.Reason != tt.want {
+			t.Errorf("refusalOf(%q).Reason = %q, want %q", tt.ledgerReason, got.Reason, tt.want)
+		}
+		if (got.Message == "") != (tt.want == "") {
+			t.Errorf("refusalOf(%q).Message = %q", tt.ledgerReason, got.Message)
+		}
+	}
+	if len(refusals) != len(tests)-1 {
+		t.Errorf("refusals maps %d ledger reasons, the table %d", len(refusals), len(tests)-1)
+	}
+}
+
+// TestUndecodableRecoveryStatus: a recovery whose spec did not decode fails
+// with InvalidSpec naming the field, without starting, and the status
+// describes its generation.
+func TestUndecodableRecoveryStatus(t *testing.T) {
+	now := time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
+	rec := &hookv1.DeliveryRecovery{ObjectMeta: metav1.ObjectMeta{Generation: 3}}
+	rec.Undecodable = []string{`spec.selector.exhaustedAfter: parsing time "\"2024-01-01t00:00:00z\"" as "\"2006-01-02T15:04:05Z07:00\""`}
+	st := undecodableRecoveryStatus(rec, now)
+	checkRecoveryConditions(t, &st, 3)
+	if st.State != hookv1.RecoveryFailed || st.StartTime != nil {
+		t.Fatalf("state %s, startTime %v: want Failed and never started", st.State, st.StartTime)
+	}
+	failed := meta.FindStatusCondition(st.Conditions, hookv1.ConditionFailed)
+	if failed.Reason != hookv1.ReasonInvalidSpec || !strings.Contains(failed.Message, "spec.selector.exhaustedAfter") ||
+		strings.Contains(failed.Message, "2024-01-01t") {
+		t.Errorf("Failed = %s: %q; want InvalidSpec naming the field, not its value", failed.Reason, failed.Message)
+	}
+	rec.Status = st
+	if again := undecodableRecoveryStatus(rec, now.Add(time.Hour)); !reflect.DeepEqual(again, st) {
+		t.Errorf("a later reconcile changes the status: %+v", again)
 	}
 }

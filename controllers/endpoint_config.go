@@ -9,6 +9,7 @@ import (
 
 	hookv1 "github.com/hookkeeper/hookkeeper/api/v1alpha1"
 	"github.com/hookkeeper/hookkeeper/internal/ledger"
+	"github.com/hookkeeper/hookkeeper/internal/wire"
 )
 
 // Defaults the CRD applies at admission, repeated here for objects stored
@@ -142,7 +143,7 @@ func endpointConfig(ep *hookv1.WebhookEndpoint, policy ledger.Policy, secrets []
 		out.MaxInFlight = int(*spec.MaxInFlight)
 	}
 	for _, h := range spec.Headers {
-		out.Headers = append(out.Headers, ledger.Header{Name: h.Name, Value: h.Value})
+		out.Headers = append(out.Headers, wire.Header{Name: h.Name, Value: h.Value})
 	}
 	return out
 }

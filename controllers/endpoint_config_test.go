@@ -16,6 +16,8 @@ import (
 	"github.com/hookkeeper/hookkeeper/internal/backoff"
 	"github.com/hookkeeper/hookkeeper/internal/ledger"
 	"github.com/hookkeeper/hookkeeper/internal/ledger/sqlite"
+	"github.com/hookkeeper/hookkeeper/internal/sensitive"
+	"github.com/hookkeeper/hookkeeper/internal/wire"
 )
 
 func TestDefaultPolicyIsReady(t *testing.T) {
@@ -116,7 +118,7 @@ func TestPolicyConfig(t *testing.T) {
 
 func TestEndpointConfig(t *testing.T) {
 	policy := DefaultPolicy()
-	secrets := []ledger.SigningSecret{{Value: ledger.Sensitive("whsec_current")}}
+	secrets := []ledger.SigningSecret{{Value: sensitive.Bytes("whsec_current")}}
 	objMeta := metav1.ObjectMeta{Namespace: "shop", Name: "orders"}
 	minimal := hookv1.WebhookEndpointSpec{URL: "https://example.com/hook", EventTypes: []hookv1.EventTypePattern{"order.*", "refund.created"}}
 
@@ -145,7 +147,7 @@ func TestEndpointConfig(t *testing.T) {
 				EventTypes: []string{"order.*", "refund.created"}, Secrets: secrets, Policy: policy,
 				AckMode: ledger.AckCallback, AckTimeout: 15 * time.Minute, Paused: true, DeadLetter: "shop/dlq",
 				RateLimit: ledger.RateLimit{PerSecond: 5, Burst: 5}, MaxInFlight: 3,
-				Headers: []ledger.Header{{Name: "X-Tenant", Value: "acme"}}},
+				Headers: []wire.Header{{Name: "X-Tenant", Value: "acme"}}},
 		},
 		{
 			name: "Callback with a timeout, a burst, Response mode's timeout ignored",
@@ -197,7 +199,7 @@ func TestSameConfigSurvivesTheLedger(t *testing.T) {
 		"minimal": endpointConfig(&hookv1.WebhookEndpoint{
 			ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "minimal"},
 			Spec:       hookv1.WebhookEndpointSpec{URL: "http://127.0.0.1/x", EventTypes: []hookv1.EventTypePattern{"*"}},
-		}, DefaultPolicy(), []ledger.SigningSecret{{Value: ledger.Sensitive("whsec_a")}}),
+		}, DefaultPolicy(), []ledger.SigningSecret{{Value: sensitive.Bytes("whsec_a")}}),
 		"everything": endpointConfig(&hookv1.WebhookEndpoint{
 			ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "everything"},
 			Spec: hookv1.WebhookEndpointSpec{
@@ -206,11 +208,11 @@ func TestSameConfigSurvivesTheLedger(t *testing.T) {
 				Paused:          true, DeadLetterRef: &hookv1.LocalObjectReference{Name: "dlq"},
 				RateLimit: &hookv1.RateLimit{PerSecond: 3}, Headers: []hookv1.Header{{Name: "A", Value: "b"}},
 			},
-		}, schedulePolicy, []ledger.SigningSecret{{Value: ledger.Sensitive("whsec_new")}, {Value: ledger.Sensitive("whsec_old"), NotAfter: notAfter}}),
+		}, schedulePolicy, []ledger.SigningSecret{{Value: sensitive.Bytes("whsec_new")}, {Value: sensitive.Bytes("whsec_old"), NotAfter: notAfter}}),
 		"budget": endpointConfig(&hookv1.WebhookEndpoint{
 			ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "budget"},
 			Spec:       hookv1.WebhookEndpointSpec{URL: "http://127.0.0.1/x", EventTypes: []hookv1.EventTypePattern{"*"}, Headers: []hookv1.Header{}},
-		}, budget, []ledger.SigningSecret{{Value: ledger.Sensitive("whsec_a")}}),
+		}, budget, []ledger.SigningSecret{{Value: sensitive.Bytes("whsec_a")}}),
 	}
 	for name, desired := range configs {
 		t.Run(name, func(t *testing.T) {
@@ -232,18 +234,18 @@ func TestSameConfigNoticesChanges(t *testing.T) {
 	base := endpointConfig(&hookv1.WebhookEndpoint{
 		ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "ep"},
 		Spec:       hookv1.WebhookEndpointSpec{URL: "http://127.0.0.1/x", EventTypes: []hookv1.EventTypePattern{"*"}},
-	}, DefaultPolicy(), []ledger.SigningSecret{{Value: ledger.Sensitive("whsec_a")}})
+	}, DefaultPolicy(), []ledger.SigningSecret{{Value: sensitive.Bytes("whsec_a")}})
 	changes := map[string]func(*ledger.Endpoint){
 		"url":          func(e *ledger.Endpoint) { e.URL += "y" },
 		"event types":  func(e *ledger.Endpoint) { e.EventTypes = []string{"a"} },
 		"paused":       func(e *ledger.Endpoint) { e.Paused = true },
-		"secret value": func(e *ledger.Endpoint) { e.Secrets = []ledger.SigningSecret{{Value: ledger.Sensitive("whsec_b")}} },
+		"secret value": func(e *ledger.Endpoint) { e.Secrets = []ledger.SigningSecret{{Value: sensitive.Bytes("whsec_b")}} },
 		"second secret": func(e *ledger.Endpoint) {
 			e.Secrets = append(e.Secrets, ledger.SigningSecret{Value: []byte("whsec_c"), NotAfter: time.Now()})
 		},
 		"policy":        func(e *ledger.Endpoint) { e.Policy.Backoff.MaxAttempts++ },
 		"replay window": func(e *ledger.Endpoint) { e.Policy.ReplayWindow++ },
-		"headers":       func(e *ledger.Endpoint) { e.Headers = []ledger.Header{{Name: "A", Value: "b"}} },
+		"headers":       func(e *ledger.Endpoint) { e.Headers = []wire.Header{{Name: "A", Value: "b"}} },
 		"dead letter":   func(e *ledger.Endpoint) { e.DeadLetter = "ns/dlq" },
 	}
 	for name, change := range changes {

@@ -53,15 +53,15 @@ func TestKstatusRecoveryConditions(t *testing.T) {
 		reconciling, stalled    bool
 		wantReason, wantMessage string
 	}{
-		{hookv1.RecoveryWaiting, true, false, ReasonWaitingForEndpoint, "waiting"},
-		{hookv1.RecoveryRunning, true, false, ReasonRunning, "running"},
-		{hookv1.RecoveryComplete, false, false, ReasonAllSettled, "settled"},
-		{hookv1.RecoveryFailed, false, true, ReasonSpecConflict, "conflict"},
+		{hookv1.RecoveryWaiting, true, false, hookv1.ReasonWaitingForEndpoint, "waiting"},
+		{hookv1.RecoveryRunning, true, false, hookv1.ReasonRunning, "running"},
+		{hookv1.RecoveryComplete, false, false, hookv1.ReasonAllItemsSettled, "settled"},
+		{hookv1.RecoveryFailed, false, true, hookv1.ReasonSpecConflict, "conflict"},
 	} {
 		st := &hookv1.DeliveryRecoveryStatus{}
 		// Failed first: a Stalled or Reconciling left behind must go.
-		setRecoveryConditions(st, 2, hookv1.RecoveryFailed, ReasonSpecConflict, "before", now)
-		setRecoveryConditions(st, 2, hookv1.RecoveryRunning, ReasonRunning, "before", now)
+		setRecoveryConditions(st, 2, hookv1.RecoveryFailed, hookv1.ReasonSpecConflict, "before", now)
+		setRecoveryConditions(st, 2, hookv1.RecoveryRunning, hookv1.ReasonRunning, "before", now)
 		setRecoveryConditions(st, 2, c.state, c.wantReason, c.wantMessage, now)
 		r := meta.FindStatusCondition(st.Conditions, ConditionReconciling)
 		s := meta.FindStatusCondition(st.Conditions, ConditionStalled)

@@ -7,6 +7,7 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/events"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
@@ -25,6 +26,8 @@ type RetryPolicyReconciler struct {
 	client.Client
 	// Clock stamps condition transitions; nil means the real clock.
 	Clock clock.PassiveClock
+	// Recorder announces a policy that cannot be decoded (InvalidSpec).
+	Recorder events.EventRecorder
 }
 
 func (r *RetryPolicyReconciler) now() time.Time {
@@ -57,10 +60,11 @@ func (r *RetryPolicyReconciler) reconcile(ctx context.Context, req ctrl.Request)
 		return ctrl.Result{}, fmt.Errorf("listing endpoints that use RetryPolicy %s: %w", req.NamespacedName, err)
 	}
 
+	announceInvalidSpec(r.Recorder, &policy, policy.Undecodable)
 	before := policy.DeepCopy()
 	policy.Status = retryPolicyStatus(&policy, int32(len(endpoints.Items)), r.now())
-	if err := patchStatus(ctx, r.Client, before, &policy, func(p *hookv1.RetryPolicy) any { return p.Status }); err != nil {
-		if apierrors.IsNotFound(err) {
+	if err := updateStatus(ctx, r.Client, before, &policy, func(p *hookv1.RetryPolicy) any { return p.Status }); err != nil {
+		if apierrors.IsNotFound(err) || statusRefusedForInvalidSpec(ctx, err, policy.DecodeError()) {
 			return ctrl.Result{}, nil
 		}
 		return ctrl.Result{}, err

@@ -1,9 +1,7 @@
 package controllers
 
 import (
-	"errors"
 	"fmt"
-	"strings"
 	"time"
 
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -61,52 +59,6 @@ func backoffPolicy(spec *hookv1.RetryPolicySpec) (backoff.Policy, error) {
 	return p, nil
 }
 
-// specPaths maps the backoff package's field names onto RetryPolicy paths.
-var specPaths = map[string]string{
-	"strategy":       "spec.backoff.strategy",
-	"initialDelay":   "spec.backoff.initialDelay",
-	"factor":         "spec.backoff.factor",
-	"maxDelay":       "spec.backoff.maxDelay",
-	"schedule":       "spec.backoff.schedule",
-	"jitterPercent":  "spec.backoff.jitterPercent",
-	"maxAttempts":    "spec.horizon.maxAttempts",
-	"maxAge":         "spec.horizon.maxAge",
-	"attemptTimeout": "spec.attemptTimeout",
-	"retryAfterCap":  "spec.retryAfterCap",
-}
-
-// conditionMessage renders the violations in err as "path: rule" pairs on
-// one bounded line, with the fields named as in the RetryPolicy spec.
-func conditionMessage(err error) string {
-	var parts []string
-	errs := []error{err}
-	if joined, ok := err.(interface{ Unwrap() []error }); ok {
-		errs = joined.Unwrap()
-	}
-	for _, e := range errs {
-		var fe *backoff.FieldError
-		if !errors.As(e, &fe) {
-			parts = append(parts, e.Error())
-			continue
-		}
-		name, index, _ := strings.Cut(fe.Field, "[")
-		path, ok := specPaths[name]
-		if !ok {
-			path = "spec." + name
-		}
-		if index != "" {
-			path += "[" + index
-		}
-		parts = append(parts, path+": "+fe.Detail)
-	}
-	msg := strings.Join(parts, "; ")
-	const limit = 1024
-	if len(msg) > limit {
-		msg = msg[:limit-3] + "..."
-	}
-	return msg
-}
-
 // retryPolicyStatus computes the whole status of a policy observed at now:
 // the effective schedule, the worst-case horizon and the Ready condition.
 // Conditions other than Ready are kept as they are.
@@ -124,14 +76,15 @@ func retryPolicyStatus(policy *hookv1.RetryPolicy, endpoints int32, now time.Tim
 
 	// An object with values the Go types could not decode is never used:
 	// what was left out would read as unset.
-	err := policy.DecodeError()
-	var p backoff.Policy
-	if err == nil {
-		p, err = backoffPolicy(&policy.Spec)
+	if len(policy.Undecodable) > 0 {
+		ready.Status, ready.Reason, ready.Message = metav1.ConditionFalse, hookv1.ReasonInvalidSpec, undecodableMessage(policy.Undecodable)
+		meta.SetStatusCondition(&status.Conditions, ready)
+		stalledFromReady(&status.Conditions)
+		return status
 	}
+	p, err := backoffPolicy(&policy.Spec)
 	if err != nil {
-		ready.Status, ready.Reason = metav1.ConditionFalse, hookv1.ReasonInvalidSpec
-		ready.Message = conditionMessage(err)
+		ready.Status, ready.Reason, ready.Message = metav1.ConditionFalse, hookv1.ReasonInvalidSpec, conditionMessage(err)
 		meta.SetStatusCondition(&status.Conditions, ready)
 		stalledFromReady(&status.Conditions)
 		return status

@@ -108,8 +108,21 @@ func (r testResolver) LookupNetIP(ctx context.Context, network, host string) ([]
 // does not announce) show within seconds.
 const suiteResync = 3 * time.Second
 
+// suiteEventInterval is the least time between two DeliveriesExhausted
+// Events of an endpoint in the suite: longer than any spec runs, so that
+// "one Event for a thousand exhaustions" holds however slowly the machine
+// publishes and delivers them. With the default minute, a spec slowed down
+// by a loaded machine (-race, shared cores: 97s measured) rightly got a
+// second Event for the still growing count. The interval rule itself is
+// TestExhaustionEvent's, on a fixed clock.
+const suiteEventInterval = time.Hour
+
 func TestControllers(t *testing.T) {
 	RegisterFailHandler(Fail)
+	// A bound for what the controllers do on their own, not a measure of
+	// speed: Gomega's default second failed a RetryPolicy's first reconcile
+	// on a loaded machine (two control planes on shared cores).
+	SetDefaultEventuallyTimeout(10 * time.Second)
 	RunSpecs(t, "Controller suite (real kube-apiserver)")
 }
 
@@ -133,7 +146,7 @@ var _ = BeforeSuite(func() {
 		HealthProbeBindAddress: "0",
 	})
 	Expect(err).NotTo(HaveOccurred())
-	Expect((&RetryPolicyReconciler{Client: mgr.GetClient()}).SetupWithManager(mgr)).To(Succeed())
+	Expect((&RetryPolicyReconciler{Client: mgr.GetClient(), Recorder: mgr.GetEventRecorder("hookkeeper-retrypolicy")}).SetupWithManager(mgr)).To(Succeed())
 
 	ledgerDir, err = os.MkdirTemp("", "hookkeeper-controllers-")
 	Expect(err).NotTo(HaveOccurred())
@@ -165,10 +178,11 @@ var _ = BeforeSuite(func() {
 		DefaultPolicy: DefaultPolicy(),
 		Exhausted:     exhaustion.Events(),
 		ResyncPeriod:  suiteResync,
+		EventInterval: suiteEventInterval,
 		Destinations:  destinations,
 	}).SetupWithManager(mgr)).To(Succeed())
 
-	Expect((&DeliveryRecoveryReconciler{Client: mgr.GetClient(), Engine: eng, FollowInterval: 200 * time.Millisecond}).SetupWithManager(mgr)).To(Succeed())
+	Expect((&DeliveryRecoveryReconciler{Client: mgr.GetClient(), Engine: eng, FollowInterval: 200 * time.Millisecond, Recorder: mgr.GetEventRecorder("hookkeeper-deliveryrecovery")}).SetupWithManager(mgr)).To(Succeed())
 
 	go func() {
 		defer GinkgoRecover()

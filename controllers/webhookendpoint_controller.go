@@ -55,13 +55,14 @@ type EndpointEngine interface {
 // engine and writes what the engine knows of them into their status.
 //
 // Each reconcile gathers (the RetryPolicy, the signing Secret, the
-// engine's registered configuration, counters and exhausted deliveries),
-// registers the endpoint when its configuration differs from the
-// registered one, computes the status with webhookEndpointStatus and
-// patches it once. A missing or unusable RetryPolicy or signing secret
-// leaves the engine's configuration as it was; a url or header that can
-// never be sent (endpoint_wire.go) or a forbidden destination
-// (webhookendpoint_destination.go) pauses it.
+// engine's registered configuration), decides what the engine should have
+// (decideEndpoint: register, pause or leave it), does that, reads the
+// engine's counters and exhausted deliveries, computes the status with
+// webhookEndpointStatus and writes it once. A missing or unusable
+// RetryPolicy or signing secret leaves the engine's configuration as it
+// was; a url or header that can never be sent (endpoint_wire.go) or a
+// forbidden destination (webhookendpoint_destination.go) pauses it. The
+// signing Secrets are signingSecrets' to write.
 type WebhookEndpointReconciler struct {
 	client.Client
 	// APIReader reads Secrets from the API server: Secrets are watched by
@@ -94,6 +95,7 @@ type WebhookEndpointReconciler struct {
 	// (default 2s); a failed lookup is not a refusal.
 	DestinationLookupTimeout time.Duration
 
+	secrets  *signingSecrets
 	mu       sync.Mutex
 	memos    map[types.UID]*exhaustionMemo
 	verdicts destinationVerdicts
@@ -137,17 +139,18 @@ func (r *WebhookEndpointReconciler) reconcile(ctx context.Context, req ctrl.Requ
 	}
 
 	now := r.now()
+	announceInvalidSpec(r.Recorder, &ep, ep.Undecodable)
 	before := ep.DeepCopy()
-	facts, gatherErr := r.gather(ctx, &ep, now)
+	facts, syncErr := r.sync(ctx, &ep, now)
 	ep.Status = webhookEndpointStatus(&ep, facts, now)
-	if err := patchStatus(ctx, r.Client, before, &ep, func(e *hookv1.WebhookEndpoint) any { return e.Status }); err != nil {
-		if apierrors.IsNotFound(err) {
+	if err := updateStatus(ctx, r.Client, before, &ep, func(e *hookv1.WebhookEndpoint) any { return e.Status }); err != nil {
+		if apierrors.IsNotFound(err) || statusRefusedForInvalidSpec(ctx, err, ep.DecodeError()) {
 			return ctrl.Result{}, nil
 		}
-		return ctrl.Result{}, errors.Join(gatherErr, err)
+		return ctrl.Result{}, errors.Join(syncErr, err)
 	}
-	if gatherErr != nil {
-		return ctrl.Result{}, gatherErr
+	if syncErr != nil {
+		return ctrl.Result{}, syncErr
 	}
 	if facts.Deliveries != nil {
 		r.announce(&ep, before, facts.Deliveries, now)
@@ -155,115 +158,132 @@ func (r *WebhookEndpointReconciler) reconcile(ctx context.Context, req ctrl.Requ
 	return ctrl.Result{RequeueAfter: r.requeueAfter(facts, now)}, nil
 }
 
-// gather resolves the endpoint's references, registers it when its
-// configuration changed, and reads its deliveries from the engine. An error
-// is internal (the API server or the engine failed): the facts then say so
-// and the reconcile is retried.
-func (r *WebhookEndpointReconciler) gather(ctx context.Context, ep *hookv1.WebhookEndpoint, now time.Time) (*endpointFacts, error) {
+// sync brings the engine in line with the endpoint and returns the facts
+// its status is computed from: it gathers the inputs, decides the engine's
+// action (decideEndpoint), applies it, and observes the endpoint's
+// deliveries. An error is internal (the API server or the engine failed):
+// the facts then say so and the reconcile is retried.
+func (r *WebhookEndpointReconciler) sync(ctx context.Context, ep *hookv1.WebhookEndpoint, now time.Time) (*endpointFacts, error) {
 	f := &endpointFacts{}
-	id := ledger.EndpointID(ep.Namespace, ep.Name)
-	fail := func(step string, err error) (*endpointFacts, error) {
-		if namespaceTerminating(err) {
-			// Not an error: the endpoint goes with its namespace.
-			log.FromContext(ctx).V(1).Info("the namespace is being deleted", "step", step)
-			f.Problem = &problem{hookv1.ReasonNamespaceTerminating, fmt.Sprintf(
-				"namespace %q is being deleted and refuses new objects: %s is not done, and the endpoint goes with the namespace", ep.Namespace, step)}
-			return f, nil
+	in, err := r.gather(ctx, ep, f, now)
+	if err == nil {
+		d := decideEndpoint(in)
+		f.Problem = d.Problem
+		if err = r.apply(ctx, in, &d, f); err == nil && f.Registered {
+			inEffect := d.Desired.Policy
+			if d.Problem != nil {
+				inEffect = in.Registered.Policy
+			}
+			f.Deliveries, err = r.observe(ctx, ep, inEffect, now)
+		} else if err == nil {
+			f.Deliveries = &deliveryFacts{}
 		}
-		f.Problem = &problem{hookv1.ReasonInternalError, step + " failed; the operator's log has the details"}
-		f.Incomplete = true
-		return f, fmt.Errorf("%s: %w", step, err)
 	}
+	if err == nil {
+		return f, nil
+	}
+	var se *stepError
+	if !errors.As(err, &se) {
+		se = &stepError{"reconciling", err}
+	}
+	if namespaceTerminating(err) {
+		// Not an error: the endpoint goes with its namespace.
+		log.FromContext(ctx).V(1).Info("the namespace is being deleted", "step", se.step)
+		f.Problem = &problem{hookv1.ReasonNamespaceTerminating, fmt.Sprintf(
+			"namespace %q is being deleted and refuses new objects: %s is not done, and the endpoint goes with the namespace", ep.Namespace, se.step)}
+		return f, nil
+	}
+	f.Problem = &problem{hookv1.ReasonInternalError, se.step + " failed; the operator's log has the details"}
+	f.Incomplete = true
+	return f, err
+}
 
-	registered, err := r.Engine.Endpoint(ctx, id)
+// stepError is an internal error and the step of sync it cut short.
+type stepError struct {
+	step string
+	err  error
+}
+
+func (e *stepError) Error() string { return e.step + ": " + e.err.Error() }
+func (e *stepError) Unwrap() error { return e.err }
+
+// gather reads what the engine's action is decided from: the engine's
+// configuration of the endpoint, its RetryPolicy, its signing secret
+// (signingSecrets generates the Secret the endpoint is owed), and whether
+// its spec can be sent to an allowed destination.
+func (r *WebhookEndpointReconciler) gather(ctx context.Context, ep *hookv1.WebhookEndpoint, f *endpointFacts, now time.Time) (*endpointInputs, error) {
+	in := &endpointInputs{Endpoint: ep, Grace: rotationGrace(ep), Now: now}
+	registered, err := r.Engine.Endpoint(ctx, ledger.EndpointID(ep.Namespace, ep.Name))
 	switch {
 	case errors.Is(err, ledger.ErrNotFound):
 	case err != nil:
-		return fail("reading the endpoint's configuration from the delivery engine", err)
+		return nil, &stepError{"reading the endpoint's configuration from the delivery engine", err}
 	default:
+		in.Registered = &registered
 		f.Registered = true
 	}
-
-	policy, policyName, policyProblem, err := r.resolvePolicy(ctx, ep)
+	var policyName string
+	in.Policy, policyName, in.PolicyProblem, err = r.resolvePolicy(ctx, ep)
 	if err != nil {
-		return fail("reading the RetryPolicy", err)
+		return nil, &stepError{"reading the RetryPolicy", err}
 	}
 	f.PolicyName = policyName
-	src, err := r.readSigningSecret(ctx, ep)
+	src, err := r.secrets.ensure(ctx, ep)
 	f.SecretName = src.SecretName
 	if err != nil {
-		return fail("resolving the signing secret", err)
+		return nil, &stepError{"resolving the signing secret", err}
 	}
+	in.Signing = &src
+	if in.SendProblem = wireProblem(&ep.Spec); in.SendProblem == nil {
+		in.SendProblem = r.destinationProblem(ctx, ep.Spec.URL, now)
+	}
+	return in, nil
+}
 
-	// A spec that can never be sent, or a forbidden destination, holds a
-	// registered endpoint paused.
-	sendProblem := wireProblem(&ep.Spec)
-	if sendProblem == nil {
-		sendProblem = r.destinationProblem(ctx, ep.Spec.URL, now)
-	}
-	inEffect := registered.Policy
+// apply performs the decision: it pauses what the engine has, or, when the
+// spec goes into effect, records the rotation (signingSecrets) and then
+// registers the endpoint if the engine's configuration differs.
+func (r *WebhookEndpointReconciler) apply(ctx context.Context, in *endpointInputs, d *endpointDecision, f *endpointFacts) error {
+	reg := in.Registered
 	switch {
-	case ep.DecodeError() != nil:
-		// What was left out would read as unset: keep whatever the engine
-		// has and say why.
-		f.Problem = &problem{hookv1.ReasonInvalidSpec, conditionMessage(ep.DecodeError())}
-	case sendProblem != nil:
-		f.Problem = sendProblem
-		if f.Registered {
-			if err := r.hold(ctx, registered); err != nil {
-				return fail("pausing the endpoint in the delivery engine", err)
-			}
-			registered.Paused = true
+	case d.Action == actionPause:
+		if err := r.hold(ctx, *reg); err != nil {
+			return &stepError{"pausing the endpoint in the delivery engine", err}
 		}
-	case policyProblem != nil:
-		f.Problem = policyProblem
-	case src.Problem != nil:
-		f.Problem = src.Problem
-	default:
-		var current ledger.Sensitive
-		if f.Registered {
-			current = currentSecret(registered.Secrets)
+		reg.Paused = true
+	case d.Problem == nil:
+		if err := r.secrets.record(ctx, in.Signing, &d.Rotation); err != nil {
+			return &stepError{"remembering the previous signing secret", err}
 		}
-		plan := planRotation(rotationInput{
-			Current: src.Current, Remembered: src.Remembered, Registered: current,
-			Grace: rotationGrace(ep), Now: now,
-		})
-		if plan.Remember != nil || plan.Forget {
-			if err := src.remember(ctx, plan.Remember); err != nil {
-				return fail("remembering the previous signing secret", err)
-			}
-		}
-		f.PreviousSecretUntil = plan.PreviousUntil
-		desired := endpointConfig(ep, policy, plan.Secrets)
-		if !f.Registered || !sameConfig(desired, registered) {
-			stored, err := r.Engine.RegisterEndpoint(ctx, desired)
+		if d.Action == actionRegister {
+			stored, err := r.Engine.RegisterEndpoint(ctx, d.Desired)
 			if err != nil {
-				return fail("registering with the delivery engine", err)
+				return &stepError{"registering with the delivery engine", err}
 			}
-			log.FromContext(ctx).Info("registered with the delivery engine", "version", stored.Version, "secrets", len(plan.Secrets))
+			log.FromContext(ctx).Info("registered with the delivery engine", "version", stored.Version, "secrets", len(d.Rotation.Secrets))
 		}
 		f.Registered = true
-		inEffect = desired.Policy
+		f.PreviousSecretUntil = d.Rotation.PreviousUntil
 	}
-	if f.Problem != nil {
-		f.RegisteredPaused = f.Registered && registered.Paused
-	}
+	f.RegisteredPaused = f.Problem != nil && reg != nil && reg.Paused
+	return nil
+}
 
-	if !f.Registered {
-		f.Deliveries = &deliveryFacts{}
-		return f, nil
-	}
+// observe reads the endpoint's counters and unresolved exhausted
+// deliveries from the engine; inEffect is the policy the engine applies.
+func (r *WebhookEndpointReconciler) observe(ctx context.Context, ep *hookv1.WebhookEndpoint, inEffect ledger.Policy, now time.Time) (*deliveryFacts, error) {
+	id := ledger.EndpointID(ep.Namespace, ep.Name)
 	d := &deliveryFacts{ReplayWindow: inEffect.ReplayWindow}
+	var err error
 	d.Stats, err = r.Engine.EndpointStats(ctx, id)
 	if err != nil && !errors.Is(err, ledger.ErrNotFound) {
-		return fail("reading the endpoint's counters from the delivery engine", err)
+		return nil, &stepError{"reading the endpoint's counters from the delivery engine", err}
 	}
 	d.Oldest, d.Recent, err = unresolvedExhausted(ctx, r.Engine.ExhaustedList, id, d.Stats.ExhaustedUnresolved, now, recentExhaustedMax)
 	if err != nil {
-		return fail("listing the endpoint's exhausted deliveries", err)
+		return nil, &stepError{"listing the endpoint's exhausted deliveries", err}
 	}
-	f.Deliveries = d
-	return f, nil
+	return d, nil
 }
 
 // resolvePolicy returns the engine policy of the endpoint: its RetryPolicy's
@@ -281,8 +301,8 @@ func (r *WebhookEndpointReconciler) resolvePolicy(ctx context.Context, ep *hookv
 		}
 		return ledger.Policy{}, ref.Name, nil, err
 	}
-	if err := rp.DecodeError(); err != nil {
-		return ledger.Policy{}, ref.Name, &problem{hookv1.ReasonRetryPolicyNotReady, fmt.Sprintf("RetryPolicy %q is invalid: %s", ref.Name, conditionMessage(err))}, nil
+	if len(rp.Undecodable) > 0 {
+		return ledger.Policy{}, ref.Name, &problem{hookv1.ReasonRetryPolicyNotReady, fmt.Sprintf("RetryPolicy %q is invalid: %s", ref.Name, undecodableMessage(rp.Undecodable))}, nil
 	}
 	if pr := policyReadiness(&rp); pr != nil {
 		return ledger.Policy{}, ref.Name, pr, nil
@@ -305,22 +325,6 @@ func policyReadiness(rp *hookv1.RetryPolicy) *problem {
 		return &problem{hookv1.ReasonRetryPolicyNotReady, fmt.Sprintf("RetryPolicy %q is not Ready (%s: %s)", rp.Name, ready.Reason, ready.Message)}
 	}
 	return nil
-}
-
-func currentSecret(secrets []ledger.SigningSecret) ledger.Sensitive {
-	for _, s := range secrets {
-		if s.NotAfter.IsZero() {
-			return s.Value
-		}
-	}
-	return nil
-}
-
-func rotationGrace(ep *hookv1.WebhookEndpoint) time.Duration {
-	if g := ep.Spec.SigningRotationGracePeriod; g != nil {
-		return g.Duration
-	}
-	return defaultRotationGracePeriod
 }
 
 // finalize removes a deleted endpoint from the engine, cancelling its
@@ -396,6 +400,7 @@ func (r *WebhookEndpointReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	if r.APIReader == nil {
 		r.APIReader = mgr.GetAPIReader()
 	}
+	r.secrets = &signingSecrets{client: r.Client, reader: r.APIReader}
 	if err := indexEndpoints(mgr, retryPolicyRefIndex, signingSecretRefIndex); err != nil {
 		return err
 	}

@@ -2,7 +2,6 @@ package controllers
 
 import (
 	"fmt"
-	"strings"
 	"time"
 
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -11,6 +10,7 @@ import (
 
 	hookv1 "github.com/hookkeeper/hookkeeper/api/v1alpha1"
 	"github.com/hookkeeper/hookkeeper/internal/ledger"
+	"github.com/hookkeeper/hookkeeper/internal/truncate"
 )
 
 // endpointFacts is what a reconcile gathered about an endpoint: how its
@@ -74,7 +74,7 @@ func webhookEndpointStatus(ep *hookv1.WebhookEndpoint, f *endpointFacts, now tim
 		}
 		status.LastSuccessTime = metaTime(st.LastSuccessAt)
 		status.LastFailureTime = metaTime(st.LastFailureAt)
-		status.LastFailureReason = truncate(st.LastFailureReason, 256)
+		status.LastFailureReason = truncate.String(st.LastFailureReason, 256, "...")
 		meta.SetStatusCondition(&status.Conditions, healthyCondition(&ep.Status, st, ep.Generation, now))
 		meta.SetStatusCondition(&status.Conditions, exhaustedCondition(ep.Namespace, ep.Name, d, ep.Generation, now))
 		status.RecentExhausted = recentExhausted(d, now)
@@ -220,7 +220,7 @@ func recentExhausted(d *deliveryFacts, now time.Time) []hookv1.ExhaustedDelivery
 			EventType:   x.EventType,
 			Attempts:    int32(x.Delivery.Attempts),
 			Reason:      string(x.Delivery.ExhaustReason),
-			LastError:   truncate(x.Delivery.LastError, 256),
+			LastError:   truncate.String(x.Delivery.LastError, 256, "..."),
 			ExhaustedAt: *metaTime(ptr.To(exhaustedAt(x))),
 			Recovery:    recoveryFor(x, d.ReplayWindow, now),
 		})
@@ -299,11 +299,3 @@ func metaTime(t *time.Time) *metav1.Time {
 }
 
 func formatTime(t time.Time) string { return t.UTC().Format(time.RFC3339) }
-
-// truncate bounds s to n bytes, cutting at a character boundary.
-func truncate(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	return strings.ToValidUTF8(s[:n-3], "") + "..."
-}

@@ -112,21 +112,6 @@ const (
 	ItemFailedAgain     ItemOutcome = "FailedAgain"
 )
 
-// Reasons an item is refused.
-const (
-	// RefusedReissueRequired: the event's one-time secrets were scrubbed.
-	RefusedReissueRequired = "ReissueRequired"
-	// RefusedReplayWindowExceeded: the event is older than the replay window.
-	RefusedReplayWindowExceeded = "ReplayWindowExceeded"
-	// RefusedPayloadExpired: the payload was pruned after its retention.
-	RefusedPayloadExpired = "PayloadExpired"
-	// RefusedNoReissueHandler: no endpoint subscribes to
-	// hookkeeper.reissue.requested, so nobody can mint fresh material.
-	RefusedNoReissueHandler = "NoReissueHandler"
-	// RefusedAlreadyResolved: another recovery resolved the delivery first.
-	RefusedAlreadyResolved = "AlreadyResolved"
-)
-
 // RecoveryItem is one delivery handled by the operation.
 type RecoveryItem struct {
 	// deliveryID is the exhausted delivery.
@@ -141,7 +126,8 @@ type RecoveryItem struct {
 	// outcome is where it stands.
 	// +required
 	Outcome ItemOutcome `json:"outcome"`
-	// reason is a machine-readable reason for a refusal or failure.
+	// reason is a machine-readable reason for a refusal: one of the
+	// Refused* reasons (deliveryrecovery_conditions.go).
 	// +optional
 	Reason string `json:"reason,omitempty"`
 	// message explains the outcome to a human.

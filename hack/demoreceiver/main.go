@@ -34,6 +34,7 @@ import (
 
 	"github.com/hookkeeper/hookkeeper/internal/dispatch"
 	"github.com/hookkeeper/hookkeeper/internal/ledger"
+	"github.com/hookkeeper/hookkeeper/internal/sensitive"
 	"github.com/hookkeeper/hookkeeper/internal/signing"
 )
 
@@ -91,7 +92,7 @@ func (s *server) verified(w http.ResponseWriter, r *http.Request, name string) (
 		http.Error(w, "no secret yet", http.StatusServiceUnavailable)
 		return nil, nil, false
 	}
-	err = signing.Verify([]ledger.Sensitive{ledger.Sensitive(bytes.TrimSpace(secret))}, r.Header.Get(signing.HeaderID),
+	err = signing.Verify([]sensitive.Bytes{sensitive.Bytes(bytes.TrimSpace(secret))}, r.Header.Get(signing.HeaderID),
 		r.Header.Get(signing.HeaderTimestamp), r.Header.Get(signing.HeaderSignature), body, time.Now(), signing.DefaultTolerance)
 	if err != nil {
 		log.Printf("%s: signature rejected: %v", name, err)
@@ -156,12 +157,12 @@ func (s *server) n8n(w http.ResponseWriter, r *http.Request) {
 	}
 	delivery := r.Header.Get(dispatch.DeliveryIDHeader)
 	w.WriteHeader(http.StatusAccepted)
-	go s.reject(delivery, ledger.Sensitive(bytes.TrimSpace(secret)))
+	go s.reject(delivery, sensitive.Bytes(bytes.TrimSpace(secret)))
 }
 
 // reject posts a signed acknowledgement that rejects the delivery, as a
 // workflow does when the business step fails.
-func (s *server) reject(delivery string, secret ledger.Sensitive) {
+func (s *server) reject(delivery string, secret sensitive.Bytes) {
 	body := []byte(fmt.Sprintf(`{"deliveryID":%q,"outcome":"rejected","reason":"fan already confirmed by another channel"}`, delivery))
 	now := time.Now()
 	msgID := "ack_" + delivery

@@ -12,7 +12,8 @@ import (
 	"time"
 
 	"github.com/hookkeeper/hookkeeper/internal/dispatch"
-	"github.com/hookkeeper/hookkeeper/internal/ledger"
+	"github.com/hookkeeper/hookkeeper/internal/sensitive"
+	"github.com/hookkeeper/hookkeeper/internal/wire"
 )
 
 // BenchmarkSend measures whole attempts, envelope and signature included,
@@ -54,7 +55,7 @@ func BenchmarkEnvelope(b *testing.B) {
 		b.Run(name, func(b *testing.B) {
 			req := benchRequest(b, "http://127.0.0.1/")
 			if secrets != "" {
-				req.Secrets = ledger.Sensitive(secrets)
+				req.Secrets = sensitive.Bytes(secrets)
 			}
 			b.ReportAllocs()
 			for b.Loop() {
@@ -70,7 +71,7 @@ func BenchmarkEnvelope(b *testing.B) {
 func benchRequest(b *testing.B, url string) dispatch.Request {
 	req := signedRequest(b, url, mustSecret(b))
 	req.EventTime = time.Now()
-	req.Headers = []ledger.Header{{Name: "Authorization", Value: "Bearer static"}}
+	req.Headers = []wire.Header{{Name: "Authorization", Value: "Bearer static"}}
 	data := fmt.Sprintf(`{"user":{"id":"u_123","email":"someone@example.com"},"pad":%q}`, strings.Repeat("x", 1024-70))
 	req.Data = json.RawMessage(data)
 	if n := len(req.Data); n < 1000 || n > 1100 {

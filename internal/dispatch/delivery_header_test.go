@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hookkeeper/hookkeeper/internal/ledger"
+	"github.com/hookkeeper/hookkeeper/internal/sensitive"
 	"github.com/hookkeeper/hookkeeper/internal/signing"
 )
 
@@ -23,7 +23,7 @@ func TestSendNamesTheDelivery(t *testing.T) {
 		t.Fatal(err)
 	}
 	res := NewSender().Send(context.Background(), Request{URL: srv.URL, EventID: "evt_1", DeliveryID: "dlv_7", EventType: "a.b",
-		EventTime: time.Now(), SigningSecrets: []ledger.Sensitive{secret}})
+		EventTime: time.Now(), SigningSecrets: []sensitive.Bytes{secret}})
 	if res.StatusCode != http.StatusAccepted {
 		t.Fatalf("status %d: %v", res.StatusCode, res.Err)
 	}

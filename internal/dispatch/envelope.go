@@ -8,7 +8,8 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/hookkeeper/hookkeeper/internal/ledger"
+	"github.com/hookkeeper/hookkeeper/internal/sensitive"
+	"github.com/hookkeeper/hookkeeper/internal/wire"
 )
 
 // Request is one attempt to send.
@@ -18,7 +19,7 @@ type Request struct {
 	// Headers are the endpoint's static headers. Send refuses the attempt
 	// (InvalidRequest) when one is invalid or reserved (wire.CheckHeader):
 	// it never replaces one silently.
-	Headers []ledger.Header
+	Headers []wire.Header
 	// EventID is the webhook-id and the envelope's id: the same for every
 	// attempt and retry of the event.
 	EventID   string
@@ -34,10 +35,10 @@ type Request struct {
 	// Secrets is the event's one-time secrets as a JSON object, merged
 	// into data on the wire; nil when there are none or they were
 	// scrubbed.
-	Secrets ledger.Sensitive
+	Secrets sensitive.Bytes
 	// SigningSecrets are the endpoint's whsec_ secrets still valid now;
 	// the attempt is signed with each (at least one is required).
-	SigningSecrets []ledger.Sensitive
+	SigningSecrets []sensitive.Bytes
 	// Timeout bounds the attempt, response body included; zero means
 	// DefaultTimeout.
 	Timeout time.Duration
@@ -87,7 +88,7 @@ func writeEnvelope(b *bytes.Buffer, req *Request) error {
 }
 
 // writeData writes data with the members of secrets appended.
-func writeData(b *bytes.Buffer, data json.RawMessage, secrets ledger.Sensitive) error {
+func writeData(b *bytes.Buffer, data json.RawMessage, secrets sensitive.Bytes) error {
 	data = bytes.TrimSpace(data)
 	if len(data) == 0 || string(data) == "null" {
 		data = json.RawMessage("{}")

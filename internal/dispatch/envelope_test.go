@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/hookkeeper/hookkeeper/internal/dispatch"
-	"github.com/hookkeeper/hookkeeper/internal/ledger"
+	"github.com/hookkeeper/hookkeeper/internal/sensitive"
 )
 
 type envelope struct {
@@ -60,7 +60,7 @@ func TestEnvelopeData(t *testing.T) {
 			req := baseRequest()
 			req.Data = json.RawMessage(tt.data)
 			if tt.secrets != "" {
-				req.Secrets = ledger.Sensitive(tt.secrets)
+				req.Secrets = sensitive.Bytes(tt.secrets)
 			}
 			got, err := dispatch.Envelope(req)
 			if err != nil {
@@ -109,14 +109,14 @@ func TestEnvelopeRejects(t *testing.T) {
 		{name: "data is not JSON", mutate: func(r *dispatch.Request) { r.Data = json.RawMessage(`{"a":}`) }},
 		{name: "data has trailing garbage", mutate: func(r *dispatch.Request) { r.Data = json.RawMessage(`{"a":1} {}`) }},
 		{name: "data is not UTF-8", mutate: func(r *dispatch.Request) { r.Data = json.RawMessage("{\"a\":\"\xff\"}") }},
-		{name: "secrets are an array", mutate: func(r *dispatch.Request) { r.Secrets = ledger.Sensitive(`["` + secret + `"]`) }},
-		{name: "secrets are not JSON", mutate: func(r *dispatch.Request) { r.Secrets = ledger.Sensitive(`{"confirm": ` + secret + `}`) }},
-		{name: "secrets have trailing garbage", mutate: func(r *dispatch.Request) { r.Secrets = ledger.Sensitive(`{"confirm":"x"} ` + secret) }},
-		{name: "secrets are not UTF-8", mutate: func(r *dispatch.Request) { r.Secrets = ledger.Sensitive("{\"confirm\":\"" + secret + "\xff\"}") }},
+		{name: "secrets are an array", mutate: func(r *dispatch.Request) { r.Secrets = sensitive.Bytes(`["` + secret + `"]`) }},
+		{name: "secrets are not JSON", mutate: func(r *dispatch.Request) { r.Secrets = sensitive.Bytes(`{"confirm": ` + secret + `}`) }},
+		{name: "secrets have trailing garbage", mutate: func(r *dispatch.Request) { r.Secrets = sensitive.Bytes(`{"confirm":"x"} ` + secret) }},
+		{name: "secrets are not UTF-8", mutate: func(r *dispatch.Request) { r.Secrets = sensitive.Bytes("{\"confirm\":\"" + secret + "\xff\"}") }},
 		{name: "secret collides with data", wantErr: dispatch.ErrKeyCollision,
-			mutate: func(r *dispatch.Request) { r.Secrets = ledger.Sensitive(`{"list":"` + secret + `"}`) }},
+			mutate: func(r *dispatch.Request) { r.Secrets = sensitive.Bytes(`{"list":"` + secret + `"}`) }},
 		{name: "escaped secret name collides", wantErr: dispatch.ErrKeyCollision,
-			mutate: func(r *dispatch.Request) { r.Secrets = ledger.Sensitive(`{"li\u0073t":"` + secret + `"}`) }},
+			mutate: func(r *dispatch.Request) { r.Secrets = sensitive.Bytes(`{"li\u0073t":"` + secret + `"}`) }},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

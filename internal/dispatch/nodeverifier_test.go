@@ -17,7 +17,7 @@ import (
 	"time"
 
 	"github.com/hookkeeper/hookkeeper/internal/dispatch"
-	"github.com/hookkeeper/hookkeeper/internal/ledger"
+	"github.com/hookkeeper/hookkeeper/internal/sensitive"
 )
 
 // nodeVerifierDir holds the receiver that verifies with the Standard
@@ -30,34 +30,34 @@ var nodeVerifierDir = filepath.Join("..", "..", "test", "receivers", "node-verif
 // secret must be rejected.
 func TestNodeVerifier(t *testing.T) {
 	oldSecret, newSecret, wrongSecret := mustSecret(t), mustSecret(t), mustSecret(t)
-	base := startNodeVerifier(t, map[string]ledger.Sensitive{"/old": oldSecret, "/new": newSecret})
+	base := startNodeVerifier(t, map[string]sensitive.Bytes{"/old": oldSecret, "/new": newSecret})
 	sender := dispatch.NewSender() // real clock: the library checks the timestamp against its own
 
 	const id = "evt_01jx0000000000000000000001"
 	tests := []struct {
 		name    string
 		path    string
-		secrets []ledger.Sensitive
+		secrets []sensitive.Bytes
 		id      string
 		data    string
 		secret  string // the event's one-time secrets
 		want    int
 	}{
-		{name: "current secret", path: "/new", secrets: []ledger.Sensitive{newSecret}, id: id, data: `{"n":1}`, want: 204},
-		{name: "retry of the same event", path: "/new", secrets: []ledger.Sensitive{newSecret}, id: id, data: `{"n":1}`, want: 204},
-		{name: "rotation, receiver knows only the new secret", path: "/new", secrets: []ledger.Sensitive{oldSecret, newSecret}, id: "evt_rot_new", data: `{"n":2}`, want: 204},
-		{name: "rotation, receiver knows only the old secret", path: "/old", secrets: []ledger.Sensitive{oldSecret, newSecret}, id: "evt_rot_old", data: `{"n":3}`, want: 204},
-		{name: "one-time secrets merged into data", path: "/new", secrets: []ledger.Sensitive{newSecret}, id: "evt_secret", data: `{"user": "u1"}`, secret: `{"confirm": "tok-123"}`, want: 204},
-		{name: "non-ASCII and escaped data", path: "/new", secrets: []ledger.Sensitive{newSecret}, id: "evt_unicode", data: `{"name":"Zoë ✓ 🙂","q":"\"<&>\"\n","u":"\u00e9"}`, want: 204},
-		{name: "wrong secret", path: "/new", secrets: []ledger.Sensitive{wrongSecret}, id: "evt_wrong", data: `{}`, want: 401},
-		{name: "old secret after the receiver dropped it", path: "/new", secrets: []ledger.Sensitive{oldSecret}, id: "evt_dropped", data: `{}`, want: 401},
+		{name: "current secret", path: "/new", secrets: []sensitive.Bytes{newSecret}, id: id, data: `{"n":1}`, want: 204},
+		{name: "retry of the same event", path: "/new", secrets: []sensitive.Bytes{newSecret}, id: id, data: `{"n":1}`, want: 204},
+		{name: "rotation, receiver knows only the new secret", path: "/new", secrets: []sensitive.Bytes{oldSecret, newSecret}, id: "evt_rot_new", data: `{"n":2}`, want: 204},
+		{name: "rotation, receiver knows only the old secret", path: "/old", secrets: []sensitive.Bytes{oldSecret, newSecret}, id: "evt_rot_old", data: `{"n":3}`, want: 204},
+		{name: "one-time secrets merged into data", path: "/new", secrets: []sensitive.Bytes{newSecret}, id: "evt_secret", data: `{"user": "u1"}`, secret: `{"confirm": "tok-123"}`, want: 204},
+		{name: "non-ASCII and escaped data", path: "/new", secrets: []sensitive.Bytes{newSecret}, id: "evt_unicode", data: `{"name":"Zoë ✓ 🙂","q":"\"<&>\"\n","u":"\u00e9"}`, want: 204},
+		{name: "wrong secret", path: "/new", secrets: []sensitive.Bytes{wrongSecret}, id: "evt_wrong", data: `{}`, want: 401},
+		{name: "old secret after the receiver dropped it", path: "/new", secrets: []sensitive.Bytes{oldSecret}, id: "evt_dropped", data: `{}`, want: 401},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			req := signedRequest(t, base+tt.path, tt.secrets...)
 			req.EventID, req.EventTime, req.Data = tt.id, time.Now(), json.RawMessage(tt.data)
 			if tt.secret != "" {
-				req.Secrets = ledger.Sensitive(tt.secret)
+				req.Secrets = sensitive.Bytes(tt.secret)
 			}
 			res := sender.Send(context.Background(), req)
 			if res.Err != nil || res.StatusCode != tt.want {
@@ -123,7 +123,7 @@ func TestNodeVerifier(t *testing.T) {
 // startNodeVerifier installs the receiver's locked dependencies if needed,
 // starts it with one secret per path, waits for its port line and returns
 // its base URL. It stops when the test ends.
-func startNodeVerifier(t *testing.T, secrets map[string]ledger.Sensitive) string {
+func startNodeVerifier(t *testing.T, secrets map[string]sensitive.Bytes) string {
 	t.Helper()
 	node, npm := requireTool(t, "node"), requireTool(t, "npm")
 	// npm writes node_modules/.package-lock.json last: its absence means

@@ -4,7 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 
-	"github.com/hookkeeper/hookkeeper/internal/ledger"
+	"github.com/hookkeeper/hookkeeper/internal/sensitive"
 )
 
 // minRedactLength is the shortest secret value searched for in an excerpt:
@@ -19,7 +19,7 @@ var redacted = []byte("[redacted]")
 // into the stored attempt, where they outlive the scrub of the event and
 // show in the read API. Values are matched as raw strings and as their
 // JSON-escaped form.
-func redactSecrets(excerpt []byte, secrets ledger.Sensitive) []byte {
+func redactSecrets(excerpt []byte, secrets sensitive.Bytes) []byte {
 	if len(excerpt) == 0 || len(secrets) == 0 {
 		return excerpt
 	}

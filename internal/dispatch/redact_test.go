@@ -10,12 +10,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hookkeeper/hookkeeper/internal/ledger"
+	"github.com/hookkeeper/hookkeeper/internal/sensitive"
 	"github.com/hookkeeper/hookkeeper/internal/signing"
 )
 
 func TestRedactSecrets(t *testing.T) {
-	secrets := ledger.Sensitive(`{"token":"tok_8f3a9c","code":"123456","short":"ab","nested":{"k":"v-very-secret"},"quoted":"a\"b-secret"}`)
+	secrets := sensitive.Bytes(`{"token":"tok_8f3a9c","code":"123456","short":"ab","nested":{"k":"v-very-secret"},"quoted":"a\"b-secret"}`)
 	tests := []struct{ name, in, want string }{
 		{"an echoed token", `{"received":{"token":"tok_8f3a9c"}}`, `{"received":{"token":"[redacted]"}}`},
 		{"a code inside text", `code 123456 is invalid`, `code [redacted] is invalid`},
@@ -34,7 +34,7 @@ func TestRedactSecrets(t *testing.T) {
 	if got := redactSecrets([]byte("tok_8f3a9c"), nil); string(got) != "tok_8f3a9c" {
 		t.Errorf("without secrets the excerpt changed: %q", got)
 	}
-	if got := redactSecrets([]byte("x"), ledger.Sensitive("not json")); string(got) != "x" {
+	if got := redactSecrets([]byte("x"), sensitive.Bytes("not json")); string(got) != "x" {
 		t.Errorf("unparseable secrets changed the excerpt: %q", got)
 	}
 }
@@ -51,8 +51,8 @@ func TestSendRedactsSecretsAnEchoingReceiverReturns(t *testing.T) {
 	}
 	res := NewSender().Send(context.Background(), Request{
 		URL: echo.URL, EventID: "evt_1", EventType: "fan.confirmation_requested", EventTime: time.Now(),
-		Data: json.RawMessage(`{"fan":7}`), Secrets: ledger.Sensitive(`{"confirmToken":"ct_2f9d1e77"}`),
-		SigningSecrets: []ledger.Sensitive{secret},
+		Data: json.RawMessage(`{"fan":7}`), Secrets: sensitive.Bytes(`{"confirmToken":"ct_2f9d1e77"}`),
+		SigningSecrets: []sensitive.Bytes{secret},
 	})
 	if res.StatusCode != http.StatusBadRequest {
 		t.Fatalf("status %d, err %v", res.StatusCode, res.Err)

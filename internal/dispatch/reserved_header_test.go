@@ -7,7 +7,6 @@ import (
 	"testing"
 
 	"github.com/hookkeeper/hookkeeper/internal/dispatch"
-	"github.com/hookkeeper/hookkeeper/internal/ledger"
 	"github.com/hookkeeper/hookkeeper/internal/wire"
 	"github.com/hookkeeper/hookkeeper/internal/wire/wiretest"
 )
@@ -20,7 +19,7 @@ func TestSendSetsOnlyReservedHeaders(t *testing.T) {
 	rc := newReceiver(t, nil)
 	req := signedRequest(t, rc.URL+"/hooks", mustSecret(t))
 	req.DeliveryID = "dlv_1"
-	req.Headers = []ledger.Header{{Name: "X-Tenant", Value: "acme"}}
+	req.Headers = []wire.Header{{Name: "X-Tenant", Value: "acme"}}
 	if res := fixedSender().Send(context.Background(), req); res.Err != nil {
 		t.Fatalf("result %+v", res)
 	}
@@ -55,7 +54,7 @@ func TestSendRefusesReservedStaticHeaders(t *testing.T) {
 	for _, reserved := range wire.ReservedHeaders {
 		for _, name := range wiretest.Cases(reserved) {
 			req := signedRequest(t, rc.URL, secret)
-			req.Headers = []ledger.Header{{Name: "X-Tenant", Value: "acme"}, {Name: name, Value: "HEADERSECRET"}}
+			req.Headers = []wire.Header{{Name: "X-Tenant", Value: "acme"}, {Name: name, Value: "HEADERSECRET"}}
 			res := fixedSender().Send(context.Background(), req)
 			if res.Class != dispatch.InvalidRequest || res.Err == nil {
 				t.Errorf("static header %s: result %+v, want InvalidRequest", name, res)

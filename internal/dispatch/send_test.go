@@ -18,8 +18,9 @@ import (
 	"time"
 
 	"github.com/hookkeeper/hookkeeper/internal/dispatch"
-	"github.com/hookkeeper/hookkeeper/internal/ledger"
+	"github.com/hookkeeper/hookkeeper/internal/sensitive"
 	"github.com/hookkeeper/hookkeeper/internal/signing"
+	"github.com/hookkeeper/hookkeeper/internal/wire"
 )
 
 // received is one request as a test receiver saw it.
@@ -80,7 +81,7 @@ func fixedSender() *dispatch.Sender {
 	return s
 }
 
-func mustSecret(t testing.TB) ledger.Sensitive {
+func mustSecret(t testing.TB) sensitive.Bytes {
 	t.Helper()
 	s, err := signing.GenerateSecret()
 	if err != nil {
@@ -89,7 +90,7 @@ func mustSecret(t testing.TB) ledger.Sensitive {
 	return s
 }
 
-func signedRequest(t testing.TB, target string, secrets ...ledger.Sensitive) dispatch.Request {
+func signedRequest(t testing.TB, target string, secrets ...sensitive.Bytes) dispatch.Request {
 	t.Helper()
 	req := baseRequest()
 	req.URL = target
@@ -102,8 +103,8 @@ func TestSendHeadersEnvelopeSignature(t *testing.T) {
 	rc := newReceiver(t, nil)
 	oldSecret, newSecret := mustSecret(t), mustSecret(t)
 	req := signedRequest(t, rc.URL+"/hooks", oldSecret, newSecret)
-	req.Secrets = ledger.Sensitive(`{"confirm":"tok-123"}`)
-	req.Headers = []ledger.Header{
+	req.Secrets = sensitive.Bytes(`{"confirm":"tok-123"}`)
+	req.Headers = []wire.Header{
 		{Name: "Authorization", Value: "Bearer static"},
 		{Name: "X-Tenant", Value: "a"},
 		{Name: "X-Tenant", Value: "b"},
@@ -169,12 +170,12 @@ func TestSendHeadersEnvelopeSignature(t *testing.T) {
 	if n := len(strings.Fields(sig)); n != 2 {
 		t.Errorf("signature header has %d entries, want 2", n)
 	}
-	for _, s := range []ledger.Sensitive{oldSecret, newSecret} {
-		if err := signing.Verify([]ledger.Sensitive{s}, r.header.Get("Webhook-Id"), r.header.Get("Webhook-Timestamp"), sig, r.body, testNow, time.Minute); err != nil {
+	for _, s := range []sensitive.Bytes{oldSecret, newSecret} {
+		if err := signing.Verify([]sensitive.Bytes{s}, r.header.Get("Webhook-Id"), r.header.Get("Webhook-Timestamp"), sig, r.body, testNow, time.Minute); err != nil {
 			t.Errorf("verify: %v", err)
 		}
 	}
-	if err := signing.Verify([]ledger.Sensitive{mustSecret(t)}, r.header.Get("Webhook-Id"), r.header.Get("Webhook-Timestamp"), sig, r.body, testNow, time.Minute); !errors.Is(err, signing.ErrNoMatchingSignature) {
+	if err := signing.Verify([]sensitive.Bytes{mustSecret(t)}, r.header.Get("Webhook-Id"), r.header.Get("Webhook-Timestamp"), sig, r.body, testNow, time.Minute); !errors.Is(err, signing.ErrNoMatchingSignature) {
 		t.Errorf("verify with another secret: %v", err)
 	}
 }
@@ -200,7 +201,7 @@ func TestSendRetryKeepsIDAndRenewsTimestamp(t *testing.T) {
 		t.Errorf("webhook-timestamp %q twice", a)
 	}
 	for i, r := range got {
-		if err := signing.Verify([]ledger.Sensitive{secret}, r.header.Get("Webhook-Id"), r.header.Get("Webhook-Timestamp"), r.header.Get("Webhook-Signature"), r.body, clock, 5*time.Minute); err != nil {
+		if err := signing.Verify([]sensitive.Bytes{secret}, r.header.Get("Webhook-Id"), r.header.Get("Webhook-Timestamp"), r.header.Get("Webhook-Signature"), r.body, clock, 5*time.Minute); err != nil {
 			t.Errorf("attempt %d: %v", i+1, err)
 		}
 	}
@@ -306,7 +307,7 @@ func TestSendDoesNotFollowRedirects(t *testing.T) {
 		http.Redirect(w, r, target.URL+"/elsewhere", http.StatusTemporaryRedirect)
 	})
 	req := signedRequest(t, redirect.URL, mustSecret(t))
-	req.Secrets = ledger.Sensitive(`{"confirm":"tok-123"}`)
+	req.Secrets = sensitive.Bytes(`{"confirm":"tok-123"}`)
 	following := &http.Client{} // follows redirects, 307 included, body and all
 	for name, s := range map[string]*dispatch.Sender{
 		"default client":                fixedSender(),
@@ -428,11 +429,11 @@ func TestSendInvalidRequest(t *testing.T) {
 		hidden []string // what the error must not contain
 	}{
 		{name: "no signing secret", mutate: func(r *dispatch.Request) { r.SigningSecrets = nil }},
-		{name: "invalid signing secret", mutate: func(r *dispatch.Request) { r.SigningSecrets = []ledger.Sensitive{ledger.Sensitive("whsec_SIGNSECRET")} },
+		{name: "invalid signing secret", mutate: func(r *dispatch.Request) { r.SigningSecrets = []sensitive.Bytes{sensitive.Bytes("whsec_SIGNSECRET")} },
 			hidden: []string{"SIGNSECRET"}},
 		{name: "event id with a dot", mutate: func(r *dispatch.Request) { r.EventID = "evt.1" }},
 		{name: "data not an object", mutate: func(r *dispatch.Request) { r.Data = json.RawMessage(`[]`) }},
-		{name: "secrets not JSON", mutate: func(r *dispatch.Request) { r.Secrets = ledger.Sensitive(`{"a":EVENTSECRET}`) }, hidden: []string{"EVENTSECRET"}},
+		{name: "secrets not JSON", mutate: func(r *dispatch.Request) { r.Secrets = sensitive.Bytes(`{"a":EVENTSECRET}`) }, hidden: []string{"EVENTSECRET"}},
 		{name: "unsupported scheme", mutate: func(r *dispatch.Request) {
 			r.URL = "ftp://" + strings.TrimPrefix(rc.URL, "http://") + "/?token=QUERYSECRET"
 		},
@@ -446,11 +447,11 @@ func TestSendInvalidRequest(t *testing.T) {
 		{name: "URL does not parse", mutate: func(r *dispatch.Request) { r.URL = rc.URL + "/%zz?token=QUERYSECRET" }, hidden: []string{"QUERYSECRET", "%zz"}},
 		{name: "URL with a control character", mutate: func(r *dispatch.Request) { r.URL = rc.URL + "/\n?token=QUERYSECRET" }, hidden: []string{"QUERYSECRET"}},
 		{name: "header value with CRLF", mutate: func(r *dispatch.Request) {
-			r.Headers = []ledger.Header{{Name: "Authorization", Value: "Bearer HEADERSECRET\r\nX-Injected: 1"}}
+			r.Headers = []wire.Header{{Name: "Authorization", Value: "Bearer HEADERSECRET\r\nX-Injected: 1"}}
 		}, hidden: []string{"HEADERSECRET"}},
-		{name: "header name with a space", mutate: func(r *dispatch.Request) { r.Headers = []ledger.Header{{Name: "X Bad", Value: "HEADERSECRET"}} },
+		{name: "header name with a space", mutate: func(r *dispatch.Request) { r.Headers = []wire.Header{{Name: "X Bad", Value: "HEADERSECRET"}} },
 			hidden: []string{"HEADERSECRET"}},
-		{name: "empty header name", mutate: func(r *dispatch.Request) { r.Headers = []ledger.Header{{Name: "", Value: "v"}} }},
+		{name: "empty header name", mutate: func(r *dispatch.Request) { r.Headers = []wire.Header{{Name: "", Value: "v"}} }},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -489,7 +490,7 @@ func TestSendConcurrent(t *testing.T) {
 			req := signedRequest(t, rc.URL, secret)
 			req.EventID = fmt.Sprintf("evt_%04d", i)
 			req.Data = json.RawMessage(fmt.Sprintf(`{"n":%d,"pad":%q}`, i, strings.Repeat("p", i*7)))
-			req.Secrets = ledger.Sensitive(fmt.Sprintf(`{"token":"t-%d"}`, i))
+			req.Secrets = sensitive.Bytes(fmt.Sprintf(`{"token":"t-%d"}`, i))
 			if res := s.Send(context.Background(), req); res.StatusCode != http.StatusNoContent {
 				t.Errorf("send %d: %+v", i, res)
 			}
@@ -498,7 +499,7 @@ func TestSendConcurrent(t *testing.T) {
 	wg.Wait()
 	for _, r := range rc.requests() {
 		id := r.header.Get("Webhook-Id")
-		if err := signing.Verify([]ledger.Sensitive{secret}, id, r.header.Get("Webhook-Timestamp"), r.header.Get("Webhook-Signature"), r.body, time.Now(), time.Minute); err != nil {
+		if err := signing.Verify([]sensitive.Bytes{secret}, id, r.header.Get("Webhook-Timestamp"), r.header.Get("Webhook-Signature"), r.body, time.Now(), time.Minute); err != nil {
 			bad.Add(1)
 			continue
 		}

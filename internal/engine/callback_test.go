@@ -3,7 +3,6 @@ package engine_test
 import (
 	"bytes"
 	"context"
-	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -15,7 +14,7 @@ import (
 
 	"github.com/hookkeeper/hookkeeper/internal/dispatch"
 	"github.com/hookkeeper/hookkeeper/internal/engine"
-	"github.com/hookkeeper/hookkeeper/internal/ingest"
+	"github.com/hookkeeper/hookkeeper/internal/httpapi"
 	"github.com/hookkeeper/hookkeeper/internal/ledger"
 	"github.com/hookkeeper/hookkeeper/internal/signing"
 )
@@ -35,7 +34,7 @@ func TestCallbackAcknowledgements(t *testing.T) {
 			reg := prometheus.NewPedanticRegistry()
 			e := run(t, engine.Options{Store: store, SweepInterval: 5 * time.Millisecond, Metrics: engine.NewMetrics(reg, store),
 				OnExhausted: func(n engine.ExhaustedNotice) { notices <- n }})
-			api, err := ingest.New(ingest.Config{Publisher: e, Reader: store, Auth: ingest.StaticTokens{}, Acknowledger: e})
+			api, err := httpapi.New(httpapi.Config{Publisher: e, Reader: store, Auth: httpapi.StaticTokens{}, Acknowledger: e})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -56,37 +55,13 @@ func TestCallbackAcknowledgements(t *testing.T) {
 					return
 				}
 				delivery := r.Header.Get(dispatch.DeliveryIDHeader)
-				go func() {
-					body := []byte(fmt.Sprintf(`{"deliveryID":%q,"outcome":%q,"reason":"order unknown"}`, delivery, outcome))
-					now := time.Now()
-					sig, _ := signing.Sign(secret, "ack_"+delivery, now, body)
-					req, _ := http.NewRequest(http.MethodPost, apiSrv.URL+"/v1/acks/"+delivery, bytes.NewReader(body))
-					req.Header.Set("Content-Type", "application/json")
-					req.Header.Set(signing.HeaderID, "ack_"+delivery)
-					req.Header.Set(signing.HeaderTimestamp, fmt.Sprint(now.Unix()))
-					req.Header.Set(signing.HeaderSignature, sig)
-					resp, err := http.DefaultClient.Do(req)
-					if err != nil {
-						acks <- 0
-						return
-					}
-					resp.Body.Close()
-					acks <- resp.StatusCode
-				}()
+				go func() { acks <- postAck(apiSrv.URL, secret, delivery, outcome, nil).code }()
 			}))
 			t.Cleanup(rcv.Close)
 
-			register := func(name, query string, ackTimeout time.Duration) {
-				ep := endpoint(t, "cb", name, rcv.URL+"/?"+query, []string{"order." + name}, policy(2, 5*time.Millisecond))
-				ep.Secrets = []ledger.SigningSecret{{Value: secret}}
-				ep.AckMode, ep.AckTimeout = ledger.AckCallback, ackTimeout
-				if _, err := e.RegisterEndpoint(ctx, ep); err != nil {
-					t.Fatal(err)
-				}
-			}
-			register("processed", "outcome=processed", time.Hour)
-			register("rejected", "outcome=rejected", time.Hour)
-			register("silent", "", 20*time.Millisecond)
+			registerCallback(t, e, "cb", "processed", rcv.URL+"/?outcome=processed", secret, time.Hour)
+			registerCallback(t, e, "cb", "rejected", rcv.URL+"/?outcome=rejected", secret, time.Hour)
+			registerCallback(t, e, "cb", "silent", rcv.URL+"/?", secret, 20*time.Millisecond)
 
 			publish(t, e, "cb", "order.processed", `{}`)
 			eventually(t, "the processed ack", func() bool {

@@ -13,6 +13,7 @@ import (
 
 	"github.com/hookkeeper/hookkeeper/internal/engine"
 	"github.com/hookkeeper/hookkeeper/internal/ledger"
+	"github.com/hookkeeper/hookkeeper/internal/sensitive"
 )
 
 // TestCrowdRelayIncident replays the incident behind DESIGN.md lessons 2
@@ -73,7 +74,7 @@ func TestCrowdRelayIncident(t *testing.T) {
 				now := time.Now()
 				res, err := e.Publish(r.Context(), &ledger.EventInsertParams{
 					ID: ledger.NewID("evt", now), Namespace: "crowdrelay", Type: "fan.confirmation_requested",
-					Data: json.RawMessage(`{"fan":7}`), Secrets: ledger.Sensitive(`{"confirmToken":"tok_NEW_c3f1"}`),
+					Data: json.RawMessage(`{"fan":7}`), Secrets: sensitive.Bytes(`{"confirmToken":"tok_NEW_c3f1"}`),
 					SecretNames: []string{"confirmToken"}, ReissueOf: orig, Now: now,
 				})
 				if err != nil || res.Err != nil {
@@ -101,7 +102,7 @@ func TestCrowdRelayIncident(t *testing.T) {
 			now := time.Now()
 			orig, err := e.Publish(ctx, &ledger.EventInsertParams{
 				ID: ledger.NewID("evt", now), Namespace: "crowdrelay", Type: "fan.confirmation_requested",
-				Data: json.RawMessage(`{"fan":7}`), Secrets: ledger.Sensitive(`{"confirmToken":"tok_OLD_9a2b"}`),
+				Data: json.RawMessage(`{"fan":7}`), Secrets: sensitive.Bytes(`{"confirmToken":"tok_OLD_9a2b"}`),
 				SecretNames: []string{"confirmToken"}, Now: now,
 			})
 			if err != nil || orig.Err != nil || len(orig.Deliveries) != 1 {

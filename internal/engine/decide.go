@@ -7,6 +7,7 @@ import (
 	"github.com/hookkeeper/hookkeeper/internal/backoff"
 	"github.com/hookkeeper/hookkeeper/internal/dispatch"
 	"github.com/hookkeeper/hookkeeper/internal/ledger"
+	"github.com/hookkeeper/hookkeeper/internal/truncate"
 )
 
 // outcome is what a finished attempt means for its delivery.
@@ -81,15 +82,8 @@ func describe(res *dispatch.Result) string {
 	case res.StatusCode != 0:
 		return fmt.Sprintf("HTTP %d", res.StatusCode)
 	case res.Err != nil:
-		return truncate(res.Err.Error(), 240)
+		return truncate.String(res.Err.Error(), 240, "...")
 	default:
 		return "no response"
 	}
-}
-
-func truncate(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	return s[:n-3] + "..."
 }

@@ -4,7 +4,7 @@
 // outcome, all through the ledger.Store contract. It imports no Kubernetes
 // package: the controllers drive it through the Go API in this package
 // (RegisterEndpoint, RemoveEndpoint, EndpointStats, OnExhausted), and the
-// ingest HTTP API through Publish.
+// HTTP API (internal/httpapi) through Publish and Acknowledge.
 //
 // One Engine runs per process. With the PostgreSQL ledger several processes
 // share the work: claims are leases, so no delivery is sent by two engines

@@ -18,6 +18,7 @@ import (
 	"github.com/hookkeeper/hookkeeper/internal/dispatch"
 	"github.com/hookkeeper/hookkeeper/internal/groupcommit"
 	"github.com/hookkeeper/hookkeeper/internal/ledger"
+	"github.com/hookkeeper/hookkeeper/internal/sensitive"
 )
 
 // Clock is the engine's source of time; tests inject a fake one.
@@ -66,11 +67,6 @@ type Options struct {
 	// (default 15s): a crashed owner's deliveries return to the pool after
 	// it.
 	LeaseMargin time.Duration
-	// ClaimLinger is how long the claim loop waits after being woken
-	// before it claims (default 0: at once). A linger trades latency for
-	// fewer, larger claim transactions; measured on the bench it cost the
-	// PostgreSQL ledger half its throughput, so it is off by default.
-	ClaimLinger time.Duration
 	// ShutdownGrace is how long attempts in progress may go on once Run's
 	// context ends (default 10s); past it they are cut and released. A cut
 	// attempt may already have reached its receiver, which then gets the
@@ -229,7 +225,7 @@ func (e *Engine) wakeBy(t time.Time) {
 }
 
 // Publish commits an event (group-committed with concurrent calls) and
-// wakes the claim loop. It implements ingest.Publisher.
+// wakes the claim loop. It implements httpapi.Publisher.
 func (e *Engine) Publish(ctx context.Context, params *ledger.EventInsertParams) (ledger.EventInsertResult, error) {
 	res, err := e.publisher.Do(ctx, params)
 	e.opts.Metrics.observePublish(res, err)
@@ -306,27 +302,14 @@ func (e *Engine) Run(ctx context.Context) error {
 		}
 		e.sleepUntil.Store(e.opts.Clock.Now().Add(wait).UnixNano())
 		timer.Reset(wait)
-		woken := false
 		select {
 		case <-ctx.Done():
 			return nil
 		case <-e.wakeCh:
-			woken = true
 		case <-timer.C:
 		}
 		e.sleepUntil.Store(0)
 		timer.Stop()
-		if woken && e.opts.ClaimLinger > 0 {
-			// Let a burst of publishes and freed slots gather, so that one
-			// claim transaction takes them all instead of one each.
-			linger := time.NewTimer(e.opts.ClaimLinger)
-			select {
-			case <-ctx.Done():
-				linger.Stop()
-				return nil
-			case <-linger.C:
-			}
-		}
 	}
 }
 
@@ -503,6 +486,14 @@ func (e *Engine) attempt(ctx context.Context, ep *ledger.Endpoint, c *ledger.Cla
 		log.V(1).Info("attempt not recorded", "reason", rec.Err.Error())
 		return
 	}
+	if ep.AckMode == ledger.AckCallback {
+		// The receiver may have acknowledged before this record: apply
+		// (or, if the attempt failed, drop) what the ledger holds. If this
+		// fails, the acknowledgement-timeout sweep applies it.
+		if err := e.applyHeldAcks(recordCtx, []string{c.Delivery.ID}); err != nil {
+			log.Error(err, "applying a held acknowledgement failed; the acknowledgement sweep applies it")
+		}
+	}
 	if out.next.State == ledger.StateScheduled {
 		e.wakeBy(out.next.DueAt)
 	}
@@ -543,8 +534,8 @@ func (e *Engine) release(c *ledger.ClaimedDelivery, due time.Time, reason string
 
 // signingSecrets returns the secrets an attempt at now is signed with: the
 // current one and those of a rotation still in grace.
-func signingSecrets(secrets []ledger.SigningSecret, now time.Time) []ledger.Sensitive {
-	out := make([]ledger.Sensitive, 0, len(secrets))
+func signingSecrets(secrets []ledger.SigningSecret, now time.Time) []sensitive.Bytes {
+	out := make([]sensitive.Bytes, 0, len(secrets))
 	for _, s := range secrets {
 		if s.NotAfter.IsZero() || now.Before(s.NotAfter) {
 			out = append(out, s.Value)

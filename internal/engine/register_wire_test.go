@@ -21,7 +21,7 @@ func TestRegisterEndpointRefusesWhatCannotBeSent(t *testing.T) {
 	ctx := context.Background()
 	p := policy(3, 0)
 	n := 0
-	register := func(url string, headers ...ledger.Header) (string, error) {
+	register := func(url string, headers ...wire.Header) (string, error) {
 		n++
 		ep := endpoint(t, "wire", fmt.Sprintf("ep-%d", n), url, []string{"*"}, p)
 		ep.Headers = headers
@@ -49,7 +49,7 @@ func TestRegisterEndpointRefusesWhatCannotBeSent(t *testing.T) {
 		refused(fmt.Sprintf("url %q", tc.URL), id, err, tc.Want)
 	}
 	for _, tc := range wiretest.HeaderCases {
-		id, err := register("https://example.com/hooks", ledger.Header{Name: tc.Name, Value: tc.Value})
+		id, err := register("https://example.com/hooks", wire.Header{Name: tc.Name, Value: tc.Value})
 		if tc.Want == nil {
 			if err != nil {
 				t.Errorf("header %q: %v", tc.Name, err)
@@ -60,10 +60,10 @@ func TestRegisterEndpointRefusesWhatCannotBeSent(t *testing.T) {
 	}
 	for _, name := range wire.ReservedHeaders {
 		for _, c := range wiretest.Cases(name) {
-			id, err := register("https://example.com/hooks", ledger.Header{Name: "X-Tenant", Value: "a"}, ledger.Header{Name: c, Value: "v"})
+			id, err := register("https://example.com/hooks", wire.Header{Name: "X-Tenant", Value: "a"}, wire.Header{Name: c, Value: "v"})
 			refused("header "+c, id, err, wire.ErrHeaderReserved)
 		}
 	}
-	id, err := register("https://example.com/hooks", ledger.Header{Name: "X-Tenant", Value: "a"}, ledger.Header{Name: "x-TENANT", Value: "b"})
+	id, err := register("https://example.com/hooks", wire.Header{Name: "X-Tenant", Value: "a"}, wire.Header{Name: "x-TENANT", Value: "b"})
 	refused("a name repeated in another case", id, err, wire.ErrHeaderRepeated)
 }

@@ -8,25 +8,18 @@ import (
 
 	"github.com/hookkeeper/hookkeeper/internal/backoff"
 	"github.com/hookkeeper/hookkeeper/internal/ledger"
-)
-
-// An acknowledgement that arrives while its delivery's attempt is still
-// being recorded waits for the record, polling every earlyAckPoll for at
-// most earlyAckWait.
-const (
-	earlyAckPoll = 10 * time.Millisecond
-	earlyAckWait = 10 * time.Second
+	"github.com/hookkeeper/hookkeeper/internal/sensitive"
 )
 
 // AckSecrets returns the secrets an acknowledgement of the delivery must be
 // signed with: those its endpoint signs with now (both during a rotation).
-// It implements ingest.Acknowledger.
+// It implements httpapi.Acknowledger.
 //
 // The endpoint is read from the ledger, not from this engine's cache: with
 // several replicas only the leader registers endpoints, and another
 // replica's cached copy may predate a rotation, which would refuse the new
 // secret and keep accepting a retired one.
-func (e *Engine) AckSecrets(ctx context.Context, deliveryID string) ([]ledger.Sensitive, error) {
+func (e *Engine) AckSecrets(ctx context.Context, deliveryID string) ([]sensitive.Bytes, error) {
 	d, err := e.store.DeliveryGet(ctx, deliveryID)
 	if err != nil {
 		return nil, err
@@ -40,28 +33,28 @@ func (e *Engine) AckSecrets(ctx context.Context, deliveryID string) ([]ledger.Se
 }
 
 // Acknowledge applies a receiver's acknowledgement of a Callback-mode
-// delivery. It implements ingest.Acknowledger; on ErrNotAwaitingAck the
+// delivery. It implements httpapi.Acknowledger; on ErrNotAwaitingAck the
 // returned delivery is the current one.
+//
+// A fast receiver can acknowledge before the 2xx that started the wait is
+// recorded (by this replica or another). The ledger then holds the
+// acknowledgement and the delivery is returned in flight: whoever records
+// the attempt applies it (applyHeldAcks), so an acknowledgement never
+// waits for the record.
 func (e *Engine) Acknowledge(ctx context.Context, params *ledger.AckRecordParams) (ledger.Delivery, error) {
 	res, err := e.store.AckRecord(ctx, params)
-	for wait := time.Duration(0); errors.Is(err, ledger.ErrNotAwaitingAck); {
-		// A fast receiver can acknowledge before the engine has recorded
-		// the 2xx that started the wait: while the delivery is still in
-		// flight, give the record a moment (any replica may hold it).
-		d, getErr := e.store.DeliveryGet(ctx, params.DeliveryID)
-		if getErr != nil || d.State != ledger.StateInFlight || wait >= earlyAckWait {
-			if getErr == nil {
-				return d, err
-			}
-			break
-		}
-		select {
-		case <-ctx.Done():
+	if errors.Is(err, ledger.ErrNotAwaitingAck) {
+		d, holdErr := e.store.AckHold(ctx, params)
+		switch {
+		case holdErr == nil:
+			return d, nil
+		case errors.Is(holdErr, ledger.ErrNotInFlight) && d.State == ledger.StateAwaitingAck:
+			res, err = e.store.AckRecord(ctx, params) // recorded meanwhile
+		case errors.Is(holdErr, ledger.ErrNotInFlight):
 			return d, err
-		case <-time.After(earlyAckPoll):
+		default:
+			return ledger.Delivery{}, holdErr
 		}
-		wait += earlyAckPoll
-		res, err = e.store.AckRecord(ctx, params)
 	}
 	if err != nil {
 		return ledger.Delivery{}, err
@@ -69,6 +62,36 @@ func (e *Engine) Acknowledge(ctx context.Context, params *ledger.AckRecordParams
 	e.opts.Metrics.observeAck(string(params.Outcome))
 	e.settled(res)
 	return res.Delivery, nil
+}
+
+// applyHeldAcks applies the acknowledgements held for deliveries of
+// Callback-mode endpoints whose attempts were just recorded (or whose
+// deadline passed, when a crash came between a record and this call). One
+// held for a delivery that no longer awaits an acknowledgement (its
+// attempt failed, so the event is sent again) is dropped.
+func (e *Engine) applyHeldAcks(ctx context.Context, deliveryIDs []string) error {
+	held, err := e.store.AckHeldTake(ctx, deliveryIDs)
+	if err != nil {
+		return fmt.Errorf("taking held acknowledgements: %w", err)
+	}
+	for i := range held {
+		p := &held[i]
+		// Applied now: the delivery ends after the attempt's record.
+		if now := e.opts.Clock.Now(); now.After(p.Now) {
+			p.Now = now
+		}
+		res, err := e.store.AckRecord(ctx, p)
+		if errors.Is(err, ledger.ErrNotAwaitingAck) {
+			e.opts.Logger.V(1).Info("held acknowledgement dropped: the delivery no longer awaits one", "delivery", p.DeliveryID)
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("applying the held acknowledgement of delivery %s: %w", p.DeliveryID, err)
+		}
+		e.opts.Metrics.observeAck(string(p.Outcome))
+		e.settled(res)
+	}
+	return nil
 }
 
 // settled announces an exhaustion (and wakes the claim loop for its dead
@@ -103,6 +126,18 @@ func (e *Engine) sweepAckTimeouts(ctx context.Context) error {
 	expired, err := e.store.AckExpiredList(ctx, now, sweepBatch)
 	if err != nil {
 		return fmt.Errorf("listing overdue acknowledgements: %w", err)
+	}
+	if len(expired) == 0 {
+		return nil
+	}
+	// An acknowledgement held when the process that recorded the attempt
+	// died before applying it is applied now, before any timeout.
+	ids := make([]string, len(expired))
+	for i := range expired {
+		ids[i] = expired[i].ID
+	}
+	if err := e.applyHeldAcks(ctx, ids); err != nil {
+		return err
 	}
 	// Policies are read from the ledger once per sweep, for the reason
 	// AckSecrets gives: this replica's cache may be older than the leader's

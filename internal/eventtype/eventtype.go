@@ -1,5 +1,5 @@
 // Package eventtype validates event type names and matches them against an
-// endpoint's filter. It is shared by ingest (which refuses bad names) and
+// endpoint's filter. It is shared by the HTTP API (which refuses bad names) and
 // the ledger (which fans an event out to the endpoints whose filter matches).
 package eventtype
 

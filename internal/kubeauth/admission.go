@@ -9,7 +9,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/hookkeeper/hookkeeper/internal/ingest"
+	"github.com/hookkeeper/hookkeeper/internal/httpapi"
 )
 
 // Reviews go through one of two lanes (see docs/adr/0005):
@@ -23,7 +23,7 @@ import (
 //   - the unknown lane: first reviews of tokens never seen. Rate limited per
 //     source address and in total, bounded in concurrency, and never
 //     queued: a review that cannot start now is refused at once with
-//     ingest.UnavailableError (503 and Retry-After), so a flood of random
+//     httpapi.UnavailableError (503 and Retry-After), so a flood of random
 //     tokens is shed in microseconds instead of filling a queue that
 //     legitimate callers would wait in.
 type lane int
@@ -131,7 +131,7 @@ func (a *admission) enter(ctx context.Context, l lane) (func(), error) {
 		case slots <- struct{}{}:
 			return func() { <-slots }, nil
 		default:
-			return nil, &ingest.UnavailableError{RetryAfter: time.Second,
+			return nil, &httpapi.UnavailableError{RetryAfter: time.Second,
 				Reason: "too many new bearer tokens are being reviewed"}
 		}
 	}
@@ -139,7 +139,7 @@ func (a *admission) enter(ctx context.Context, l lane) (func(), error) {
 	case slots <- struct{}{}:
 		return func() { <-slots }, nil
 	case <-ctx.Done():
-		return nil, &ingest.UnavailableError{RetryAfter: time.Second,
+		return nil, &httpapi.UnavailableError{RetryAfter: time.Second,
 			Reason: "token and permission reviews are overloaded",
 			Err:    fmt.Errorf("waiting for a review slot: %w", context.Cause(ctx))}
 	}

@@ -12,7 +12,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
-	"github.com/hookkeeper/hookkeeper/internal/ingest"
+	"github.com/hookkeeper/hookkeeper/internal/httpapi"
 )
 
 // admitUnknown with an injected clock: per-source buckets, the global one,
@@ -146,7 +146,7 @@ func TestEnterLanes(t *testing.T) {
 }
 
 func isUnavailable(err error) bool {
-	ue, ok := errors.AsType[*ingest.UnavailableError](err)
+	ue, ok := errors.AsType[*httpapi.UnavailableError](err)
 	return ok && ue.RetryAfter > 0 && ue.Reason != ""
 }
 
@@ -174,7 +174,7 @@ func TestReviewFailure(t *testing.T) {
 		{apierrors.NewMethodNotSupported(gr, "create"), false, 0},
 	} {
 		err := reviewFailure("TokenReview", c.err)
-		ue, ok := errors.AsType[*ingest.UnavailableError](err)
+		ue, ok := errors.AsType[*httpapi.UnavailableError](err)
 		if ok != c.unavailable || (ok && ue.RetryAfter != c.retryAfter) {
 			t.Errorf("%v: %#v, want unavailable %v after %s", c.err, err, c.unavailable, c.retryAfter)
 		}
@@ -197,7 +197,7 @@ func TestRejectionsNeverEvictAcceptedTokens(t *testing.T) {
 		t.Fatal(err)
 	}
 	for i := range 100 {
-		if _, err := a.Authenticate(request(fmt.Sprintf("made-up-%d", i))); !errors.Is(err, ingest.ErrUnauthenticated) {
+		if _, err := a.Authenticate(request(fmt.Sprintf("made-up-%d", i))); !errors.Is(err, httpapi.ErrUnauthenticated) {
 			t.Fatal(err)
 		}
 	}
@@ -233,7 +233,7 @@ func TestFloodOfUnknownTokens(t *testing.T) {
 		for i := range 1000 {
 			err := from(fmt.Sprintf("junk-%d-%d", sources, i), fmt.Sprintf("198.51.100.%d:4000", i%sources))
 			switch {
-			case errors.Is(err, ingest.ErrUnauthenticated):
+			case errors.Is(err, httpapi.ErrUnauthenticated):
 				rejected++
 			case isUnavailable(err):
 				shed++
@@ -282,7 +282,7 @@ func TestRevokedTokenIsForgotten(t *testing.T) {
 	}
 	clock.Advance(DefaultAuthnTTL)
 	tr.reject.Store(true)
-	if _, err := a.Authenticate(request(goodToken)); !errors.Is(err, ingest.ErrUnauthenticated) {
+	if _, err := a.Authenticate(request(goodToken)); !errors.Is(err, httpapi.ErrUnauthenticated) {
 		t.Fatalf("revoked: %v", err)
 	}
 	if a.authn.len() != 0 || a.rejected.len() != 1 {

@@ -19,10 +19,11 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/hookkeeper/hookkeeper/internal/engine"
-	"github.com/hookkeeper/hookkeeper/internal/ingest"
+	"github.com/hookkeeper/hookkeeper/internal/httpapi"
 	"github.com/hookkeeper/hookkeeper/internal/kubeauth"
 	"github.com/hookkeeper/hookkeeper/internal/ledger"
 	"github.com/hookkeeper/hookkeeper/internal/ledger/sqlite"
+	"github.com/hookkeeper/hookkeeper/internal/sensitive"
 	"github.com/hookkeeper/hookkeeper/test/testenv"
 )
 
@@ -59,7 +60,7 @@ func TestAgainstTheAPIServer(t *testing.T) {
 	for _, ns := range []string{"shop", "other"} {
 		if _, err := eng.RegisterEndpoint(ctx, ledger.Endpoint{
 			Namespace: ns, Name: "billing", URL: "https://receiver.example/billing", EventTypes: []string{"order.*"},
-			Secrets: []ledger.SigningSecret{{Value: ledger.Sensitive("whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw")}}, AckMode: ledger.AckResponse,
+			Secrets: []ledger.SigningSecret{{Value: sensitive.Bytes("whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw")}}, AckMode: ledger.AckResponse,
 		}); err != nil {
 			t.Fatal(err)
 		}
@@ -76,7 +77,7 @@ func TestAgainstTheAPIServer(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		h, err := ingest.New(ingest.Config{Publisher: eng, Reader: store, Auth: auth})
+		h, err := httpapi.New(httpapi.Config{Publisher: eng, Reader: store, Auth: auth})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -24,10 +24,11 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/hookkeeper/hookkeeper/internal/engine"
-	"github.com/hookkeeper/hookkeeper/internal/ingest"
+	"github.com/hookkeeper/hookkeeper/internal/httpapi"
 	"github.com/hookkeeper/hookkeeper/internal/kubeauth"
 	"github.com/hookkeeper/hookkeeper/internal/ledger"
 	"github.com/hookkeeper/hookkeeper/internal/ledger/sqlite"
+	"github.com/hookkeeper/hookkeeper/internal/sensitive"
 	"github.com/hookkeeper/hookkeeper/test/testenv"
 )
 
@@ -98,7 +99,7 @@ func TestJunkTokenFloodDoesNotSlowPublishers(t *testing.T) {
 	t.Cleanup(eng.Close)
 	if _, err := eng.RegisterEndpoint(ctx, ledger.Endpoint{
 		Namespace: "shop", Name: "billing", URL: "https://receiver.example/billing", EventTypes: []string{"order.*"},
-		Secrets: []ledger.SigningSecret{{Value: ledger.Sensitive("whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw")}}, AckMode: ledger.AckResponse,
+		Secrets: []ledger.SigningSecret{{Value: sensitive.Bytes("whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw")}}, AckMode: ledger.AckResponse,
 	}); err != nil {
 		t.Fatal(err)
 	}
@@ -106,7 +107,7 @@ func TestJunkTokenFloodDoesNotSlowPublishers(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h, err := ingest.New(ingest.Config{Publisher: eng, Reader: store, Auth: auth})
+	h, err := httpapi.New(httpapi.Config{Publisher: eng, Reader: store, Auth: auth})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-// Package kubeauth is the Kubernetes implementation of ingest.Auth: bearer
+// Package kubeauth is the Kubernetes implementation of httpapi.Auth: bearer
 // tokens (ServiceAccount tokens, or any token the API server accepts) are
 // authenticated with a TokenReview, and what the caller wants to do is
 // authorized with a SubjectAccessReview, so that who may publish and read
@@ -9,7 +9,7 @@
 // Kubernetes packages (see test/architecture), and nothing else under
 // internal/ imports it.
 //
-// What each route needs, in Kubernetes terms (ingest.Access → SAR):
+// What each route needs, in Kubernetes terms (httpapi.Access → SAR):
 //
 //   - publishing (POST /v1/namespaces/{ns}/events): verb create on
 //     resource events in group hookkeeper.dev in namespace {ns}. No such
@@ -32,7 +32,7 @@
 //
 // Reviews are admitted through two lanes (admission.go): a flood of tokens
 // never seen is limited per source address and in total and shed at once
-// with ingest.UnavailableError (503, Retry-After), while tokens that
+// with httpapi.UnavailableError (503, Retry-After), while tokens that
 // authenticated before and permission checks go through a lane of their
 // own that strangers cannot fill. A review that fails for want of the API
 // server (unreachable, throttled, timed out) is an UnavailableError too: it
@@ -58,7 +58,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
-	"github.com/hookkeeper/hookkeeper/internal/ingest"
+	"github.com/hookkeeper/hookkeeper/internal/httpapi"
 )
 
 // The manager creates TokenReviews and SubjectAccessReviews; `make
@@ -166,7 +166,7 @@ type Options struct {
 	Log logr.Logger
 }
 
-// Auth implements ingest.Auth with TokenReview and SubjectAccessReview.
+// Auth implements httpapi.Auth with TokenReview and SubjectAccessReview.
 type Auth struct {
 	opts     Options
 	keys     keyer
@@ -177,14 +177,14 @@ type Auth struct {
 	flight   singleflight.Group
 }
 
-var _ ingest.Auth = (*Auth)(nil)
+var _ httpapi.Auth = (*Auth)(nil)
 
 // authnResult is a TokenReview outcome: the principal, or a rejection with
 // its (redacted) reason. An accepted one is trusted until fresh, and known
 // (re-reviewed in the known lane) until it leaves the cache.
 type authnResult struct {
 	ok        bool
-	principal ingest.Principal
+	principal httpapi.Principal
 	reason    string
 	fresh     time.Time
 }
@@ -291,17 +291,17 @@ func NewForConfig(cfg *rest.Config, opts Options) (*Auth, error) {
 	return New(opts)
 }
 
-// Authenticate implements ingest.Auth with a (cached) TokenReview. A token
+// Authenticate implements httpapi.Auth with a (cached) TokenReview. A token
 // accepted within AuthnTTL or rejected within AuthnNegativeTTL is answered
 // from memory; one accepted within KnownTokenTTL is reviewed again in the
 // known lane; any other is a first review, admitted by the unknown lane's
 // limits for the request's source address or refused at once. A review
-// the API server could not do is an *ingest.UnavailableError (503), never
+// the API server could not do is an *httpapi.UnavailableError (503), never
 // a 401; the token is redacted from every error.
-func (a *Auth) Authenticate(r *http.Request) (ingest.Principal, error) {
-	token, ok := ingest.BearerToken(r)
+func (a *Auth) Authenticate(r *http.Request) (httpapi.Principal, error) {
+	token, ok := httpapi.BearerToken(r)
 	if !ok {
-		return ingest.Principal{}, fmt.Errorf("no bearer token: %w", ingest.ErrUnauthenticated)
+		return httpapi.Principal{}, fmt.Errorf("no bearer token: %w", httpapi.ErrUnauthenticated)
 	}
 	k := a.keys.key("authn", token)
 	now := a.opts.Now()
@@ -312,23 +312,23 @@ func (a *Auth) Authenticate(r *http.Request) (ingest.Principal, error) {
 		}
 		l = laneKnown
 	} else if reason, found := a.rejected.get(k, now); found {
-		return ingest.Principal{}, rejectedErr(reason)
+		return httpapi.Principal{}, rejectedErr(reason)
 	}
 	v, err := a.coalesce(r.Context(), k, l, sourceOf(r.RemoteAddr), func(ctx context.Context) (any, error) {
 		return a.review(ctx, k, token)
 	})
 	if err != nil {
-		return ingest.Principal{}, err
+		return httpapi.Principal{}, err
 	}
 	res := v.(authnResult)
 	if !res.ok {
-		return ingest.Principal{}, rejectedErr(res.reason)
+		return httpapi.Principal{}, rejectedErr(res.reason)
 	}
 	return clonePrincipal(res.principal), nil
 }
 
 func rejectedErr(reason string) error {
-	return fmt.Errorf("token rejected: %s: %w", reason, ingest.ErrUnauthenticated)
+	return fmt.Errorf("token rejected: %s: %w", reason, httpapi.ErrUnauthenticated)
 }
 
 // review asks the API server about token and caches the answer under k.
@@ -354,7 +354,7 @@ func (a *Auth) review(ctx context.Context, k cacheKey, token string) (authnResul
 		res.ok, res.reason = false, "the token is not issued for this API's audiences"
 	default:
 		u := tr.Status.User
-		res.principal = ingest.Principal{Username: u.Username, UID: u.UID, Groups: slices.Clone(u.Groups)}
+		res.principal = httpapi.Principal{Username: u.Username, UID: u.UID, Groups: slices.Clone(u.Groups)}
 		if len(u.Extra) > 0 {
 			res.principal.Extra = make(map[string][]string, len(u.Extra))
 			for key, v := range u.Extra {
@@ -376,8 +376,8 @@ func (a *Auth) review(ctx context.Context, k cacheKey, token string) (authnResul
 	return res, nil
 }
 
-// Authorize implements ingest.Auth with a (cached) SubjectAccessReview.
-func (a *Auth) Authorize(ctx context.Context, p ingest.Principal, acc ingest.Access) error {
+// Authorize implements httpapi.Auth with a (cached) SubjectAccessReview.
+func (a *Auth) Authorize(ctx context.Context, p httpapi.Principal, acc httpapi.Access) error {
 	attrs, err := resourceAttributes(acc)
 	if err != nil {
 		return err
@@ -395,7 +395,7 @@ func (a *Auth) Authorize(ctx context.Context, p ingest.Principal, acc ingest.Acc
 	}
 	if !allowed {
 		return fmt.Errorf("%s %s.%s in namespace %q not allowed: %w",
-			attrs.Verb, attrs.Resource, attrs.Group, attrs.Namespace, ingest.ErrForbidden)
+			attrs.Verb, attrs.Resource, attrs.Group, attrs.Namespace, httpapi.ErrForbidden)
 	}
 	return nil
 }
@@ -403,7 +403,7 @@ func (a *Auth) Authorize(ctx context.Context, p ingest.Principal, acc ingest.Acc
 // access asks the API server whether p may do attrs and caches the answer
 // under k. A denial with an evaluation error is answered but not cached:
 // the authorizer may have failed only for now.
-func (a *Auth) access(ctx context.Context, k cacheKey, p ingest.Principal, attrs *authzv1.ResourceAttributes) (bool, error) {
+func (a *Auth) access(ctx context.Context, k cacheKey, p httpapi.Principal, attrs *authzv1.ResourceAttributes) (bool, error) {
 	sar := &authzv1.SubjectAccessReview{Spec: authzv1.SubjectAccessReviewSpec{
 		ResourceAttributes: attrs,
 		User:               p.Username,
@@ -446,7 +446,7 @@ func (a *Auth) coalesce(ctx context.Context, k cacheKey, l lane, source string, 
 	ch := a.flight.DoChan(string(k[:]), func() (any, error) {
 		if l == laneUnknown {
 			if ok, wait := a.adm.admitUnknown(source, a.opts.Now()); !ok {
-				return nil, &ingest.UnavailableError{RetryAfter: wait,
+				return nil, &httpapi.UnavailableError{RetryAfter: wait,
 					Reason: "too many new bearer tokens to review, from this address or in total"}
 			}
 		}
@@ -463,7 +463,7 @@ func (a *Auth) coalesce(ctx context.Context, k cacheKey, l lane, source string, 
 	case res := <-ch:
 		return res.Val, res.Err
 	case <-ctx.Done():
-		return nil, &ingest.UnavailableError{RetryAfter: time.Second, Reason: "the review did not finish in time",
+		return nil, &httpapi.UnavailableError{RetryAfter: time.Second, Reason: "the review did not finish in time",
 			Err: fmt.Errorf("waiting for a review: %w", context.Cause(ctx))}
 	}
 }
@@ -471,7 +471,7 @@ func (a *Auth) coalesce(ctx context.Context, k cacheKey, l lane, source string, 
 // reviewFailure classifies a failed review: the API server refusing the
 // request itself (the manager lacks RBAC, a malformed review) is an
 // internal error; anything else (unreachable, throttled, timed out,
-// failing) is an *ingest.UnavailableError, with the API server's own
+// failing) is an *httpapi.UnavailableError, with the API server's own
 // Retry-After when it sent one.
 func reviewFailure(what string, err error) error {
 	err = fmt.Errorf("creating a %s: %w", what, err)
@@ -484,26 +484,26 @@ func reviewFailure(what string, err error) error {
 	if s, ok := apierrors.SuggestsClientDelay(err); ok && s > 0 {
 		retry = time.Duration(s) * time.Second
 	}
-	return &ingest.UnavailableError{RetryAfter: retry, Reason: "the Kubernetes API could not review the request now", Err: err}
+	return &httpapi.UnavailableError{RetryAfter: retry, Reason: "the Kubernetes API could not review the request now", Err: err}
 }
 
 // resourceAttributes maps what a route asks for to what RBAC checks (see
 // the package documentation). Anything unmapped is refused.
-func resourceAttributes(acc ingest.Access) (*authzv1.ResourceAttributes, error) {
+func resourceAttributes(acc httpapi.Access) (*authzv1.ResourceAttributes, error) {
 	if acc.Namespace == "" {
-		return nil, fmt.Errorf("no namespace to authorize in: %w", ingest.ErrForbidden)
+		return nil, fmt.Errorf("no namespace to authorize in: %w", httpapi.ErrForbidden)
 	}
 	switch {
-	case acc.Verb == ingest.VerbCreate && acc.Resource == ingest.ResourceEvents:
+	case acc.Verb == httpapi.VerbCreate && acc.Resource == httpapi.ResourceEvents:
 		return &authzv1.ResourceAttributes{Namespace: acc.Namespace, Verb: "create", Group: Group, Resource: ResourceEvents}, nil
-	case acc.Verb == ingest.VerbGet && (acc.Resource == ingest.ResourceEvents || acc.Resource == ingest.ResourceDeliveries):
+	case acc.Verb == httpapi.VerbGet && (acc.Resource == httpapi.ResourceEvents || acc.Resource == httpapi.ResourceDeliveries):
 		return &authzv1.ResourceAttributes{Namespace: acc.Namespace, Verb: "get", Group: Group, Resource: ResourceWebhookEndpoints}, nil
 	}
-	return nil, fmt.Errorf("no Kubernetes permission grants %s on %s: %w", acc.Verb, acc.Resource, ingest.ErrForbidden)
+	return nil, fmt.Errorf("no Kubernetes permission grants %s on %s: %w", acc.Verb, acc.Resource, httpapi.ErrForbidden)
 }
 
 // authzKeyParts is everything a SubjectAccessReview decision depends on.
-func authzKeyParts(p ingest.Principal, attrs *authzv1.ResourceAttributes) []string {
+func authzKeyParts(p httpapi.Principal, attrs *authzv1.ResourceAttributes) []string {
 	groups := slices.Clone(p.Groups)
 	slices.Sort(groups)
 	parts := []string{"authz", p.Username, p.UID, fmt.Sprint(len(groups))}
@@ -521,7 +521,7 @@ func authzKeyParts(p ingest.Principal, attrs *authzv1.ResourceAttributes) []stri
 	return append(parts, attrs.Verb, attrs.Group, attrs.Resource, attrs.Subresource, attrs.Namespace, attrs.Name)
 }
 
-func clonePrincipal(p ingest.Principal) ingest.Principal {
+func clonePrincipal(p httpapi.Principal) httpapi.Principal {
 	p.Groups = slices.Clone(p.Groups)
 	if p.Extra != nil {
 		extra := make(map[string][]string, len(p.Extra))

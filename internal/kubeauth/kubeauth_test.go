@@ -23,7 +23,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
-	"github.com/hookkeeper/hookkeeper/internal/ingest"
+	"github.com/hookkeeper/hookkeeper/internal/httpapi"
 	"github.com/hookkeeper/hookkeeper/internal/ledger"
 )
 
@@ -201,7 +201,7 @@ func TestAuthenticateCachesRejectedTokensFor5s(t *testing.T) {
 
 	for range 3 {
 		_, err := a.Authenticate(request(badToken))
-		if !errors.Is(err, ingest.ErrUnauthenticated) {
+		if !errors.Is(err, httpapi.ErrUnauthenticated) {
 			t.Fatalf("bad token: %v", err)
 		}
 	}
@@ -209,7 +209,7 @@ func TestAuthenticateCachesRejectedTokensFor5s(t *testing.T) {
 		t.Errorf("TokenReviews within the negative TTL = %d, want 1", n)
 	}
 	clock.Advance(DefaultAuthnNegativeTTL)
-	if _, err := a.Authenticate(request(badToken)); !errors.Is(err, ingest.ErrUnauthenticated) {
+	if _, err := a.Authenticate(request(badToken)); !errors.Is(err, httpapi.ErrUnauthenticated) {
 		t.Fatal(err)
 	}
 	if n := tr.calls.Load(); n != 2 {
@@ -225,7 +225,7 @@ func TestAuthenticateWithoutTokenAsksNobody(t *testing.T) {
 		if h != "" {
 			r.Header.Set("Authorization", h)
 		}
-		if _, err := a.Authenticate(r); !errors.Is(err, ingest.ErrUnauthenticated) {
+		if _, err := a.Authenticate(r); !errors.Is(err, httpapi.ErrUnauthenticated) {
 			t.Errorf("Authorization %q: %v", h, err)
 		}
 	}
@@ -240,7 +240,7 @@ func TestAuthenticateAPIErrorIsUnavailableUncachedAndRedacted(t *testing.T) {
 	a := newAuth(t, tr, &fakeSARs{}, clock, nil)
 
 	_, err := a.Authenticate(request(goodToken))
-	if ue, ok := errors.AsType[*ingest.UnavailableError](err); !ok || ue.RetryAfter <= 0 {
+	if ue, ok := errors.AsType[*httpapi.UnavailableError](err); !ok || ue.RetryAfter <= 0 {
 		t.Fatalf("err = %v, want an UnavailableError with a Retry-After", err)
 	}
 	if strings.Contains(fmt.Sprintf("%v %+v %#v", err, err, err), goodToken) {
@@ -267,7 +267,7 @@ func TestCachesNeverHoldTheToken(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, _ = a.Authenticate(request(badToken))
-	if err := a.Authorize(t.Context(), p, ingest.Access{Verb: ingest.VerbCreate, Resource: ingest.ResourceEvents, Namespace: "shop"}); err != nil {
+	if err := a.Authorize(t.Context(), p, httpapi.Access{Verb: httpapi.VerbCreate, Resource: httpapi.ResourceEvents, Namespace: "shop"}); err != nil {
 		t.Fatal(err)
 	}
 	if a.authn.len() != 1 || a.rejected.len() != 1 || a.authz.len() != 1 {
@@ -397,7 +397,7 @@ func TestAudiences(t *testing.T) {
 
 	tr = &fakeTokenReviews{audiences: []string{"https://kubernetes.default.svc"}}
 	a = newAuth(t, tr, &fakeSARs{}, newClock(), func(o *Options) { o.Audiences = []string{"hookkeeper"} })
-	if _, err := a.Authenticate(request(goodToken)); !errors.Is(err, ingest.ErrUnauthenticated) {
+	if _, err := a.Authenticate(request(goodToken)); !errors.Is(err, httpapi.ErrUnauthenticated) {
 		t.Errorf("a token of another audience: %v", err)
 	}
 }
@@ -410,14 +410,14 @@ func TestAuthorizeAsksForTheMappedPermission(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, tc := range []struct {
-		access ingest.Access
+		access httpapi.Access
 		want   authzv1.ResourceAttributes
 	}{
-		{ingest.Access{Verb: ingest.VerbCreate, Resource: ingest.ResourceEvents, Namespace: "shop"},
+		{httpapi.Access{Verb: httpapi.VerbCreate, Resource: httpapi.ResourceEvents, Namespace: "shop"},
 			authzv1.ResourceAttributes{Namespace: "shop", Verb: "create", Group: "hookkeeper.dev", Resource: "events"}},
-		{ingest.Access{Verb: ingest.VerbGet, Resource: ingest.ResourceEvents, Namespace: "shop", Name: "evt_1"},
+		{httpapi.Access{Verb: httpapi.VerbGet, Resource: httpapi.ResourceEvents, Namespace: "shop", Name: "evt_1"},
 			authzv1.ResourceAttributes{Namespace: "shop", Verb: "get", Group: "hookkeeper.dev", Resource: "webhookendpoints"}},
-		{ingest.Access{Verb: ingest.VerbGet, Resource: ingest.ResourceDeliveries, Namespace: "tools"},
+		{httpapi.Access{Verb: httpapi.VerbGet, Resource: httpapi.ResourceDeliveries, Namespace: "tools"},
 			authzv1.ResourceAttributes{Namespace: "tools", Verb: "get", Group: "hookkeeper.dev", Resource: "webhookendpoints"}},
 	} {
 		if err := a.Authorize(t.Context(), p, tc.access); err != nil {
@@ -435,12 +435,12 @@ func TestAuthorizeAsksForTheMappedPermission(t *testing.T) {
 
 	// Anything else is refused without asking.
 	before := sar.count()
-	for _, acc := range []ingest.Access{
-		{Verb: "delete", Resource: ingest.ResourceEvents, Namespace: "shop"},
-		{Verb: ingest.VerbCreate, Resource: ingest.ResourceDeliveries, Namespace: "shop"},
-		{Verb: ingest.VerbCreate, Resource: ingest.ResourceEvents},
+	for _, acc := range []httpapi.Access{
+		{Verb: "delete", Resource: httpapi.ResourceEvents, Namespace: "shop"},
+		{Verb: httpapi.VerbCreate, Resource: httpapi.ResourceDeliveries, Namespace: "shop"},
+		{Verb: httpapi.VerbCreate, Resource: httpapi.ResourceEvents},
 	} {
-		if err := a.Authorize(t.Context(), p, acc); !errors.Is(err, ingest.ErrForbidden) {
+		if err := a.Authorize(t.Context(), p, acc); !errors.Is(err, httpapi.ErrForbidden) {
 			t.Errorf("%+v: %v", acc, err)
 		}
 	}
@@ -454,15 +454,15 @@ func TestAuthorizeCachesDecisions(t *testing.T) {
 	sar := &fakeSARs{allowSet: func(authzv1.SubjectAccessReviewSpec) bool { return allowed.Load() }}
 	clock := newClock()
 	a := newAuth(t, &fakeTokenReviews{}, sar, clock, nil)
-	p := ingest.Principal{Username: "alice", Groups: []string{"b", "a"}}
-	publish := ingest.Access{Verb: ingest.VerbCreate, Resource: ingest.ResourceEvents, Namespace: "shop"}
+	p := httpapi.Principal{Username: "alice", Groups: []string{"b", "a"}}
+	publish := httpapi.Access{Verb: httpapi.VerbCreate, Resource: httpapi.ResourceEvents, Namespace: "shop"}
 
-	if err := a.Authorize(t.Context(), p, publish); !errors.Is(err, ingest.ErrForbidden) {
+	if err := a.Authorize(t.Context(), p, publish); !errors.Is(err, httpapi.ErrForbidden) {
 		t.Fatalf("denied: %v", err)
 	}
 	allowed.Store(true) // a RoleBinding is created
 	clock.Advance(DefaultAuthzNegativeTTL - time.Millisecond)
-	if err := a.Authorize(t.Context(), p, publish); !errors.Is(err, ingest.ErrForbidden) {
+	if err := a.Authorize(t.Context(), p, publish); !errors.Is(err, httpapi.ErrForbidden) {
 		t.Fatalf("denial within its TTL: %v", err)
 	}
 	clock.Advance(time.Millisecond)
@@ -479,24 +479,24 @@ func TestAuthorizeCachesDecisions(t *testing.T) {
 	}
 	// The same groups in another order share the decision; anything else
 	// that matters does not.
-	if err := a.Authorize(t.Context(), ingest.Principal{Username: "alice", Groups: []string{"a", "b"}}, publish); err != nil {
+	if err := a.Authorize(t.Context(), httpapi.Principal{Username: "alice", Groups: []string{"a", "b"}}, publish); err != nil {
 		t.Fatalf("same groups reordered: %v", err)
 	}
-	for _, other := range []ingest.Principal{
+	for _, other := range []httpapi.Principal{
 		{Username: "alice", Groups: []string{"a"}},
 		{Username: "alice", Groups: []string{"a", "b"}, UID: "u"},
 		{Username: "alice", Groups: []string{"a", "b"}, Extra: map[string][]string{"x": {"y"}}},
 		{Username: "bob", Groups: []string{"a", "b"}},
 	} {
-		if err := a.Authorize(t.Context(), other, publish); !errors.Is(err, ingest.ErrForbidden) {
+		if err := a.Authorize(t.Context(), other, publish); !errors.Is(err, httpapi.ErrForbidden) {
 			t.Errorf("%+v shared alice's decision: %v", other, err)
 		}
 	}
-	if err := a.Authorize(t.Context(), p, ingest.Access{Verb: ingest.VerbCreate, Resource: ingest.ResourceEvents, Namespace: "other"}); !errors.Is(err, ingest.ErrForbidden) {
+	if err := a.Authorize(t.Context(), p, httpapi.Access{Verb: httpapi.VerbCreate, Resource: httpapi.ResourceEvents, Namespace: "other"}); !errors.Is(err, httpapi.ErrForbidden) {
 		t.Errorf("another namespace shared the decision: %v", err)
 	}
 	clock.Advance(time.Millisecond)
-	if err := a.Authorize(t.Context(), p, publish); !errors.Is(err, ingest.ErrForbidden) {
+	if err := a.Authorize(t.Context(), p, publish); !errors.Is(err, httpapi.ErrForbidden) {
 		t.Errorf("after the TTL: %v", err)
 	}
 }
@@ -504,10 +504,10 @@ func TestAuthorizeCachesDecisions(t *testing.T) {
 func TestAuthorizeEvaluationErrorDeniesWithoutCaching(t *testing.T) {
 	sar := &fakeSARs{evalErr: "webhook authorizer timed out"}
 	a := newAuth(t, &fakeTokenReviews{}, sar, newClock(), nil)
-	p := ingest.Principal{Username: "alice"}
-	publish := ingest.Access{Verb: ingest.VerbCreate, Resource: ingest.ResourceEvents, Namespace: "shop"}
+	p := httpapi.Principal{Username: "alice"}
+	publish := httpapi.Access{Verb: httpapi.VerbCreate, Resource: httpapi.ResourceEvents, Namespace: "shop"}
 	for range 2 {
-		if err := a.Authorize(t.Context(), p, publish); !errors.Is(err, ingest.ErrForbidden) {
+		if err := a.Authorize(t.Context(), p, publish); !errors.Is(err, httpapi.ErrForbidden) {
 			t.Fatal(err)
 		}
 	}
@@ -519,8 +519,8 @@ func TestAuthorizeEvaluationErrorDeniesWithoutCaching(t *testing.T) {
 func TestAuthorizeAPIErrorIsUnavailable(t *testing.T) {
 	sar := &fakeSARs{err: apierrors.NewServiceUnavailable("the server is currently unable to handle the request")}
 	a := newAuth(t, &fakeTokenReviews{}, sar, newClock(), nil)
-	err := a.Authorize(t.Context(), ingest.Principal{Username: "alice"}, ingest.Access{Verb: ingest.VerbGet, Resource: ingest.ResourceEvents, Namespace: "shop"})
-	if _, ok := errors.AsType[*ingest.UnavailableError](err); !ok || errors.Is(err, ingest.ErrForbidden) {
+	err := a.Authorize(t.Context(), httpapi.Principal{Username: "alice"}, httpapi.Access{Verb: httpapi.VerbGet, Resource: httpapi.ResourceEvents, Namespace: "shop"})
+	if _, ok := errors.AsType[*httpapi.UnavailableError](err); !ok || errors.Is(err, httpapi.ErrForbidden) {
 		t.Errorf("err = %v, want an UnavailableError", err)
 	}
 }
@@ -541,7 +541,7 @@ func TestThroughTheHandler(t *testing.T) {
 		defer logMu.Unlock()
 		logs.WriteString(prefix + " " + args + "\n")
 	}, funcr.Options{Verbosity: 10})
-	h, err := ingest.New(ingest.Config{Publisher: nopStore{}, Reader: nopStore{}, Auth: a, Log: log})
+	h, err := httpapi.New(httpapi.Config{Publisher: nopStore{}, Reader: nopStore{}, Auth: a, Log: log})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -552,7 +552,7 @@ func TestThroughTheHandler(t *testing.T) {
 		r.URL.Path = path
 		w := httptest.NewRecorder()
 		h.ServeHTTP(w, r)
-		var body ingest.ErrorBody
+		var body httpapi.ErrorBody
 		_ = json.Unmarshal(w.Body.Bytes(), &body)
 		retryAfter = w.Header().Get("Retry-After")
 		return w.Code, string(body.Error.Code)

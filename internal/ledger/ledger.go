@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/hookkeeper/hookkeeper/internal/backoff"
+	"github.com/hookkeeper/hookkeeper/internal/sensitive"
+	"github.com/hookkeeper/hookkeeper/internal/wire"
 )
 
 // Store is the durable ledger. Two implementations, SQLite (embedded,
@@ -39,6 +41,8 @@ import (
 type Store interface {
 	// Lifecycle: acknowledgements, secrets, retention, budgets, recovery.
 	Lifecycle
+	// Browser: the history, page by page, for the delivery API.
+	Browser
 
 	// EndpointUpsert creates or replaces an endpoint's configuration and
 	// returns it with its new Version (1 on creation, +1 on every change).
@@ -217,34 +221,13 @@ const (
 // endpoint when a delivery is exhausted.
 const DeadLetterEventType = "hookkeeper.delivery.exhausted"
 
-// Sensitive holds secret bytes (signing secrets, an event's one-time
-// secrets). It formats as "[redacted]" with every fmt verb and marshals to
-// JSON as null, so that it cannot leak through a log line, an error message
-// or an API answer by accident. Read it with Reveal.
-type Sensitive []byte
-
-// Reveal returns the secret bytes.
-func (s Sensitive) Reveal() []byte { return s }
-
-// Format implements fmt.Formatter.
-func (s Sensitive) Format(f fmt.State, _ rune) { _, _ = f.Write([]byte("[redacted]")) }
-
-// MarshalJSON implements json.Marshaler.
-func (s Sensitive) MarshalJSON() ([]byte, error) { return []byte("null"), nil }
-
 // SigningSecret is one whsec_ secret of an endpoint. During a rotation the
 // previous secret stays valid until NotAfter and attempts are signed with
 // every secret still valid.
 type SigningSecret struct {
-	Value Sensitive
+	Value sensitive.Bytes
 	// NotAfter is when the secret stops being used; zero means current.
 	NotAfter time.Time
-}
-
-// Header is a static header sent with every attempt.
-type Header struct {
-	Name  string `json:"name"`
-	Value string `json:"value"`
 }
 
 // RateLimit bounds attempts per second to an endpoint; zero means none.
@@ -289,7 +272,7 @@ type Endpoint struct {
 	DeadLetter  string // endpoint ID in the same namespace, or ""
 	RateLimit   RateLimit
 	MaxInFlight int
-	Headers     []Header
+	Headers     []wire.Header
 	// Version increments on every upsert; the engine uses it to notice a
 	// changed configuration.
 	Version   int64
@@ -320,7 +303,7 @@ type Event struct {
 	Namespace      string
 	Type           string
 	Data           json.RawMessage
-	Secrets        Sensitive
+	Secrets        sensitive.Bytes
 	SecretNames    []string
 	SecretsScrubAt *time.Time
 	// SecretsScrubDue is when a grace period ends and the secrets go.
@@ -340,7 +323,7 @@ type EventInsertParams struct {
 	Namespace      string
 	Type           string
 	Data           json.RawMessage
-	Secrets        Sensitive
+	Secrets        sensitive.Bytes
 	SecretNames    []string
 	ReissueOf      string
 	IdempotencyKey string

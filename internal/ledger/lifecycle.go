@@ -15,6 +15,7 @@ import (
 type Lifecycle interface {
 	Settlement
 	Recovery
+	HeldAcks
 }
 
 // Settlement settles what happens after an attempt: acknowledgements, the

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"testing"
 	"time"
+
+	"github.com/hookkeeper/hookkeeper/internal/sensitive"
 )
 
 func TestBudgetMinuteAndAllowance(t *testing.T) {
@@ -61,7 +63,7 @@ func TestPlanRecovery(t *testing.T) {
 	}
 	scrubbed := func(f *RecoveryFacts) { f.Event.SecretNames = []string{"token"} }
 	withSecrets := func(f *RecoveryFacts) {
-		f.Event.SecretNames, f.Event.Secrets = []string{"token"}, Sensitive("{}")
+		f.Event.SecretNames, f.Event.Secrets = []string{"token"}, sensitive.Bytes("{}")
 	}
 	pruned := func(f *RecoveryFacts) { f.Event.Data = nil }
 	late := func(f *RecoveryFacts) { f.ReplayFrom = first.Add(-time.Nanosecond) }

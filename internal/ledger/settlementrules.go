@@ -2,9 +2,9 @@ package ledger
 
 import (
 	"fmt"
-	"strings"
 	"time"
-	"unicode/utf8"
+
+	"github.com/hookkeeper/hookkeeper/internal/truncate"
 )
 
 // The rules of Settlement that both drivers apply identically: what an
@@ -64,15 +64,7 @@ const AckRejectedReason = "acknowledgement rejected"
 // TruncateAckReason returns a receiver's reason as valid UTF-8 of at most
 // MaxAckReason bytes, cut at a character boundary.
 func TruncateAckReason(reason string) string {
-	reason = strings.ToValidUTF8(reason, "\uFFFD")
-	if len(reason) <= MaxAckReason {
-		return reason
-	}
-	cut := MaxAckReason
-	for cut > 0 && !utf8.RuneStart(reason[cut]) {
-		cut--
-	}
-	return reason[:cut]
+	return truncate.String(reason, MaxAckReason, "")
 }
 
 // AckTransition is what an acknowledgement, or its timeout, does to a
@@ -154,6 +146,12 @@ func (tr AckTransition) Apply(d *Delivery) {
 		t := *tr.TerminalAt
 		d.TerminalAt = &t
 	}
+}
+
+// Stats notes the transition of a delivery of endpoint, at now, in s.
+func (tr AckTransition) Stats(s StatsDelta, endpoint string, now time.Time) {
+	s.Move(endpoint, StateAwaitingAck, ResolutionNone, tr.State, tr.Resolution)
+	s.Outcome(endpoint, tr.Success, tr.Failure, now, tr.FailureCause)
 }
 
 // PruneLimit is the effective PruneParams.Limit.

@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hookkeeper/hookkeeper/internal/ledger"
+	"github.com/hookkeeper/hookkeeper/internal/sensitive"
 	"github.com/hookkeeper/hookkeeper/internal/signing"
 )
 
@@ -48,10 +48,10 @@ func FuzzVerifyMutation(f *testing.F) {
 			key = append(bytes.Clone(key), bytes.Repeat([]byte{0x5a}, signing.MinKeySize-len(key))...)
 		}
 		key = key[:min(len(key), signing.MaxKeySize)]
-		secret := ledger.Sensitive(signing.SecretPrefix + base64.StdEncoding.EncodeToString(key))
+		secret := sensitive.Bytes(signing.SecretPrefix + base64.StdEncoding.EncodeToString(key))
 		other := bytes.Clone(key)
 		other[int(pos)%len(other)] ^= 1
-		otherSecret := ledger.Sensitive(signing.SecretPrefix + base64.StdEncoding.EncodeToString(other))
+		otherSecret := sensitive.Bytes(signing.SecretPrefix + base64.StdEncoding.EncodeToString(other))
 		if xor == 0 {
 			xor = 1
 		}
@@ -68,7 +68,7 @@ func FuzzVerifyMutation(f *testing.F) {
 			}
 		}
 		ts := strconv.FormatInt(at.Unix(), 10)
-		verify := func(secrets []ledger.Sensitive, id, ts, sig string, body []byte) error {
+		verify := func(secrets []sensitive.Bytes, id, ts, sig string, body []byte) error {
 			err := signing.Verify(secrets, id, ts, sig, body, now, signing.DefaultTolerance)
 			if !errors.Is(err, signing.ErrInvalidID) { // that one quotes the (fuzzed) id
 				assertNoSecret(t, err, secret, otherSecret)
@@ -77,7 +77,7 @@ func FuzzVerifyMutation(f *testing.F) {
 		}
 
 		inTolerance := tsOff >= -300 && tsOff <= 300
-		err = verify([]ledger.Sensitive{secret}, id, ts, sig, body)
+		err = verify([]sensitive.Bytes{secret}, id, ts, sig, body)
 		switch {
 		case inTolerance && err != nil:
 			t.Fatalf("Verify refused what Sign produced: %v", err)
@@ -87,22 +87,22 @@ func FuzzVerifyMutation(f *testing.F) {
 			return
 		}
 		// Rotation: either secret known to the receiver, either order.
-		both, err := signing.SignatureHeader([]ledger.Sensitive{otherSecret, secret}, id, at, body)
+		both, err := signing.SignatureHeader([]sensitive.Bytes{otherSecret, secret}, id, at, body)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := verify([]ledger.Sensitive{secret}, id, ts, both, body); err != nil {
+		if err := verify([]sensitive.Bytes{secret}, id, ts, both, body); err != nil {
 			t.Fatalf("Verify refused a rotation header: %v", err)
 		}
-		if err := verify([]ledger.Sensitive{otherSecret, secret}, id, ts, sig, body); err != nil {
+		if err := verify([]sensitive.Bytes{otherSecret, secret}, id, ts, sig, body); err != nil {
 			t.Fatalf("Verify refused with the secret second: %v", err)
 		}
 		if !bytes.Equal(key, other) {
-			if err := verify([]ledger.Sensitive{otherSecret}, id, ts, sig, body); !errors.Is(err, signing.ErrNoMatchingSignature) {
+			if err := verify([]sensitive.Bytes{otherSecret}, id, ts, sig, body); !errors.Is(err, signing.ErrNoMatchingSignature) {
 				t.Fatalf("another key verified the signature: %v", err)
 			}
 		}
-		if err := verify([]ledger.Sensitive{secret}, id, ts, sig[:len(sig)-1], body); err == nil {
+		if err := verify([]sensitive.Bytes{secret}, id, ts, sig[:len(sig)-1], body); err == nil {
 			t.Fatal("Verify accepted a truncated signature")
 		}
 
@@ -125,7 +125,7 @@ func FuzzVerifyMutation(f *testing.F) {
 		case mutateBody:
 			mBody = flip(body)
 		}
-		if err := verify([]ledger.Sensitive{secret}, mID, mTS, mSig, mBody); err == nil {
+		if err := verify([]sensitive.Bytes{secret}, mID, mTS, mSig, mBody); err == nil {
 			t.Fatalf("Verify accepted a mutated message (part %d): id %q ts %q sig %q", part%mutateParts, mID, mTS, mSig)
 		}
 	})

@@ -7,7 +7,7 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/hookkeeper/hookkeeper/internal/ledger"
+	"github.com/hookkeeper/hookkeeper/internal/sensitive"
 )
 
 // SecretPrefix marks a Standard Webhooks symmetric secret.
@@ -31,7 +31,7 @@ type keyBuf [MaxKeySize + 2]byte
 
 // GenerateSecret returns a new random secret: "whsec_" followed by the
 // base64 (standard alphabet, padded) of GeneratedKeySize random bytes.
-func GenerateSecret() (ledger.Sensitive, error) {
+func GenerateSecret() (sensitive.Bytes, error) {
 	var key [GeneratedKeySize]byte
 	defer clear(key[:])
 	if _, err := rand.Read(key[:]); err != nil {
@@ -46,7 +46,7 @@ func GenerateSecret() (ledger.Sensitive, error) {
 // libraries it accepts the secret with or without the "whsec_" prefix;
 // surrounding whitespace (a trailing newline in a Kubernetes Secret) is
 // ignored.
-func ParseSecret(secret ledger.Sensitive) (ledger.Sensitive, error) {
+func ParseSecret(secret sensitive.Bytes) (sensitive.Bytes, error) {
 	var buf keyBuf
 	defer clear(buf[:])
 	key, err := decodeKey(&buf, secret)
@@ -57,7 +57,7 @@ func ParseSecret(secret ledger.Sensitive) (ledger.Sensitive, error) {
 }
 
 // decodeKey decodes secret into buf and returns the key, a slice of buf.
-func decodeKey(buf *keyBuf, secret ledger.Sensitive) ([]byte, error) {
+func decodeKey(buf *keyBuf, secret sensitive.Bytes) ([]byte, error) {
 	s := bytes.TrimSpace(secret)
 	s = bytes.TrimPrefix(s, []byte(SecretPrefix))
 	if len(s) == 0 {

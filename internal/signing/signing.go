@@ -8,7 +8,7 @@
 // tests use the specification's own vectors and the reference JavaScript
 // library). During a secret rotation an attempt is signed with every secret
 // still valid, one v1 entry each, so that a receiver knowing either the old
-// or the new secret accepts it. Secrets are ledger.Sensitive throughout and
+// or the new secret accepts it. Secrets are sensitive.Bytes throughout and
 // no error of this package contains secret material.
 package signing
 
@@ -21,7 +21,7 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/hookkeeper/hookkeeper/internal/ledger"
+	"github.com/hookkeeper/hookkeeper/internal/sensitive"
 )
 
 // The Standard Webhooks headers.
@@ -42,13 +42,13 @@ const sigLen = (sha256.Size + 2) / 3 * 4
 
 // Sign returns the signature of one message with one secret, in the form
 // "v1,<base64>".
-func Sign(secret ledger.Sensitive, id string, ts time.Time, body []byte) (string, error) {
-	return SignatureHeader([]ledger.Sensitive{secret}, id, ts, body)
+func Sign(secret sensitive.Bytes, id string, ts time.Time, body []byte) (string, error) {
+	return SignatureHeader([]sensitive.Bytes{secret}, id, ts, body)
 }
 
 // SignatureHeader returns the webhook-signature header value for a message:
 // one "v1,<base64>" entry per secret, in order, separated by spaces.
-func SignatureHeader(secrets []ledger.Sensitive, id string, ts time.Time, body []byte) (string, error) {
+func SignatureHeader(secrets []sensitive.Bytes, id string, ts time.Time, body []byte) (string, error) {
 	if len(secrets) == 0 {
 		return "", errors.New("sign: no signing secret")
 	}

@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hookkeeper/hookkeeper/internal/ledger"
+	"github.com/hookkeeper/hookkeeper/internal/sensitive"
 	"github.com/hookkeeper/hookkeeper/internal/signing"
 )
 
@@ -25,7 +25,7 @@ const (
 
 func TestSignSpecVector(t *testing.T) {
 	for _, secret := range []string{specSecret, strings.TrimPrefix(specSecret, signing.SecretPrefix), specSecret + "\n"} {
-		got, err := signing.Sign(ledger.Sensitive(secret), specMsgID, time.Unix(specTimestamp, 0), []byte(specPayload))
+		got, err := signing.Sign(sensitive.Bytes(secret), specMsgID, time.Unix(specTimestamp, 0), []byte(specPayload))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -36,7 +36,7 @@ func TestSignSpecVector(t *testing.T) {
 }
 
 func TestSignIgnoresSubSecondPrecision(t *testing.T) {
-	got, err := signing.Sign(ledger.Sensitive(specSecret), specMsgID, time.Unix(specTimestamp, 999_999_999).In(time.FixedZone("x", 3600)), []byte(specPayload))
+	got, err := signing.Sign(sensitive.Bytes(specSecret), specMsgID, time.Unix(specTimestamp, 999_999_999).In(time.FixedZone("x", 3600)), []byte(specPayload))
 	if err != nil || got != specSignature {
 		t.Fatalf("Sign = %q, %v; want %q", got, err, specSignature)
 	}
@@ -44,7 +44,7 @@ func TestSignIgnoresSubSecondPrecision(t *testing.T) {
 
 func TestSignatureHeaderRotation(t *testing.T) {
 	other := mustGenerate(t)
-	secrets := []ledger.Sensitive{ledger.Sensitive(specSecret), other}
+	secrets := []sensitive.Bytes{sensitive.Bytes(specSecret), other}
 	hdr, err := signing.SignatureHeader(secrets, specMsgID, time.Unix(specTimestamp, 0), []byte(specPayload))
 	if err != nil {
 		t.Fatal(err)
@@ -64,18 +64,18 @@ func TestSignRejects(t *testing.T) {
 	body := []byte(specPayload)
 	tests := []struct {
 		name    string
-		secrets []ledger.Sensitive
+		secrets []sensitive.Bytes
 		id      string
 		want    error
 	}{
 		{"no secret", nil, specMsgID, nil},
-		{"empty id", []ledger.Sensitive{ledger.Sensitive(specSecret)}, "", signing.ErrInvalidID},
-		{"id with a dot", []ledger.Sensitive{ledger.Sensitive(specSecret)}, "msg.1", signing.ErrInvalidID},
-		{"id with a space", []ledger.Sensitive{ledger.Sensitive(specSecret)}, "msg 1", signing.ErrInvalidID},
-		{"id with a newline", []ledger.Sensitive{ledger.Sensitive(specSecret)}, "msg\n1", signing.ErrInvalidID},
-		{"too long id", []ledger.Sensitive{ledger.Sensitive(specSecret)}, strings.Repeat("a", signing.MaxIDLength+1), signing.ErrInvalidID},
-		{"bad secret", []ledger.Sensitive{ledger.Sensitive("whsec_!!!")}, specMsgID, signing.ErrInvalidSecret},
-		{"one bad secret of two", []ledger.Sensitive{ledger.Sensitive(specSecret), ledger.Sensitive("whsec_")}, specMsgID, signing.ErrInvalidSecret},
+		{"empty id", []sensitive.Bytes{sensitive.Bytes(specSecret)}, "", signing.ErrInvalidID},
+		{"id with a dot", []sensitive.Bytes{sensitive.Bytes(specSecret)}, "msg.1", signing.ErrInvalidID},
+		{"id with a space", []sensitive.Bytes{sensitive.Bytes(specSecret)}, "msg 1", signing.ErrInvalidID},
+		{"id with a newline", []sensitive.Bytes{sensitive.Bytes(specSecret)}, "msg\n1", signing.ErrInvalidID},
+		{"too long id", []sensitive.Bytes{sensitive.Bytes(specSecret)}, strings.Repeat("a", signing.MaxIDLength+1), signing.ErrInvalidID},
+		{"bad secret", []sensitive.Bytes{sensitive.Bytes("whsec_!!!")}, specMsgID, signing.ErrInvalidSecret},
+		{"one bad secret of two", []sensitive.Bytes{sensitive.Bytes(specSecret), sensitive.Bytes("whsec_")}, specMsgID, signing.ErrInvalidSecret},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -114,7 +114,7 @@ func TestParseSecret(t *testing.T) {
 	key64 := base64.StdEncoding.EncodeToString(make([]byte, 64))
 	valid := []string{specSecret, strings.TrimPrefix(specSecret, "whsec_"), " " + specSecret + "\n", "whsec_" + key24, "whsec_" + key64}
 	for _, s := range valid {
-		if _, err := signing.ParseSecret(ledger.Sensitive(s)); err != nil {
+		if _, err := signing.ParseSecret(sensitive.Bytes(s)); err != nil {
 			t.Errorf("ParseSecret(%q): %v", s, err)
 		}
 	}
@@ -128,7 +128,7 @@ func TestParseSecret(t *testing.T) {
 		"whsec_" + base64.RawStdEncoding.EncodeToString([]byte("0123456789abcdefghijklmno")), // 25 bytes, unpadded
 	}
 	for _, s := range invalid {
-		_, err := signing.ParseSecret(ledger.Sensitive(s))
+		_, err := signing.ParseSecret(sensitive.Bytes(s))
 		if !errors.Is(err, signing.ErrInvalidSecret) {
 			t.Errorf("ParseSecret(%q) = %v, want ErrInvalidSecret", s, err)
 			continue
@@ -139,7 +139,7 @@ func TestParseSecret(t *testing.T) {
 	}
 }
 
-func mustGenerate(t *testing.T) ledger.Sensitive {
+func mustGenerate(t *testing.T) sensitive.Bytes {
 	t.Helper()
 	s, err := signing.GenerateSecret()
 	if err != nil {

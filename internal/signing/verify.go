@@ -9,7 +9,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/hookkeeper/hookkeeper/internal/ledger"
+	"github.com/hookkeeper/hookkeeper/internal/sensitive"
 )
 
 // DefaultTolerance is how far a webhook-timestamp may be from now, either
@@ -30,7 +30,7 @@ var (
 // now (DefaultTolerance when tolerance <= 0) and at least one v1 entry of
 // the signature header must match the signature by one of secrets
 // (compared in constant time). Entries of other versions are ignored.
-func Verify(secrets []ledger.Sensitive, id, timestampHeader, signatureHeader string, body []byte, now time.Time, tolerance time.Duration) error {
+func Verify(secrets []sensitive.Bytes, id, timestampHeader, signatureHeader string, body []byte, now time.Time, tolerance time.Duration) error {
 	switch {
 	case id == "":
 		return fmt.Errorf("verify: %w: %s", ErrMissingHeader, HeaderID)

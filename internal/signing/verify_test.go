@@ -8,14 +8,14 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hookkeeper/hookkeeper/internal/ledger"
+	"github.com/hookkeeper/hookkeeper/internal/sensitive"
 	"github.com/hookkeeper/hookkeeper/internal/signing"
 )
 
 func TestVerifySpecVector(t *testing.T) {
 	now := time.Unix(specTimestamp, 0)
 	for _, secret := range []string{specSecret, strings.TrimPrefix(specSecret, "whsec_")} {
-		err := signing.Verify([]ledger.Sensitive{ledger.Sensitive(secret)}, specMsgID, strconv.Itoa(specTimestamp), specSignature, []byte(specPayload), now, 0)
+		err := signing.Verify([]sensitive.Bytes{sensitive.Bytes(secret)}, specMsgID, strconv.Itoa(specTimestamp), specSignature, []byte(specPayload), now, 0)
 		if err != nil {
 			t.Errorf("Verify with %q: %v", secret, err)
 		}
@@ -31,7 +31,7 @@ func TestVerify(t *testing.T) {
 	now := time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)
 	ts := now.Add(-10 * time.Second)
 	tsHeader := strconv.FormatInt(ts.Unix(), 10)
-	both, err := signing.SignatureHeader([]ledger.Sensitive{old, current}, id, ts, body)
+	both, err := signing.SignatureHeader([]sensitive.Bytes{old, current}, id, ts, body)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -46,7 +46,7 @@ func TestVerify(t *testing.T) {
 	const tol = 5 * time.Minute
 	type tc struct {
 		name      string
-		secrets   []ledger.Sensitive
+		secrets   []sensitive.Bytes
 		id, ts    string
 		signature string
 		body      []byte
@@ -55,34 +55,34 @@ func TestVerify(t *testing.T) {
 		wantAny   bool  // some error
 	}
 	tests := []tc{
-		{name: "valid", secrets: []ledger.Sensitive{current}, id: id, ts: tsHeader, signature: onlyCurrent, body: body},
-		{name: "rotation: receiver knows the new secret", secrets: []ledger.Sensitive{current}, id: id, ts: tsHeader, signature: both, body: body},
-		{name: "rotation: receiver knows the old secret", secrets: []ledger.Sensitive{old}, id: id, ts: tsHeader, signature: both, body: body},
-		{name: "receiver knows both secrets", secrets: []ledger.Sensitive{unrelated, old}, id: id, ts: tsHeader, signature: onlyCurrent + " " + both, body: body},
-		{name: "unrelated secret", secrets: []ledger.Sensitive{unrelated}, id: id, ts: tsHeader, signature: both, body: body, want: signing.ErrNoMatchingSignature},
-		{name: "tampered body", secrets: []ledger.Sensitive{current}, id: id, ts: tsHeader, signature: onlyCurrent, body: append([]byte(nil), body[:len(body)-1]...), want: signing.ErrNoMatchingSignature},
-		{name: "tampered id", secrets: []ledger.Sensitive{current}, id: id + "x", ts: tsHeader, signature: onlyCurrent, body: body, want: signing.ErrNoMatchingSignature},
-		{name: "tampered timestamp", secrets: []ledger.Sensitive{current}, id: id, ts: strconv.FormatInt(ts.Unix()+1, 10), signature: onlyCurrent, body: body, want: signing.ErrNoMatchingSignature},
-		{name: "multi signature with other versions", secrets: []ledger.Sensitive{current}, id: id, ts: tsHeader, body: body,
+		{name: "valid", secrets: []sensitive.Bytes{current}, id: id, ts: tsHeader, signature: onlyCurrent, body: body},
+		{name: "rotation: receiver knows the new secret", secrets: []sensitive.Bytes{current}, id: id, ts: tsHeader, signature: both, body: body},
+		{name: "rotation: receiver knows the old secret", secrets: []sensitive.Bytes{old}, id: id, ts: tsHeader, signature: both, body: body},
+		{name: "receiver knows both secrets", secrets: []sensitive.Bytes{unrelated, old}, id: id, ts: tsHeader, signature: onlyCurrent + " " + both, body: body},
+		{name: "unrelated secret", secrets: []sensitive.Bytes{unrelated}, id: id, ts: tsHeader, signature: both, body: body, want: signing.ErrNoMatchingSignature},
+		{name: "tampered body", secrets: []sensitive.Bytes{current}, id: id, ts: tsHeader, signature: onlyCurrent, body: append([]byte(nil), body[:len(body)-1]...), want: signing.ErrNoMatchingSignature},
+		{name: "tampered id", secrets: []sensitive.Bytes{current}, id: id + "x", ts: tsHeader, signature: onlyCurrent, body: body, want: signing.ErrNoMatchingSignature},
+		{name: "tampered timestamp", secrets: []sensitive.Bytes{current}, id: id, ts: strconv.FormatInt(ts.Unix()+1, 10), signature: onlyCurrent, body: body, want: signing.ErrNoMatchingSignature},
+		{name: "multi signature with other versions", secrets: []sensitive.Bytes{current}, id: id, ts: tsHeader, body: body,
 			signature: "v1,Ceo5qEr07ixe2NLpvHk3FH9bwy/WavXrAFQ/9tdO6mc= v2,Ceo5qEr07ixe2NLpvHk3FH9bwy/WavXrAFQ/9tdO6mc= " + onlyCurrent + " v1,Ceo5qEr07ixe2NLpvHk3FH9bwy/WavXrAFQ/9tdO6mc="},
-		{name: "right signature under another version", secrets: []ledger.Sensitive{current}, id: id, ts: tsHeader, signature: "v1a," + strings.TrimPrefix(onlyCurrent, "v1,"), body: body, want: signing.ErrNoMatchingSignature},
-		{name: "partial signature", secrets: []ledger.Sensitive{current}, id: id, ts: tsHeader, signature: onlyCurrent[:8], body: body, want: signing.ErrNoMatchingSignature},
-		{name: "empty v1 signature", secrets: []ledger.Sensitive{current}, id: id, ts: tsHeader, signature: "v1,", body: body, want: signing.ErrNoMatchingSignature},
-		{name: "extra spaces", secrets: []ledger.Sensitive{current}, id: id, ts: tsHeader, signature: "  " + onlyCurrent + "  ", body: body},
-		{name: "missing id", secrets: []ledger.Sensitive{current}, ts: tsHeader, signature: onlyCurrent, body: body, want: signing.ErrMissingHeader},
-		{name: "missing timestamp", secrets: []ledger.Sensitive{current}, id: id, signature: onlyCurrent, body: body, want: signing.ErrMissingHeader},
-		{name: "missing signature", secrets: []ledger.Sensitive{current}, id: id, ts: tsHeader, body: body, want: signing.ErrMissingHeader},
+		{name: "right signature under another version", secrets: []sensitive.Bytes{current}, id: id, ts: tsHeader, signature: "v1a," + strings.TrimPrefix(onlyCurrent, "v1,"), body: body, want: signing.ErrNoMatchingSignature},
+		{name: "partial signature", secrets: []sensitive.Bytes{current}, id: id, ts: tsHeader, signature: onlyCurrent[:8], body: body, want: signing.ErrNoMatchingSignature},
+		{name: "empty v1 signature", secrets: []sensitive.Bytes{current}, id: id, ts: tsHeader, signature: "v1,", body: body, want: signing.ErrNoMatchingSignature},
+		{name: "extra spaces", secrets: []sensitive.Bytes{current}, id: id, ts: tsHeader, signature: "  " + onlyCurrent + "  ", body: body},
+		{name: "missing id", secrets: []sensitive.Bytes{current}, ts: tsHeader, signature: onlyCurrent, body: body, want: signing.ErrMissingHeader},
+		{name: "missing timestamp", secrets: []sensitive.Bytes{current}, id: id, signature: onlyCurrent, body: body, want: signing.ErrMissingHeader},
+		{name: "missing signature", secrets: []sensitive.Bytes{current}, id: id, ts: tsHeader, body: body, want: signing.ErrMissingHeader},
 		{name: "no secret", id: id, ts: tsHeader, signature: onlyCurrent, body: body, wantAny: true},
-		{name: "id with a dot", secrets: []ledger.Sensitive{current}, id: "a.b", ts: tsHeader, signature: onlyCurrent, body: body, want: signing.ErrInvalidID},
-		{name: "non-numeric timestamp", secrets: []ledger.Sensitive{current}, id: id, ts: "hello", signature: onlyCurrent, body: body, want: signing.ErrInvalidTimestamp},
-		{name: "signed timestamp", secrets: []ledger.Sensitive{current}, id: id, ts: "+" + tsHeader, signature: onlyCurrent, body: body, want: signing.ErrInvalidTimestamp},
-		{name: "overlong timestamp", secrets: []ledger.Sensitive{current}, id: id, ts: strings.Repeat("9", 19), signature: onlyCurrent, body: body, want: signing.ErrInvalidTimestamp},
-		{name: "expired timestamp", secrets: []ledger.Sensitive{current}, id: id, ts: unixStr(now.Add(-tol - time.Second)), signature: sign(now.Add(-tol - time.Second)), body: body, tolerance: tol, want: signing.ErrTimestampTooOld},
-		{name: "future timestamp", secrets: []ledger.Sensitive{current}, id: id, ts: unixStr(now.Add(tol + time.Second)), signature: sign(now.Add(tol + time.Second)), body: body, tolerance: tol, want: signing.ErrTimestampTooNew},
-		{name: "timestamp at the tolerance", secrets: []ledger.Sensitive{current}, id: id, ts: unixStr(now.Add(-tol)), signature: sign(now.Add(-tol)), body: body, tolerance: tol},
-		{name: "default tolerance is five minutes", secrets: []ledger.Sensitive{current}, id: id, ts: unixStr(now.Add(-6 * time.Minute)), signature: sign(now.Add(-6 * time.Minute)), body: body, want: signing.ErrTimestampTooOld},
-		{name: "a wider tolerance", secrets: []ledger.Sensitive{current}, id: id, ts: unixStr(now.Add(-6 * time.Minute)), signature: sign(now.Add(-6 * time.Minute)), body: body, tolerance: 10 * time.Minute},
-		{name: "invalid secret", secrets: []ledger.Sensitive{ledger.Sensitive("whsec_short")}, id: id, ts: tsHeader, signature: onlyCurrent, body: body, want: signing.ErrInvalidSecret},
+		{name: "id with a dot", secrets: []sensitive.Bytes{current}, id: "a.b", ts: tsHeader, signature: onlyCurrent, body: body, want: signing.ErrInvalidID},
+		{name: "non-numeric timestamp", secrets: []sensitive.Bytes{current}, id: id, ts: "hello", signature: onlyCurrent, body: body, want: signing.ErrInvalidTimestamp},
+		{name: "signed timestamp", secrets: []sensitive.Bytes{current}, id: id, ts: "+" + tsHeader, signature: onlyCurrent, body: body, want: signing.ErrInvalidTimestamp},
+		{name: "overlong timestamp", secrets: []sensitive.Bytes{current}, id: id, ts: strings.Repeat("9", 19), signature: onlyCurrent, body: body, want: signing.ErrInvalidTimestamp},
+		{name: "expired timestamp", secrets: []sensitive.Bytes{current}, id: id, ts: unixStr(now.Add(-tol - time.Second)), signature: sign(now.Add(-tol - time.Second)), body: body, tolerance: tol, want: signing.ErrTimestampTooOld},
+		{name: "future timestamp", secrets: []sensitive.Bytes{current}, id: id, ts: unixStr(now.Add(tol + time.Second)), signature: sign(now.Add(tol + time.Second)), body: body, tolerance: tol, want: signing.ErrTimestampTooNew},
+		{name: "timestamp at the tolerance", secrets: []sensitive.Bytes{current}, id: id, ts: unixStr(now.Add(-tol)), signature: sign(now.Add(-tol)), body: body, tolerance: tol},
+		{name: "default tolerance is five minutes", secrets: []sensitive.Bytes{current}, id: id, ts: unixStr(now.Add(-6 * time.Minute)), signature: sign(now.Add(-6 * time.Minute)), body: body, want: signing.ErrTimestampTooOld},
+		{name: "a wider tolerance", secrets: []sensitive.Bytes{current}, id: id, ts: unixStr(now.Add(-6 * time.Minute)), signature: sign(now.Add(-6 * time.Minute)), body: body, tolerance: 10 * time.Minute},
+		{name: "invalid secret", secrets: []sensitive.Bytes{sensitive.Bytes("whsec_short")}, id: id, ts: tsHeader, signature: onlyCurrent, body: body, want: signing.ErrInvalidSecret},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -103,7 +103,7 @@ func TestVerify(t *testing.T) {
 }
 
 // assertNoSecret fails when an error quotes any part of a secret.
-func assertNoSecret(t *testing.T, err error, secrets ...ledger.Sensitive) {
+func assertNoSecret(t *testing.T, err error, secrets ...sensitive.Bytes) {
 	t.Helper()
 	msg := fmt.Sprintf("%v %+v %#v", err, err, err)
 	for _, s := range secrets {
@@ -124,7 +124,7 @@ func FuzzVerify(f *testing.F) {
 	f.Add(specMsgID, strconv.Itoa(specTimestamp), specSignature, []byte(specPayload))
 	f.Add("a", "1", "v1,", []byte{})
 	f.Add("msg", "1614265330", "v1,,, v1 ,v1,x", []byte("{}"))
-	secrets := []ledger.Sensitive{ledger.Sensitive(specSecret)}
+	secrets := []sensitive.Bytes{sensitive.Bytes(specSecret)}
 	now := time.Unix(specTimestamp, 0)
 	f.Fuzz(func(t *testing.T, id, ts, sig string, body []byte) {
 		err := signing.Verify(secrets, id, ts, sig, body, now, time.Hour)

@@ -6,7 +6,8 @@
 // that collides with one it sets). The CRD's CEL rules express the same
 // checks for the API server; a test compares them with these functions on
 // the real API server, and the CRD's reserved header list with
-// ReservedHeaders, so that they cannot drift.
+// ReservedHeaders, so that they cannot drift. It also defines Header, the
+// static header as the ledger stores it and the sender sends it.
 //
 // It imports nothing of hookkeeper: it is a leaf.
 package wire

@@ -113,3 +113,10 @@ func (s *HeaderSet) Add(name, value string) error {
 	s.seen[key] = true
 	return nil
 }
+
+// Header is a static header sent with every attempt of an endpoint's
+// deliveries, as configured and stored.
+type Header struct {
+	Name  string `json:"name"`
+	Value string `json:"value"`
+}

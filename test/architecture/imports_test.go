@@ -10,11 +10,18 @@ import (
 
 // kubernetesAdapters are the packages under internal/ that may import
 // Kubernetes. internal/kubeauth is the adapter that implements the HTTP
-// API's Auth with TokenReview and SubjectAccessReview: it is not part of the
-// engine, and no engine package may import it (if one did, its Kubernetes
-// dependencies would show up below and fail the test).
+// API's Auth with TokenReview and SubjectAccessReview; internal/servingcert
+// keeps the manager's serving certificate in a Secret and an APIService's
+// caBundle current; internal/deliveryapi (and its generated OpenAPI
+// definitions) serves the ledger's history as an aggregated Kubernetes API.
+// They are not part of the engine, and no engine package may import them
+// (if one did, its Kubernetes dependencies would show up below and fail the
+// test).
 var kubernetesAdapters = map[string]bool{
-	"github.com/hookkeeper/hookkeeper/internal/kubeauth": true,
+	"github.com/hookkeeper/hookkeeper/internal/kubeauth":            true,
+	"github.com/hookkeeper/hookkeeper/internal/servingcert":         true,
+	"github.com/hookkeeper/hookkeeper/internal/deliveryapi":         true,
+	"github.com/hookkeeper/hookkeeper/internal/deliveryapi/openapi": true,
 }
 
 // TestEngineImportsNoKubernetes keeps the delivery engine (everything under
@@ -58,5 +65,31 @@ func TestEngineImportsNoKubernetes(t *testing.T) {
 		if kubernetesAdapters[dep] {
 			t.Errorf("the engine imports the Kubernetes adapter %s", dep)
 		}
+	}
+}
+
+// TestServingCertUsesOnlyTheCertificateSeamOfAPIServer keeps
+// internal/servingcert's use of k8s.io/apiserver to the interface through
+// which an aggregated API server takes its certificate
+// (dynamiccertificates), so that the certificate adapter does not grow
+// into an API server.
+func TestServingCertUsesOnlyTheCertificateSeamOfAPIServer(t *testing.T) {
+	cmd := exec.Command("go", "list", "-f", `{{join .Imports "\n"}}`, "github.com/hookkeeper/hookkeeper/internal/servingcert")
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("go list: %v\n%s", err, out)
+	}
+	const allowed = "k8s.io/apiserver/pkg/server/dynamiccertificates"
+	found := false
+	for _, imp := range strings.Fields(string(out)) {
+		switch {
+		case imp == allowed:
+			found = true
+		case strings.HasPrefix(imp, "k8s.io/apiserver/"):
+			t.Errorf("internal/servingcert imports %s; only %s is meant to be used", imp, allowed)
+		}
+	}
+	if !found {
+		t.Errorf("internal/servingcert no longer imports %s: drop this test or update it", allowed)
 	}
 }

@@ -118,7 +118,7 @@ func breakdown(profile string) string {
 		{"ledger: insert events", "(*Store).EventInsertMany"},
 		{"ledger: record attempts", "(*Store).AttemptRecordMany"},
 		{"ledger: claim", "(*Store).DeliveryClaim"},
-		{"ingest: parse and canonicalize JSON", "ingest.parsePublishBody"},
+		{"ingest: parse and canonicalize JSON", "httpapi.parsePublishBody"},
 		{"ingest: HTTP server", "net/http.(*conn).serve"},
 		{"dispatch: send attempts", "dispatch.(*Sender).Send"},
 		{"garbage collector", "runtime.gcBgMarkWorker"},

@@ -46,6 +46,10 @@ var (
 
 	api *apiClient
 
+	// deliveryKubeconfig points kubectl at the manager's aggregated API
+	// (delivery.hookkeeper.dev) with the suite's admin credentials.
+	deliveryKubeconfig string
+
 	// metricsURL is the manager's Prometheus endpoint (plain HTTP on
 	// loopback, for the secrets-hygiene search).
 	metricsURL string
@@ -79,6 +83,8 @@ var _ = BeforeSuite(func() {
 	apiToken = suiteProducer()
 	certFile, keyFile, roots := servingCertificate(workDir)
 	probeAddr, apiAddr, metricsAddr := freeAddr(), freeAddr(), freeAddr()
+	deliveryAPIAddr := freeAddr()
+	deliveryKubeconfig = deliveryAPIKubeconfig(workDir, kubeconfig, deliveryAPIAddr)
 	metricsURL = "http://" + metricsAddr + "/metrics"
 	managerLog = filepath.Join(workDir, "manager.log")
 	logFile, err := os.Create(managerLog)
@@ -93,6 +99,10 @@ var _ = BeforeSuite(func() {
 		"--api-auth=kubernetes",
 		"--api-tls-cert-file="+certFile,
 		"--api-tls-key-file="+keyFile,
+		// kubectl get deliveries: the aggregated API, read with
+		// deliveryKubeconfig (a local control plane cannot route to it).
+		"--aggregated-api-bind-address="+deliveryAPIAddr,
+		"--aggregated-api-self-signed",
 		"--endpoint-status-resync=2s",
 		"--max-fan-out="+fmt.Sprint(maxFanOut),
 		// The receivers are on loopback, which is forbidden by default.

@@ -16,7 +16,7 @@ import (
 	. "github.com/onsi/gomega"
 
 	"github.com/hookkeeper/hookkeeper/internal/dispatch"
-	"github.com/hookkeeper/hookkeeper/internal/ledger"
+	"github.com/hookkeeper/hookkeeper/internal/sensitive"
 	"github.com/hookkeeper/hookkeeper/internal/signing"
 	"github.com/hookkeeper/hookkeeper/test/apicall"
 	"github.com/hookkeeper/hookkeeper/test/fixtures"
@@ -68,7 +68,7 @@ func useNamespace(name string) string {
 
 // signingSecret reads the endpoint's generated signing secret the way a
 // receiver's operator would: the Secret named in its status, with kubectl.
-func signingSecret(endpoint string) ledger.Sensitive {
+func signingSecret(endpoint string) sensitive.Bytes {
 	GinkgoHelper()
 	name := jsonpath("webhookendpoint/"+endpoint, "{.status.signingSecretName}")
 	Expect(name).NotTo(BeEmpty(), "webhookendpoint %s names no signing Secret", endpoint)
@@ -76,7 +76,7 @@ func signingSecret(endpoint string) ledger.Sensitive {
 	raw, err := base64.StdEncoding.DecodeString(encoded)
 	Expect(err).NotTo(HaveOccurred())
 	Expect(string(raw)).To(HavePrefix("whsec_"))
-	return ledger.Sensitive(raw)
+	return sensitive.Bytes(raw)
 }
 
 // The manifests the specs apply.
@@ -211,7 +211,7 @@ type receiver struct {
 	name    string
 	srv     *httptest.Server
 	verify  bool
-	secret  atomic.Pointer[ledger.Sensitive]
+	secret  atomic.Pointer[sensitive.Bytes]
 	respond func(n int, r *received) int
 
 	mu  sync.Mutex
@@ -228,7 +228,7 @@ func newReceiver(name string, verify bool, respond func(n int, r *received) int)
 
 func (r *receiver) URL(path string) string { return r.srv.URL + path }
 
-func (r *receiver) useSecret(s ledger.Sensitive) { r.secret.Store(&s) }
+func (r *receiver) useSecret(s sensitive.Bytes) { r.secret.Store(&s) }
 
 func (r *receiver) serve(w http.ResponseWriter, req *http.Request) {
 	body, _ := io.ReadAll(io.LimitReader(req.Body, 1<<20))
@@ -245,7 +245,7 @@ func (r *receiver) serve(w http.ResponseWriter, req *http.Request) {
 	_ = json.Unmarshal(body, &env)
 	rc.Type, rc.Data = env.Type, env.Data
 	if s := r.secret.Load(); s != nil {
-		rc.Verified = signing.Verify([]ledger.Sensitive{*s}, rc.WebhookID, req.Header.Get(signing.HeaderTimestamp),
+		rc.Verified = signing.Verify([]sensitive.Bytes{*s}, rc.WebhookID, req.Header.Get(signing.HeaderTimestamp),
 			req.Header.Get(signing.HeaderSignature), body, time.Now(), signing.DefaultTolerance) == nil
 	}
 

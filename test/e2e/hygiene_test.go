@@ -16,7 +16,7 @@ import (
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 
-	"github.com/hookkeeper/hookkeeper/internal/ledger"
+	"github.com/hookkeeper/hookkeeper/internal/sensitive"
 	"github.com/hookkeeper/hookkeeper/internal/signing"
 )
 
@@ -231,7 +231,7 @@ spec:
 
 		By("the tokens and the signing secrets having really gone through: the receivers saw them")
 		tokens := map[string]string{"original token": originalToken, "replacement token": freshToken, "callback token": callbackToken}
-		secrets := map[string]ledger.Sensitive{"fan-confirmations": confirmationsSecret, "producer": producerSecret, "reviews": reviewsSecret}
+		secrets := map[string]sensitive.Bytes{"fan-confirmations": confirmationsSecret, "producer": producerSecret, "reviews": reviewsSecret}
 		for _, rc := range confirmations.of(original) {
 			Expect(rc.Verified).To(BeTrue())
 			Expect(rc.Data).To(HaveKeyWithValue("confirmToken", originalToken))
@@ -306,7 +306,7 @@ spec:
 
 // postAck posts a Callback acknowledgement signed with the endpoint's
 // secret, as a receiver would (the signature alone authenticates it).
-func postAck(secret ledger.Sensitive, deliveryID, body string) (int, []byte) {
+func postAck(secret sensitive.Bytes, deliveryID, body string) (int, []byte) {
 	GinkgoHelper()
 	msgID := "ack_" + deliveryID
 	now := time.Now()

@@ -28,10 +28,11 @@ import (
 	"github.com/hookkeeper/hookkeeper/internal/destination"
 	"github.com/hookkeeper/hookkeeper/internal/dispatch"
 	"github.com/hookkeeper/hookkeeper/internal/engine"
-	"github.com/hookkeeper/hookkeeper/internal/ingest"
+	"github.com/hookkeeper/hookkeeper/internal/httpapi"
 	"github.com/hookkeeper/hookkeeper/internal/ledger"
 	"github.com/hookkeeper/hookkeeper/internal/ledger/ledgerstore"
 	"github.com/hookkeeper/hookkeeper/internal/ledger/postgres"
+	"github.com/hookkeeper/hookkeeper/internal/sensitive"
 )
 
 // EndpointConfig is one endpoint of the --endpoints file.
@@ -69,8 +70,8 @@ func main() {
 	flag.BoolVar(&o.verbose, "v", false, "log to stderr")
 	flag.StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile of the run to this file")
 	flag.StringVar(&allowedDestinations, "allowed-destination-cidrs", "127.0.0.0/8,::1/128", "CIDRs delivered to despite the manager's default-deny destination policy (loopback, where the tests' receivers are)")
-	flag.DurationVar(&o.readHeaderTimeout, "api-read-header-timeout", ingest.ServerReadHeaderTimeout, "how long the API waits for a request's headers")
-	flag.IntVar(&o.maxConnections, "api-max-connections", ingest.DefaultMaxConnections, "most connections the API holds open")
+	flag.DurationVar(&o.readHeaderTimeout, "api-read-header-timeout", httpapi.ServerReadHeaderTimeout, "how long the API waits for a request's headers")
+	flag.IntVar(&o.maxConnections, "api-max-connections", httpapi.DefaultMaxConnections, "most connections the API holds open")
 	flag.DurationVar(&clockOffset, "clock-offset", 0, "shift the engine's and the API's clock by this much (tests use it to start at a chosen time)")
 	flag.StringVar(&o.instance, "instance", "", "identity of this replica across restarts (the manager's --instance); its earlier processes' leases are reclaimed at start")
 	flag.Parse()
@@ -147,11 +148,11 @@ func run(o hostOptions) error {
 		return err
 	}
 
-	handler, err := ingest.New(ingest.Config{
+	handler, err := httpapi.New(httpapi.Config{
 		Publisher:    eng,
 		Reader:       store,
 		Acknowledger: eng,
-		Auth:         ingest.StaticTokens{o.token: {Username: "enginehost"}},
+		Auth:         httpapi.StaticTokens{o.token: {Username: "enginehost"}},
 		Log:          log,
 		Now:          o.clock.Now,
 	})
@@ -162,7 +163,7 @@ func run(o hostOptions) error {
 	if err != nil {
 		return err
 	}
-	srv := ingest.NewServer(o.listen, handler, ingest.ServerOptions{MaxConnections: o.maxConnections, Registerer: reg})
+	srv := httpapi.NewServer(o.listen, handler, httpapi.ServerOptions{MaxConnections: o.maxConnections, Registerer: reg})
 	srv.ReadHeaderTimeout = o.readHeaderTimeout
 	go func() {
 		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
@@ -223,7 +224,7 @@ func registerEndpoints(ctx context.Context, eng *engine.Engine, file string) err
 		_, err = eng.RegisterEndpoint(ctx, ledger.Endpoint{
 			ID: ledger.EndpointID(c.Namespace, c.Name), Namespace: c.Namespace, Name: c.Name,
 			URL: c.URL, EventTypes: c.EventTypes, MaxInFlight: c.MaxInFlight, AckMode: ledger.AckResponse,
-			Secrets: []ledger.SigningSecret{{Value: ledger.Sensitive(c.Secret)}},
+			Secrets: []ledger.SigningSecret{{Value: sensitive.Bytes(c.Secret)}},
 			Policy: ledger.Policy{
 				Backoff: backoff.Policy{Strategy: backoff.Fixed, InitialDelay: delay, MaxAttempts: c.MaxAttempts, AttemptTimeout: timeout},
 				RetryOn: []string{"NetworkError", "Timeout", "429", "5xx"},

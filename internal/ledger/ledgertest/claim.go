@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/hookkeeper/hookkeeper/internal/ledger"
+	"github.com/hookkeeper/hookkeeper/internal/sensitive"
 )
 
 func exerciseClaim(t *testing.T, newStore func(t *testing.T) ledger.Store) {
@@ -46,7 +47,7 @@ func exerciseClaim(t *testing.T, newStore func(t *testing.T) ledger.Store) {
 		"ClaimCarriesSecrets": func(t *testing.T, f *fixture) {
 			f.upsert(endpoint("shop", "all", "*"), t0)
 			p := event("shop", "order.created", t0)
-			p.Secrets, p.SecretNames = ledger.Sensitive(`{"token":"tok_1"}`), []string{"token"}
+			p.Secrets, p.SecretNames = sensitive.Bytes(`{"token":"tok_1"}`), []string{"token"}
 			f.insert(p)
 			c := f.claimOne("w", t0)
 			if string(c.Event.Secrets.Reveal()) != `{"token":"tok_1"}` || len(c.Event.SecretNames) != 1 {

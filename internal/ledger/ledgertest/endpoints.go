@@ -6,6 +6,8 @@ import (
 
 	"github.com/hookkeeper/hookkeeper/internal/backoff"
 	"github.com/hookkeeper/hookkeeper/internal/ledger"
+	"github.com/hookkeeper/hookkeeper/internal/sensitive"
+	"github.com/hookkeeper/hookkeeper/internal/wire"
 )
 
 // fullEndpoint sets every field of an endpoint, so that a round trip
@@ -18,8 +20,8 @@ func fullEndpoint(ns, name string) ledger.Endpoint {
 		URL:        "https://receiver.example/hooks/" + name,
 		EventTypes: []string{"order.created", "invoice.*"},
 		Secrets: []ledger.SigningSecret{
-			{Value: ledger.Sensitive("whsec_current")},
-			{Value: ledger.Sensitive("whsec_previous"), NotAfter: at(time.Hour)},
+			{Value: sensitive.Bytes("whsec_current")},
+			{Value: sensitive.Bytes("whsec_previous"), NotAfter: at(time.Hour)},
 		},
 		Policy: ledger.Policy{
 			Backoff: backoff.Policy{
@@ -44,7 +46,7 @@ func fullEndpoint(ns, name string) ledger.Endpoint {
 		DeadLetter:  ledger.EndpointID(ns, "dlq"),
 		RateLimit:   ledger.RateLimit{PerSecond: 50, Burst: 100},
 		MaxInFlight: 16,
-		Headers:     []ledger.Header{{Name: "X-Team", Value: "payments"}, {Name: "X-Env", Value: "prod"}},
+		Headers:     []wire.Header{{Name: "X-Team", Value: "payments"}, {Name: "X-Env", Value: "prod"}},
 	}
 }
 

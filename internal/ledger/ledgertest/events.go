@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/hookkeeper/hookkeeper/internal/ledger"
+	"github.com/hookkeeper/hookkeeper/internal/sensitive"
 )
 
 func exerciseEvents(t *testing.T, newStore func(t *testing.T) ledger.Store) {
@@ -21,7 +22,7 @@ func exerciseEvents(t *testing.T, newStore func(t *testing.T) ledger.Store) {
 			p := event("shop", "order.created", at(time.Second))
 			p.Data = json.RawMessage(`{"order": {"id": "o-1", "lines": [1, 2, 3]}, "note": "ünïcode"}`)
 			p.BodyHash = hash(p.Data)
-			p.Secrets = ledger.Sensitive(`{"confirmToken":"tok_s3cr3t"}`)
+			p.Secrets = sensitive.Bytes(`{"confirmToken":"tok_s3cr3t"}`)
 			p.SecretNames = []string{"confirmToken"}
 			p.ReissueOf = "evt_00000000000000000000000000"
 			p.IdempotencyKey = "order-o-1"
@@ -102,7 +103,7 @@ func exerciseEvents(t *testing.T, newStore func(t *testing.T) ledger.Store) {
 			f.upsert(endpoint("shop", "two", "*"), t0)
 			p := event("shop", "order.created", t0)
 			p.IdempotencyKey = "k1"
-			p.Secrets, p.SecretNames = ledger.Sensitive(`{"t":"tok"}`), []string{"t"}
+			p.Secrets, p.SecretNames = sensitive.Bytes(`{"t":"tok"}`), []string{"t"}
 			orig := f.insert(p)[0]
 			if orig.Err != nil || orig.Duplicate || len(orig.Deliveries) != 2 {
 				t.Fatalf("first insert: err %v duplicate %v deliveries %d", orig.Err, orig.Duplicate, len(orig.Deliveries))
@@ -261,10 +262,10 @@ func testFanOut(t *testing.T, f *fixture) {
 // secrets or an endpoint's signing secret.
 func testSecretsNeverFormatted(t *testing.T, f *fixture) {
 	ep := endpoint("shop", "all", "*")
-	ep.Secrets = []ledger.SigningSecret{{Value: ledger.Sensitive("whsec_TOPSECRETSIGNING")}}
+	ep.Secrets = []ledger.SigningSecret{{Value: sensitive.Bytes("whsec_TOPSECRETSIGNING")}}
 	f.upsert(ep, t0)
 	p := event("shop", "order.created", t0)
-	p.Secrets = ledger.Sensitive(`{"token":"TOPSECRETTOKEN"}`)
+	p.Secrets = sensitive.Bytes(`{"token":"TOPSECRETTOKEN"}`)
 	p.SecretNames = []string{"token"}
 	res := f.insert(p)[0]
 	got, err := f.s.EventGet(f.ctx, p.ID)

@@ -10,8 +10,9 @@
 // compared with time.Equal and JSON data in canonical form.
 //
 // Where the Store doc comments leave a detail open, the suite pins it, so
-// that both drivers agree (the shared rules are in package ledger's
-// rules.go):
+// that both drivers agree (the shared rules are in package ledger, mapped
+// in its transitions.go; the Transition group checks that each store
+// persists exactly what they compute):
 //   - Every upsert increments Version, even an unchanged one; deleting and
 //     recreating an endpoint continues its version count.
 //   - A deleted endpoint is gone from EndpointGet, EndpointList and fan-out,
@@ -53,6 +54,7 @@ import (
 	"github.com/google/go-cmp/cmp/cmpopts"
 
 	"github.com/hookkeeper/hookkeeper/internal/ledger"
+	"github.com/hookkeeper/hookkeeper/internal/sensitive"
 )
 
 // Exercise runs the conformance suite. newStore must return a fresh, empty,
@@ -74,6 +76,9 @@ func Exercise(t *testing.T, newStore func(t *testing.T) ledger.Store) {
 		{"Concurrency", exerciseConcurrency},
 		{"Recovery", exerciseRecovery},
 		{"Settlement", exerciseSettlement},
+		{"HeldAcks", exerciseHeldAcks},
+		{"Browse", exerciseBrowse},
+		{"Transition", exerciseTransitions},
 	}
 	for _, g := range groups {
 		t.Run(g.name, func(t *testing.T) {
@@ -129,7 +134,7 @@ func endpoint(ns, name string, types ...string) ledger.Endpoint {
 		Name:       name,
 		URL:        "https://receiver.example/" + name,
 		EventTypes: types,
-		Secrets:    []ledger.SigningSecret{{Value: ledger.Sensitive("whsec_" + name)}},
+		Secrets:    []ledger.SigningSecret{{Value: sensitive.Bytes("whsec_" + name)}},
 		AckMode:    ledger.AckResponse,
 	}
 }

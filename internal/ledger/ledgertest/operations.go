@@ -18,7 +18,7 @@ func testOperationFirstStartWins(t *testing.T, f *fixture) {
 	key := ledger.RecoveryOperationKey("shop", "retry-orders")
 	start := func(key, hash string, now time.Time) ledger.RecoveryOperation {
 		t.Helper()
-		op, err := f.rec().RecoveryOperationStart(f.ctx, &ledger.RecoveryOperationParams{Key: key, SpecHash: hash, ObjectUID: "uid-" + hash, Now: now})
+		op, err := f.s.RecoveryOperationStart(f.ctx, &ledger.RecoveryOperationParams{Key: key, SpecHash: hash, ObjectUID: "uid-" + hash, Now: now})
 		if err != nil {
 			t.Fatalf("RecoveryOperationStart(%s): %v", key, err)
 		}
@@ -43,7 +43,7 @@ func testOperationFirstStartWins(t *testing.T, f *fixture) {
 		"no time":     {Key: fresh, SpecHash: "h"},
 		"all missing": {},
 	} {
-		if _, err := f.rec().RecoveryOperationStart(f.ctx, p); err == nil {
+		if _, err := f.s.RecoveryOperationStart(f.ctx, p); err == nil {
 			t.Errorf("%s: RecoveryOperationStart accepted invalid params", name)
 		}
 	}
@@ -62,7 +62,7 @@ func testOperationStartConcurrent(t *testing.T, f *fixture) {
 	errs := make([]error, workers)
 	for i := range workers {
 		wg.Go(func() {
-			got[i], errs[i] = f.rec().RecoveryOperationStart(f.ctx, &ledger.RecoveryOperationParams{
+			got[i], errs[i] = f.s.RecoveryOperationStart(f.ctx, &ledger.RecoveryOperationParams{
 				Key: key, SpecHash: fmt.Sprintf("h%d", i), ObjectUID: fmt.Sprintf("uid-%d", i), Now: at(time.Duration(i) * time.Second)})
 		})
 	}

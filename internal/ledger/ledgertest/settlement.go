@@ -8,6 +8,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/hookkeeper/hookkeeper/internal/ledger"
+	"github.com/hookkeeper/hookkeeper/internal/sensitive"
 )
 
 // exerciseSettlement covers ledger.Settlement: acknowledgements and their
@@ -46,16 +47,6 @@ func exerciseSettlement(t *testing.T, newStore func(t *testing.T) ledger.Store) 
 	})
 }
 
-// life returns the store's Settlement, failing when it has none.
-func (f *fixture) life() ledger.Settlement {
-	f.t.Helper()
-	s, ok := f.s.(ledger.Settlement)
-	if !ok {
-		f.t.Fatalf("%T does not implement ledger.Settlement", f.s)
-	}
-	return s
-}
-
 // callbackEndpoint is an endpoint in Callback acknowledgement mode.
 func callbackEndpoint(ns, name string, types ...string) ledger.Endpoint {
 	ep := endpoint(ns, name, types...)
@@ -72,7 +63,7 @@ func withPolicy(ep ledger.Endpoint, grace, payload, evidence time.Duration) ledg
 // tokenEvent returns insert params of an event carrying one secret.
 func tokenEvent(ns, typ string, now time.Time, secret string) *ledger.EventInsertParams {
 	p := event(ns, typ, now)
-	p.Secrets, p.SecretNames = ledger.Sensitive(`{"confirmToken":"`+secret+`"}`), []string{"confirmToken"}
+	p.Secrets, p.SecretNames = sensitive.Bytes(`{"confirmToken":"`+secret+`"}`), []string{"confirmToken"}
 	return p
 }
 
@@ -133,7 +124,7 @@ func (f *fixture) awaiting(p *ledger.EventInsertParams, ep string, now, deadline
 // ack records an acknowledgement and fails on error.
 func (f *fixture) ack(p *ledger.AckRecordParams) ledger.AckResult {
 	f.t.Helper()
-	res, err := f.life().AckRecord(f.ctx, p)
+	res, err := f.s.AckRecord(f.ctx, p)
 	if err != nil {
 		f.t.Fatalf("AckRecord(%s, %s): %v", p.DeliveryID, p.Outcome, err)
 	}
@@ -143,7 +134,7 @@ func (f *fixture) ack(p *ledger.AckRecordParams) ledger.AckResult {
 // timeout records an acknowledgement timeout and fails on error.
 func (f *fixture) timeout(p *ledger.AckTimeoutParams) ledger.AckResult {
 	f.t.Helper()
-	res, err := f.life().AckTimeoutRecord(f.ctx, p)
+	res, err := f.s.AckTimeoutRecord(f.ctx, p)
 	if err != nil {
 		f.t.Fatalf("AckTimeoutRecord(%s): %v", p.DeliveryID, err)
 	}
@@ -238,7 +229,7 @@ func testAckRejected(t *testing.T, f *fixture) {
 func testAckOnlyWhileAwaiting(t *testing.T, f *fixture) {
 	f.upsert(callbackEndpoint("shop", "cb", "order.*"), t0)
 	f.upsert(callbackEndpoint("shop", "plain", "plain.*"), t0)
-	life := f.life()
+	life := f.s
 	_, err := life.AckRecord(f.ctx, &ledger.AckRecordParams{DeliveryID: "dlv_unknown", Outcome: ledger.AckProcessed, Now: t0})
 	wantErr(t, "AckRecord of an unknown delivery", err, ledger.ErrNotFound)
 
@@ -268,7 +259,7 @@ func testAckOnlyWhileAwaiting(t *testing.T, f *fixture) {
 
 func testAckExpiredList(t *testing.T, f *fixture) {
 	f.upsert(callbackEndpoint("shop", "cb", "*"), t0)
-	life := f.life()
+	life := f.s
 	if got, err := life.AckExpiredList(f.ctx, at(24*time.Hour), 10); err != nil || len(got) != 0 {
 		t.Fatalf("AckExpiredList of an empty store = %v, %v", got, err)
 	}
@@ -357,7 +348,7 @@ func testAckTimeoutExhausts(t *testing.T, f *fixture) {
 
 func testAckTimeoutGuards(t *testing.T, f *fixture) {
 	f.upsert(callbackEndpoint("shop", "cb", "*"), t0)
-	life := f.life()
+	life := f.s
 	retry := ledger.Next{State: ledger.StateScheduled, DueAt: at(3 * time.Hour)}
 	_, err := life.AckTimeoutRecord(f.ctx, &ledger.AckTimeoutParams{DeliveryID: "dlv_unknown", Next: retry, Now: t0})
 	wantErr(t, "AckTimeoutRecord of an unknown delivery", err, ledger.ErrNotFound)
@@ -422,7 +413,7 @@ func testScrubOnLastDelivery(t *testing.T, f *fixture) {
 
 func testScrubOnAck(t *testing.T, f *fixture) {
 	f.upsert(callbackEndpoint("shop", "cb", "*"), t0)
-	life := f.life()
+	life := f.s
 
 	// Awaiting an acknowledgement is pending: the secrets stay.
 	processed, d := f.awaiting(tokenEvent("shop", "order.created", t0, "tok_p"), "shop/cb", t0, at(time.Hour))
@@ -509,7 +500,7 @@ func testScrubGracePeriod(t *testing.T, f *fixture) {
 	f.upsert(withPolicy(endpoint("shop", "short", "*"), time.Minute, 0, 0), t0)
 	f.upsert(withPolicy(endpoint("shop", "long", "*"), 5*time.Minute, 0, 0), t0)
 	f.upsert(endpoint("shop", "none", "*"), t0)
-	life := f.life()
+	life := f.s
 	scrubDue := func(now time.Time, limit int) int {
 		t.Helper()
 		n, err := life.SecretsScrubDue(f.ctx, now, limit)
@@ -553,10 +544,6 @@ func testScrubGracePeriod(t *testing.T, f *fixture) {
 // event that has a pending delivery again (a recovery retry during the
 // grace period) and that the end of that delivery arms the scrub again.
 func testScrubDueWaitsForRetry(t *testing.T, f *fixture) {
-	rec, ok := f.s.(ledger.Recovery)
-	if !ok {
-		t.Skipf("%T does not implement ledger.Recovery", f.s)
-	}
 	f.upsert(withPolicy(endpoint("shop", "all", "*"), time.Hour, 0, 0), t0)
 	ev := f.insert(tokenEvent("shop", "order.created", t0, "tok_r"))[0]
 	orig := ev.Deliveries[0].ID
@@ -564,13 +551,13 @@ func testScrubDueWaitsForRetry(t *testing.T, f *fixture) {
 	f.mustRecord(attempt(orig, "w", t0, 500, ledger.Next{State: ledger.StateExhausted, Reason: ledger.ExhaustNonRetryable}))
 	f.wantSecrets(ev.Event.ID, true, nil, ptr(at(time.Hour)))
 
-	item, err := rec.RecoveryApply(f.ctx, &ledger.RecoveryApplyParams{
+	item, err := f.s.RecoveryApply(f.ctx, &ledger.RecoveryApplyParams{
 		OperationKey: "op-1", DeliveryID: orig, Action: ledger.RecoveryRetry, Now: at(time.Minute),
 	})
 	if err != nil || item.Outcome != ledger.OutcomeRetried {
 		t.Fatalf("RecoveryApply retry = %+v, %v", item, err)
 	}
-	if n, err := f.life().SecretsScrubDue(f.ctx, at(time.Hour), 0); err != nil || n != 0 {
+	if n, err := f.s.SecretsScrubDue(f.ctx, at(time.Hour), 0); err != nil || n != 0 {
 		t.Fatalf("SecretsScrubDue with a retry pending = %d, %v; want 0", n, err)
 	}
 	f.wantSecrets(ev.Event.ID, true, nil, nil)
@@ -578,7 +565,7 @@ func testScrubDueWaitsForRetry(t *testing.T, f *fixture) {
 	f.claimOne("w", at(time.Hour))
 	f.mustRecord(attempt(item.NewDeliveryID, "w", at(2*time.Hour), 200, ledger.Next{State: ledger.StateDelivered}))
 	f.wantSecrets(ev.Event.ID, true, nil, ptr(at(3*time.Hour)))
-	if n, err := f.life().SecretsScrubDue(f.ctx, at(3*time.Hour), 0); err != nil || n != 1 {
+	if n, err := f.s.SecretsScrubDue(f.ctx, at(3*time.Hour), 0); err != nil || n != 1 {
 		t.Fatalf("SecretsScrubDue after the retry = %d, %v; want 1", n, err)
 	}
 	f.wantSecrets(ev.Event.ID, false, ptr(at(3*time.Hour)), ptr(at(3*time.Hour)))
@@ -599,7 +586,7 @@ func testScrubUndelivered(t *testing.T, f *fixture) {
 }
 
 func testCompact(t *testing.T, f *fixture) {
-	life := f.life()
+	life := f.s
 	if err := life.Compact(f.ctx); err != nil {
 		t.Fatalf("Compact of an empty store: %v", err)
 	}
@@ -619,7 +606,7 @@ func testCompact(t *testing.T, f *fixture) {
 // prune runs one Prune call with the given defaults.
 func (f *fixture) prune(now time.Time, limit int, payload, evidence time.Duration) ledger.PruneResult {
 	f.t.Helper()
-	res, err := f.life().Prune(f.ctx, &ledger.PruneParams{Now: now, Limit: limit,
+	res, err := f.s.Prune(f.ctx, &ledger.PruneParams{Now: now, Limit: limit,
 		DefaultPayloadRetention: payload, DefaultEvidenceRetention: evidence})
 	if err != nil {
 		f.t.Fatalf("Prune at %v: %v", now, err)

@@ -18,7 +18,8 @@ import (
 // the WHERE clause and dropped. An in-flight row qualifies once its lease
 // expired; its due_at is in the past then, so one range scan finds both.
 // Past an endpoint's free slots ($6, $7) its picked rows are left as they
-// were; their locks end with the transaction.
+// were (ranked and capped: ledger.CapSlots in SQL); their locks end with
+// the transaction.
 const claimSQL = `
 	WITH picked AS (
 		SELECT d.id, d.endpoint_id, d.due_at, d.seq, d.state AS prev_state, ep.version
@@ -70,7 +71,7 @@ func (s *Store) DeliveryClaim(ctx context.Context, params *ledger.DeliveryClaimP
 		if err != nil {
 			return err
 		}
-		delta := statsDelta{}
+		delta := ledger.StatsDelta{}
 		var (
 			d         deliveryRow
 			e         eventRow
@@ -86,12 +87,12 @@ func (s *Store) DeliveryClaim(ctx context.Context, params *ledger.DeliveryClaimP
 			c := ledger.ClaimedDelivery{Delivery: d.value(), Event: ev, EndpointVersion: version}
 			claimed = append(claimed, c)
 			// An expired lease changes owner, not state.
-			delta.move(c.Delivery.EndpointID, ledger.DeliveryState(prevState), ledger.ResolutionNone, ledger.StateInFlight, ledger.ResolutionNone)
+			delta.Move(c.Delivery.EndpointID, ledger.DeliveryState(prevState), ledger.ResolutionNone, ledger.StateInFlight, ledger.ResolutionNone)
 			return nil
 		}); err != nil {
 			return err
 		}
-		return delta.apply(ctx, tx)
+		return applyStats(ctx, tx, delta)
 	})
 	if err != nil {
 		return nil, err
@@ -117,9 +118,9 @@ func (s *Store) DeliveryRelease(ctx context.Context, params *ledger.DeliveryRele
 		if err != nil {
 			return err
 		}
-		delta := statsDelta{}
-		delta.move(endpointID, ledger.StateInFlight, ledger.ResolutionNone, ledger.StateScheduled, ledger.ResolutionNone)
-		return delta.apply(ctx, tx)
+		delta := ledger.StatsDelta{}
+		delta.Move(endpointID, ledger.StateInFlight, ledger.ResolutionNone, ledger.StateScheduled, ledger.ResolutionNone)
+		return applyStats(ctx, tx, delta)
 	})
 }
 
@@ -139,20 +140,20 @@ func (s *Store) LeasesReclaim(ctx context.Context, params *ledger.LeasesReclaimP
 		if err != nil {
 			return err
 		}
-		delta := statsDelta{}
+		delta := ledger.StatsDelta{}
 		for rows.Next() {
 			var endpointID string
 			if err := rows.Scan(&endpointID); err != nil {
 				rows.Close()
 				return err
 			}
-			delta.move(endpointID, ledger.StateInFlight, ledger.ResolutionNone, ledger.StateScheduled, ledger.ResolutionNone)
+			delta.Move(endpointID, ledger.StateInFlight, ledger.ResolutionNone, ledger.StateScheduled, ledger.ResolutionNone)
 			n++
 		}
 		if err := rows.Err(); err != nil {
 			return err
 		}
-		return delta.apply(ctx, tx)
+		return applyStats(ctx, tx, delta)
 	})
 	return n, err
 }

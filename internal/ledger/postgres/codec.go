@@ -40,9 +40,6 @@ func fromNullNanos(n *int64) *time.Time {
 	return &t
 }
 
-// timePtr returns a pointer to a copy of t.
-func timePtr(t time.Time) *time.Time { return &t }
-
 // jsonValue marshals v for a jsonb column.
 func jsonValue(v any) ([]byte, error) {
 	b, err := json.Marshal(v)

@@ -10,6 +10,7 @@ import (
 	"github.com/hookkeeper/hookkeeper/internal/ledger"
 	"github.com/hookkeeper/hookkeeper/internal/ledger/postgres"
 	"github.com/hookkeeper/hookkeeper/internal/ledger/postgres/pgtest"
+	"github.com/hookkeeper/hookkeeper/internal/sensitive"
 )
 
 // TestConcurrentOpenMigratesOnce opens one fresh schema from several
@@ -83,7 +84,7 @@ func TestTimesKeepNanoseconds(t *testing.T) {
 	s := pgtest.NewSchemaStore(t)
 	now := time.Date(2031, time.July, 8, 9, 10, 11, 987654321, time.FixedZone("CEST", 2*3600))
 	ep := endpoint("shop", "all", "*")
-	ep.Secrets = []ledger.SigningSecret{{Value: ledger.Sensitive("whsec_a"), NotAfter: now.Add(time.Nanosecond)}}
+	ep.Secrets = []ledger.SigningSecret{{Value: sensitive.Bytes("whsec_a"), NotAfter: now.Add(time.Nanosecond)}}
 	if _, err := s.EndpointUpsert(ctx, &ledger.EndpointUpsertParams{Endpoint: ep, Now: now}); err != nil {
 		t.Fatal(err)
 	}

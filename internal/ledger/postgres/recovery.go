@@ -300,7 +300,7 @@ func applyRecovery(ctx context.Context, tx pgx.Tx, p *ledger.RecoveryApplyParams
 	var (
 		requestEventID string
 		events         eventBatch
-		delta          = statsDelta{}
+		delta          = ledger.StatsDelta{}
 		b              = &pgx.Batch{}
 	)
 	switch step {
@@ -312,7 +312,7 @@ func applyRecovery(ctx context.Context, tx pgx.Tx, p *ledger.RecoveryApplyParams
 				last_status, last_error, exhaust_reason, resolution, created_at, retry_of)
 			VALUES ($1, $2, $3, 'scheduled', 0, $4, '', 0, '', '', '', $4, $5)`,
 			d.ID, d.EventID, d.EndpointID, nanos(now), d.RetryOf)
-		delta.add(orig.EndpointID, ledger.StateScheduled, ledger.ResolutionNone, 1)
+		delta.Add(orig.EndpointID, ledger.StateScheduled, ledger.ResolutionNone, 1)
 		item.NewDeliveryID, item.NewDeliveryState = d.ID, ledger.StateScheduled
 	case ledger.StepReissueCopy:
 		e := ledger.Event{
@@ -324,7 +324,7 @@ func applyRecovery(ctx context.Context, tx pgx.Tx, p *ledger.RecoveryApplyParams
 		if err := events.add(e, []ledger.Delivery{d}); err != nil {
 			return ledger.RecoveryItem{}, err
 		}
-		delta.add(orig.EndpointID, ledger.StateScheduled, ledger.ResolutionNone, 1)
+		delta.Add(orig.EndpointID, ledger.StateScheduled, ledger.ResolutionNone, 1)
 		item.NewEventID, item.NewDeliveryID, item.NewDeliveryState = e.ID, d.ID, ledger.StateScheduled
 	case ledger.StepReissueRequest:
 		var handlers []ledger.Delivery
@@ -348,7 +348,7 @@ func applyRecovery(ctx context.Context, tx pgx.Tx, p *ledger.RecoveryApplyParams
 			return ledger.RecoveryItem{}, err
 		}
 		for _, h := range handlers {
-			delta.add(h.EndpointID, ledger.StateScheduled, ledger.ResolutionNone, 1)
+			delta.Add(h.EndpointID, ledger.StateScheduled, ledger.ResolutionNone, 1)
 		}
 		requestEventID, item.NewEventID = e.ID, e.ID
 	}
@@ -362,7 +362,7 @@ func applyRecovery(ctx context.Context, tx pgx.Tx, p *ledger.RecoveryApplyParams
 		b.Queue(`UPDATE deliveries SET resolution = $2, resolved_by = $3, resolved_at = $4
 			WHERE id = $1 AND state = 'exhausted' AND resolution = 'unresolved'`,
 			orig.ID, string(res), p.OperationKey, nanos(now))
-		delta.move(orig.EndpointID, orig.State, orig.Resolution, orig.State, res)
+		delta.Move(orig.EndpointID, orig.State, orig.Resolution, orig.State, res)
 	}
 	b.Queue(`
 		INSERT INTO recovery_items (operation_key, delivery_id, event_id, endpoint_id, action, outcome, reason,
@@ -370,7 +370,7 @@ func applyRecovery(ctx context.Context, tx pgx.Tx, p *ledger.RecoveryApplyParams
 		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)`,
 		item.OperationKey, item.DeliveryID, item.EventID, orig.EndpointID, string(item.Action), string(item.Outcome),
 		item.Reason, item.NewEventID, item.NewDeliveryID, requestEventID, nanos(now))
-	delta.queue(b)
+	queueStats(b, delta)
 	if err := tx.SendBatch(ctx, b).Close(); err != nil {
 		return ledger.RecoveryItem{}, fmt.Errorf("apply recovery: %w", err)
 	}
@@ -450,7 +450,7 @@ func readForRecovery(ctx context.Context, tx pgx.Tx, p *ledger.RecoveryApplyPara
 // with the first such replacement and its delivery to the item's endpoint,
 // and its original delivery is resolved as reissued. Batches without
 // ReissueOf cost nothing; with some, two round trips.
-func completeReissues(ctx context.Context, tx pgx.Tx, results []ledger.EventInsertResult, delta statsDelta) error {
+func completeReissues(ctx context.Context, tx pgx.Tx, results []ledger.EventInsertResult, delta ledger.StatsDelta) error {
 	var originals []string
 	for i := range results {
 		if r := &results[i]; r.Err == nil && !r.Duplicate && r.Event.ReissueOf != "" && !slices.Contains(originals, r.Event.ReissueOf) {
@@ -532,7 +532,7 @@ func completeReissues(ctx context.Context, tx pgx.Tx, results []ledger.EventInse
 		RETURNING d.endpoint_id`, resolveIDs, resolveOps, resolveAts).Query(func(rows pgx.Rows) error {
 		var endpoint string
 		_, err := pgx.ForEachRow(rows, []any{&endpoint}, func() error {
-			delta.move(endpoint, ledger.StateExhausted, ledger.ResolutionUnresolved, ledger.StateExhausted, ledger.ResolutionReissued)
+			delta.Move(endpoint, ledger.StateExhausted, ledger.ResolutionUnresolved, ledger.StateExhausted, ledger.ResolutionReissued)
 			return nil
 		})
 		return err

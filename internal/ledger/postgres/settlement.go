@@ -32,19 +32,8 @@ func pendingOf(eventID string) string {
 		AND p.state IN ('scheduled', 'in_flight', 'awaiting_ack'))`
 }
 
-// settledEvents collects the events of the deliveries a transaction ended,
-// each with the instant (nanoseconds) its delivery ended.
-type settledEvents map[string]int64
-
-// note records d if it is terminal.
-func (s settledEvents) note(d ledger.Delivery, now time.Time) {
-	if d.EventID != "" && d.State.Terminal() {
-		s[d.EventID] = nanos(now)
-	}
-}
-
-// settleSQL applies the secret rule of the Store doc to the events $1
-// (ended at $2): those that still have secrets and no pending delivery
+// settleSQL applies ledger.SettleSecrets to the events $1 (ended at $2):
+// those that still have secrets and no pending delivery
 // lose them now when the longest grace period of their endpoints is 0, or
 // get SecretsScrubDue.
 var settleSQL = `
@@ -65,21 +54,17 @@ var settleSQL = `
 		secrets_scrub_due = CASE WHEN cand.grace <= 0 THEN NULL ELSE cand.now + cand.grace END
 	FROM cand WHERE e.id = cand.id`
 
-// queue adds to b the statements that lock the settled events holding
+// queueSettle adds to b the statements that lock the settled events holding
 // secrets and scrub them: two statements in the caller's pipeline, so that
 // the check costs no round trip.
-func (s settledEvents) queue(b *pgx.Batch) {
+func queueSettle(b *pgx.Batch, s ledger.SettledEvents) {
 	if len(s) == 0 {
 		return
 	}
-	ids := make([]string, 0, len(s))
-	for id := range s {
-		ids = append(ids, id)
-	}
-	slices.Sort(ids)
+	ids := s.IDs()
 	nows := make([]int64, len(ids))
 	for i, id := range ids {
-		nows[i] = s[id]
+		nows[i] = nanos(s[id])
 	}
 	b.Queue(`SELECT 1 FROM events e WHERE e.id = ANY($1)
 			AND EXISTS (SELECT 1 FROM event_secrets s WHERE s.event_id = e.id)
@@ -87,10 +72,10 @@ func (s settledEvents) queue(b *pgx.Batch) {
 	b.Queue(settleSQL, ids, nows)
 }
 
-// exec runs the statements of queue on their own.
-func (s settledEvents) exec(ctx context.Context, tx pgx.Tx) error {
+// execSettle runs the statements of queueSettle on their own.
+func execSettle(ctx context.Context, tx pgx.Tx, s ledger.SettledEvents) error {
 	b := &pgx.Batch{}
-	s.queue(b)
+	queueSettle(b, s)
 	if b.Len() == 0 {
 		return nil
 	}
@@ -98,15 +83,6 @@ func (s settledEvents) exec(ctx context.Context, tx pgx.Tx) error {
 		return fmt.Errorf("scrub secrets of settled events: %w", err)
 	}
 	return nil
-}
-
-// withoutDeliveries drops the secrets of a new event that reached no
-// endpoint: nothing will ever send them.
-func withoutDeliveries(e *ledger.Event) {
-	if len(e.Secrets) > 0 {
-		e.SecretsScrubAt = timePtr(e.CreatedAt)
-	}
-	e.Secrets = nil
 }
 
 // markUndelivered records which of the inserted events reached no endpoint
@@ -184,9 +160,8 @@ func (s *Store) ackApply(ctx context.Context, op, id string, tr ledger.AckTransi
 		}
 		d := &cur.d
 		tr.Apply(d)
-		delta := statsDelta{}
-		delta.move(d.EndpointID, ledger.StateAwaitingAck, ledger.ResolutionNone, d.State, d.Resolution)
-		delta.outcome(d.EndpointID, tr.Success, tr.Failure, nanos(now), tr.FailureCause)
+		delta := ledger.StatsDelta{}
+		tr.Stats(delta, d.EndpointID, now)
 		var deadLetters eventBatch
 		if d.State == ledger.StateExhausted {
 			if res.DeadLetter, err = exhaustedDeadLetter(*d, cur.eventType, endpoints, now, &deadLetters, delta); err != nil {
@@ -200,10 +175,10 @@ func (s *Store) ackApply(ctx context.Context, op, id string, tr ledger.AckTransi
 		if !deadLetters.empty() {
 			b.Queue(insertEventsSQL, deadLetters.args()...)
 		}
-		settled := settledEvents{}
-		settled.note(*d, now)
-		settled.queue(b)
-		delta.queue(b)
+		settled := ledger.SettledEvents{}
+		settled.Note(*d, now)
+		queueSettle(b, settled)
+		queueStats(b, delta)
 		if err := tx.SendBatch(ctx, b).Close(); err != nil {
 			return fmt.Errorf("write acknowledgement: %w", err)
 		}
@@ -303,24 +278,14 @@ func (s *Store) Compact(ctx context.Context) error {
 // transaction then locks their deliveries and the events (in the global
 // order), checks them again on what committed meanwhile, and prunes.
 
-// pruneStage is one kind of candidate.
-type pruneStage struct {
-	evidence      bool // delete the event (else prune its payload)
-	undelivered   bool
-	payloadPruned bool // for events with deliveries: deliveries.payload_pruned
-}
-
-func (g pruneStage) field() string {
-	if g.evidence {
-		return "evidenceRetention"
-	}
-	return "payloadRetention"
-}
+// pruneStage is a ledger.PruneStage with its SQL: the candidate and
+// prune statements do what ledger.PruneStage.Prunes says.
+type pruneStage struct{ ledger.PruneStage }
 
 // retentionCTE computes each endpoint's retention ($3: the default for a
 // policy that sets none).
 func (g pruneStage) retentionCTE() string {
-	f := `(policy->>'` + g.field() + `')::bigint`
+	f := `(policy->>'` + g.PolicyField() + `')::bigint`
 	return `ret AS MATERIALIZED (
 		SELECT id, CASE WHEN coalesce(` + f + `, 0) > 0 THEN ` + f + ` ELSE $3::bigint END AS r FROM endpoints)`
 }
@@ -332,7 +297,7 @@ func (g pruneStage) expired(eventID string) string {
 	cond := `NOT ` + pendingOf(eventID) + `
 		AND (SELECT max(r.r) > 0 AND max(x.terminal_at) <= $1::bigint - max(r.r)
 			FROM deliveries x JOIN ret r ON r.id = x.endpoint_id WHERE x.event_id = ` + eventID + `)`
-	if g.evidence {
+	if g.Evidence {
 		cond += ` AND NOT EXISTS (SELECT 1 FROM deliveries u WHERE u.event_id = ` + eventID + ` AND u.resolution = 'unresolved')`
 	}
 	return cond
@@ -343,7 +308,7 @@ func (g pruneStage) expired(eventID string) string {
 func (g pruneStage) undeliveredWhere() string {
 	w := `e.undelivered AND $3::bigint > 0 AND e.created_at <= $1::bigint - $3::bigint
 		AND NOT EXISTS (SELECT 1 FROM deliveries x WHERE x.event_id = e.id)`
-	if !g.evidence {
+	if !g.Evidence {
 		w += ` AND e.payload_pruned_at IS NULL`
 	}
 	return w
@@ -351,12 +316,12 @@ func (g pruneStage) undeliveredWhere() string {
 
 // candidatesSQL finds up to $2 candidates ($1 now, $3 default retention).
 func (g pruneStage) candidatesSQL() string {
-	if g.undelivered {
+	if g.Undelivered {
 		return `SELECT e.id FROM events e WHERE ` + g.undeliveredWhere() + ` ORDER BY e.created_at LIMIT $2`
 	}
 	return `WITH ` + g.retentionCTE() + `
 		SELECT d.event_id FROM deliveries d
-		WHERE d.payload_pruned = ` + fmt.Sprint(g.payloadPruned) + ` AND d.terminal_at IS NOT NULL
+		WHERE d.payload_pruned = ` + fmt.Sprint(g.PayloadPruned) + ` AND d.terminal_at IS NOT NULL
 			AND d.terminal_at <= $1::bigint - (SELECT min(r) FROM ret)
 			AND ` + g.expired("d.event_id") + `
 		ORDER BY d.terminal_at LIMIT $2`
@@ -366,19 +331,19 @@ func (g pruneStage) candidatesSQL() string {
 // qualify ($1 now, $3 default retention), returning how many.
 func (g pruneStage) pruneSQL() string {
 	keep := `SELECT e.id FROM events e WHERE e.id = ANY($2) AND `
-	if g.undelivered {
+	if g.Undelivered {
 		keep += g.undeliveredWhere()
 	} else {
 		keep += g.expired("e.id")
-		if !g.evidence {
+		if !g.Evidence {
 			keep += ` AND e.payload_pruned_at IS NULL`
 		}
 	}
 	with := `WITH `
-	if !g.undelivered {
+	if !g.Undelivered {
 		with += g.retentionCTE() + `, `
 	}
-	if g.evidence {
+	if g.Evidence {
 		// The foreign keys cascade to deliveries, attempts and secrets.
 		return with + `keep AS (` + keep + `), gone AS (
 			DELETE FROM events e USING keep WHERE e.id = keep.id RETURNING e.id
@@ -407,18 +372,15 @@ func (s *Store) Prune(ctx context.Context, p *ledger.PruneParams) (ledger.PruneR
 		return res, errors.New("prune: nil params")
 	}
 	left := p.PruneLimit()
-	for _, g := range []pruneStage{
-		{evidence: true, payloadPruned: true}, {evidence: true}, {evidence: true, undelivered: true},
-		{}, {undelivered: true},
-	} {
+	for _, g := range ledger.PruneStages {
 		if left == 0 {
 			break
 		}
-		n, err := s.pruneStage(ctx, g, p, left)
+		n, err := s.pruneStage(ctx, pruneStage{g}, p, left)
 		if err != nil {
 			return res, err
 		}
-		if g.evidence {
+		if g.Evidence {
 			res.EventsDeleted += n
 		} else {
 			res.PayloadsPruned += n
@@ -430,10 +392,9 @@ func (s *Store) Prune(ctx context.Context, p *ledger.PruneParams) (ledger.PruneR
 
 // pruneStage prunes up to limit events of one stage and returns how many.
 func (s *Store) pruneStage(ctx context.Context, g pruneStage, p *ledger.PruneParams, limit int) (int, error) {
-	op := "prune payloads"
-	def := p.DefaultPayloadRetention
-	if g.evidence {
-		op, def = "prune evidence", p.DefaultEvidenceRetention
+	op, def := "prune payloads", g.Default(p)
+	if g.Evidence {
+		op = "prune evidence"
 	}
 	now := nanos(p.Now)
 	rows, err := s.pool.Query(ctx, g.candidatesSQL(), now, limit, int64(def))

@@ -15,6 +15,7 @@ import (
 	"github.com/hookkeeper/hookkeeper/internal/ledger"
 	"github.com/hookkeeper/hookkeeper/internal/ledger/postgres"
 	"github.com/hookkeeper/hookkeeper/internal/ledger/postgres/pgtest"
+	"github.com/hookkeeper/hookkeeper/internal/sensitive"
 )
 
 func token(t *testing.T) string {
@@ -27,7 +28,7 @@ func token(t *testing.T) string {
 }
 
 func withToken(p *ledger.EventInsertParams, secret string) *ledger.EventInsertParams {
-	p.Secrets, p.SecretNames = ledger.Sensitive(`{"confirmToken":"`+secret+`"}`), []string{"confirmToken"}
+	p.Secrets, p.SecretNames = sensitive.Bytes(`{"confirmToken":"`+secret+`"}`), []string{"confirmToken"}
 	return p
 }
 

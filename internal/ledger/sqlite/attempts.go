@@ -18,9 +18,9 @@ func (s *Store) AttemptRecordMany(ctx context.Context, params []*ledger.AttemptR
 	}
 	results := make([]ledger.AttemptRecordResult, len(params))
 	err := s.write(ctx, "record attempts", func(t *wtx) error {
-		ds := deltas{}
+		ds := ledger.StatsDelta{}
 		fa := ledger.FirstAttempts{}
-		st := settled{}
+		st := ledger.SettledEvents{}
 		for i, p := range params {
 			res, err := s.recordAttempt(t, p, ds)
 			if err != nil {
@@ -28,7 +28,7 @@ func (s *Store) AttemptRecordMany(ctx context.Context, params []*ledger.AttemptR
 			}
 			results[i] = res
 			fa.Note(res, p.Now)
-			st.note(res.Delivery, p.Now)
+			st.Note(res.Delivery, p.Now)
 		}
 		if err := s.settle(t, st); err != nil {
 			return err
@@ -36,7 +36,7 @@ func (s *Store) AttemptRecordMany(ctx context.Context, params []*ledger.AttemptR
 		if err := applyFirstAttempts(t, s.rc.budgetFirst, fa); err != nil {
 			return err
 		}
-		return ds.apply(t, s.ws.statsApply)
+		return applyStats(t, s.ws.statsApply, ds)
 	})
 	if err != nil {
 		return nil, err
@@ -47,31 +47,17 @@ func (s *Store) AttemptRecordMany(ctx context.Context, params []*ledger.AttemptR
 // recordAttempt applies one item. A returned error aborts the batch; a
 // lost lease, an unknown delivery or an invalid transition is the item's
 // result and changes nothing.
-func (s *Store) recordAttempt(t *wtx, p *ledger.AttemptRecordParams, ds deltas) (ledger.AttemptRecordResult, error) {
+func (s *Store) recordAttempt(t *wtx, p *ledger.AttemptRecordParams, ds ledger.StatsDelta) (ledger.AttemptRecordResult, error) {
 	op := "record attempt of delivery " + p.DeliveryID
-	if err := p.Next.Validate(); err != nil {
+	tr, err := p.Transition()
+	if err != nil {
 		return ledger.AttemptRecordResult{Err: fmt.Errorf("%s: %w", op, err)}, nil
 	}
-	n := p.Next
-	var (
-		dueAt, ackDeadline, terminalAt any
-		reason                         ledger.ExhaustReason
-		resolution                     ledger.Resolution
-	)
-	switch n.State {
-	case ledger.StateScheduled:
-		dueAt = nanos(n.DueAt)
-	case ledger.StateAwaitingAck:
-		ackDeadline = nanos(n.AckDeadline)
-	case ledger.StateDelivered:
-		terminalAt = nanos(p.Now)
-	case ledger.StateExhausted:
-		terminalAt, reason, resolution = nanos(p.Now), n.Reason, ledger.ResolutionUnresolved
-	}
+	// One statement does what tr.Apply says (conformance: AttemptTransition).
 	a := p.Attempt
 	d, err := scanDelivery(t.stmt(s.ws.attemptTransition).QueryRowContext(t.ctx,
-		p.DeliveryID, p.Owner, string(n.State), nanos(p.FirstAttemptTime()), dueAt, ackDeadline,
-		int64(a.StatusCode), a.Error, string(reason), string(resolution), terminalAt))
+		p.DeliveryID, p.Owner, string(tr.State), nanos(tr.FirstAttemptAt), nullNanos(tr.DueAt), nullNanosPtr(tr.AckDeadline),
+		int64(tr.LastStatus), tr.LastError, string(tr.Reason), string(tr.Resolution), nullNanosPtr(tr.TerminalAt)))
 	if errors.Is(err, sql.ErrNoRows) {
 		return ledger.AttemptRecordResult{Err: s.leaseLost(t, op, p.DeliveryID, p.Owner)}, nil
 	}
@@ -82,18 +68,10 @@ func (s *Store) recordAttempt(t *wtx, p *ledger.AttemptRecordParams, ds deltas) 
 		int64(a.Duration), int64(a.StatusCode), a.Error, nullBytes(a.ResponseExcerpt), nanos(p.Now)); err != nil {
 		return ledger.AttemptRecordResult{}, translate(op, err)
 	}
-
-	dt := ds.get(d.EndpointID)
-	dt.move(ledger.StateInFlight, n.State)
-	switch success, failure := n.StatsOutcome(); {
-	case success:
-		dt.success = p.Now
-	case failure:
-		dt.failure, dt.reason = p.Now, ledger.FailureReason(a)
-	}
+	tr.Stats(ds, d.EndpointID, p.Now)
 
 	res := ledger.AttemptRecordResult{Delivery: d}
-	if n.State == ledger.StateExhausted {
+	if tr.State == ledger.StateExhausted {
 		if res.DeadLetter, err = s.deadLetter(t, d, p.Now, ds); err != nil {
 			return ledger.AttemptRecordResult{}, err
 		}
@@ -104,7 +82,7 @@ func (s *Store) recordAttempt(t *wtx, p *ledger.AttemptRecordParams, ds deltas) 
 // deadLetter inserts the hookkeeper.delivery.exhausted event for the
 // exhausted delivery d and its one delivery to the dead-letter endpoint
 // named by d's endpoint, if that endpoint exists in the same namespace.
-func (s *Store) deadLetter(t *wtx, d ledger.Delivery, now time.Time, ds deltas) (*ledger.Delivery, error) {
+func (s *Store) deadLetter(t *wtx, d ledger.Delivery, now time.Time, ds ledger.StatsDelta) (*ledger.Delivery, error) {
 	op := "dead-letter delivery " + d.ID
 	var namespace, target, eventType string
 	err := t.stmt(s.ws.endpointForDeadLetter).QueryRowContext(t.ctx, d.EndpointID, d.EventID).Scan(&namespace, &target, &eventType)
@@ -137,6 +115,6 @@ func (s *Store) deadLetter(t *wtx, d ledger.Delivery, now time.Time, ds deltas) 
 	if err != nil {
 		return nil, err
 	}
-	ds.get(target).enter(ledger.StateScheduled, 1)
+	ds.Add(target, ledger.StateScheduled, ledger.ResolutionNone, 1)
 	return &dl, nil
 }

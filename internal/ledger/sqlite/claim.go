@@ -29,11 +29,11 @@ func (s *Store) DeliveryClaim(ctx context.Context, p *ledger.DeliveryClaimParams
 			return err
 		}
 		ids := make([]string, len(cands))
-		ds := deltas{}
+		ds := ledger.StatsDelta{}
 		for i, c := range cands {
 			ids[i] = c.id
 			if c.state == ledger.StateScheduled { // an expired lease changes no counter
-				ds.get(c.endpoint).move(ledger.StateScheduled, ledger.StateInFlight)
+				ds.Move(c.endpoint, ledger.StateScheduled, ledger.ResolutionNone, ledger.StateInFlight, ledger.ResolutionNone)
 			}
 		}
 		idsJSON, err := json.Marshal(ids)
@@ -46,7 +46,7 @@ func (s *Store) DeliveryClaim(ctx context.Context, p *ledger.DeliveryClaimParams
 		if out, err = s.claimedRows(t, string(idsJSON), len(ids)); err != nil {
 			return err
 		}
-		return ds.apply(t, s.ws.statsApply)
+		return applyStats(t, s.ws.statsApply, ds)
 	})
 	if err != nil {
 		return nil, err
@@ -108,17 +108,7 @@ func (q candidateQueries) claimCandidates(ctx context.Context, now int64, exclud
 		}
 		return strings.Compare(a.id, b.id)
 	})
-	if len(slots) > 0 {
-		taken := map[string]int{}
-		all = slices.DeleteFunc(all, func(c candidate) bool {
-			n, capped := slots[c.endpoint]
-			if !capped {
-				return false
-			}
-			taken[c.endpoint]++
-			return taken[c.endpoint] > n
-		})
-	}
+	all = ledger.CapSlots(all, func(c candidate) string { return c.endpoint }, slots)
 	return all[:min(limit, len(all))], nil
 }
 
@@ -251,9 +241,9 @@ func (s *Store) DeliveryRelease(ctx context.Context, p *ledger.DeliveryReleasePa
 		if err != nil {
 			return translate(op, err)
 		}
-		ds := deltas{}
-		ds.get(endpoint).move(ledger.StateInFlight, ledger.StateScheduled)
-		return ds.apply(t, s.ws.statsApply)
+		ds := ledger.StatsDelta{}
+		ds.Move(endpoint, ledger.StateInFlight, ledger.ResolutionNone, ledger.StateScheduled, ledger.ResolutionNone)
+		return applyStats(t, s.ws.statsApply, ds)
 	})
 }
 
@@ -286,7 +276,7 @@ func (s *Store) reclaim(ctx context.Context, op string, match func(owner string)
 			return translate(op, err)
 		}
 		var ids []string
-		ds := deltas{}
+		ds := ledger.StatsDelta{}
 		for rows.Next() {
 			var id, endpoint, owner string
 			if err := rows.Scan(&id, &endpoint, &owner); err != nil {
@@ -295,7 +285,7 @@ func (s *Store) reclaim(ctx context.Context, op string, match func(owner string)
 			}
 			if match(owner) {
 				ids = append(ids, id)
-				ds.get(endpoint).move(ledger.StateInFlight, ledger.StateScheduled)
+				ds.Move(endpoint, ledger.StateInFlight, ledger.ResolutionNone, ledger.StateScheduled, ledger.ResolutionNone)
 			}
 		}
 		if err := rows.Close(); err != nil {
@@ -313,7 +303,7 @@ func (s *Store) reclaim(ctx context.Context, op string, match func(owner string)
 			return translate(op, err)
 		}
 		n = len(ids)
-		return ds.apply(t, s.ws.statsApply)
+		return applyStats(t, s.ws.statsApply, ds)
 	})
 	return n, err
 }

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/hookkeeper/hookkeeper/internal/ledger"
+	"github.com/hookkeeper/hookkeeper/internal/sensitive"
 )
 
 // Times are stored as INTEGER unix nanoseconds UTC; a zero time.Time as
@@ -17,6 +18,14 @@ func nanos(t time.Time) int64 { return t.UnixNano() }
 // nullNanos is NULL for the zero time.
 func nullNanos(t time.Time) any {
 	if t.IsZero() {
+		return nil
+	}
+	return t.UnixNano()
+}
+
+// nullNanosPtr is NULL for nil.
+func nullNanosPtr(t *time.Time) any {
+	if t == nil {
 		return nil
 	}
 	return t.UnixNano()
@@ -40,7 +49,7 @@ func nullBytes(b []byte) any {
 	return b
 }
 
-// storedSecret is a signing secret as stored: Sensitive marshals to null on
+// storedSecret is a signing secret as stored: sensitive.Bytes marshals to null on
 // purpose, so the store writes the revealed bytes explicitly.
 type storedSecret struct {
 	Value    []byte `json:"value"`
@@ -68,7 +77,7 @@ func decodeSecrets(b []byte) ([]ledger.SigningSecret, error) {
 	}
 	out := make([]ledger.SigningSecret, len(in))
 	for i, s := range in {
-		out[i] = ledger.SigningSecret{Value: ledger.Sensitive(s.Value)}
+		out[i] = ledger.SigningSecret{Value: sensitive.Bytes(s.Value)}
 		if s.NotAfter != 0 {
 			out[i].NotAfter = fromNanos(s.NotAfter)
 		}
@@ -135,7 +144,7 @@ func eventDest(ev *ledger.Event) ([]any, func() error) {
 			ev.Data = data
 		}
 		if len(secrets) > 0 {
-			ev.Secrets = ledger.Sensitive(secrets)
+			ev.Secrets = sensitive.Bytes(secrets)
 		}
 		if len(hash) > 0 {
 			ev.BodyHash = hash

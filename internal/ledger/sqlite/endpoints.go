@@ -78,7 +78,8 @@ func (s *Store) EndpointDelete(ctx context.Context, p *ledger.EndpointDeletePara
 		} else if n == 0 {
 			return fmt.Errorf("%s: %w", op, ledger.ErrNotFound)
 		}
-		live, err := s.liveEvents(t, p.ID, p.Now)
+		ds := ledger.StatsDelta{}
+		live, err := s.liveEvents(t, p.ID, p.Now, ds)
 		if err != nil {
 			return err
 		}
@@ -89,11 +90,10 @@ func (s *Store) EndpointDelete(ctx context.Context, p *ledger.EndpointDeletePara
 		if cancelled, err = res.RowsAffected(); err != nil {
 			return translate(op+": cancel deliveries", err)
 		}
-		// Every live delivery was cancelled: the live counters drop to zero.
-		if _, err := t.stmt(s.ws.statsCancel).ExecContext(t.ctx, p.ID, cancelled); err != nil {
-			return translate(op+": stats", err)
+		if err := s.settle(t, live); err != nil {
+			return err
 		}
-		return s.settle(t, live)
+		return applyStats(t, s.ws.statsApply, ds)
 	})
 	return int(cancelled), err
 }

@@ -27,7 +27,7 @@ func (s *Store) EventInsertMany(ctx context.Context, params []*ledger.EventInser
 	results := make([]ledger.EventInsertResult, len(params))
 	err := s.write(ctx, "insert events", func(t *wtx) error {
 		subs := map[string][]subscriber{}
-		ds := deltas{}
+		ds := ledger.StatsDelta{}
 		for i, p := range params {
 			res, err := s.insertEvent(t, p, subs, ds)
 			if err != nil {
@@ -38,7 +38,7 @@ func (s *Store) EventInsertMany(ctx context.Context, params []*ledger.EventInser
 		if err := s.completeReissues(t, results, ds); err != nil {
 			return err
 		}
-		return ds.apply(t, s.ws.statsApply)
+		return applyStats(t, s.ws.statsApply, ds)
 	})
 	if err != nil {
 		return nil, err
@@ -48,7 +48,7 @@ func (s *Store) EventInsertMany(ctx context.Context, params []*ledger.EventInser
 
 // insertEvent applies one item of a batch. A returned error aborts the
 // batch; an idempotency conflict is the item's result.
-func (s *Store) insertEvent(t *wtx, p *ledger.EventInsertParams, subs map[string][]subscriber, ds deltas) (ledger.EventInsertResult, error) {
+func (s *Store) insertEvent(t *wtx, p *ledger.EventInsertParams, subs map[string][]subscriber, ds ledger.StatsDelta) (ledger.EventInsertResult, error) {
 	ev := ledger.Event{
 		ID: p.ID, Namespace: p.Namespace, Type: p.Type, Data: p.Data, Secrets: p.Secrets,
 		SecretNames: p.SecretNames, ReissueOf: p.ReissueOf, IdempotencyKey: p.IdempotencyKey,
@@ -97,7 +97,7 @@ func (s *Store) insertEvent(t *wtx, p *ledger.EventInsertParams, subs map[string
 		if err != nil {
 			return ledger.EventInsertResult{}, err
 		}
-		ds.get(id).enter(ledger.StateScheduled, 1)
+		ds.Add(id, ledger.StateScheduled, ledger.ResolutionNone, 1)
 		res.Deliveries = append(res.Deliveries, d)
 	}
 	if len(res.Deliveries) == 0 {

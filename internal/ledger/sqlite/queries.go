@@ -33,7 +33,7 @@ func prefixed(alias, cols string) string {
 }
 
 var writeSQL = struct {
-	endpointUpsert, statsEnsure, endpointDelete, deliveriesCancel, statsCancel,
+	endpointUpsert, statsEnsure, endpointDelete, deliveriesCancel,
 	namespaceEndpoints, endpointForDeadLetter, deadLetterTarget,
 	eventByKey, eventInsert, deliveryInsert, deliveriesByEvent,
 	statsApply,
@@ -56,8 +56,6 @@ var writeSQL = struct {
 	endpointDelete: `UPDATE endpoints SET deleted = 1, updated_at = ?2 WHERE id = ?1 AND deleted = 0`,
 	deliveriesCancel: `UPDATE deliveries SET state = 'cancelled', terminal_at = ?2, lease_owner = '', lease_until = NULL
 		WHERE endpoint_id = ?1 AND state IN ('scheduled', 'in_flight', 'awaiting_ack')`,
-	statsCancel: `UPDATE endpoint_stats SET cancelled = cancelled + ?2, pending = 0, in_flight = 0, awaiting_ack = 0
-		WHERE endpoint_id = ?1`,
 
 	namespaceEndpoints:    `SELECT id, event_types FROM endpoints WHERE namespace = ?1 AND deleted = 0 ORDER BY id`,
 	endpointForDeadLetter: `SELECT ep.namespace, ep.dead_letter, e.type FROM endpoints ep, events e WHERE ep.id = ?1 AND e.id = ?2`,
@@ -74,9 +72,9 @@ var writeSQL = struct {
 	statsApply: `UPDATE endpoint_stats SET
 			pending = pending + ?2, in_flight = in_flight + ?3, awaiting_ack = awaiting_ack + ?4,
 			delivered = delivered + ?5, exhausted_unresolved = exhausted_unresolved + ?6, cancelled = cancelled + ?7,
-			last_success_at = coalesce(?8, last_success_at),
-			last_failure_at = coalesce(?9, last_failure_at),
-			last_failure_reason = CASE WHEN ?9 IS NULL THEN last_failure_reason ELSE ?10 END
+			last_success_at = CASE WHEN ?8 >= coalesce(last_success_at, ?8) THEN ?8 ELSE last_success_at END,
+			last_failure_at = CASE WHEN ?9 >= coalesce(last_failure_at, ?9) THEN ?9 ELSE last_failure_at END,
+			last_failure_reason = CASE WHEN ?9 >= coalesce(last_failure_at, ?9) THEN ?10 ELSE last_failure_reason END
 		WHERE endpoint_id = ?1`,
 
 	// Claims read candidates in due order from a partial index and filter
@@ -162,7 +160,7 @@ func deliveryListSQL(endpoint, event, states, resolution bool) string {
 // writeStmts and readStmts hold the prepared statements.
 type (
 	writeStmts struct {
-		endpointUpsert, statsEnsure, endpointDelete, deliveriesCancel, statsCancel,
+		endpointUpsert, statsEnsure, endpointDelete, deliveriesCancel,
 		namespaceEndpoints, endpointForDeadLetter, deadLetterTarget,
 		eventByKey, eventInsert, deliveryInsert, deliveriesByEvent,
 		statsApply,
@@ -202,7 +200,6 @@ func (s *Store) prepare(ctx context.Context) error {
 		{s.w, &s.ws.statsEnsure, ws.statsEnsure},
 		{s.w, &s.ws.endpointDelete, ws.endpointDelete},
 		{s.w, &s.ws.deliveriesCancel, ws.deliveriesCancel},
-		{s.w, &s.ws.statsCancel, ws.statsCancel},
 		{s.w, &s.ws.namespaceEndpoints, ws.namespaceEndpoints},
 		{s.w, &s.ws.endpointForDeadLetter, ws.endpointForDeadLetter},
 		{s.w, &s.ws.deadLetterTarget, ws.deadLetterTarget},

@@ -405,14 +405,14 @@ func (s *Store) applyStep(t *wtx, p *ledger.RecoveryApplyParams, f *ledger.Recov
 		Reason: reason, CreatedAt: now,
 	}
 	var requestEventID string
-	ds := deltas{}
+	ds := ledger.StatsDelta{}
 	switch step {
 	case ledger.StepRetry:
 		if _, err := t.stmt(s.rc.deliveryInsertAs).ExecContext(t.ctx, newDeliveryID, orig.EventID, orig.EndpointID,
 			nanos(now), orig.ID); err != nil {
 			return item, translate("retry delivery "+orig.ID, err)
 		}
-		ds.get(orig.EndpointID).enter(ledger.StateScheduled, 1)
+		ds.Add(orig.EndpointID, ledger.StateScheduled, ledger.ResolutionNone, 1)
 		item.NewDeliveryID, item.NewDeliveryState = newDeliveryID, ledger.StateScheduled
 	case ledger.StepReissueCopy:
 		ev := ledger.Event{
@@ -426,7 +426,7 @@ func (s *Store) applyStep(t *wtx, p *ledger.RecoveryApplyParams, f *ledger.Recov
 			nanos(now), ""); err != nil {
 			return item, translate("reissue delivery "+orig.ID, err)
 		}
-		ds.get(orig.EndpointID).enter(ledger.StateScheduled, 1)
+		ds.Add(orig.EndpointID, ledger.StateScheduled, ledger.ResolutionNone, 1)
 		item.NewEventID, item.NewDeliveryID, item.NewDeliveryState = ev.ID, newDeliveryID, ledger.StateScheduled
 	case ledger.StepReissueRequest:
 		handlers, err := s.reissueHandlers(t, f.Event.Namespace)
@@ -451,7 +451,7 @@ func (s *Store) applyStep(t *wtx, p *ledger.RecoveryApplyParams, f *ledger.Recov
 			if _, err := s.storeDelivery(t, ev.ID, h, now); err != nil {
 				return item, err
 			}
-			ds.get(h).enter(ledger.StateScheduled, 1)
+			ds.Add(h, ledger.StateScheduled, ledger.ResolutionNone, 1)
 		}
 		requestEventID, item.NewEventID = ev.ID, ev.ID
 	}
@@ -467,7 +467,7 @@ func (s *Store) applyStep(t *wtx, p *ledger.RecoveryApplyParams, f *ledger.Recov
 		requestEventID, nanos(now)); err != nil {
 		return item, translate("record recovery item", err)
 	}
-	return item, ds.apply(t, s.ws.statsApply)
+	return item, applyStats(t, s.ws.statsApply, ds)
 }
 
 // reissueHandlers returns the live endpoints of namespace subscribed to
@@ -488,7 +488,7 @@ func (s *Store) reissueHandlers(t *wtx, namespace string) ([]string, error) {
 
 // resolve gives the exhausted delivery d resolution res if it is still
 // unresolved, and counts it out of exhausted-unresolved.
-func (s *Store) resolve(t *wtx, d *ledger.Delivery, res ledger.Resolution, operation string, now time.Time, ds deltas) error {
+func (s *Store) resolve(t *wtx, d *ledger.Delivery, res ledger.Resolution, operation string, now time.Time, ds ledger.StatsDelta) error {
 	r, err := t.stmt(s.rc.resolve).ExecContext(t.ctx, d.ID, string(res), operation, nanos(now))
 	if err != nil {
 		return translate("resolve delivery "+d.ID, err)
@@ -496,7 +496,7 @@ func (s *Store) resolve(t *wtx, d *ledger.Delivery, res ledger.Resolution, opera
 	if n, err := r.RowsAffected(); err != nil {
 		return translate("resolve delivery "+d.ID, err)
 	} else if n == 1 {
-		ds.get(d.EndpointID).enter(ledger.StateExhausted, -1)
+		ds.Move(d.EndpointID, ledger.StateExhausted, ledger.ResolutionUnresolved, ledger.StateExhausted, res)
 	}
 	return nil
 }
@@ -506,7 +506,7 @@ func (s *Store) resolve(t *wtx, d *ledger.Delivery, res ledger.Resolution, opera
 // with the first such replacement and its delivery to the item's endpoint,
 // and its original delivery is resolved as reissued. Batches without
 // ReissueOf cost nothing.
-func (s *Store) completeReissues(t *wtx, results []ledger.EventInsertResult, ds deltas) error {
+func (s *Store) completeReissues(t *wtx, results []ledger.EventInsertResult, ds ledger.StatsDelta) error {
 	var originals []string
 	for i := range results {
 		if r := &results[i]; r.Err == nil && !r.Duplicate && r.Event.ReissueOf != "" {

@@ -49,8 +49,8 @@ var settleSQL = struct {
 			secrets_scrubbed_at = CASE WHEN cand.grace > 0 THEN NULL ELSE cand.now END,
 			secrets_scrub_due = CASE WHEN cand.grace > 0 THEN cand.now + cand.grace END
 		FROM cand WHERE events.id = cand.id`,
-	// The events whose deliveries an endpoint's deletion cancels.
-	liveEvents: `SELECT DISTINCT event_id FROM deliveries
+	// The deliveries an endpoint's deletion cancels, with their events.
+	liveEvents: `SELECT event_id, state FROM deliveries
 		WHERE endpoint_id = ?1 AND state IN ('scheduled', 'in_flight', 'awaiting_ack')`,
 	// An event that reached no endpoint keeps no secret and ages under the
 	// default retention.
@@ -108,25 +108,17 @@ func (s *Store) prepareSettlement(ctx context.Context) error {
 	return nil
 }
 
-// settled collects the events of the deliveries a transaction ended, each
-// with the instant (nanoseconds) its delivery ended; settle then scrubs
-// the secrets of those left with no pending delivery.
-type settled map[string]int64
-
-// note records d if it is terminal.
-func (st settled) note(d ledger.Delivery, now time.Time) {
-	if d.EventID != "" && d.State.Terminal() {
-		st[d.EventID] = nanos(now)
-	}
-}
-
-// settle applies the secret rule of the Store doc to the settled events,
-// in one statement whatever their number.
-func (s *Store) settle(t *wtx, st settled) error {
+// settle applies ledger.SettleSecrets to the settled events, in one
+// statement whatever their number.
+func (s *Store) settle(t *wtx, st ledger.SettledEvents) error {
 	if len(st) == 0 {
 		return nil
 	}
-	b, err := json.Marshal(st)
+	ended := make(map[string]int64, len(st))
+	for id, at := range st {
+		ended[id] = nanos(at)
+	}
+	b, err := json.Marshal(ended)
 	if err != nil {
 		return fmt.Errorf("scrub secrets: %w", err)
 	}
@@ -135,21 +127,23 @@ func (s *Store) settle(t *wtx, st settled) error {
 }
 
 // liveEvents returns the events of endpoint's pending deliveries, settled
-// at now once they are cancelled.
-func (s *Store) liveEvents(t *wtx, endpoint string, now time.Time) (settled, error) {
+// at now once they are cancelled, and counts those deliveries' move to
+// cancelled in ds.
+func (s *Store) liveEvents(t *wtx, endpoint string, now time.Time, ds ledger.StatsDelta) (ledger.SettledEvents, error) {
 	op := "events of the live deliveries of " + endpoint
 	rows, err := t.stmt(s.st.liveEvents).QueryContext(t.ctx, endpoint)
 	if err != nil {
 		return nil, translate(op, err)
 	}
 	defer rows.Close()
-	st := settled{}
+	st := ledger.SettledEvents{}
 	for rows.Next() {
-		var id string
-		if err := rows.Scan(&id); err != nil {
+		var id, state string
+		if err := rows.Scan(&id, &state); err != nil {
 			return nil, translate(op, err)
 		}
-		st[id] = nanos(now)
+		st[id] = now
+		ds.Move(endpoint, ledger.DeliveryState(state), ledger.ResolutionNone, ledger.StateCancelled, ledger.ResolutionNone)
 	}
 	return st, translate(op, rows.Err())
 }
@@ -161,10 +155,7 @@ func (s *Store) markUndelivered(t *wtx, ev *ledger.Event, now time.Time) error {
 	if _, err := t.stmt(s.st.undelivered).ExecContext(t.ctx, ev.ID, nanos(now)); err != nil {
 		return translate("insert event "+ev.ID+": no endpoint", err)
 	}
-	if len(ev.Secrets) > 0 {
-		at := now.UTC()
-		ev.Secrets, ev.SecretsScrubAt = nil, &at
-	}
+	ev.DropUndeliveredSecrets()
 	return nil
 }
 
@@ -229,26 +220,19 @@ func (s *Store) ackApply(ctx context.Context, op, id string, tr ledger.AckTransi
 			return translate(op, err)
 		}
 		res.Delivery = d
-		ds := deltas{}
-		dt := ds.get(d.EndpointID)
-		dt.move(ledger.StateAwaitingAck, d.State)
-		if tr.Success {
-			dt.success = now
-		}
-		if tr.Failure {
-			dt.failure, dt.reason = now, tr.FailureCause
-		}
+		ds := ledger.StatsDelta{}
+		tr.Stats(ds, d.EndpointID, now)
 		if d.State == ledger.StateExhausted {
 			if res.DeadLetter, err = s.deadLetter(t, d, now, ds); err != nil {
 				return err
 			}
 		}
-		st := settled{}
-		st.note(d, now)
+		st := ledger.SettledEvents{}
+		st.Note(d, now)
 		if err := s.settle(t, st); err != nil {
 			return err
 		}
-		return ds.apply(t, s.ws.statsApply)
+		return applyStats(t, s.ws.statsApply, ds)
 	})
 	if err != nil {
 		return ledger.AckResult{}, err
@@ -352,31 +336,31 @@ func expiredOf(eventID string, keepUnresolved bool) string {
 	return cond
 }
 
-// pruneStage is one kind of candidate: events with deliveries whose
-// payload is pruned or not, or events without deliveries.
-type pruneStage struct {
-	evidence     bool // delete the event (else prune its payload)
-	undelivered  bool
-	payloadState int // for events with deliveries: deliveries.payload_pruned
-}
+// pruneStage is a ledger.PruneStage with its SQL: the candidate and
+// recheck statements do what ledger.PruneStage.Prunes says.
+type pruneStage struct{ ledger.PruneStage }
 
 // candidatesSQL finds up to ?2 candidates of the stage at ?1 (now), with
 // ?3 the default retention.
 func (g pruneStage) candidatesSQL() string {
-	if g.undelivered {
+	if g.Undelivered {
 		index := `INDEXED BY events_undelivered_payload WHERE undelivered = 1 AND payload_pruned_at IS NULL`
-		if g.evidence {
+		if g.Evidence {
 			index = `INDEXED BY events_undelivered WHERE undelivered = 1`
 		}
 		return `SELECT id FROM events ` + index + ` AND ?3 > 0 AND created_at <= ?1 - ?3
 			AND NOT EXISTS (SELECT 1 FROM deliveries x WHERE x.event_id = events.id)
 			ORDER BY created_at LIMIT ?2`
 	}
-	return `WITH ` + retentionCTE(g.field()) + `
+	payloadPruned := 0
+	if g.PayloadPruned {
+		payloadPruned = 1
+	}
+	return `WITH ` + retentionCTE(g.PolicyField()) + `
 		SELECT d.event_id FROM deliveries d
-		WHERE d.payload_pruned = ` + fmt.Sprint(g.payloadState) + ` AND d.terminal_at IS NOT NULL
+		WHERE d.payload_pruned = ` + fmt.Sprint(payloadPruned) + ` AND d.terminal_at IS NOT NULL
 			AND d.terminal_at <= ?1 - (SELECT min(r) FROM ret)
-			AND ` + expiredOf("d.event_id", g.evidence) + `
+			AND ` + expiredOf("d.event_id", g.Evidence) + `
 		ORDER BY d.terminal_at LIMIT ?2`
 }
 
@@ -384,24 +368,17 @@ func (g pruneStage) candidatesSQL() string {
 // still qualify, in the write transaction.
 func (g pruneStage) recheckSQL() string {
 	notPruned := ``
-	if !g.evidence {
+	if !g.Evidence {
 		notPruned = ` AND e.payload_pruned_at IS NULL`
 	}
-	if g.undelivered {
+	if g.Undelivered {
 		return `SELECT e.id FROM json_each(?4) j JOIN events e ON e.id = j.value
 			WHERE e.undelivered = 1` + notPruned + ` AND ?3 > 0 AND e.created_at <= ?1 - ?3
 			AND NOT EXISTS (SELECT 1 FROM deliveries x WHERE x.event_id = e.id)`
 	}
-	return `WITH ` + retentionCTE(g.field()) + `
+	return `WITH ` + retentionCTE(g.PolicyField()) + `
 		SELECT e.id FROM json_each(?4) j JOIN events e ON e.id = j.value
-		WHERE ` + expiredOf("e.id", g.evidence) + notPruned
-}
-
-func (g pruneStage) field() string {
-	if g.evidence {
-		return "evidenceRetention"
-	}
-	return "payloadRetention"
+		WHERE ` + expiredOf("e.id", g.Evidence) + notPruned
 }
 
 // The statements that prune the events of ?1 (a JSON array of IDs) at ?2.
@@ -432,18 +409,15 @@ func (s *Store) Prune(ctx context.Context, p *ledger.PruneParams) (ledger.PruneR
 		return res, errors.New("prune: nil params")
 	}
 	left := p.PruneLimit()
-	for _, g := range []pruneStage{
-		{evidence: true, payloadState: 1}, {evidence: true}, {evidence: true, undelivered: true},
-		{}, {undelivered: true},
-	} {
+	for _, g := range ledger.PruneStages {
 		if left == 0 {
 			break
 		}
-		n, err := s.pruneStage(ctx, g, p, left)
+		n, err := s.pruneStage(ctx, pruneStage{g}, p, left)
 		if err != nil {
 			return res, err
 		}
-		if g.evidence {
+		if g.Evidence {
 			res.EventsDeleted += n
 		} else {
 			res.PayloadsPruned += n
@@ -455,11 +429,9 @@ func (s *Store) Prune(ctx context.Context, p *ledger.PruneParams) (ledger.PruneR
 
 // pruneStage prunes up to limit events of one stage and returns how many.
 func (s *Store) pruneStage(ctx context.Context, g pruneStage, p *ledger.PruneParams, limit int) (int, error) {
-	op := "prune payloads"
-	def := p.DefaultPayloadRetention
-	stmts := prunePayloadSQL
-	if g.evidence {
-		op, def, stmts = "prune evidence", p.DefaultEvidenceRetention, pruneEvidenceSQL
+	op, def, stmts := "prune payloads", g.Default(p), prunePayloadSQL
+	if g.Evidence {
+		op, stmts = "prune evidence", pruneEvidenceSQL
 	}
 	now := nanos(p.Now)
 	rows, err := s.r.QueryContext(ctx, g.candidatesSQL(), now, limit, int64(def))

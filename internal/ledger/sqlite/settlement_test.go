@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/hookkeeper/hookkeeper/internal/ledger"
+	"github.com/hookkeeper/hookkeeper/internal/sensitive"
 )
 
 // token returns a distinctive value: prefix + 32 random hex digits.
@@ -68,7 +69,7 @@ func TestScrubbedSecretsLeaveTheFiles(t *testing.T) {
 		data := json.RawMessage(`{"order":1}`)
 		res, err := s.EventInsertMany(ctx, []*ledger.EventInsertParams{{
 			ID: ledger.NewID("evt", at), Namespace: "shop", Type: typ, Data: data,
-			Secrets: ledger.Sensitive(`{"confirmToken":"` + secret + `"}`), SecretNames: []string{"confirmToken"}, Now: at,
+			Secrets: sensitive.Bytes(`{"confirmToken":"` + secret + `"}`), SecretNames: []string{"confirmToken"}, Now: at,
 		}})
 		if err != nil || res[0].Err != nil || len(res[0].Deliveries) != 1 {
 			t.Fatalf("EventInsertMany = %+v, %v", res, err)

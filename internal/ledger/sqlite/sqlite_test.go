@@ -9,6 +9,7 @@ import (
 	"github.com/hookkeeper/hookkeeper/internal/ledger"
 	"github.com/hookkeeper/hookkeeper/internal/ledger/ledgertest"
 	"github.com/hookkeeper/hookkeeper/internal/ledger/sqlite"
+	"github.com/hookkeeper/hookkeeper/internal/sensitive"
 )
 
 // open opens a store on a fresh file and closes it with the test.
@@ -52,7 +53,7 @@ func TestCommittedEventSurvivesReopen(t *testing.T) {
 	id := ledger.NewID("evt", now)
 	res, err := s.EventInsertMany(ctx, []*ledger.EventInsertParams{{
 		ID: id, Namespace: "shop", Type: "order.created", Data: json.RawMessage(`{"a":1}`),
-		Secrets: ledger.Sensitive(`{"token":"t"}`), SecretNames: []string{"token"}, IdempotencyKey: "k", BodyHash: []byte{1}, Now: now,
+		Secrets: sensitive.Bytes(`{"token":"t"}`), SecretNames: []string{"token"}, IdempotencyKey: "k", BodyHash: []byte{1}, Now: now,
 	}})
 	if err != nil || res[0].Err != nil || len(res[0].Deliveries) != 1 {
 		t.Fatalf("EventInsertMany = %+v, %v", res, err)

@@ -3,69 +3,21 @@ package sqlite
 import (
 	"context"
 	"database/sql"
-	"slices"
-	"time"
 
 	"github.com/hookkeeper/hookkeeper/internal/ledger"
 )
 
-// delta is what one transaction changes in one endpoint's stats.
-type delta struct {
-	pending, inFlight, awaitingAck, delivered, exhausted, cancelled int64
-	success, failure                                                time.Time // zero: unchanged
-	reason                                                          string
-}
-
-// enter counts a delivery entering state.
-func (d *delta) enter(state ledger.DeliveryState, n int64) {
-	switch state {
-	case ledger.StateScheduled:
-		d.pending += n
-	case ledger.StateInFlight:
-		d.inFlight += n
-	case ledger.StateAwaitingAck:
-		d.awaitingAck += n
-	case ledger.StateDelivered:
-		d.delivered += n
-	case ledger.StateExhausted:
-		d.exhausted += n
-	case ledger.StateCancelled:
-		d.cancelled += n
-	}
-}
-
-// move counts a delivery moving from one state to another.
-func (d *delta) move(from, to ledger.DeliveryState) {
-	d.enter(from, -1)
-	d.enter(to, 1)
-}
-
-// deltas accumulates a transaction's stats changes per endpoint, so that
-// each endpoint's row is written once per transaction however large the
-// batch.
-type deltas map[string]*delta
-
-func (ds deltas) get(endpoint string) *delta {
-	d, ok := ds[endpoint]
-	if !ok {
-		d = &delta{}
-		ds[endpoint] = d
-	}
-	return d
-}
-
-// apply writes the deltas, in endpoint order.
-func (ds deltas) apply(t *wtx, st *sql.Stmt) error {
-	ids := make([]string, 0, len(ds))
-	for id := range ds {
-		ids = append(ids, id)
-	}
-	slices.Sort(ids)
+// applyStats writes a transaction's stats changes (ledger.StatsDelta), one
+// statement per endpoint in endpoint order; the statement does what
+// ledger.StatsChange.Apply says.
+func applyStats(t *wtx, st *sql.Stmt, ds ledger.StatsDelta) error {
 	stmt := t.stmt(st)
-	for _, id := range ids {
-		d := ds[id]
-		if _, err := stmt.ExecContext(t.ctx, id, d.pending, d.inFlight, d.awaitingAck, d.delivered, d.exhausted,
-			d.cancelled, nullNanos(d.success), nullNanos(d.failure), d.reason); err != nil {
+	for _, id := range ds.Endpoints() {
+		c := ds[id]
+		n := &c.Counts
+		if _, err := stmt.ExecContext(t.ctx, id, n[ledger.CounterPending], n[ledger.CounterInFlight],
+			n[ledger.CounterAwaitingAck], n[ledger.CounterDelivered], n[ledger.CounterExhaustedUnresolved],
+			n[ledger.CounterCancelled], nullNanosPtr(c.SuccessAt), nullNanosPtr(c.FailureAt), c.FailureReason); err != nil {
 			return translate("update stats of "+id, err)
 		}
 	}

@@ -48,36 +48,26 @@ type Option func(*options)
 
 type options struct {
 	synchronous string
-	busyTimeout time.Duration
-	readConns   int
-	cacheKiB    int
 }
+
+const (
+	// busyTimeout bounds how long a connection waits for a lock held by
+	// another process (in-process writers queue for the write connection
+	// instead).
+	busyTimeout = 5 * time.Second
+	// cacheKiB is each connection's page cache.
+	cacheKiB = 32 << 10
+)
 
 // WithSynchronous sets PRAGMA synchronous: FULL (the default) syncs the WAL
 // on every commit; NORMAL may lose the last commits on power loss (never
 // corrupts) and is only for tests and benchmarks that say so.
 func WithSynchronous(mode string) Option { return func(o *options) { o.synchronous = mode } }
 
-// WithBusyTimeout bounds how long a connection waits for a lock held by
-// another process (in-process writers queue for the write connection
-// instead). Default 5s.
-func WithBusyTimeout(d time.Duration) Option { return func(o *options) { o.busyTimeout = d } }
-
-// WithReadConns sets the size of the read pool. Default max(4, GOMAXPROCS).
-func WithReadConns(n int) Option { return func(o *options) { o.readConns = n } }
-
-// WithCacheSize sets each connection's page cache in KiB. Default 32 MiB.
-func WithCacheSize(kib int) Option { return func(o *options) { o.cacheKiB = kib } }
-
 // Open opens (creating if needed) the ledger at path and migrates it to the
 // current schema.
 func Open(ctx context.Context, path string, opts ...Option) (*Store, error) {
-	o := options{
-		synchronous: "FULL",
-		busyTimeout: 5 * time.Second,
-		readConns:   max(4, runtime.GOMAXPROCS(0)),
-		cacheKiB:    32 << 10,
-	}
+	o := options{synchronous: "FULL"}
 	for _, opt := range opts {
 		opt(&o)
 	}
@@ -115,8 +105,9 @@ func Open(ctx context.Context, path string, opts ...Option) (*Store, error) {
 		_ = s.Close()
 		return nil, fmt.Errorf("open ledger %s: %w", abs, err)
 	}
-	r.SetMaxOpenConns(o.readConns)
-	r.SetMaxIdleConns(o.readConns)
+	readConns := max(4, runtime.GOMAXPROCS(0))
+	r.SetMaxOpenConns(readConns)
+	r.SetMaxIdleConns(readConns)
 	s.r = r
 	if err := s.prepare(ctx); err != nil {
 		_ = s.Close()
@@ -139,11 +130,11 @@ func Open(ctx context.Context, path string, opts ...Option) (*Store, error) {
 // with the pragmas every connection needs.
 func dsn(path string, o options, readOnly bool) string {
 	q := url.Values{}
-	q.Add("_pragma", "busy_timeout("+strconv.FormatInt(o.busyTimeout.Milliseconds(), 10)+")")
+	q.Add("_pragma", "busy_timeout("+strconv.FormatInt(busyTimeout.Milliseconds(), 10)+")")
 	q.Add("_pragma", "journal_mode(WAL)")
 	q.Add("_pragma", "synchronous("+o.synchronous+")")
 	q.Add("_pragma", "foreign_keys(1)")
-	q.Add("_pragma", "cache_size(-"+strconv.Itoa(o.cacheKiB)+")")
+	q.Add("_pragma", "cache_size(-"+strconv.Itoa(cacheKiB)+")")
 	q.Add("_pragma", "temp_store(MEMORY)")
 	// Deleted and overwritten content (scrubbed secrets, pruned payloads)
 	// is zeroed in the pages, so that it cannot be read from the file once

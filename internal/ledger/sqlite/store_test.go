@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/hookkeeper/hookkeeper/internal/ledger"
+	"github.com/hookkeeper/hookkeeper/internal/sensitive"
 )
 
 // latestMigration is the highest version among the embedded migrations.
@@ -90,7 +91,7 @@ func TestOpenReclaimsEveryLease(t *testing.T) {
 	}
 	now := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
 	ep := ledger.Endpoint{ID: "shop/all", Namespace: "shop", Name: "all", URL: "https://receiver.example/all",
-		EventTypes: []string{"*"}, Secrets: []ledger.SigningSecret{{Value: ledger.Sensitive("whsec_all")}}, AckMode: ledger.AckResponse}
+		EventTypes: []string{"*"}, Secrets: []ledger.SigningSecret{{Value: sensitive.Bytes("whsec_all")}}, AckMode: ledger.AckResponse}
 	if _, err := s.EndpointUpsert(ctx, &ledger.EndpointUpsertParams{Endpoint: ep, Now: now}); err != nil {
 		t.Fatalf("EndpointUpsert: %v", err)
 	}

@@ -1,0 +1,234 @@
+// Package httpapi is hookkeeper's HTTP API: producers publish events into
+// the ledger, and tooling reads events, deliveries and attempts back.
+//
+// A publish is answered only once the event and its deliveries are
+// committed (group-committed with concurrent publishes), so a 201 means the
+// event will be delivered even if the process dies right after. Publishing
+// is idempotent by Idempotency-Key: the same key with the same body (as
+// JSON, whatever its formatting) answers 200 with the original, a different
+// body 409. Every answer is JSON, every error has a stable code, and no
+// answer or log line carries an event's secrets, a request body or a token.
+//
+// The package depends on small interfaces (Publisher, Reader, Auth) rather
+// than on the engine or Kubernetes, so handler logic is tested without
+// either.
+package httpapi
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+	"path"
+	"runtime/debug"
+	"time"
+
+	"github.com/go-logr/logr"
+)
+
+// Defaults of Config.
+const (
+	DefaultMaxBodyBytes   = 256 << 10
+	DefaultMaxSecrets     = 32
+	DefaultMaxFanOut      = 100
+	DefaultPublishTimeout = 10 * time.Second
+)
+
+// Config wires a Handler. Publisher, Reader and Auth are required.
+type Config struct {
+	Publisher Publisher
+	Reader    Reader
+	Auth      Auth
+	// Acknowledger, when set, serves POST /v1/acks/{deliveryID} for
+	// Callback-mode endpoints (authenticated by their signature, not Auth).
+	Acknowledger Acknowledger
+	// Log receives request failures; never bodies, secrets or tokens.
+	Log logr.Logger
+	// Now is the clock; default time.Now.
+	Now func() time.Time
+	// MaxBodyBytes bounds a publish body (default DefaultMaxBodyBytes).
+	MaxBodyBytes int64
+	// MaxSecrets bounds the secrets of one event (default DefaultMaxSecrets).
+	MaxSecrets int
+	// MaxFanOut bounds the endpoints one event may be delivered to (default
+	// DefaultMaxFanOut): an event whose type matches more is refused whole,
+	// so that one publish cannot become an unbounded number of requests.
+	MaxFanOut int
+	// PublishTimeout bounds the wait for a commit (default
+	// DefaultPublishTimeout); past it the answer is 503 and the outcome
+	// unknown to the client, who retries with the same Idempotency-Key.
+	PublishTimeout time.Duration
+	// SecretsHashKey, when set, makes secret values part of the body hash
+	// (as an HMAC under this key), so that reusing an Idempotency-Key with
+	// different secret values is a 409. Without it only secret names count.
+	// Keep it stable for at least the longest replay window.
+	SecretsHashKey []byte
+}
+
+// Handler serves the API. Build it with New.
+type Handler struct {
+	cfg Config
+	mux *http.ServeMux
+}
+
+// handlerFunc serves one route for an authenticated, authorized caller in
+// a valid namespace; an error becomes the answer (see asAPIError).
+type handlerFunc func(w http.ResponseWriter, r *http.Request, namespace string) error
+
+type route struct {
+	method   string
+	path     string
+	verb     string
+	resource string
+	nameVar  string // path variable naming the object, if any
+	fn       handlerFunc
+}
+
+// New validates cfg, fills its defaults and returns the Handler.
+func New(cfg Config) (*Handler, error) {
+	if cfg.Publisher == nil || cfg.Reader == nil || cfg.Auth == nil {
+		return nil, errors.New("httpapi: Publisher, Reader and Auth are required")
+	}
+	if cfg.Log.GetSink() == nil {
+		cfg.Log = logr.Discard()
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.MaxBodyBytes <= 0 {
+		cfg.MaxBodyBytes = DefaultMaxBodyBytes
+	}
+	if cfg.MaxSecrets <= 0 {
+		cfg.MaxSecrets = DefaultMaxSecrets
+	}
+	if cfg.MaxFanOut <= 0 {
+		cfg.MaxFanOut = DefaultMaxFanOut
+	}
+	if cfg.PublishTimeout <= 0 {
+		cfg.PublishTimeout = DefaultPublishTimeout
+	}
+	h := &Handler{cfg: cfg, mux: http.NewServeMux()}
+
+	const ns = "/v1/namespaces/{namespace}"
+	routes := []route{
+		{http.MethodPost, ns + "/events", VerbCreate, ResourceEvents, "", h.publish},
+		{http.MethodGet, ns + "/events/{id}", VerbGet, ResourceEvents, "id", h.getEvent},
+		{http.MethodGet, ns + "/deliveries", VerbGet, ResourceDeliveries, "", h.listDeliveries},
+		{http.MethodGet, ns + "/deliveries/{id}", VerbGet, ResourceDeliveries, "id", h.getDelivery},
+		{http.MethodGet, ns + "/deliveries/{id}/attempts", VerbGet, ResourceDeliveries, "id", h.listAttempts},
+	}
+	for _, rt := range routes {
+		h.mux.Handle(rt.method+" "+rt.path, h.serve(rt))
+		// Any other method on a known path: a JSON 405 rather than the
+		// mux's plain-text one. (GET patterns also serve HEAD.)
+		allow := rt.method
+		if rt.method == http.MethodGet {
+			allow = "GET, HEAD"
+		}
+		h.mux.Handle(rt.path, methodNotAllowed(allow))
+	}
+	if cfg.Acknowledger != nil {
+		h.mux.HandleFunc("POST /v1/acks/{deliveryID}", h.ack)
+		h.mux.Handle("/v1/acks/{deliveryID}", methodNotAllowed(http.MethodPost))
+	}
+	h.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		writeError(w, newError(http.StatusNotFound, CodeNotFound, "", "no such API path"))
+	})
+	return h, nil
+}
+
+// ServeHTTP implements http.Handler.
+func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	setAnswerHeaders(w)
+	defer func() {
+		if v := recover(); v != nil {
+			if v == http.ErrAbortHandler {
+				panic(v)
+			}
+			h.cfg.Log.Error(fmt.Errorf("panic: %v", v), "Handler panicked",
+				"method", r.Method, "path", r.URL.Path, "stack", string(debug.Stack()))
+			writeError(w, internalError(nil))
+		}
+	}()
+	// ServeMux would redirect an unclean path (//, /./, /../) with an HTML
+	// 301; no API path is unclean, so answer as for any unknown path.
+	if r.URL.Path != cleanPath(r.URL.Path) {
+		writeError(w, newError(http.StatusNotFound, CodeNotFound, "", "no such API path"))
+		return
+	}
+	h.mux.ServeHTTP(w, r)
+}
+
+// setAnswerHeaders sets what every answer of the API carries: API answers
+// are not to be cached, and are JSON whatever they look like.
+func setAnswerHeaders(w http.ResponseWriter) {
+	w.Header().Set("Cache-Control", "no-store")
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+}
+
+// cleanPath is ServeMux's notion of a canonical path.
+func cleanPath(p string) string {
+	if p == "" || p[0] != '/' {
+		p = "/" + p
+	}
+	np := path.Clean(p)
+	if p[len(p)-1] == '/' && np != "/" {
+		np += "/"
+	}
+	return np
+}
+
+func methodNotAllowed(allow string) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Allow", allow)
+		writeError(w, newError(http.StatusMethodNotAllowed, CodeMethodNotAllowed, "",
+			"method %s is not allowed here; allowed: %s", r.Method, allow))
+	}
+}
+
+// serve authenticates, validates the namespace, authorizes, runs rt.fn and
+// answers its error, in that order: an anonymous caller learns nothing
+// beyond 401.
+func (h *Handler) serve(rt route) http.HandlerFunc {
+	pattern := rt.method + " " + rt.path
+	return func(w http.ResponseWriter, r *http.Request) {
+		ns := r.PathValue("namespace")
+		log := h.cfg.Log.WithValues("route", pattern, "namespace", ns)
+
+		p, err := h.cfg.Auth.Authenticate(r)
+		if err != nil {
+			h.fail(w, log, authError(err, ErrUnauthenticated, http.StatusUnauthorized, CodeUnauthenticated,
+				"a valid bearer token is required"))
+			return
+		}
+		log = log.WithValues("user", p.Username)
+		if !validNamespace(ns) {
+			h.fail(w, log, badRequest(CodeInvalidField, "namespace",
+				"namespace must be a DNS-1123 label: at most 63 lower-case letters, digits or '-', starting and ending with a letter or digit"))
+			return
+		}
+		access := Access{Verb: rt.verb, Resource: rt.resource, Namespace: ns}
+		if rt.nameVar != "" {
+			access.Name = r.PathValue(rt.nameVar)
+		}
+		if err := h.cfg.Auth.Authorize(r.Context(), p, access); err != nil {
+			h.fail(w, log, authError(err, ErrForbidden, http.StatusForbidden, CodeForbidden,
+				fmt.Sprintf("user %q may not %s %s in namespace %q", p.Username, rt.verb, rt.resource, ns)))
+			return
+		}
+		if err := rt.fn(w, r, ns); err != nil {
+			h.fail(w, log, err)
+		}
+	}
+}
+
+// fail answers err and logs it: server errors with their cause, client
+// errors at V(1) with their code only.
+func (h *Handler) fail(w http.ResponseWriter, log logr.Logger, err error) {
+	ae := asAPIError(err)
+	if ae.status >= 500 && !ae.quiet {
+		log.Error(ae.cause, "Request failed", "status", ae.status, "code", ae.code)
+	} else {
+		log.V(1).Info("Request refused", "status", ae.status, "code", ae.code, "field", ae.field)
+	}
+	writeError(w, ae)
+}

@@ -1,0 +1,125 @@
+package ledgertest
+
+import (
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/hookkeeper/hookkeeper/internal/ledger"
+)
+
+// The retry-budget part of the Recovery suite (RetryBudgetAcquire).
+
+// acquire takes one retry from the budget of endpoint at now.
+func (f *fixture) acquire(endpoint string, b ledger.RetryBudget, now time.Time) bool {
+	f.t.Helper()
+	ok, err := f.s.RetryBudgetAcquire(f.ctx, &ledger.RetryBudgetParams{EndpointID: endpoint, Budget: b, Now: now})
+	if err != nil {
+		f.t.Fatalf("RetryBudgetAcquire(%s, %v): %v", endpoint, now, err)
+	}
+	return ok
+}
+
+// wantAcquired checks how many of n acquisitions succeed (the first ones).
+func (f *fixture) wantAcquired(what, endpoint string, b ledger.RetryBudget, now time.Time, n, want int) {
+	f.t.Helper()
+	var got []bool
+	for range n {
+		got = append(got, f.acquire(endpoint, b, now))
+	}
+	wantBools := make([]bool, n)
+	for i := range min(want, n) {
+		wantBools[i] = true
+	}
+	wantEqual(f.t, what, got, wantBools)
+}
+
+// testBudgetArithmetic pins the allowance (RatioPercent × first attempts /
+// 100, rounded down, + MinPerMinute), what counts as a first attempt, and
+// that a bucket is one Unix minute of one endpoint.
+func testBudgetArithmetic(t *testing.T, f *fixture) {
+	f.upsert(endpoint("a", "ep", "*"), t0)
+	f.upsert(endpoint("b", "ep", "*"), t0)
+	m := t0.Truncate(time.Minute).Add(time.Minute) // the start of a minute
+	b := ledger.RetryBudget{RatioPercent: 50, MinPerMinute: 2}
+
+	f.wantAcquired("without first attempts: the floor", "a/ep", b, m, 3, 2)
+
+	// Five first attempts in the minute: 50% of 5 is 2 (rounded down), +2.
+	for range 5 {
+		f.publish("a", "order.created", m)
+	}
+	f.attemptAll(m.Add(time.Second), ledger.Next{State: ledger.StateScheduled, DueAt: m.Add(2 * time.Second)})
+	f.wantAcquired("after 5 first attempts (2 of 4 taken)", "a/ep", b, m.Add(3*time.Second), 3, 2)
+
+	// Second attempts are retries, not first attempts.
+	f.attemptAll(m.Add(2*time.Second), ledger.Next{State: ledger.StateDelivered})
+	f.wantAcquired("after second attempts", "a/ep", b, m.Add(4*time.Second), 1, 0)
+
+	// A sixth first attempt: 50% of 6 is 3, +2 = 5.
+	f.publish("a", "order.created", m.Add(5*time.Second))
+	f.attemptAll(m.Add(5*time.Second), ledger.Next{State: ledger.StateExhausted, Reason: ledger.ExhaustNonRetryable})
+	f.wantAcquired("after a sixth first attempt", "a/ep", b, m.Add(59*time.Second+999999*time.Microsecond), 2, 1)
+
+	// Another endpoint has its own bucket.
+	f.wantAcquired("another endpoint", "b/ep", ledger.RetryBudget{MinPerMinute: 1}, m.Add(30*time.Second), 2, 1)
+
+	// The next minute starts from the floor again.
+	f.wantAcquired("the next minute", "a/ep", b, m.Add(time.Minute), 3, 2)
+
+	// No floor: nothing without first attempts; a denied acquisition does
+	// not spoil the bucket for the first attempts that follow.
+	m2 := m.Add(2 * time.Minute)
+	ratio := ledger.RetryBudget{RatioPercent: 100}
+	f.wantAcquired("no floor, no first attempts", "b/ep", ratio, m2, 1, 0)
+	for range 3 {
+		f.publish("b", "order.created", m2)
+	}
+	f.attemptAll(m2.Add(time.Second), ledger.Next{State: ledger.StateDelivered})
+	f.wantAcquired("100% of 3 first attempts", "b/ep", ratio, m2.Add(2*time.Second), 4, 3)
+	// The first attempts of a/ep in the same minute are a/ep's.
+	f.wantAcquired("a/ep in the minute of b/ep's first attempts", "a/ep", ratio, m2.Add(3*time.Second), 1, 0)
+}
+
+// testBudgetConcurrent spends one budget from many goroutines: exactly the
+// allowance is granted.
+func testBudgetConcurrent(t *testing.T, f *fixture) {
+	const (
+		workers = 8
+		each    = 12
+		floor   = 25
+	)
+	f.upsert(endpoint("shop", "all", "*"), t0)
+	var (
+		wg      sync.WaitGroup
+		mu      sync.Mutex
+		granted int
+		errs    = make(chan error, workers)
+	)
+	for range workers {
+		wg.Go(func() {
+			for range each {
+				ok, err := f.s.RetryBudgetAcquire(f.ctx, &ledger.RetryBudgetParams{
+					EndpointID: "shop/all", Budget: ledger.RetryBudget{RatioPercent: 10, MinPerMinute: floor}, Now: t0,
+				})
+				if err != nil {
+					errs <- err
+					return
+				}
+				if ok {
+					mu.Lock()
+					granted++
+					mu.Unlock()
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatalf("RetryBudgetAcquire: %v", err)
+	}
+	if granted != floor {
+		t.Fatalf("granted %d retries of a budget of %d", granted, floor)
+	}
+}

@@ -1,0 +1,272 @@
+package postgres
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/hookkeeper/hookkeeper/internal/ledger"
+)
+
+// AttemptRecordMany implements ledger.Store. One transaction, two round
+// trips: lock what the batch touches (one pipeline), decide every item in
+// Go, write attempts, deliveries, dead letters and counters (one pipeline).
+func (s *Store) AttemptRecordMany(ctx context.Context, params []*ledger.AttemptRecordParams) ([]ledger.AttemptRecordResult, error) {
+	op := fmt.Sprintf("record %d attempts", len(params))
+	for i, p := range params {
+		if p == nil {
+			return nil, fmt.Errorf("%s: item %d is nil", op, i)
+		}
+	}
+	if len(params) == 0 {
+		return nil, nil
+	}
+	var results []ledger.AttemptRecordResult
+	err := s.tx(ctx, op, func(tx pgx.Tx) error {
+		var err error
+		results, err = record(ctx, tx, params)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return results, nil
+}
+
+// lockedDelivery is a delivery locked for update with its event's type.
+type lockedDelivery struct {
+	d         ledger.Delivery
+	eventType string
+}
+
+// recordEndpoint is what recording needs to know of an endpoint.
+type recordEndpoint struct {
+	namespace, deadLetter string
+}
+
+func record(ctx context.Context, tx pgx.Tx, params []*ledger.AttemptRecordParams) ([]ledger.AttemptRecordResult, error) {
+	endpoints, deliveries, err := lockForRecord(ctx, tx, params)
+	if err != nil {
+		return nil, err
+	}
+	results := make([]ledger.AttemptRecordResult, len(params))
+	var (
+		attempts    attemptRows
+		changed     []string
+		deadLetters eventBatch
+		delta       = ledger.StatsDelta{}
+	)
+	for i, p := range params {
+		res := &results[i]
+		cur := deliveries[p.DeliveryID]
+		switch {
+		case cur == nil:
+			res.Err = fmt.Errorf("delivery %s: %w", p.DeliveryID, ledger.ErrNotFound)
+			continue
+		case cur.d.State != ledger.StateInFlight || cur.d.LeaseOwner != p.Owner:
+			res.Err = fmt.Errorf("delivery %s (state %s, owner %q, not %q): %w",
+				p.DeliveryID, cur.d.State, cur.d.LeaseOwner, p.Owner, ledger.ErrLeaseLost)
+			continue
+		}
+		tr, err := p.Transition()
+		if err != nil {
+			res.Err = fmt.Errorf("delivery %s: %w", p.DeliveryID, err)
+			continue
+		}
+		d := &cur.d
+		tr.Apply(d)
+		attempts.add(p, d.Attempts)
+		if !slices.Contains(changed, d.ID) {
+			changed = append(changed, d.ID)
+		}
+		tr.Stats(delta, d.EndpointID, p.Now)
+		res.Delivery = *d
+
+		if d.State == ledger.StateExhausted {
+			dl, err := exhaustedDeadLetter(*d, cur.eventType, endpoints, p.Now, &deadLetters, delta)
+			if err != nil {
+				return nil, err
+			}
+			res.DeadLetter = dl
+		}
+	}
+
+	firsts := ledger.FirstAttempts{}
+	settled := ledger.SettledEvents{}
+	for i, p := range params {
+		firsts.Note(results[i], p.Now)
+		settled.Note(results[i].Delivery, p.Now)
+	}
+
+	b := &pgx.Batch{}
+	attempts.queue(b)
+	queueDeliveryUpdate(b, deliveries, changed)
+	if !deadLetters.empty() {
+		b.Queue(insertEventsSQL, deadLetters.args()...)
+	}
+	queueSettle(b, settled)
+	queueFirstAttempts(b, firsts)
+	queueStats(b, delta)
+	if b.Len() > 0 {
+		if err := tx.SendBatch(ctx, b).Close(); err != nil {
+			return nil, fmt.Errorf("write attempts: %w", err)
+		}
+	}
+	return results, nil
+}
+
+// lockForRecord locks, in the global order, the endpoints of the batch's
+// deliveries and their dead-letter endpoints (FOR KEY SHARE, so neither is
+// deleted under the transaction), then the deliveries (FOR UPDATE), both in
+// ID order.
+func lockForRecord(ctx context.Context, tx pgx.Tx, params []*ledger.AttemptRecordParams) (map[string]recordEndpoint, map[string]*lockedDelivery, error) {
+	ids := make([]string, 0, len(params))
+	for _, p := range params {
+		ids = append(ids, p.DeliveryID)
+	}
+	slices.Sort(ids)
+	ids = slices.Compact(ids)
+
+	endpoints := make(map[string]recordEndpoint)
+	deliveries := make(map[string]*lockedDelivery, len(ids))
+	b := &pgx.Batch{}
+	b.Queue(`
+		SELECT id, namespace, dead_letter FROM endpoints
+		WHERE deleted_at IS NULL AND (
+			id IN (SELECT endpoint_id FROM deliveries WHERE id = ANY($1))
+			OR id IN (SELECT ep.dead_letter FROM endpoints ep JOIN deliveries d ON d.endpoint_id = ep.id
+				WHERE d.id = ANY($1)))
+		ORDER BY id
+		FOR KEY SHARE`, ids).Query(func(rows pgx.Rows) error {
+		var id string
+		var ep recordEndpoint
+		_, err := pgx.ForEachRow(rows, []any{&id, &ep.namespace, &ep.deadLetter}, func() error {
+			endpoints[id] = ep
+			return nil
+		})
+		return err
+	})
+	b.Queue(`SELECT `+deliveryColumns+`, e.type FROM deliveries d JOIN events e ON e.id = d.event_id
+		WHERE d.id = ANY($1) ORDER BY d.id FOR UPDATE OF d`, ids).Query(func(rows pgx.Rows) error {
+		var r deliveryRow
+		var typ string
+		_, err := pgx.ForEachRow(rows, append(r.dests(), &typ), func() error {
+			deliveries[r.d.ID] = &lockedDelivery{d: r.value(), eventType: typ}
+			return nil
+		})
+		return err
+	})
+	if err := tx.SendBatch(ctx, b).Close(); err != nil {
+		return nil, nil, fmt.Errorf("lock deliveries: %w", err)
+	}
+	return endpoints, deliveries, nil
+}
+
+// exhaustedDeadLetter adds to batch the dead letter of the delivery d, just
+// exhausted at now (by an attempt, a rejection or an acknowledgement
+// timeout), if its endpoint names one: the dead-letter endpoint must
+// exist, live (locked in endpoints), in the same namespace. It returns the
+// dead letter's delivery, or nil.
+func exhaustedDeadLetter(d ledger.Delivery, eventType string, endpoints map[string]recordEndpoint, now time.Time, batch *eventBatch, delta ledger.StatsDelta) (*ledger.Delivery, error) {
+	if !ledger.DeadLetters(eventType) {
+		return nil, nil
+	}
+	src := endpoints[d.EndpointID]
+	ep, ok := endpoints[src.deadLetter]
+	if !ok || src.deadLetter == "" || ep.namespace != src.namespace {
+		return nil, nil
+	}
+	target := src.deadLetter
+	dl, err := deadLetter(d, eventType, ep.namespace, target, now)
+	if err != nil {
+		return nil, err
+	}
+	if err := batch.add(dl.Event, dl.Deliveries); err != nil {
+		return nil, err
+	}
+	delta.Add(target, ledger.StateScheduled, ledger.ResolutionNone, 1)
+	return &dl.Deliveries[0], nil
+}
+
+// deadLetter builds the hookkeeper.delivery.exhausted event about d and its
+// one delivery to the dead-letter endpoint target.
+func deadLetter(d ledger.Delivery, eventType, namespace, target string, at time.Time) (ledger.EventInsertResult, error) {
+	data, err := json.Marshal(ledger.NewDeadLetterData(d, eventType, at))
+	if err != nil {
+		return ledger.EventInsertResult{}, fmt.Errorf("dead letter for %s: %w", d.ID, err)
+	}
+	now := fromNanos(nanos(at))
+	// No idempotency key, so no body hash (as in the SQLite store).
+	e := ledger.Event{
+		ID:        ledger.NewID("evt", now),
+		Namespace: namespace,
+		Type:      ledger.DeadLetterEventType,
+		Data:      data,
+		CreatedAt: now,
+	}
+	return ledger.EventInsertResult{Event: e, Deliveries: []ledger.Delivery{scheduledDelivery(e.ID, target, now)}}, nil
+}
+
+// queueDeliveryUpdate writes the final state of the changed deliveries.
+func queueDeliveryUpdate(b *pgx.Batch, deliveries map[string]*lockedDelivery, changed []string) {
+	if len(changed) == 0 {
+		return
+	}
+	n := len(changed)
+	var (
+		states, errs, reasons, resolutions = make([]string, n), make([]string, n), make([]string, n), make([]string, n)
+		attempts, statuses                 = make([]int, n), make([]int, n)
+		dueAt                              = make([]int64, n)
+		firstAt, ackDeadline, terminalAt   = make([]*int64, n), make([]*int64, n), make([]*int64, n)
+	)
+	for i, id := range changed {
+		d := deliveries[id].d
+		states[i], errs[i], reasons[i], resolutions[i] = string(d.State), d.LastError, string(d.ExhaustReason), string(d.Resolution)
+		attempts[i], statuses[i] = d.Attempts, d.LastStatus
+		dueAt[i] = nanos(d.DueAt)
+		firstAt[i], ackDeadline[i], terminalAt[i] = nullNanos(d.FirstAttemptAt), nullNanos(d.AckDeadline), nullNanos(d.TerminalAt)
+	}
+	b.Queue(`
+		UPDATE deliveries d SET state = u.state, attempts = u.attempts, due_at = u.due_at,
+			first_attempt_at = u.first_attempt_at, lease_owner = '', lease_until = NULL,
+			ack_deadline = u.ack_deadline, last_status = u.last_status, last_error = u.last_error,
+			exhaust_reason = u.exhaust_reason, resolution = u.resolution, terminal_at = u.terminal_at
+		FROM unnest($1::text[], $2::text[], $3::int[], $4::bigint[], $5::bigint[], $6::bigint[],
+			$7::int[], $8::text[], $9::text[], $10::text[], $11::bigint[])
+			AS u(id, state, attempts, due_at, first_attempt_at, ack_deadline, last_status, last_error,
+				exhaust_reason, resolution, terminal_at)
+		WHERE d.id = u.id`,
+		changed, states, attempts, dueAt, firstAt, ackDeadline, statuses, errs, reasons, resolutions, terminalAt)
+}
+
+// attemptRows collects attempts to insert as arrays.
+type attemptRows struct {
+	deliveryIDs, errs    []string
+	numbers, statuses    []int
+	startedAt, durations []int64
+	excerpts             [][]byte
+}
+
+func (a *attemptRows) add(p *ledger.AttemptRecordParams, number int) {
+	a.deliveryIDs = append(a.deliveryIDs, p.DeliveryID)
+	a.numbers = append(a.numbers, number)
+	a.startedAt = append(a.startedAt, nanos(p.Attempt.StartedAt))
+	a.durations = append(a.durations, int64(p.Attempt.Duration))
+	a.statuses = append(a.statuses, p.Attempt.StatusCode)
+	a.errs = append(a.errs, p.Attempt.Error)
+	a.excerpts = append(a.excerpts, p.Attempt.ResponseExcerpt)
+}
+
+func (a *attemptRows) queue(b *pgx.Batch) {
+	if len(a.deliveryIDs) == 0 {
+		return
+	}
+	b.Queue(`
+		INSERT INTO attempts (delivery_id, number, started_at, duration, status_code, error, response_excerpt)
+		SELECT * FROM unnest($1::text[], $2::int[], $3::bigint[], $4::bigint[], $5::int[], $6::text[], $7::bytea[])`,
+		a.deliveryIDs, a.numbers, a.startedAt, a.durations, a.statuses, a.errs, a.excerpts)
+}

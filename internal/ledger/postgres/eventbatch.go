@@ -1,0 +1,172 @@
+package postgres
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/hookkeeper/hookkeeper/internal/ledger"
+	"github.com/hookkeeper/hookkeeper/internal/sensitive"
+)
+
+// eventColumns lists an event in the order eventRow scans it; use it with
+// the aliases e (events) and sec (event_secrets, left-joined).
+const eventColumns = `e.id, e.namespace, e.type, e.data, e.secret_names, e.secrets_scrub_at,
+	e.reissue_of, e.idempotency_key, e.body_hash, e.created_at, sec.value, e.secrets_scrub_due, e.payload_pruned_at`
+
+// eventFrom is the FROM clause that goes with eventColumns.
+const eventFrom = ` FROM events e LEFT JOIN event_secrets sec ON sec.event_id = e.id`
+
+// eventRow receives eventColumns.
+type eventRow struct {
+	e           ledger.Event
+	data        []byte
+	secretNames []byte
+	scrubAt     *int64
+	createdAt   int64
+	secrets     []byte
+	scrubDue    *int64
+	prunedAt    *int64
+}
+
+func (r *eventRow) dests() []any {
+	return []any{&r.e.ID, &r.e.Namespace, &r.e.Type, &r.data, &r.secretNames, &r.scrubAt,
+		&r.e.ReissueOf, &r.e.IdempotencyKey, &r.e.BodyHash, &r.createdAt, &r.secrets, &r.scrubDue, &r.prunedAt}
+}
+
+func (r *eventRow) value() (ledger.Event, error) {
+	e := r.e
+	if r.data != nil {
+		e.Data = json.RawMessage(r.data)
+	}
+	if r.secrets != nil {
+		e.Secrets = sensitive.Bytes(r.secrets)
+	}
+	if err := json.Unmarshal(r.secretNames, &e.SecretNames); err != nil {
+		return ledger.Event{}, fmt.Errorf("event %s: decode secret names: %w", e.ID, err)
+	}
+	e.SecretsScrubAt = fromNullNanos(r.scrubAt)
+	e.SecretsScrubDue = fromNullNanos(r.scrubDue)
+	e.PayloadPrunedAt = fromNullNanos(r.prunedAt)
+	e.CreatedAt = fromNanos(r.createdAt)
+	return e, nil
+}
+
+func scanEvent(row pgx.CollectableRow) (ledger.Event, error) {
+	var r eventRow
+	if err := row.Scan(r.dests()...); err != nil {
+		return ledger.Event{}, err
+	}
+	return r.value()
+}
+
+// EventGet implements ledger.Store.
+func (s *Store) EventGet(ctx context.Context, id string) (ledger.Event, error) {
+	rows, err := s.pool.Query(ctx, `SELECT `+eventColumns+eventFrom+` WHERE e.id = $1`, id)
+	if err != nil {
+		return ledger.Event{}, translate("get event "+id, err)
+	}
+	e, err := pgx.CollectExactlyOneRow(rows, scanEvent)
+	return e, translate("get event "+id, err)
+}
+
+// eventBatch collects rows to insert as arrays, so that a batch of any size
+// is written by one statement.
+type eventBatch struct {
+	ids, namespaces, types, reissueOf, keys []string
+	data, bodyHash                          [][]byte
+	secretNames                             [][]byte
+	createdAt                               []int64
+
+	secretEvents []string
+	secretValues [][]byte
+
+	dlvIDs, dlvEvents, dlvEndpoints []string
+	dlvDueAt                        []int64
+}
+
+// add queues event e and its deliveries ds (all scheduled, due at CreatedAt).
+func (b *eventBatch) add(e ledger.Event, ds []ledger.Delivery) error {
+	names, err := jsonValue(e.SecretNames)
+	if err != nil {
+		return err
+	}
+	b.ids = append(b.ids, e.ID)
+	b.namespaces = append(b.namespaces, e.Namespace)
+	b.types = append(b.types, e.Type)
+	b.data = append(b.data, e.Data)
+	b.secretNames = append(b.secretNames, names)
+	b.reissueOf = append(b.reissueOf, e.ReissueOf)
+	b.keys = append(b.keys, e.IdempotencyKey)
+	b.bodyHash = append(b.bodyHash, e.BodyHash)
+	b.createdAt = append(b.createdAt, nanos(e.CreatedAt))
+	if e.Secrets != nil {
+		b.secretEvents = append(b.secretEvents, e.ID)
+		b.secretValues = append(b.secretValues, e.Secrets.Reveal())
+	}
+	for _, d := range ds {
+		b.dlvIDs = append(b.dlvIDs, d.ID)
+		b.dlvEvents = append(b.dlvEvents, d.EventID)
+		b.dlvEndpoints = append(b.dlvEndpoints, d.EndpointID)
+		b.dlvDueAt = append(b.dlvDueAt, nanos(d.DueAt))
+	}
+	return nil
+}
+
+func (b *eventBatch) empty() bool { return len(b.ids) == 0 }
+
+// insertEventsSQL inserts events, their secrets and their deliveries in one
+// statement. An event whose idempotency key is already taken (by a
+// transaction that committed meanwhile) is skipped together with its
+// secrets and deliveries; the statement returns the IDs it did insert.
+const insertEventsSQL = `
+	WITH ins AS (
+		INSERT INTO events (id, namespace, type, data, secret_names, reissue_of, idempotency_key, body_hash, created_at)
+		SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::bytea[], $5::jsonb[], $6::text[],
+			$7::text[], $8::bytea[], $9::bigint[]) AS u(id, namespace, type, data, secret_names, reissue_of,
+				idempotency_key, body_hash, created_at)
+		-- Keys enter the unique index in one global order, so two batches
+		-- racing for the same keys queue instead of deadlocking.
+		ORDER BY u.namespace, u.idempotency_key
+		ON CONFLICT (namespace, idempotency_key) WHERE idempotency_key <> '' DO NOTHING
+		RETURNING id
+	), sec AS (
+		INSERT INTO event_secrets (event_id, value)
+		SELECT u.event_id, u.value FROM unnest($10::text[], $11::bytea[]) AS u(event_id, value)
+		JOIN ins ON ins.id = u.event_id
+	), dlv AS (
+		INSERT INTO deliveries (id, event_id, endpoint_id, state, attempts, due_at, lease_owner,
+			last_status, last_error, exhaust_reason, resolution, created_at)
+		SELECT u.id, u.event_id, u.endpoint_id, 'scheduled', 0, u.due_at, '', 0, '', '', '', u.due_at
+		FROM unnest($12::text[], $13::text[], $14::text[], $15::bigint[])
+			WITH ORDINALITY AS u(id, event_id, endpoint_id, due_at, n)
+		JOIN ins ON ins.id = u.event_id
+		ORDER BY u.n -- seq follows the batch order
+	)
+	SELECT id FROM ins`
+
+// args are the arguments of insertEventsSQL.
+func (b *eventBatch) args() []any {
+	return []any{b.ids, b.namespaces, b.types, b.data, b.secretNames, b.reissueOf, b.keys, b.bodyHash, b.createdAt,
+		b.secretEvents, b.secretValues,
+		b.dlvIDs, b.dlvEvents, b.dlvEndpoints, b.dlvDueAt}
+}
+
+// exec inserts the batch and returns the set of event IDs inserted.
+func (b *eventBatch) exec(ctx context.Context, tx pgx.Tx) (map[string]bool, error) {
+	inserted := make(map[string]bool, len(b.ids))
+	if b.empty() {
+		return inserted, nil
+	}
+	rows, err := tx.Query(ctx, insertEventsSQL, b.args()...)
+	if err != nil {
+		return nil, fmt.Errorf("insert events: %w", err)
+	}
+	var id string
+	if _, err := pgx.ForEachRow(rows, []any{&id}, func() error { inserted[id] = true; return nil }); err != nil {
+		return nil, fmt.Errorf("insert events: %w", err)
+	}
+	return inserted, nil
+}

@@ -1,0 +1,226 @@
+package postgres
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/hookkeeper/hookkeeper/internal/eventtype"
+	"github.com/hookkeeper/hookkeeper/internal/ledger"
+)
+
+// EventInsertMany implements ledger.Store. One transaction, a fixed number
+// of round trips: lock the namespaces' endpoints and read the events that
+// already hold the batch's idempotency keys (one pipeline), decide every
+// item in Go, insert everything in one statement, update the counters.
+func (s *Store) EventInsertMany(ctx context.Context, params []*ledger.EventInsertParams) ([]ledger.EventInsertResult, error) {
+	op := fmt.Sprintf("insert %d events", len(params))
+	for i, p := range params {
+		if p == nil || p.ID == "" || p.Namespace == "" || p.Type == "" {
+			return nil, fmt.Errorf("%s: item %d: ID, Namespace and Type are required", op, i)
+		}
+	}
+	if len(params) == 0 {
+		return nil, nil
+	}
+	var results []ledger.EventInsertResult
+	err := s.tx(ctx, op, func(tx pgx.Tx) error {
+		var err error
+		results, err = ingest(ctx, tx, params)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return results, nil
+}
+
+// idemKey identifies an idempotency key within its namespace.
+type idemKey struct{ namespace, key string }
+
+func keyOf(p *ledger.EventInsertParams) (idemKey, bool) {
+	return idemKey{p.Namespace, p.IdempotencyKey}, p.IdempotencyKey != ""
+}
+
+// original is the event that holds an idempotency key: stored before the
+// batch (stored), or the batch item at index item.
+type original struct {
+	stored *ledger.EventInsertResult
+	item   int
+}
+
+func ingest(ctx context.Context, tx pgx.Tx, params []*ledger.EventInsertParams) ([]ledger.EventInsertResult, error) {
+	var namespaces []string
+	var keys []idemKey
+	for _, p := range params {
+		if !slices.Contains(namespaces, p.Namespace) {
+			namespaces = append(namespaces, p.Namespace)
+		}
+		if k, ok := keyOf(p); ok {
+			keys = append(keys, k)
+		}
+	}
+	endpoints, stored, err := preload(ctx, tx, namespaces, keys)
+	if err != nil {
+		return nil, err
+	}
+
+	results := make([]ledger.EventInsertResult, len(params))
+	originals := make(map[idemKey]original, len(stored))
+	for k, r := range stored {
+		originals[k] = original{stored: r, item: -1}
+	}
+	decide(params, results, originals, endpoints)
+
+	batch := &eventBatch{}
+	for i := range params {
+		if r := &results[i]; r.Err == nil && !r.Duplicate {
+			if err := batch.add(r.Event, r.Deliveries); err != nil {
+				return nil, err
+			}
+		}
+	}
+	inserted, err := batch.exec(ctx, tx)
+	if err != nil {
+		return nil, err
+	}
+	if err := resolveLostRaces(ctx, tx, params, results, originals, endpoints, inserted); err != nil {
+		return nil, err
+	}
+
+	delta := ledger.StatsDelta{}
+	for i := range results {
+		if r := &results[i]; r.Err == nil && !r.Duplicate {
+			for _, d := range r.Deliveries {
+				delta.Add(d.EndpointID, ledger.StateScheduled, ledger.ResolutionNone, 1)
+			}
+		}
+	}
+	if err := completeReissues(ctx, tx, results, delta); err != nil {
+		return nil, err
+	}
+	if err := markUndelivered(ctx, tx, results, inserted); err != nil {
+		return nil, err
+	}
+	return results, applyStats(ctx, tx, delta)
+}
+
+// decide fills results in item order as if the items were inserted one by
+// one: an item whose key is held by an original becomes a duplicate of it
+// (same body hash) or a conflict; any other item becomes a new event with
+// one scheduled delivery per matching endpoint, or is refused for matching
+// too many.
+func decide(params []*ledger.EventInsertParams, results []ledger.EventInsertResult, originals map[idemKey]original, endpoints map[string][]fanoutEndpoint) {
+	for i, p := range params {
+		k, hasKey := keyOf(p)
+		if o, ok := originals[k]; hasKey && ok {
+			orig := o.stored
+			if orig == nil {
+				orig = &results[o.item]
+			}
+			if !bytes.Equal(orig.Event.BodyHash, p.BodyHash) {
+				results[i] = ledger.EventInsertResult{Err: fmt.Errorf("event %s: key %q in namespace %s: %w",
+					p.ID, p.IdempotencyKey, p.Namespace, ledger.ErrIdempotencyConflict)}
+				continue
+			}
+			results[i] = ledger.EventInsertResult{Event: orig.Event, Deliveries: slices.Clone(orig.Deliveries), Duplicate: true}
+			continue
+		}
+		results[i] = newEvent(p, endpoints[p.Namespace])
+		if results[i].Err != nil {
+			continue // refused: the key stays free
+		}
+		if hasKey {
+			originals[k] = original{item: i}
+		}
+	}
+}
+
+// newEvent builds the event of p and its deliveries, or the refusal of an
+// event that matches more than p.MaxFanOut endpoints.
+func newEvent(p *ledger.EventInsertParams, endpoints []fanoutEndpoint) ledger.EventInsertResult {
+	now := fromNanos(nanos(p.Now))
+	e := ledger.Event{
+		ID:             p.ID,
+		Namespace:      p.Namespace,
+		Type:           p.Type,
+		Data:           p.Data,
+		Secrets:        p.Secrets,
+		SecretNames:    p.SecretNames,
+		ReissueOf:      p.ReissueOf,
+		IdempotencyKey: p.IdempotencyKey,
+		BodyHash:       p.BodyHash,
+		CreatedAt:      now,
+	}
+	var ds []ledger.Delivery
+	for _, ep := range endpoints {
+		if eventtype.MatchAny(ep.eventTypes, p.Type) {
+			ds = append(ds, scheduledDelivery(e.ID, ep.id, now))
+		}
+	}
+	if err := ledger.CheckFanOut(p, len(ds)); err != nil {
+		return ledger.EventInsertResult{Err: err}
+	}
+	if len(ds) == 0 {
+		e.DropUndeliveredSecrets()
+	}
+	return ledger.EventInsertResult{Event: e, Deliveries: ds}
+}
+
+// scheduledDelivery is a new delivery of event to endpoint, due at now.
+func scheduledDelivery(eventID, endpointID string, now time.Time) ledger.Delivery {
+	return ledger.Delivery{
+		ID:         ledger.NewID("dlv", now),
+		EventID:    eventID,
+		EndpointID: endpointID,
+		State:      ledger.StateScheduled,
+		DueAt:      now,
+		CreatedAt:  now,
+	}
+}
+
+// resolveLostRaces handles items whose key a concurrent transaction
+// committed after preload read: their insert was skipped, so they and
+// every later item with the same key are decided again against the event
+// that won.
+func resolveLostRaces(ctx context.Context, tx pgx.Tx, params []*ledger.EventInsertParams, results []ledger.EventInsertResult, originals map[idemKey]original, endpoints map[string][]fanoutEndpoint, inserted map[string]bool) error {
+	var lost []idemKey
+	for i, p := range params {
+		if r := &results[i]; r.Err == nil && !r.Duplicate && !inserted[r.Event.ID] {
+			k, ok := keyOf(p)
+			if !ok {
+				return fmt.Errorf("event %s was not inserted", p.ID)
+			}
+			lost = append(lost, k)
+		}
+	}
+	if len(lost) == 0 {
+		return nil
+	}
+	_, winners, err := preload(ctx, tx, nil, lost)
+	if err != nil {
+		return err
+	}
+	for _, k := range lost {
+		if winners[k] == nil {
+			// The winner is gone again (rolled back or pruned): run the
+			// transaction again.
+			return fmt.Errorf("idempotency key %q in namespace %s: %w", k.key, k.namespace, ErrConflict)
+		}
+	}
+	var redo []int
+	for i, p := range params {
+		if k, ok := keyOf(p); ok && winners[k] != nil {
+			originals[k] = original{stored: winners[k], item: -1}
+			redo = append(redo, i)
+		}
+	}
+	for _, i := range redo {
+		decide(params[i:i+1], results[i:i+1], originals, endpoints)
+	}
+	return nil
+}
