@@ -37,26 +37,33 @@ func stalledFromReady(conds *[]metav1.Condition) {
 		Reason: ready.Reason, Message: ready.Message, ObservedGeneration: ready.ObservedGeneration, LastTransitionTime: ready.LastTransitionTime})
 }
 
-// kstatusRecoveryConditions sets, for a DeliveryRecovery in state, Reconciling=True
-// while it waits or runs and Stalled=True (the Failed condition's reason
-// and message) once it failed; neither once it completed.
+// kstatusRecoveryConditions sets, for a DeliveryRecovery in state,
+// Reconciling=True while it waits or runs and Stalled=True (the Failed
+// condition's reason and message) once it failed; neither once it
+// completed. A condition that stays keeps its lastTransitionTime, so that a
+// later reconcile of the same state writes the same status.
 func kstatusRecoveryConditions(conds *[]metav1.Condition, state hookv1.RecoveryState, generation int64, now metav1.Time) {
-	meta.RemoveStatusCondition(conds, ConditionReconciling)
-	meta.RemoveStatusCondition(conds, ConditionStalled)
+	var stalled, reconciling *metav1.Condition
 	switch state {
 	case hookv1.RecoveryFailed:
 		if f := meta.FindStatusCondition(*conds, hookv1.ConditionFailed); f != nil {
-			meta.SetStatusCondition(conds, metav1.Condition{Type: ConditionStalled, Status: metav1.ConditionTrue,
-				Reason: f.Reason, Message: f.Message, ObservedGeneration: generation, LastTransitionTime: now})
+			stalled = &metav1.Condition{Type: ConditionStalled, Status: metav1.ConditionTrue,
+				Reason: f.Reason, Message: f.Message, ObservedGeneration: generation, LastTransitionTime: f.LastTransitionTime}
 		}
 	case hookv1.RecoveryComplete:
 	default:
-		c := meta.FindStatusCondition(*conds, hookv1.ConditionComplete)
 		reason, message := string(state), "the recovery is "+string(state)
-		if c != nil {
+		if c := meta.FindStatusCondition(*conds, hookv1.ConditionComplete); c != nil {
 			reason, message = c.Reason, c.Message
 		}
-		meta.SetStatusCondition(conds, metav1.Condition{Type: ConditionReconciling, Status: metav1.ConditionTrue,
-			Reason: reason, Message: message, ObservedGeneration: generation, LastTransitionTime: now})
+		reconciling = &metav1.Condition{Type: ConditionReconciling, Status: metav1.ConditionTrue,
+			Reason: reason, Message: message, ObservedGeneration: generation, LastTransitionTime: now}
+	}
+	for typ, c := range map[string]*metav1.Condition{ConditionStalled: stalled, ConditionReconciling: reconciling} {
+		if c == nil {
+			meta.RemoveStatusCondition(conds, typ)
+		} else {
+			meta.SetStatusCondition(conds, *c)
+		}
 	}
 }
