@@ -21,6 +21,14 @@ export KUBEBUILDER_ASSETS := $(ASSETS_DIR)
 GOLANGCI_LINT_VERSION := $(shell awk '$$1 == "github.com/golangci/golangci-lint/v2" { print $$2 }' hack/tools/golangci-lint/go.mod)
 GOLANGCI_LINT ?= $(CURDIR)/bin/golangci-lint-$(GOLANGCI_LINT_VERSION)
 
+# promtool (tests of config/prometheus) and helm (the chart `make helm-chart`
+# generates), pinned likewise in hack/tools/<name> and built once into bin/;
+# test/tools finds them under these names.
+PROMTOOL_VERSION := $(shell awk '{ sub(/^require /, "") } $$1 == "github.com/prometheus/prometheus" { print $$2 }' hack/tools/promtool/go.mod)
+PROMTOOL ?= $(CURDIR)/bin/promtool-$(PROMTOOL_VERSION)
+HELM_VERSION := $(shell awk '{ sub(/^require /, "") } $$1 == "helm.sh/helm/v3" { print $$2 }' hack/tools/helm/go.mod)
+HELM ?= $(CURDIR)/bin/helm-$(HELM_VERSION)
+
 # The packages `make test-unit` runs: those whose tests import neither
 # pgtest (PostgreSQL) nor test/testenv or envtest (a control plane).
 UNIT_PKGS = $(shell go list -f '{{.ImportPath}} {{join .TestImports " "}} {{join .XTestImports " "}}' ./... | \
@@ -78,7 +86,7 @@ postgres: ## Start a local PostgreSQL for the store tests (idempotent).
 	@./hack/postgres.sh >/dev/null
 
 .PHONY: test
-test: controlplane postgres ## Run every test suite against the real control plane and PostgreSQL.
+test: controlplane postgres promtool helm ## Run every test suite against the real control plane and PostgreSQL.
 	HOOKKEEPER_TEST_POSTGRES="$$(./hack/postgres.sh)" go test ./... -race -count=1 -timeout 45m
 
 # Without the race detector, which makes the SQLite ledger's suite some
@@ -139,6 +147,14 @@ build-installer: manifests controlplane ## Write dist/install.yaml (CRDs, RBAC, 
 	@rm -rf dist/.kustomize
 	@echo "wrote dist/install.yaml for $(IMG)"
 
+# The Helm chart is generated, never edited: config/ is its one source.
+CHART_VERSION ?= 0.1.0
+
+.PHONY: helm-chart
+helm-chart: controlplane ## Generate the Helm chart dist/chart from config/ (kustomize's render; edit config/, not the chart).
+	go run ./hack/helmchart -kubectl $(KUBECTL) -out dist/chart -version $(CHART_VERSION) config/default config/prometheus config/grafana
+	@echo "wrote dist/chart (helm install hookkeeper dist/chart -n hookkeeper-system --create-namespace)"
+
 ##@ Deployment
 
 .PHONY: install
@@ -164,6 +180,22 @@ bench: postgres ## Measure the engine end to end and write docs/benchmarks.md.
 	HOOKKEEPER_TEST_POSTGRES="$$(./hack/postgres.sh)" go run ./test/bench --out docs/benchmarks.md
 
 ##@ Build dependencies
+
+.PHONY: promtool
+promtool: $(PROMTOOL) ## Build the pinned promtool into bin/ (once).
+$(PROMTOOL):
+	@echo "building promtool $(PROMTOOL_VERSION) into bin/ (once; later runs reuse it)"
+	# remove_all_sd: no service-discovery plugins (cloud SDKs), which rule
+	# tests never use and which make most of the build.
+	cd hack/tools/promtool && CGO_ENABLED=0 go build -trimpath -tags remove_all_sd -ldflags "-s -w -X github.com/prometheus/common/version.Version=$(patsubst v%,%,$(PROMTOOL_VERSION))" \
+		-o $(PROMTOOL) github.com/prometheus/prometheus/cmd/promtool
+
+.PHONY: helm
+helm: $(HELM) ## Build the pinned helm into bin/ (once).
+$(HELM):
+	@echo "building helm $(HELM_VERSION) into bin/ (once; later runs reuse it)"
+	cd hack/tools/helm && CGO_ENABLED=0 go build -trimpath -ldflags "-s -w -X helm.sh/helm/v3/internal/version.version=$(HELM_VERSION)" \
+		-o $(HELM) helm.sh/helm/v3/cmd/helm
 
 .PHONY: golangci-lint
 golangci-lint: $(GOLANGCI_LINT) ## Build the pinned golangci-lint into bin/ (once).

@@ -55,6 +55,9 @@ func apiServer(o apiOptions, cfg *rest.Config, eng *engine.Engine, store ledger.
 	scheme := "http"
 	if tlsConfig != nil {
 		scheme = "https"
+		if err := registerCertificateExpiry(ctrlmetrics.Registry, tlsConfig); err != nil {
+			return nil, fmt.Errorf("registering the API certificate's metric: %w", err)
+		}
 	}
 	return func(ctx context.Context) error {
 		errc := make(chan error, 2)

@@ -255,6 +255,7 @@ func setRecoveryConditions(st *hookv1.DeliveryRecoveryStatus, generation int64, 
 		cond(hookv1.ConditionComplete, metav1.ConditionFalse, reason, message)
 		cond(hookv1.ConditionFailed, metav1.ConditionFalse, hookv1.ReasonNotFailed, notFailed)
 	}
+	kstatusRecoveryConditions(&st.Conditions, state, generation, metav1.NewTime(now))
 	if (state == hookv1.RecoveryComplete || state == hookv1.RecoveryFailed) && st.CompletionTime == nil {
 		t := metav1.NewTime(now)
 		st.CompletionTime = &t

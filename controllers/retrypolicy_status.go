@@ -79,12 +79,14 @@ func retryPolicyStatus(policy *hookv1.RetryPolicy, endpoints int32, now time.Tim
 	if len(policy.Undecodable) > 0 {
 		ready.Status, ready.Reason, ready.Message = metav1.ConditionFalse, hookv1.ReasonInvalidSpec, undecodableMessage(policy.Undecodable)
 		meta.SetStatusCondition(&status.Conditions, ready)
+		stalledFromReady(&status.Conditions)
 		return status
 	}
 	p, err := backoffPolicy(&policy.Spec)
 	if err != nil {
 		ready.Status, ready.Reason, ready.Message = metav1.ConditionFalse, hookv1.ReasonInvalidSpec, conditionMessage(err)
 		meta.SetStatusCondition(&status.Conditions, ready)
+		stalledFromReady(&status.Conditions)
 		return status
 	}
 
@@ -98,6 +100,7 @@ func retryPolicyStatus(policy *hookv1.RetryPolicy, endpoints int32, now time.Tim
 
 	ready.Status, ready.Reason, ready.Message = readiness(p, plan, policy.Spec.ReplayWindow.Duration)
 	meta.SetStatusCondition(&status.Conditions, ready)
+	stalledFromReady(&status.Conditions)
 	return status
 }
 

@@ -62,6 +62,7 @@ func webhookEndpointStatus(ep *hookv1.WebhookEndpoint, f *endpointFacts, now tim
 	status.RetryPolicyName = f.PolicyName
 	status.SigningSecretName = f.SecretName
 	meta.SetStatusCondition(&status.Conditions, readyCondition(f, ep.Generation, now))
+	stalledFromReady(&status.Conditions)
 	if d := f.Deliveries; d != nil {
 		st := &d.Stats
 		status.Deliveries = hookv1.DeliveryCounts{

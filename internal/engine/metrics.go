@@ -146,11 +146,20 @@ var (
 		"Deliveries scheduled for a first attempt or a retry, per endpoint.", []string{"endpoint"}, nil)
 	exhaustedDesc = prometheus.NewDesc("hookkeeper_deliveries_exhausted_unresolved",
 		"Exhausted deliveries waiting for a DeliveryRecovery, per endpoint.", []string{"endpoint"}, nil)
+	// The last success and failure let an alert tell an endpoint that has
+	// been failing for a while (failure newer than success, for long) from
+	// one that failed once; 0 means never.
+	lastSuccessDesc = prometheus.NewDesc("hookkeeper_endpoint_last_success_timestamp_seconds",
+		"When an attempt to the endpoint last succeeded (Unix seconds; 0: never).", []string{"endpoint"}, nil)
+	lastFailureDesc = prometheus.NewDesc("hookkeeper_endpoint_last_failure_timestamp_seconds",
+		"When an attempt to the endpoint last failed (Unix seconds; 0: never).", []string{"endpoint"}, nil)
 )
 
 func (c *statsCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- pendingDesc
 	ch <- exhaustedDesc
+	ch <- lastSuccessDesc
+	ch <- lastFailureDesc
 }
 
 func (c *statsCollector) Collect(ch chan<- prometheus.Metric) {
@@ -167,7 +176,17 @@ func (c *statsCollector) Collect(ch chan<- prometheus.Metric) {
 		}
 		ch <- prometheus.MustNewConstMetric(pendingDesc, prometheus.GaugeValue, float64(s.Pending), ep.ID)
 		ch <- prometheus.MustNewConstMetric(exhaustedDesc, prometheus.GaugeValue, float64(s.ExhaustedUnresolved), ep.ID)
+		ch <- prometheus.MustNewConstMetric(lastSuccessDesc, prometheus.GaugeValue, unixSeconds(s.LastSuccessAt), ep.ID)
+		ch <- prometheus.MustNewConstMetric(lastFailureDesc, prometheus.GaugeValue, unixSeconds(s.LastFailureAt), ep.ID)
 	}
+}
+
+// unixSeconds is t in Unix seconds, 0 for nil.
+func unixSeconds(t *time.Time) float64 {
+	if t == nil {
+		return 0
+	}
+	return float64(t.UnixNano()) / 1e9
 }
 
 func (m *Metrics) observeDeferred() {
