@@ -52,9 +52,15 @@ manifests: ## Generate CRDs and RBAC from the markers in api/ and controllers/.
 .PHONY: generate
 generate: ## Generate deepcopy code for the API types and the delivery API's OpenAPI definitions.
 	$(CONTROLLER_GEN) object:headerFile="hack/boilerplate.go.txt" paths="./..."
+	# Model names are written into every input package that asks for them:
+	# only ours, never a dependency in the module cache (go mod verify).
+	go tool openapi-gen --go-header-file hack/boilerplate.go.txt \
+		--output-dir $$(mktemp -d) --output-pkg github.com/hookkeeper/hookkeeper/internal/deliveryapi/openapi \
+		--output-file zz_generated.openapi.go --output-model-name-file zz_generated.model_name.go --report-filename /dev/null \
+		./api/delivery/v1alpha1
 	go tool openapi-gen --go-header-file hack/boilerplate.go.txt \
 		--output-dir internal/deliveryapi/openapi --output-pkg github.com/hookkeeper/hookkeeper/internal/deliveryapi/openapi \
-		--output-file zz_generated.openapi.go --output-model-name-file zz_generated.model_name.go --report-filename /dev/null \
+		--output-file zz_generated.openapi.go --report-filename /dev/null \
 		k8s.io/apimachinery/pkg/apis/meta/v1 k8s.io/apimachinery/pkg/runtime k8s.io/apimachinery/pkg/version ./api/delivery/v1alpha1
 
 .PHONY: fmt

@@ -26,6 +26,9 @@ if [[ -n "$unformatted" ]]; then
 fi
 
 go vet ./...
+# Nothing may write into the module cache (a generator once rewrote
+# dependencies' files there): every module's dependencies must verify.
+go mod verify >/dev/null || { echo "the module cache no longer matches go.sum" >&2; fail=1; }
 for mod in hack/tools/*/; do
 	(cd "$mod" && go mod verify >/dev/null) || { echo "tool module $mod does not verify" >&2; fail=1; }
 done
