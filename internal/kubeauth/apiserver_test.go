@@ -16,6 +16,7 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 	"sigs.k8s.io/yaml"
 
 	"github.com/hookkeeper/hookkeeper/internal/engine"
@@ -34,29 +35,10 @@ import (
 // shipped ClusterRole, reading needs the reader role, and a deleted
 // ServiceAccount's token stops working.
 func TestAgainstTheAPIServer(t *testing.T) {
-	env, err := testenv.New()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg, err := env.Start()
-	if err != nil {
-		t.Fatalf("starting the control plane: %v", err)
-	}
-	t.Cleanup(func() { _ = env.Stop() })
+	cfg, cs, store, eng := controlPlaneAndEngine(t)
 	ctx := t.Context()
-	cs := kubernetes.NewForConfigOrDie(cfg)
 
 	// The engine on SQLite, with an endpoint in shop and one in other.
-	store, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "ledger.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = store.Close() })
-	eng, err := engine.New(engine.Options{Store: store})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(eng.Close)
 	for _, ns := range []string{"shop", "other"} {
 		if _, err := eng.RegisterEndpoint(ctx, ledger.Endpoint{
 			Namespace: ns, Name: "billing", URL: "https://receiver.example/billing", EventTypes: []string{"order.*"},
@@ -262,4 +244,31 @@ func bind(t *testing.T, cs kubernetes.Interface, ns, name, kind, role string) {
 	}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// controlPlaneAndEngine starts the real control plane (envtest) and the
+// real engine on a SQLite ledger of the test's own; both stop when the test
+// ends.
+func controlPlaneAndEngine(t *testing.T) (*rest.Config, kubernetes.Interface, *sqlite.Store, *engine.Engine) {
+	t.Helper()
+	env, err := testenv.New()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := env.Start()
+	if err != nil {
+		t.Fatalf("starting the control plane: %v", err)
+	}
+	t.Cleanup(func() { _ = env.Stop() })
+	store, err := sqlite.Open(t.Context(), filepath.Join(t.TempDir(), "ledger.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = store.Close() })
+	eng, err := engine.New(engine.Options{Store: store})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(eng.Close)
+	return cfg, kubernetes.NewForConfigOrDie(cfg), store, eng
 }

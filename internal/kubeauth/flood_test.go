@@ -10,7 +10,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -21,15 +20,11 @@ import (
 	authnv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
 
-	"github.com/hookkeeper/hookkeeper/internal/engine"
 	"github.com/hookkeeper/hookkeeper/internal/httpapi"
 	"github.com/hookkeeper/hookkeeper/internal/kubeauth"
 	"github.com/hookkeeper/hookkeeper/internal/ledger"
-	"github.com/hookkeeper/hookkeeper/internal/ledger/sqlite"
 	"github.com/hookkeeper/hookkeeper/internal/sensitive"
-	"github.com/hookkeeper/hookkeeper/test/testenv"
 )
 
 // Bounds of TestJunkTokenFloodDoesNotSlowPublishers, documented in
@@ -75,28 +70,8 @@ func TestJunkTokenFloodDoesNotSlowPublishers(t *testing.T) {
 		}
 		window = d
 	}
-	env, err := testenv.New()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg, err := env.Start()
-	if err != nil {
-		t.Fatalf("starting the control plane: %v", err)
-	}
-	t.Cleanup(func() { _ = env.Stop() })
+	cfg, cs, store, eng := controlPlaneAndEngine(t)
 	ctx := t.Context()
-	cs := kubernetes.NewForConfigOrDie(cfg)
-
-	store, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "ledger.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = store.Close() })
-	eng, err := engine.New(engine.Options{Store: store})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(eng.Close)
 	if _, err := eng.RegisterEndpoint(ctx, ledger.Endpoint{
 		Namespace: "shop", Name: "billing", URL: "https://receiver.example/billing", EventTypes: []string{"order.*"},
 		Secrets: []ledger.SigningSecret{{Value: sensitive.Bytes("whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw")}}, AckMode: ledger.AckResponse,
