@@ -44,83 +44,64 @@ func (s *Store) DeliveryBrowse(ctx context.Context, p *ledger.DeliveryBrowsePara
 
 // deliveryBrowseSQL builds DeliveryBrowse's query and arguments.
 func deliveryBrowseSQL(p *ledger.DeliveryBrowseParams) (string, []any, error) {
-	var (
-		where []string
-		args  []any
-	)
-	cond := func(sql string, arg any) {
-		where = append(where, sql)
-		args = append(args, arg)
-	}
+	var f filters
 	if p.ID != "" {
-		cond("d.id = ?", p.ID)
+		f.add("d.id = ?", p.ID)
 	}
 	if p.Namespace != "" {
-		cond("e.namespace = ?", p.Namespace)
+		f.add("e.namespace = ?", p.Namespace)
 	}
 	if p.EndpointID != "" {
-		cond("d.endpoint_id = ?", p.EndpointID)
+		f.add("d.endpoint_id = ?", p.EndpointID)
 	}
 	if p.EventID != "" {
-		cond("d.event_id = ?", p.EventID)
+		f.add("d.event_id = ?", p.EventID)
 	}
 	if p.EventType != "" {
-		cond("e.type = ?", p.EventType)
+		f.add("e.type = ?", p.EventType)
 	}
 	if len(p.States) > 0 {
 		b, err := json.Marshal(p.States)
 		if err != nil {
 			return "", nil, err
 		}
-		cond("d.state IN (SELECT value FROM json_each(?))", string(b))
+		f.add("d.state IN (SELECT value FROM json_each(?))", string(b))
 	}
 	if p.Resolution != "" {
-		cond("d.resolution = ?", string(p.Resolution))
+		f.add("d.resolution = ?", string(p.Resolution))
 	}
 	if p.AfterID != "" {
-		cond("d.id > ?", p.AfterID)
+		f.add("d.id > ?", p.AfterID)
 	}
 	q := `SELECT ` + prefixed("d", deliveryCols) + `, e.namespace, e.type,
 		COALESCE(r.new_delivery_id, ''), COALESCE(r.new_event_id, '')
 		FROM deliveries d CROSS JOIN events e ON e.id = d.event_id
 		LEFT JOIN recovery_items r ON r.delivery_id = d.id AND r.outcome IN ('Retried', 'Reissued')`
-	if len(where) > 0 {
-		q += ` WHERE ` + strings.Join(where, " AND ")
-	}
+	q += f.where()
 	q += ` ORDER BY d.id LIMIT ?`
-	args = append(args, ledger.ListLimit(p.Limit))
-	return q, args, nil
+	return q, append(f.args, ledger.ListLimit(p.Limit)), nil
 }
 
 // EventBrowse implements ledger.Browser.
 func (s *Store) EventBrowse(ctx context.Context, p *ledger.EventBrowseParams) ([]ledger.Event, error) {
 	const op = "browse events"
-	var (
-		where []string
-		args  []any
-	)
-	cond := func(sql string, arg any) {
-		where = append(where, sql)
-		args = append(args, arg)
-	}
+	var f filters
 	if p.ID != "" {
-		cond("e.id = ?", p.ID)
+		f.add("e.id = ?", p.ID)
 	}
 	if p.Namespace != "" {
-		cond("e.namespace = ?", p.Namespace)
+		f.add("e.namespace = ?", p.Namespace)
 	}
 	if p.Type != "" {
-		cond("e.type = ?", p.Type)
+		f.add("e.type = ?", p.Type)
 	}
 	if p.AfterID != "" {
-		cond("e.id > ?", p.AfterID)
+		f.add("e.id > ?", p.AfterID)
 	}
 	q := `SELECT ` + browseEventCols + ` FROM events e`
-	if len(where) > 0 {
-		q += ` WHERE ` + strings.Join(where, " AND ")
-	}
+	q += f.where()
 	q += ` ORDER BY e.id LIMIT ?`
-	args = append(args, ledger.ListLimit(p.Limit))
+	args := append(f.args, ledger.ListLimit(p.Limit))
 	rows, err := s.r.QueryContext(ctx, q, args...)
 	if err != nil {
 		return nil, translate(op, err)
@@ -135,4 +116,23 @@ func (s *Store) EventBrowse(ctx context.Context, p *ledger.EventBrowseParams) ([
 		out = append(out, ev)
 	}
 	return out, translate(op, rows.Err())
+}
+
+// filters gathers a browse query's conditions and their arguments.
+type filters struct {
+	conds []string
+	args  []any
+}
+
+func (f *filters) add(sql string, arg any) {
+	f.conds = append(f.conds, sql)
+	f.args = append(f.args, arg)
+}
+
+// where is the query's WHERE clause, or nothing without conditions.
+func (f *filters) where() string {
+	if len(f.conds) == 0 {
+		return ""
+	}
+	return ` WHERE ` + strings.Join(f.conds, " AND ")
 }
