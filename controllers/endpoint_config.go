@@ -118,6 +118,7 @@ func endpointConfig(ep *hookv1.WebhookEndpoint, policy ledger.Policy, secrets []
 		Policy:      policy,
 		AckMode:     ledger.AckResponse,
 		Paused:      spec.Paused,
+		Owner:       spec.Owner,
 		MaxInFlight: defaultMaxInFlight,
 	}
 	for _, t := range spec.EventTypes {

@@ -142,10 +142,11 @@ func TestEndpointConfig(t *testing.T) {
 				s.RateLimit = &hookv1.RateLimit{PerSecond: 5}
 				s.MaxInFlight = ptr.To[int32](3)
 				s.Headers = []hookv1.Header{{Name: "X-Tenant", Value: "acme"}}
+				s.Owner = "team-payments"
 			},
 			want: ledger.Endpoint{ID: "shop/orders", Namespace: "shop", Name: "orders", URL: "https://example.com/hook",
 				EventTypes: []string{"order.*", "refund.created"}, Secrets: secrets, Policy: policy,
-				AckMode: ledger.AckCallback, AckTimeout: 15 * time.Minute, Paused: true, DeadLetter: "shop/dlq",
+				AckMode: ledger.AckCallback, AckTimeout: 15 * time.Minute, Paused: true, DeadLetter: "shop/dlq", Owner: "team-payments",
 				RateLimit: ledger.RateLimit{PerSecond: 5, Burst: 5}, MaxInFlight: 3,
 				Headers: []wire.Header{{Name: "X-Tenant", Value: "acme"}}},
 		},
@@ -205,7 +206,7 @@ func TestSameConfigSurvivesTheLedger(t *testing.T) {
 			Spec: hookv1.WebhookEndpointSpec{
 				URL: "https://example.com/x", EventTypes: []hookv1.EventTypePattern{"a.*", "b"},
 				Acknowledgement: &hookv1.Acknowledgement{Mode: hookv1.AcknowledgementCallback},
-				Paused:          true, DeadLetterRef: &hookv1.LocalObjectReference{Name: "dlq"},
+				Paused:          true, DeadLetterRef: &hookv1.LocalObjectReference{Name: "dlq"}, Owner: "payments@example.com",
 				RateLimit: &hookv1.RateLimit{PerSecond: 3}, Headers: []hookv1.Header{{Name: "A", Value: "b"}},
 			},
 		}, schedulePolicy, []ledger.SigningSecret{{Value: sensitive.Bytes("whsec_new")}, {Value: sensitive.Bytes("whsec_old"), NotAfter: notAfter}}),
@@ -247,6 +248,7 @@ func TestSameConfigNoticesChanges(t *testing.T) {
 		"replay window": func(e *ledger.Endpoint) { e.Policy.ReplayWindow++ },
 		"headers":       func(e *ledger.Endpoint) { e.Headers = []wire.Header{{Name: "A", Value: "b"}} },
 		"dead letter":   func(e *ledger.Endpoint) { e.DeadLetter = "ns/dlq" },
+		"owner":         func(e *ledger.Endpoint) { e.Owner = "team-payments" },
 	}
 	for name, change := range changes {
 		changed := base

@@ -49,6 +49,7 @@ bin/manager --ledger="sqlite://$DEV_DIR/ledger.db" --metrics-bind-address=0 \
 	--health-probe-bind-address=127.0.0.1:18081 --api-bind-address=127.0.0.1:18090 \
 	--api-auth=token-file --api-token-file="$DEV_DIR/api-tokens" --allowed-destination-cidrs=127.0.0.0/8 \
 	--aggregated-api-bind-address=127.0.0.1:18443 --aggregated-api-self-signed \
+	--endpoint-status-resync=2s \
 	>"$DEV_DIR/manager.log" 2>&1 &
 pids+=($!)
 bin/demoreceiver --listen 127.0.0.1:18100 --api "$API" --token "$TOKEN" --secret-dir "$DEV_DIR/secrets" >"$DEV_DIR/receiver.log" 2>&1 &
@@ -80,6 +81,8 @@ show "$KUBECTL" wait --namespace demo --for=condition=DeliveriesExhausted webhoo
 show "$KUBECTL" get --namespace demo webhookendpoint fan-confirmations
 expect "exhausted deliveries on kubectl get" "$(k get webhookendpoint fan-confirmations -o jsonpath='{.status.deliveries.exhaustedUnresolved}')" 1
 show "$KUBECTL" get --namespace demo webhookendpoint fan-confirmations -o jsonpath='{.status.conditions[?(@.type=="DeliveriesExhausted")].message}{"\n"}'
+MESSAGE="$(k get webhookendpoint fan-confirmations -o jsonpath='{.status.conditions[?(@.type=="DeliveriesExhausted")].message}')"
+expect "the message names the endpoint's owner" "${MESSAGE##*. }" "Owner: team-fans"
 EVENT="$(k get webhookendpoint fan-confirmations -o jsonpath='{.status.recentExhausted[0].eventID}')"
 expect "a reissue is required for it" "$(k get webhookendpoint fan-confirmations -o jsonpath='{.status.recentExhausted[0].recovery}')" Reissue
 
@@ -123,5 +126,19 @@ show "$KUBECTL" wait --namespace demo --for=condition=DeliveriesExhausted webhoo
 show "$KUBECTL" get --namespace demo webhookendpoint n8n
 expect "delivered" "$(k get webhookendpoint n8n -o jsonpath='{.status.deliveries.delivered}')" 0
 expect "exhausted reason" "$(k get webhookendpoint n8n -o jsonpath='{.status.recentExhausted[0].reason}')" AckRejected
+
+say "7. what the policy achieved in this story, from the ledger's evidence (refreshed on the status resync)"
+# Settled: the confirmation exhausted while the receiver was down, the
+# reissue request and its replacement delivered, the order rejected by the
+# workflow.
+show "$KUBECTL" wait --namespace demo --for=jsonpath='{.status.evidence.last24h.settled}'=4 retrypolicy/demo-fast --timeout=60s
+show "$KUBECTL" get --namespace demo retrypolicy demo-fast
+show "$KUBECTL" get --namespace demo webhookendpoint -o wide
+printf '$ kubectl describe --namespace demo retrypolicy demo-fast  # from Status on\n'
+k describe retrypolicy demo-fast | sed -n '/^Status:/,$p'
+expect "delivered on the first attempt" "$(k get retrypolicy demo-fast -o jsonpath='{.status.evidence.last24h.firstTry}')" 50%
+expect "exhausted, by reason" "$(k get retrypolicy demo-fast -o jsonpath='{range .status.evidence.last24h.exhaustedByReason[*]}{.reason}={.count} {end}')" "AckRejected=1 MaxAttempts=1 "
+expect "recovered by a retry" "$(k get retrypolicy demo-fast -o jsonpath='{.status.evidence.last24h.recovered}')" 0
+expect "the advice" "$(k get retrypolicy demo-fast -o jsonpath='{.status.conditions[?(@.type=="HorizonFit")].reason}')" InsufficientEvidence
 
 say "the demo behaved as shown"

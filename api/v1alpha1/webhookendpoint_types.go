@@ -149,8 +149,10 @@ type WebhookEndpointSpec struct {
 
 	// owner names the team or contact responsible for this endpoint's
 	// exhausted work (for example team-payments or payments@example.com):
-	// it is carried in the DeliveriesExhausted Event and condition, so that
-	// an alert reaches the team that owns the endpoint. 1-63 characters:
+	// it is carried in the DeliveriesExhausted Event and condition, the
+	// dead-letter event, the delivery read APIs and the owner label of the
+	// exhaustion metrics, so that an alert reaches the team that owns the
+	// endpoint. 1-63 characters:
 	// letters, digits and . _ - @ +, starting and ending with a letter or
 	// digit.
 	// +optional

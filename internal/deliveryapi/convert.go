@@ -45,7 +45,7 @@ func toDelivery(v ledger.DeliveryView, attempts []ledger.Attempt) v1alpha1.Deliv
 		TypeMeta:   metav1.TypeMeta{APIVersion: v1alpha1.SchemeGroupVersion.String(), Kind: "Delivery"},
 		ObjectMeta: objectMeta(v.Namespace, v.ID, v.CreatedAt),
 		Spec: v1alpha1.DeliverySpec{
-			Endpoint: endpointName(v.EndpointID), Event: v.EventID, EventType: v.EventType, RetryOf: v.RetryOf,
+			Endpoint: endpointName(v.EndpointID), Owner: v.EndpointOwner, Event: v.EventID, EventType: v.EventType, RetryOf: v.RetryOf,
 		},
 		Status: v1alpha1.DeliveryStatus{
 			State:          apiStates[v.State],

@@ -126,9 +126,9 @@ func writeHistory(t *testing.T, ctx context.Context, s ledger.Store) history {
 	t.Helper()
 	now := time.Now().Add(-10 * time.Minute).Truncate(time.Millisecond)
 	policy := ledger.Policy{ReplayWindow: 24 * time.Hour, EvidenceRetention: 48 * time.Hour, PayloadRetention: 48 * time.Hour}
-	for _, ep := range []struct{ ns, name string }{{"shop", "billing"}, {"shop", "audit"}, {"other", "billing"}} {
+	for _, ep := range []struct{ ns, name, owner string }{{"shop", "billing", "team-billing"}, {"shop", "audit", ""}, {"other", "billing", ""}} {
 		if _, err := s.EndpointUpsert(ctx, &ledger.EndpointUpsertParams{Now: now, Endpoint: ledger.Endpoint{
-			ID: ledger.EndpointID(ep.ns, ep.name), Namespace: ep.ns, Name: ep.name,
+			ID: ledger.EndpointID(ep.ns, ep.name), Namespace: ep.ns, Name: ep.name, Owner: ep.owner,
 			URL: "https://receiver.example/" + ep.name, EventTypes: []string{"*"}, Policy: policy,
 			Secrets: []ledger.SigningSecret{{Value: sensitive.Bytes(signingSecret)}}, AckMode: ledger.AckResponse,
 		}}); err != nil {
@@ -461,7 +461,7 @@ func TestWithKubectl(t *testing.T) {
 			}
 		}
 		wide := h.ok("admin", "get", "delivery", hist.retryDelivery, "-n", "shop", "-o", "wide")
-		for _, w := range []string{"EVENT", "NEXT ATTEMPT", "RETRY OF", "LAST ERROR", hist.retried} {
+		for _, w := range []string{"EVENT", "NEXT ATTEMPT", "RETRY OF", "OWNER", "team-billing", "LAST ERROR", hist.retried} {
 			if !strings.Contains(wide, w) {
 				t.Fatalf("-o wide lacks %q:\n%s", w, wide)
 			}

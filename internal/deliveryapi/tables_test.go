@@ -17,7 +17,7 @@ func TestTablesShape(t *testing.T) {
 	c := tableConvertor{now: func() time.Time { return now }}
 	created := metav1.NewTime(now.Add(-time.Hour))
 	d := v1alpha1.Delivery{ObjectMeta: metav1.ObjectMeta{Name: "dlv_1", CreationTimestamp: created},
-		Spec:   v1alpha1.DeliverySpec{Event: "evt_1"},
+		Spec:   v1alpha1.DeliverySpec{Event: "evt_1", Owner: "team-payments"},
 		Status: v1alpha1.DeliveryStatus{AttemptCount: 1, ReplacedBy: &v1alpha1.Replacement{Event: "evt_2", Delivery: "dlv_2"}}}
 	e := v1alpha1.WebhookEvent{ObjectMeta: metav1.ObjectMeta{Name: "evt_1", CreationTimestamp: created},
 		Spec: v1alpha1.WebhookEventSpec{SecretNames: []string{"a"}}, Status: v1alpha1.WebhookEventStatus{DataHidden: true}}
@@ -38,7 +38,7 @@ func TestTablesShape(t *testing.T) {
 	}
 	row := c.deliveryRow(&d)
 	// A reissue names the new event; the age and "none" for no response.
-	if row.Cells[8] != "event/evt_2" || row.Cells[9] != "60m" || row.Cells[5] != "none" {
+	if row.Cells[8] != "event/evt_2" || row.Cells[9] != "60m" || row.Cells[5] != "none" || row.Cells[13] != "team-payments" {
 		t.Fatalf("row: %v", row.Cells)
 	}
 	if got := c.eventRow(&e).Cells; got[3] != "1" || got[4] != "hidden" {

@@ -92,10 +92,10 @@ func TestCallbackAcknowledgements(t *testing.T) {
 
 			// Exhaustions that no attempt ended are counted all the same.
 			want := `
-# HELP hookkeeper_deliveries_exhausted_total Deliveries given up on, by reason (MaxAttempts, MaxAge, NonRetryable, Gone, AckRejected, AckTimeout), counted once committed.
+# HELP hookkeeper_deliveries_exhausted_total Deliveries given up on, by reason (MaxAttempts, MaxAge, NonRetryable, Gone, AckRejected, AckTimeout) and the endpoint's owner (spec.owner; at most 64 owners per process, later ones as _other), counted once committed.
 # TYPE hookkeeper_deliveries_exhausted_total counter
-hookkeeper_deliveries_exhausted_total{reason="AckRejected"} 1
-hookkeeper_deliveries_exhausted_total{reason="AckTimeout"} 1
+hookkeeper_deliveries_exhausted_total{owner="",reason="AckRejected"} 1
+hookkeeper_deliveries_exhausted_total{owner="",reason="AckTimeout"} 1
 `
 			if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "hookkeeper_deliveries_exhausted_total"); err != nil {
 				t.Fatal(err)

@@ -511,7 +511,7 @@ func (e *Engine) exhausted(n ExhaustedNotice) {
 	d := &n.Delivery
 	e.opts.Logger.Info("delivery exhausted", "delivery", d.ID, "endpoint", d.EndpointID,
 		"reason", d.ExhaustReason, "attempts", d.Attempts, "lastError", d.LastError)
-	e.opts.Metrics.observeExhausted(d.ExhaustReason)
+	e.opts.Metrics.observeExhausted(d.ExhaustReason, e.ownerOf(d.EndpointID))
 	if n.DeadLetter != nil {
 		e.wake()
 	}

@@ -15,6 +15,7 @@ import (
 type Metrics struct {
 	attempts        *prometheus.CounterVec
 	exhausted       *prometheus.CounterVec
+	owners          *ownerLabels
 	attemptDuration prometheus.Histogram
 	schedulingLag   prometheus.Histogram
 	events          *prometheus.CounterVec
@@ -38,8 +39,9 @@ func NewMetrics(reg prometheus.Registerer, store ledger.Store) *Metrics {
 		}, []string{"outcome"}),
 		exhausted: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "hookkeeper_deliveries_exhausted_total",
-			Help: "Deliveries given up on, by reason (MaxAttempts, MaxAge, NonRetryable, Gone, AckRejected, AckTimeout), counted once committed.",
-		}, []string{"reason"}),
+			Help: "Deliveries given up on, by reason (MaxAttempts, MaxAge, NonRetryable, Gone, AckRejected, AckTimeout) and the endpoint's owner (spec.owner; at most 64 owners per process, later ones as _other), counted once committed.",
+		}, []string{"reason", "owner"}),
+		owners: newOwnerLabels(MaxOwnerLabels),
 		attemptDuration: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name:    "hookkeeper_attempt_duration_seconds",
 			Help:    "Duration of delivery attempts, from request to response or failure.",
@@ -108,9 +110,9 @@ func (m *Metrics) observeAttempt(d time.Duration, next ledger.Next) {
 	}
 }
 
-func (m *Metrics) observeExhausted(reason ledger.ExhaustReason) {
+func (m *Metrics) observeExhausted(reason ledger.ExhaustReason, owner string) {
 	if m != nil {
-		m.exhausted.WithLabelValues(string(reason)).Inc()
+		m.exhausted.WithLabelValues(string(reason), m.owners.value(owner)).Inc()
 	}
 }
 
@@ -144,8 +146,10 @@ type statsCollector struct{ store ledger.Store }
 var (
 	pendingDesc = prometheus.NewDesc("hookkeeper_deliveries_pending",
 		"Deliveries scheduled for a first attempt or a retry, per endpoint.", []string{"endpoint"}, nil)
+	// owner adds no series: an endpoint has one owner at a time, and the
+	// gauge is computed afresh on every scrape.
 	exhaustedDesc = prometheus.NewDesc("hookkeeper_deliveries_exhausted_unresolved",
-		"Exhausted deliveries waiting for a DeliveryRecovery, per endpoint.", []string{"endpoint"}, nil)
+		"Exhausted deliveries waiting for a DeliveryRecovery, per endpoint, with the endpoint's owner (spec.owner).", []string{"endpoint", "owner"}, nil)
 	// The last success and failure let an alert tell an endpoint that has
 	// been failing for a while (failure newer than success, for long) from
 	// one that failed once; 0 means never.
@@ -175,7 +179,11 @@ func (c *statsCollector) Collect(ch chan<- prometheus.Metric) {
 			continue
 		}
 		ch <- prometheus.MustNewConstMetric(pendingDesc, prometheus.GaugeValue, float64(s.Pending), ep.ID)
-		ch <- prometheus.MustNewConstMetric(exhaustedDesc, prometheus.GaugeValue, float64(s.ExhaustedUnresolved), ep.ID)
+		owner := ep.Owner
+		if !validOwner(owner) {
+			owner = OtherOwner
+		}
+		ch <- prometheus.MustNewConstMetric(exhaustedDesc, prometheus.GaugeValue, float64(s.ExhaustedUnresolved), ep.ID, owner)
 		ch <- prometheus.MustNewConstMetric(lastSuccessDesc, prometheus.GaugeValue, unixSeconds(s.LastSuccessAt), ep.ID)
 		ch <- prometheus.MustNewConstMetric(lastFailureDesc, prometheus.GaugeValue, unixSeconds(s.LastFailureAt), ep.ID)
 	}

@@ -29,8 +29,10 @@ func TestMetrics(t *testing.T) {
 	ok := newReceiver(t, func(int) int { return 204 })
 	failing := newReceiver(t, func(int) int { return 500 })
 	e := run(t, engine.Options{Store: store, Metrics: metrics})
-	for _, ep := range []struct{ name, url string }{{"ok", ok.URL}, {"failing", failing.URL}} {
-		if _, err := e.RegisterEndpoint(ctx, endpoint(t, "m", ep.name, ep.url, []string{"a." + ep.name}, policy(2, time.Millisecond))); err != nil {
+	for _, ep := range []struct{ name, url, owner string }{{"ok", ok.URL, ""}, {"failing", failing.URL, "team-payments"}} {
+		cfg := endpoint(t, "m", ep.name, ep.url, []string{"a." + ep.name}, policy(2, time.Millisecond))
+		cfg.Owner = ep.owner
+		if _, err := e.RegisterEndpoint(ctx, cfg); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -69,18 +71,18 @@ func TestMetrics(t *testing.T) {
 hookkeeper_delivery_attempts_total{outcome="delivered"} 2
 hookkeeper_delivery_attempts_total{outcome="exhausted"} 1
 hookkeeper_delivery_attempts_total{outcome="retry"} 1
-# HELP hookkeeper_deliveries_exhausted_total Deliveries given up on, by reason (MaxAttempts, MaxAge, NonRetryable, Gone, AckRejected, AckTimeout), counted once committed.
+# HELP hookkeeper_deliveries_exhausted_total Deliveries given up on, by reason (MaxAttempts, MaxAge, NonRetryable, Gone, AckRejected, AckTimeout) and the endpoint's owner (spec.owner; at most 64 owners per process, later ones as _other), counted once committed.
 # TYPE hookkeeper_deliveries_exhausted_total counter
-hookkeeper_deliveries_exhausted_total{reason="MaxAttempts"} 1
+hookkeeper_deliveries_exhausted_total{owner="team-payments",reason="MaxAttempts"} 1
 # HELP hookkeeper_events_published_total Events published, by result: created, duplicate (idempotent replay), conflict (idempotency key reused with another body), fan_out_limit (refused: matches more endpoints than --max-fan-out) or error.
 # TYPE hookkeeper_events_published_total counter
 hookkeeper_events_published_total{result="created"} 3
 hookkeeper_events_published_total{result="fan_out_limit"} 1
-# HELP hookkeeper_deliveries_exhausted_unresolved Exhausted deliveries waiting for a DeliveryRecovery, per endpoint.
+# HELP hookkeeper_deliveries_exhausted_unresolved Exhausted deliveries waiting for a DeliveryRecovery, per endpoint, with the endpoint's owner (spec.owner).
 # TYPE hookkeeper_deliveries_exhausted_unresolved gauge
-hookkeeper_deliveries_exhausted_unresolved{endpoint="m/failing"} 1
-hookkeeper_deliveries_exhausted_unresolved{endpoint="m/ok"} 0
-hookkeeper_deliveries_exhausted_unresolved{endpoint="m/ok-too"} 0
+hookkeeper_deliveries_exhausted_unresolved{endpoint="m/failing",owner="team-payments"} 1
+hookkeeper_deliveries_exhausted_unresolved{endpoint="m/ok",owner=""} 0
+hookkeeper_deliveries_exhausted_unresolved{endpoint="m/ok-too",owner=""} 0
 `
 	if err := testutil.GatherAndCompare(reg, strings.NewReader(want),
 		"hookkeeper_delivery_attempts_total", "hookkeeper_deliveries_exhausted_total",

@@ -187,3 +187,14 @@ func (e *Engine) leaseFor() time.Duration {
 	}
 	return longest + e.opts.LeaseMargin
 }
+
+// ownerOf is the owner of endpoint id as this process knows it ("" when it
+// does not hold the endpoint), for the exhaustion metric's label.
+func (e *Engine) ownerOf(id string) string {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if st, ok := e.endpoints[id]; ok {
+		return st.cfg.Owner
+	}
+	return ""
+}

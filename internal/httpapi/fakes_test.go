@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -98,7 +99,9 @@ type fakeReader struct {
 	events     map[string]ledger.Event
 	deliveries []ledger.Delivery // sorted by ID
 	attempts   map[string][]ledger.Attempt
+	owners     map[string]string // endpoint ID → owner
 	err        error
+	ownersErr  error
 	lastList   *ledger.DeliveryListParams
 }
 
@@ -135,6 +138,19 @@ func (f *fakeReader) DeliveryList(_ context.Context, p *ledger.DeliveryListParam
 		if (p.EndpointID == "" || d.EndpointID == p.EndpointID) && (p.EventID == "" || d.EventID == p.EventID) &&
 			(len(p.States) == 0 || slices.Contains(p.States, d.State)) && d.ID > p.AfterID && len(out) < p.Limit {
 			out = append(out, d)
+		}
+	}
+	return out, nil
+}
+
+func (f *fakeReader) EndpointOwners(_ context.Context, ids []string) (map[string]string, error) {
+	if f.err != nil || f.ownersErr != nil {
+		return nil, cmp.Or(f.err, f.ownersErr)
+	}
+	out := map[string]string{}
+	for _, id := range ids {
+		if o, ok := f.owners[id]; ok {
+			out[id] = o
 		}
 	}
 	return out, nil

@@ -45,6 +45,7 @@ type DeliveryView struct {
 	ID             string               `json:"id"`
 	Event          string               `json:"event"`
 	Endpoint       string               `json:"endpoint"`
+	Owner          string               `json:"owner,omitempty"` // the endpoint's spec.owner now
 	State          ledger.DeliveryState `json:"state"`
 	Attempts       int                  `json:"attempts"`
 	DueAt          time.Time            `json:"dueAt"`
@@ -109,7 +110,25 @@ func (h *Handler) getDelivery(w http.ResponseWriter, r *http.Request, ns string)
 	if err != nil {
 		return err
 	}
-	return writeJSON(w, http.StatusOK, deliveryView(ns, &d))
+	owners, err := h.owners(r, []ledger.Delivery{d})
+	if err != nil {
+		return err
+	}
+	return writeJSON(w, http.StatusOK, deliveryView(ns, &d, owners))
+}
+
+// owners reads the owners of the endpoints of ds.
+func (h *Handler) owners(r *http.Request, ds []ledger.Delivery) (map[string]string, error) {
+	ids := make([]string, 0, len(ds))
+	for i := range ds {
+		ids = append(ids, ds[i].EndpointID)
+	}
+	slices.Sort(ids)
+	owners, err := h.cfg.Reader.EndpointOwners(r.Context(), slices.Compact(ids))
+	if err != nil {
+		return nil, internalError(fmt.Errorf("reading endpoint owners: %w", err))
+	}
+	return owners, nil
 }
 
 // listAttempts serves GET /v1/namespaces/{namespace}/deliveries/{id}/attempts.
@@ -165,9 +184,13 @@ func (h *Handler) listDeliveries(w http.ResponseWriter, r *http.Request, ns stri
 	if err != nil {
 		return internalError(fmt.Errorf("listing deliveries: %w", err))
 	}
+	owners, err := h.owners(r, ds)
+	if err != nil {
+		return err
+	}
 	for i := range ds {
 		if inNamespace(ns, ds[i].EndpointID) { // defence in depth
-			out.Items = append(out.Items, deliveryView(ns, &ds[i]))
+			out.Items = append(out.Items, deliveryView(ns, &ds[i], owners))
 		}
 	}
 	if len(ds) > 0 && len(ds) >= params.Limit {
@@ -310,11 +333,12 @@ func (h *Handler) delivery(r *http.Request, ns, id string) (ledger.Delivery, err
 
 func inNamespace(ns, endpointID string) bool { return strings.HasPrefix(endpointID, ns+"/") }
 
-func deliveryView(ns string, d *ledger.Delivery) DeliveryView {
+func deliveryView(ns string, d *ledger.Delivery, owners map[string]string) DeliveryView {
 	return DeliveryView{
 		ID:             d.ID,
 		Event:          d.EventID,
 		Endpoint:       endpointName(ns, d.EndpointID),
+		Owner:          owners[d.EndpointID],
 		State:          d.State,
 		Attempts:       d.Attempts,
 		DueAt:          d.DueAt.UTC(),

@@ -50,6 +50,7 @@ func readEnv(t *testing.T) *env {
 		},
 		dlvO: {{DeliveryID: dlvO, Number: 1, StartedAt: testNow, StatusCode: 200}},
 	}
+	e.reader.owners = map[string]string{"shop/audit": "team-payments", "other/spy": "spies"}
 	return e
 }
 
@@ -90,8 +91,13 @@ func TestGetDeliveryAndAttempts(t *testing.T) {
 	e := readEnv(t)
 	d := decode[DeliveryView](t, get(t, e, "/v1/namespaces/shop/deliveries/"+dlv2))
 	if d.ID != dlv2 || d.Event != evtA || d.Endpoint != "audit" || d.State != ledger.StateExhausted ||
-		d.ExhaustReason != ledger.ExhaustMaxAttempts || d.Resolution != ledger.ResolutionUnresolved || d.LastStatus != 503 || d.Attempts != 3 {
+		d.ExhaustReason != ledger.ExhaustMaxAttempts || d.Resolution != ledger.ResolutionUnresolved || d.LastStatus != 503 || d.Attempts != 3 ||
+		d.Owner != "team-payments" {
 		t.Errorf("delivery = %+v", d)
+	}
+	// An endpoint without an owner: the field is left out.
+	if rec := get(t, e, "/v1/namespaces/shop/deliveries/"+dlv1); strings.Contains(rec.Body.String(), `"owner"`) {
+		t.Errorf("delivery of an endpoint without an owner: %s", rec.Body)
 	}
 	a := decode[AttemptList](t, get(t, e, "/v1/namespaces/shop/deliveries/"+dlv2+"/attempts"))
 	want := []AttemptView{
@@ -184,6 +190,9 @@ func TestListDeliveries(t *testing.T) {
 				if strings.Contains(d.Endpoint, "/") {
 					t.Errorf("endpoint %q: the API speaks names", d.Endpoint)
 				}
+				if want := e.reader.owners["shop/"+d.Endpoint]; d.Owner != want {
+					t.Errorf("delivery %s owner = %q, want its endpoint's %q", d.ID, d.Owner, want)
+				}
 			}
 			if !slices.Equal(ids, tt.want) {
 				t.Errorf("ids = %v, want %v", ids, tt.want)
@@ -249,6 +258,15 @@ func TestReadFailures(t *testing.T) {
 		if strings.Contains(rec.Body.String(), "10.0.0.7") {
 			t.Errorf("%s: answer leaks the internal error", p)
 		}
+	}
+	// The owners cannot be read: the delivery reads fail whole.
+	for _, p := range paths[1:] {
+		if strings.HasSuffix(p, "/attempts") {
+			continue
+		}
+		e := readEnv(t)
+		e.reader.ownersErr = errBackend
+		wantError(t, get(t, e, p), http.StatusInternalServerError, CodeInternal, "")
 	}
 	e := readEnv(t)
 	e.auth.deny = true

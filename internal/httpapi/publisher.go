@@ -20,4 +20,7 @@ type Reader interface {
 	DeliveryGet(ctx context.Context, id string) (ledger.Delivery, error)
 	DeliveryList(ctx context.Context, params *ledger.DeliveryListParams) ([]ledger.Delivery, error)
 	AttemptList(ctx context.Context, deliveryID string) ([]ledger.Attempt, error)
+	// EndpointOwners names the owner of each endpoint that has one, so
+	// that a delivery shows whom to ask about it.
+	EndpointOwners(ctx context.Context, ids []string) (map[string]string, error)
 }

@@ -28,6 +28,14 @@ func TestPublishThroughSQLite(t *testing.T) {
 	api := newSQLiteAPI(t, []sqliteEndpoint{{"shop", "billing", "order.*"}, {"shop", "audit", "*"}, {"other", "spy", "*"}},
 		Config{Now: func() time.Time { return testNow }})
 	call, pub := api.call, api.pub
+	billing, err := api.store.EndpointGet(t.Context(), "shop/billing")
+	if err != nil {
+		t.Fatal(err)
+	}
+	billing.Owner = "team-billing"
+	if _, err := api.store.EndpointUpsert(t.Context(), &ledger.EndpointUpsertParams{Endpoint: billing, Now: testNow}); err != nil {
+		t.Fatal(err)
+	}
 
 	// Concurrent publishes, each committed before its 201.
 	const n = 24
@@ -83,6 +91,11 @@ func TestPublishThroughSQLite(t *testing.T) {
 	var l DeliveryList
 	if err := json.Unmarshal([]byte(answer), &l); status != http.StatusOK || err != nil || len(l.Items) != 2 {
 		t.Fatalf("deliveries of the event: %d %s", status, answer)
+	}
+	for _, d := range l.Items {
+		if want := map[string]string{"billing": "team-billing"}[d.Endpoint]; d.Owner != want {
+			t.Errorf("delivery to %s: owner %q, want %q", d.Endpoint, d.Owner, want)
+		}
 	}
 	d := l.Items[0]
 	if status, _, answer := call("GET", "/v1/namespaces/shop/deliveries/"+d.ID+"/attempts", "", ""); status != http.StatusOK || answer != "{\"items\":[]}\n" {

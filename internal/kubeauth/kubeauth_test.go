@@ -611,6 +611,9 @@ func (nopStore) DeliveryGet(context.Context, string) (ledger.Delivery, error) {
 func (nopStore) DeliveryList(context.Context, *ledger.DeliveryListParams) ([]ledger.Delivery, error) {
 	return nil, nil
 }
+func (nopStore) EndpointOwners(context.Context, []string) (map[string]string, error) {
+	return nil, nil
+}
 func (nopStore) AttemptList(context.Context, string) ([]ledger.Attempt, error) {
 	return nil, ledger.ErrNotFound
 }

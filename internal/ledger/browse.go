@@ -39,6 +39,9 @@ type DeliveryView struct {
 	Delivery
 	Namespace string
 	EventType string
+	// EndpointOwner is the endpoint's Owner now (not when the delivery
+	// was made): who to ask about it today.
+	EndpointOwner string
 	// ReplacedByDelivery and ReplacedByEvent name what a recovery made of
 	// this delivery: the retry (a new delivery of the same event), or the
 	// reissue (a new event, and its delivery when the engine copied it).

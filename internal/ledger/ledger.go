@@ -58,6 +58,11 @@ type Store interface {
 	EndpointGet(ctx context.Context, id string) (Endpoint, error)
 	// EndpointList returns every endpoint, ordered by ID.
 	EndpointList(ctx context.Context) ([]Endpoint, error)
+	// EndpointOwners returns the Owner of each endpoint of ids that has
+	// one, keyed by ID: deleted endpoints included (their deliveries keep
+	// their history), unknown IDs and endpoints without an owner absent.
+	// It reads no secrets, for the delivery read APIs.
+	EndpointOwners(ctx context.Context, ids []string) (map[string]string, error)
 
 	// EventInsertMany ingests events in one transaction. Each event fans
 	// out to every endpoint of its namespace whose EventTypes match its type
@@ -267,17 +272,22 @@ type Policy struct {
 // Endpoint is a destination's configuration as registered by the
 // controllers. ID is "<namespace>/<name>".
 type Endpoint struct {
-	ID          string
-	Namespace   string
-	Name        string
-	URL         string
-	EventTypes  []string
-	Secrets     []SigningSecret
-	Policy      Policy
-	AckMode     AckMode
-	AckTimeout  time.Duration
-	Paused      bool
-	DeadLetter  string // endpoint ID in the same namespace, or ""
+	ID         string
+	Namespace  string
+	Name       string
+	URL        string
+	EventTypes []string
+	Secrets    []SigningSecret
+	Policy     Policy
+	AckMode    AckMode
+	AckTimeout time.Duration
+	Paused     bool
+	DeadLetter string // endpoint ID in the same namespace, or ""
+	// Owner is the team or contact responsible for the endpoint
+	// (WebhookEndpoint spec.owner), or "". It is not a lease owner: the
+	// ledger only carries it to whoever reads about the endpoint's work
+	// (dead-letter events, delivery reads, exhaustion metrics).
+	Owner       string
 	RateLimit   RateLimit
 	MaxInFlight int
 	Headers     []wire.Header
@@ -470,10 +480,12 @@ type AttemptRecordResult struct {
 
 // DeadLetterData is the data of a hookkeeper.delivery.exhausted event.
 type DeadLetterData struct {
-	DeliveryID  string        `json:"deliveryID"`
-	EventID     string        `json:"eventID"`
-	EventType   string        `json:"eventType"`
-	Endpoint    string        `json:"endpoint"`
+	DeliveryID string `json:"deliveryID"`
+	EventID    string `json:"eventID"`
+	EventType  string `json:"eventType"`
+	Endpoint   string `json:"endpoint"`
+	// Owner is the endpoint's owner when the delivery was exhausted.
+	Owner       string        `json:"owner,omitempty"`
 	Reason      ExhaustReason `json:"reason"`
 	Attempts    int           `json:"attempts"`
 	LastStatus  int           `json:"lastStatus,omitempty"`

@@ -96,13 +96,15 @@ func (n Next) StatsOutcome() (success, failure bool) {
 func DeadLetters(eventType string) bool { return eventType != DeadLetterEventType }
 
 // NewDeadLetterData describes the exhausted delivery d (as it is after the
-// transition) of an event of type eventType, exhausted at now.
-func NewDeadLetterData(d Delivery, eventType string, now time.Time) DeadLetterData {
+// transition) of an event of type eventType, exhausted at now, from an
+// endpoint owned by owner.
+func NewDeadLetterData(d Delivery, eventType, owner string, now time.Time) DeadLetterData {
 	return DeadLetterData{
 		DeliveryID:  d.ID,
 		EventID:     d.EventID,
 		EventType:   eventType,
 		Endpoint:    d.EndpointID,
+		Owner:       owner,
 		Reason:      d.ExhaustReason,
 		Attempts:    d.Attempts,
 		LastStatus:  d.LastStatus,

@@ -118,6 +118,7 @@ type deliveryView struct {
 	ID            string `json:"id"`
 	Event         string `json:"event"`
 	Endpoint      string `json:"endpoint"`
+	Owner         string `json:"owner"`
 	State         string `json:"state"`
 	Attempts      int    `json:"attempts"`
 	LastStatus    int    `json:"lastStatus"`

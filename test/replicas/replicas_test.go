@@ -19,7 +19,7 @@ var _ = Describe("Replicas on one PostgreSQL ledger", Ordered, func() {
 	// Metrics series the specs read.
 	const (
 		delivered    = `hookkeeper_delivery_attempts_total{outcome="delivered"}`
-		exhaustedMax = `hookkeeper_deliveries_exhausted_total{reason="MaxAttempts"}`
+		exhaustedMax = `hookkeeper_deliveries_exhausted_total{owner="",reason="MaxAttempts"}`
 		created      = `hookkeeper_events_published_total{result="created"}`
 	)
 	otherOutcomes := []string{

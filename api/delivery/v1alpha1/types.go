@@ -27,6 +27,10 @@ type Delivery struct {
 type DeliverySpec struct {
 	// Endpoint is the name of the WebhookEndpoint (same namespace).
 	Endpoint string `json:"endpoint"`
+	// Owner is that endpoint's spec.owner now (not when the delivery was
+	// made): whom to ask about it.
+	// +optional
+	Owner string `json:"owner,omitempty"`
 	// Event is the name of the WebhookEvent delivered (its event ID).
 	Event string `json:"event"`
 	// EventType is the event's type.

@@ -265,6 +265,13 @@ func schema_hookkeeper_api_delivery_v1alpha1_DeliverySpec(ref common.ReferenceCa
 							Format:      "",
 						},
 					},
+					"owner": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Owner is that endpoint's spec.owner now (not when the delivery was made): whom to ask about it.",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
 					"event": {
 						SchemaProps: spec.SchemaProps{
 							Description: "Event is the name of the WebhookEvent delivered (its event ID).",

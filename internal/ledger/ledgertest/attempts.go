@@ -174,6 +174,7 @@ func exerciseAttempts(t *testing.T, newStore func(t *testing.T) ledger.Store) {
 func testDeadLetter(t *testing.T, f *fixture) {
 	src := endpoint("shop", "orders", "order.*")
 	src.DeadLetter = "shop/dlq"
+	src.Owner = "team-orders"
 	f.upsert(src, t0)
 	dlq := endpoint("shop", "dlq", "nothing.matches")
 	dlq.Paused = true // paused dead-letter endpoints still get theirs
@@ -210,7 +211,7 @@ func testDeadLetter(t *testing.T, f *fixture) {
 		t.Fatalf("dead-letter data %s: %v", dlEvent.Data, err)
 	}
 	wantEqual(t, "dead-letter data", data, ledger.DeadLetterData{
-		DeliveryID: id, EventID: ev.Event.ID, EventType: "order.created", Endpoint: src.ID,
+		DeliveryID: id, EventID: ev.Event.ID, EventType: "order.created", Endpoint: src.ID, Owner: "team-orders",
 		Reason: ledger.ExhaustGone, Attempts: 1, LastStatus: 410, LastError: "endpoint is gone", ExhaustedAt: now,
 	})
 	// Exactly one delivery of it: not fanned out to subscribers of "*".

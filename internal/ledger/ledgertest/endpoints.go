@@ -44,6 +44,7 @@ func fullEndpoint(ns, name string) ledger.Endpoint {
 		AckTimeout:  5 * time.Minute,
 		Paused:      true,
 		DeadLetter:  ledger.EndpointID(ns, "dlq"),
+		Owner:       "team-" + name,
 		RateLimit:   ledger.RateLimit{PerSecond: 50, Burst: 100},
 		MaxInFlight: 16,
 		Headers:     []wire.Header{{Name: "X-Team", Value: "payments"}, {Name: "X-Env", Value: "prod"}},

@@ -80,6 +80,7 @@ func Exercise(t *testing.T, newStore func(t *testing.T) ledger.Store) {
 		{"Browse", exerciseBrowse},
 		{"Transition", exerciseTransitions},
 		{"Outcomes", exerciseOutcomes},
+		{"Owner", exerciseOwner},
 	}
 	for _, g := range groups {
 		t.Run(g.name, func(t *testing.T) {

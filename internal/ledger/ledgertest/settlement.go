@@ -176,6 +176,7 @@ func testAckProcessed(t *testing.T, f *fixture) {
 func testAckRejected(t *testing.T, f *fixture) {
 	src := callbackEndpoint("shop", "cb", "order.*")
 	src.DeadLetter = "shop/dlq"
+	src.Owner = "payments@example.com"
 	f.upsert(src, t0)
 	f.upsert(endpoint("shop", "dlq", "nothing"), t0)
 	ev, d := f.awaiting(event("shop", "order.created", t0), "shop/cb", at(time.Second), at(time.Hour))
@@ -206,7 +207,7 @@ func testAckRejected(t *testing.T, f *fixture) {
 		t.Fatalf("dead-letter data: %v", err)
 	}
 	wantEqual(t, "dead-letter data", data, ledger.DeadLetterData{
-		DeliveryID: d.ID, EventID: ev.Event.ID, EventType: "order.created", Endpoint: "shop/cb",
+		DeliveryID: d.ID, EventID: ev.Event.ID, EventType: "order.created", Endpoint: "shop/cb", Owner: "payments@example.com",
 		Reason: ledger.ExhaustAckRejected, Attempts: 1, LastStatus: 202, LastError: kept, ExhaustedAt: now,
 	})
 	wantEqual(t, "unresolved deliveries", idsOf(f.list(ledger.DeliveryListParams{Resolution: ledger.ResolutionUnresolved})), []string{d.ID})
@@ -325,9 +326,10 @@ func testAckTimeoutRetry(t *testing.T, f *fixture) {
 func testAckTimeoutExhausts(t *testing.T, f *fixture) {
 	src := callbackEndpoint("shop", "cb", "*")
 	src.DeadLetter = "shop/dlq"
+	src.Owner = "team-cb"
 	f.upsert(src, t0)
 	f.upsert(endpoint("shop", "dlq", "nothing"), t0)
-	_, d := f.awaiting(event("shop", "order.created", t0), "shop/cb", at(time.Second), at(time.Hour))
+	ev, d := f.awaiting(event("shop", "order.created", t0), "shop/cb", at(time.Second), at(time.Hour))
 	now := at(2 * time.Hour)
 	res := f.timeout(&ledger.AckTimeoutParams{DeliveryID: d.ID, Next: ledger.Next{State: ledger.StateExhausted, Reason: ledger.ExhaustAckTimeout}, Now: now})
 	want := d
@@ -338,6 +340,14 @@ func testAckTimeoutExhausts(t *testing.T, f *fixture) {
 	if res.DeadLetter == nil || res.DeadLetter.EndpointID != "shop/dlq" {
 		t.Fatalf("dead letter of an acknowledgement timeout: %+v", res.DeadLetter)
 	}
+	var data ledger.DeadLetterData
+	if err := json.Unmarshal(f.getEvent(res.DeadLetter.EventID).Data, &data); err != nil {
+		t.Fatalf("dead-letter data: %v", err)
+	}
+	wantEqual(t, "dead-letter data of an acknowledgement timeout", data, ledger.DeadLetterData{
+		DeliveryID: d.ID, EventID: ev.Event.ID, EventType: "order.created", Endpoint: "shop/cb", Owner: "team-cb",
+		Reason: ledger.ExhaustAckTimeout, Attempts: 1, LastStatus: 202, LastError: ledger.AckTimeoutReason, ExhaustedAt: now,
+	})
 	f.wantAttempts(d.ID, 1)
 	f.wantCounts("shop/cb", counts{ExhaustedUnresolved: 1})
 	f.wantCounts("shop/dlq", counts{Pending: 1})

@@ -45,7 +45,7 @@ type lockedDelivery struct {
 
 // recordEndpoint is what recording needs to know of an endpoint.
 type recordEndpoint struct {
-	namespace, deadLetter string
+	namespace, deadLetter, owner string
 }
 
 func record(ctx context.Context, tx pgx.Tx, params []*ledger.AttemptRecordParams) ([]ledger.AttemptRecordResult, error) {
@@ -138,7 +138,7 @@ func lockForRecord(ctx context.Context, tx pgx.Tx, params []*ledger.AttemptRecor
 	deliveries := make(map[string]*lockedDelivery, len(ids))
 	b := &pgx.Batch{}
 	b.Queue(`
-		SELECT id, namespace, dead_letter FROM endpoints
+		SELECT id, namespace, dead_letter, owner FROM endpoints
 		WHERE deleted_at IS NULL AND (
 			id IN (SELECT endpoint_id FROM deliveries WHERE id = ANY($1))
 			OR id IN (SELECT ep.dead_letter FROM endpoints ep JOIN deliveries d ON d.endpoint_id = ep.id
@@ -147,7 +147,7 @@ func lockForRecord(ctx context.Context, tx pgx.Tx, params []*ledger.AttemptRecor
 		FOR KEY SHARE`, ids).Query(func(rows pgx.Rows) error {
 		var id string
 		var ep recordEndpoint
-		_, err := pgx.ForEachRow(rows, []any{&id, &ep.namespace, &ep.deadLetter}, func() error {
+		_, err := pgx.ForEachRow(rows, []any{&id, &ep.namespace, &ep.deadLetter, &ep.owner}, func() error {
 			endpoints[id] = ep
 			return nil
 		})
@@ -184,7 +184,7 @@ func exhaustedDeadLetter(d ledger.Delivery, eventType string, endpoints map[stri
 		return nil, nil
 	}
 	target := src.deadLetter
-	dl, err := deadLetter(d, eventType, ep.namespace, target, now)
+	dl, err := deadLetter(d, eventType, src.owner, ep.namespace, target, now)
 	if err != nil {
 		return nil, err
 	}
@@ -195,10 +195,11 @@ func exhaustedDeadLetter(d ledger.Delivery, eventType string, endpoints map[stri
 	return &dl.Deliveries[0], nil
 }
 
-// deadLetter builds the hookkeeper.delivery.exhausted event about d and its
-// one delivery to the dead-letter endpoint target.
-func deadLetter(d ledger.Delivery, eventType, namespace, target string, at time.Time) (ledger.EventInsertResult, error) {
-	data, err := json.Marshal(ledger.NewDeadLetterData(d, eventType, at))
+// deadLetter builds the hookkeeper.delivery.exhausted event about d (of an
+// endpoint owned by owner) and its one delivery to the dead-letter endpoint
+// target.
+func deadLetter(d ledger.Delivery, eventType, owner, namespace, target string, at time.Time) (ledger.EventInsertResult, error) {
+	data, err := json.Marshal(ledger.NewDeadLetterData(d, eventType, owner, at))
 	if err != nil {
 		return ledger.EventInsertResult{}, fmt.Errorf("dead letter for %s: %w", d.ID, err)
 	}

@@ -15,7 +15,7 @@ import (
 
 const endpointColumns = `id, namespace, name, url, event_types, secret_values, secret_not_after,
 	policy, ack_mode, ack_timeout, paused, dead_letter, rate_per_second, rate_burst,
-	max_in_flight, headers, version, updated_at`
+	max_in_flight, headers, version, updated_at, owner`
 
 // EndpointUpsert implements ledger.Store.
 func (s *Store) EndpointUpsert(ctx context.Context, params *ledger.EndpointUpsertParams) (ledger.Endpoint, error) {
@@ -40,19 +40,19 @@ func (s *Store) EndpointUpsert(ctx context.Context, params *ledger.EndpointUpser
 	err = s.tx(ctx, op+" "+ep.ID, func(tx pgx.Tx) error {
 		b := &pgx.Batch{}
 		b.Queue(`INSERT INTO endpoints (`+endpointColumns+`)
-			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, 1, $17)
+			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, 1, $17, $18)
 			ON CONFLICT (id) DO UPDATE SET
 				url = EXCLUDED.url, event_types = EXCLUDED.event_types,
 				secret_values = EXCLUDED.secret_values, secret_not_after = EXCLUDED.secret_not_after,
 				policy = EXCLUDED.policy, ack_mode = EXCLUDED.ack_mode, ack_timeout = EXCLUDED.ack_timeout,
 				paused = EXCLUDED.paused, dead_letter = EXCLUDED.dead_letter,
 				rate_per_second = EXCLUDED.rate_per_second, rate_burst = EXCLUDED.rate_burst,
-				max_in_flight = EXCLUDED.max_in_flight, headers = EXCLUDED.headers,
+				max_in_flight = EXCLUDED.max_in_flight, headers = EXCLUDED.headers, owner = EXCLUDED.owner,
 				version = endpoints.version + 1, updated_at = EXCLUDED.updated_at, deleted_at = NULL
 			RETURNING version`,
 			ep.ID, ep.Namespace, ep.Name, ep.URL, ep.EventTypes, values, notAfter,
 			policy, string(ep.AckMode), int64(ep.AckTimeout), ep.Paused, ep.DeadLetter,
-			ep.RateLimit.PerSecond, ep.RateLimit.Burst, ep.MaxInFlight, headers, nanos(params.Now),
+			ep.RateLimit.PerSecond, ep.RateLimit.Burst, ep.MaxInFlight, headers, nanos(params.Now), ep.Owner,
 		).QueryRow(func(row pgx.Row) error { return row.Scan(&version) })
 		// The stats row survives a delete, so a re-created endpoint keeps
 		// counting its old deliveries.
@@ -140,6 +140,28 @@ func (s *Store) EndpointList(ctx context.Context) ([]ledger.Endpoint, error) {
 	return eps, translate("list endpoints", err)
 }
 
+// EndpointOwners implements ledger.Store.
+func (s *Store) EndpointOwners(ctx context.Context, ids []string) (map[string]string, error) {
+	const op = "read endpoint owners"
+	owners := map[string]string{}
+	if len(ids) == 0 {
+		return owners, nil
+	}
+	rows, err := s.pool.Query(ctx, `SELECT id, owner FROM endpoints WHERE id = ANY($1) AND owner <> ''`, ids)
+	if err != nil {
+		return nil, translate(op, err)
+	}
+	var id, owner string
+	_, err = pgx.ForEachRow(rows, []any{&id, &owner}, func() error {
+		owners[id] = owner
+		return nil
+	})
+	if err != nil {
+		return nil, translate(op, err)
+	}
+	return owners, nil
+}
+
 // scanEndpoint reads a row of endpointColumns.
 func scanEndpoint(row pgx.CollectableRow) (ledger.Endpoint, error) {
 	var (
@@ -153,7 +175,7 @@ func scanEndpoint(row pgx.CollectableRow) (ledger.Endpoint, error) {
 	)
 	err := row.Scan(&ep.ID, &ep.Namespace, &ep.Name, &ep.URL, &ep.EventTypes, &values, &notAfter,
 		&policy, &ackMode, &ackTimeout, &ep.Paused, &ep.DeadLetter, &ep.RateLimit.PerSecond, &ep.RateLimit.Burst,
-		&ep.MaxInFlight, &headers, &ep.Version, &updatedAt)
+		&ep.MaxInFlight, &headers, &ep.Version, &updatedAt, &ep.Owner)
 	if err != nil {
 		return ledger.Endpoint{}, err
 	}

@@ -89,8 +89,8 @@ func (s *Store) recordAttempt(t *wtx, p *ledger.AttemptRecordParams, ds ledger.S
 // named by d's endpoint, if that endpoint exists in the same namespace.
 func (s *Store) deadLetter(t *wtx, d ledger.Delivery, now time.Time, ds ledger.StatsDelta) (*ledger.Delivery, error) {
 	op := "dead-letter delivery " + d.ID
-	var namespace, target, eventType string
-	err := t.stmt(s.ws.endpointForDeadLetter).QueryRowContext(t.ctx, d.EndpointID, d.EventID).Scan(&namespace, &target, &eventType)
+	var namespace, target, owner, eventType string
+	err := t.stmt(s.ws.endpointForDeadLetter).QueryRowContext(t.ctx, d.EndpointID, d.EventID).Scan(&namespace, &target, &owner, &eventType)
 	if err != nil {
 		return nil, translate(op, err)
 	}
@@ -105,7 +105,7 @@ func (s *Store) deadLetter(t *wtx, d ledger.Delivery, now time.Time, ds ledger.S
 	if err != nil {
 		return nil, translate(op, err)
 	}
-	data, err := json.Marshal(ledger.NewDeadLetterData(d, eventType, now))
+	data, err := json.Marshal(ledger.NewDeadLetterData(d, eventType, owner, now))
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", op, err)
 	}

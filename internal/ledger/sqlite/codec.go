@@ -104,7 +104,7 @@ func scanEndpoint(sc scanner) (ledger.Endpoint, error) {
 		perSecond, burst, maxInFlight int64
 	)
 	err := sc.Scan(&ep.ID, &ep.Namespace, &ep.Name, &ep.URL, &types, &secrets, &policy, &ep.AckMode, &ackTimeout,
-		&ep.Paused, &ep.DeadLetter, &perSecond, &burst, &maxInFlight, &headers, &ep.Version, &updated)
+		&ep.Paused, &ep.DeadLetter, &perSecond, &burst, &maxInFlight, &headers, &ep.Version, &updated, &ep.Owner)
 	if err != nil {
 		return ep, err
 	}

@@ -59,7 +59,7 @@ func endpointArgs(ep ledger.Endpoint, p *ledger.EndpointUpsertParams) ([]any, er
 	return []any{
 		ep.ID, ep.Namespace, ep.Name, ep.URL, types, secrets, policy, string(ep.AckMode), int64(ep.AckTimeout),
 		ep.Paused, ep.DeadLetter, int64(ep.RateLimit.PerSecond), int64(ep.RateLimit.Burst), int64(ep.MaxInFlight),
-		headers, nanos(p.Now),
+		headers, nanos(p.Now), ep.Owner,
 	}, nil
 }
 
@@ -126,4 +126,31 @@ func (s *Store) EndpointList(ctx context.Context) ([]ledger.Endpoint, error) {
 		return nil, translate("list endpoints", err)
 	}
 	return out, nil
+}
+
+// EndpointOwners implements ledger.Store.
+func (s *Store) EndpointOwners(ctx context.Context, ids []string) (map[string]string, error) {
+	const op = "read endpoint owners"
+	owners := map[string]string{}
+	if len(ids) == 0 {
+		return owners, nil
+	}
+	list, err := jsonText(ids)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", op, err)
+	}
+	rows, err := s.r.QueryContext(ctx, `SELECT id, owner FROM endpoints
+		WHERE id IN (SELECT value FROM json_each(?1)) AND owner <> ''`, list)
+	if err != nil {
+		return nil, translate(op, err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var id, owner string
+		if err := rows.Scan(&id, &owner); err != nil {
+			return nil, translate(op, err)
+		}
+		owners[id] = owner
+	}
+	return owners, translate(op, rows.Err())
 }
