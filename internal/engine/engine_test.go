@@ -144,10 +144,13 @@ func publish(t *testing.T, e *engine.Engine, ns, typ string, data string) ledger
 	return res
 }
 
-// eventually waits, with Gomega's Eventually, until cond holds.
+// eventually waits, with Gomega's Eventually, until cond holds. The
+// timeout only bounds a test that would otherwise hang: it is generous
+// because a loaded 2-core CI machine under -race can take tens of seconds
+// for work (pruning thousands of events with fsync) that is quick alone.
 func eventually(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	gomega.NewWithT(t).Eventually(cond).WithTimeout(30*time.Second).WithPolling(5*time.Millisecond).
+	gomega.NewWithT(t).Eventually(cond).WithTimeout(2*time.Minute).WithPolling(5*time.Millisecond).
 		Should(gomega.BeTrue(), "waiting for %s", what)
 }
 
