@@ -26,7 +26,8 @@ func RepoRoot() string {
 	return filepath.Clean(filepath.Join(filepath.Dir(file), "..", ".."))
 }
 
-// AssetsDir returns the directory holding etcd, kube-apiserver and kubectl:
+// AssetsDir returns the directory holding etcd, kube-apiserver, kubectl and
+// kube-controllers:
 // $KUBEBUILDER_ASSETS when set, else the newest build under bin/k8s.
 func AssetsDir() (string, error) {
 	if dir := os.Getenv("KUBEBUILDER_ASSETS"); dir != "" {
@@ -39,7 +40,7 @@ func AssetsDir() (string, error) {
 			return dirs[i], nil
 		}
 	}
-	return "", fmt.Errorf("no control-plane binaries under %s: run `make controlplane` (it builds etcd, kube-apiserver and kubectl once)", pattern)
+	return "", fmt.Errorf("no control-plane binaries under %s: run `make controlplane` (it builds etcd, kube-apiserver, kubectl and kube-controllers once)", pattern)
 }
 
 func checkAssets(dir string) error {
