@@ -1,7 +1,9 @@
 // Package testenv starts the real control plane (etcd and kube-apiserver,
 // built by `make controlplane`) for envtest suites and the e2e tests, with
 // hookkeeper's CRDs installed, and runs the real processes around it: the
-// manager binary and kubectl. It never skips: a suite that cannot find the
+// manager binary, kubectl, and kube-controllers (the upstream namespace,
+// garbage-collector and clusterrole-aggregation controllers) for suites that
+// need them. It never skips: a suite that cannot find the
 // binaries fails and says how to build them.
 package testenv
 
@@ -27,8 +29,8 @@ func RepoRoot() string {
 }
 
 // AssetsDir returns the directory holding etcd, kube-apiserver, kubectl and
-// kube-controllers:
-// $KUBEBUILDER_ASSETS when set, else the newest build under bin/k8s.
+// kube-controllers: $KUBEBUILDER_ASSETS when set, else the newest build
+// under bin/k8s.
 func AssetsDir() (string, error) {
 	if dir := os.Getenv("KUBEBUILDER_ASSETS"); dir != "" {
 		return dir, checkAssets(dir)
