@@ -84,7 +84,7 @@ verify: ## Fail when generated files are stale, code is unformatted or vet compl
 	./hack/verify.sh
 
 .PHONY: controlplane
-controlplane: ## Build etcd, kube-apiserver and kubectl into bin/k8s (once).
+controlplane: ## Build etcd, kube-apiserver, kubectl and kube-controllers into bin/k8s (once).
 	@./hack/controlplane.sh >/dev/null
 
 .PHONY: postgres

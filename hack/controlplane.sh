@@ -1,8 +1,12 @@
 #!/usr/bin/env bash
 # Builds the real control-plane binaries (etcd, kube-apiserver, kubectl) from
 # the Go module proxy into $ASSETS_DIR, the directory envtest reads through
-# KUBEBUILDER_ASSETS. Each binary is built once per pinned version: a stamp
-# file next to it records the version, so later runs return at once.
+# KUBEBUILDER_ASSETS, and beside them kube-controllers: the upstream namespace,
+# garbage-collector and clusterrole-aggregation controllers that a bare
+# etcd + kube-apiserver lacks (test/testenv starts it for the suites that need
+# namespace deletion, owner-reference collection or the aggregated view/edit/
+# admin roles). Each binary is built once per pinned version: a stamp file
+# next to it records the version, so later runs return at once.
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -37,5 +41,6 @@ versionflags() {
 build etcd "$ETCD_VERSION"
 build kube-apiserver "$KUBE_VERSION" "$(versionflags "$KUBE_VERSION")"
 build kubectl "$KUBE_VERSION" "$(versionflags "$KUBE_VERSION")"
+build kube-controllers "$KUBE_VERSION" "$(versionflags "$KUBE_VERSION")"
 
 echo "$ASSETS_DIR"

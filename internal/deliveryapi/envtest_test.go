@@ -9,6 +9,7 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
+	"encoding/base64"
 	"encoding/json"
 	"encoding/pem"
 	"fmt"
@@ -23,6 +24,7 @@ import (
 	"testing"
 	"time"
 
+	. "github.com/onsi/gomega"
 	authnv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
@@ -32,6 +34,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
+	"sigs.k8s.io/yaml"
 
 	"github.com/hookkeeper/hookkeeper/api/delivery/v1alpha1"
 	"github.com/hookkeeper/hookkeeper/internal/deliveryapi"
@@ -90,6 +93,7 @@ func (ca *pki) issue(t *testing.T, cn string, serial int64, server bool) (certPE
 	if server {
 		tmpl.ExtKeyUsage = []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}
 		tmpl.IPAddresses = []net.IP{net.ParseIP("127.0.0.1")}
+		tmpl.DNSNames = []string{apiServiceHost}
 	}
 	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.cert, &key.PublicKey, ca.key)
 	if err != nil {
@@ -287,7 +291,11 @@ func (h *harness) writeKubeconfig(user string, cfg *rest.Config) {
 
 // TestWithKubectl runs the aggregated server against the real
 // kube-apiserver (delegated authentication and authorization, front-proxy
-// CA published by kube-apiserver itself) and the real kubectl.
+// CA published by kube-apiserver itself) and the real kubectl, pointed at
+// the server and, through the APIService, at kube-apiserver. Users get
+// their permissions from the built-in view, edit and admin roles, filled by
+// the upstream clusterrole aggregation controller (kube-controllers), and
+// from the shipped roles of config/default.
 func TestWithKubectl(t *testing.T) {
 	dir := t.TempDir()
 	h := &harness{t: t, dir: dir, kubeconfig: map[string]string{}, outputs: &bytes.Buffer{}}
@@ -303,6 +311,12 @@ func TestWithKubectl(t *testing.T) {
 	h.proxyCA = newCA(t, "front-proxy-ca")
 	proxyCAFile := filepath.Join(dir, "front-proxy-ca.crt")
 	writeFile(t, proxyCAFile, h.proxyCA.pem)
+	// The client certificate kube-apiserver's aggregator presents when it
+	// proxies to the server through the APIService.
+	proxyCert, proxyKey := h.proxyCA.issue(t, "front-proxy-client", 20, false)
+	proxyCertFile, proxyKeyFile := filepath.Join(dir, "front-proxy-client.crt"), filepath.Join(dir, "front-proxy-client.key")
+	writeFile(t, proxyCertFile, proxyCert)
+	writeFile(t, proxyKeyFile, proxyKey)
 	env, err := testenv.New()
 	if err != nil {
 		t.Fatal(err)
@@ -312,7 +326,9 @@ func TestWithKubectl(t *testing.T) {
 		Set("requestheader-allowed-names", "front-proxy-client").
 		Set("requestheader-username-headers", "X-Remote-User").
 		Set("requestheader-group-headers", "X-Remote-Group").
-		Set("requestheader-extra-headers-prefix", "X-Remote-Extra-")
+		Set("requestheader-extra-headers-prefix", "X-Remote-Extra-").
+		Set("proxy-client-cert-file", proxyCertFile).
+		Set("proxy-client-key-file", proxyKeyFile)
 	cfg, err := env.Start()
 	if err != nil {
 		t.Fatalf("starting the control plane: %v", err)
@@ -360,37 +376,66 @@ func TestWithKubectl(t *testing.T) {
 		}
 	})
 
-	// Users: an admin (system:masters), a viewer with the role that
-	// config/ aggregates into view, a reader of event data, and nobody.
+	// The roles as users install them (config/default, names prefixed),
+	// and the upstream clusterrole aggregation controller, which a bare
+	// kube-apiserver lacks, so that the built-in view, edit and admin roles
+	// gain what the shipped roles aggregate into them.
+	controllers, err := testenv.StartKubeControllers(adminKubeconfig, dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := controllers.Stop(); err != nil {
+			t.Errorf("kube-controllers: %v", err)
+		}
+	})
+	shipped := applyShippedClusterRoles(t, h.kubectl, adminKubeconfig)
+
+	// Users: an admin (system:masters); a viewer, an editor and a
+	// namespace admin bound only to the built-in view, edit and admin roles
+	// in shop; a historian bound only to the shipped delivery-history role;
+	// a reader bound to view and the shipped event-data role; and nobody.
 	cs := kubernetes.NewForConfigOrDie(cfg)
 	for _, ns := range []string{"shop", "other"} {
 		if _, err := cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	grant(t, ctx, cs, "hookkeeper-delivery-viewer", "viewer", rbacv1.PolicyRule{
-		APIGroups: []string{v1alpha1.GroupName}, Resources: []string{"deliveries", "webhookevents"}, Verbs: []string{"get", "list"}})
-	grant(t, ctx, cs, "hookkeeper-event-data-reader", "reader", rbacv1.PolicyRule{
-		APIGroups: []string{v1alpha1.GroupName}, Resources: []string{"deliveries", "webhookevents", "webhookevents/data"}, Verbs: []string{"get", "list"}})
+	user := func(name string) rbacv1.Subject {
+		return rbacv1.Subject{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: name}
+	}
+	bind(t, ctx, cs, "view", user("viewer"))
+	bind(t, ctx, cs, "edit", user("editor"))
+	bind(t, ctx, cs, "admin", user("nsadmin"))
+	bind(t, ctx, cs, "hookkeeper-delivery-history-viewer-role", user("historian"))
+	bind(t, ctx, cs, "view", user("reader"))
+	bind(t, ctx, cs, "hookkeeper-webhookevent-data-reader-role", user("reader"))
+	apiServerKubeconfig := map[string]string{} // user → kubeconfig of the kube-apiserver itself
 	for _, u := range []envtest.User{
 		{Name: "admin", Groups: []string{"system:masters"}},
-		{Name: "viewer"}, {Name: "reader"}, {Name: "nobody"},
+		{Name: "viewer"}, {Name: "editor"}, {Name: "nsadmin"}, {Name: "historian"}, {Name: "reader"}, {Name: "nobody"},
 	} {
 		au, err := env.AddUser(u, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
 		h.writeKubeconfig(u.Name, au.Config())
+		data, err := au.KubeConfig()
+		if err != nil {
+			t.Fatal(err)
+		}
+		apiServerKubeconfig[u.Name] = filepath.Join(dir, "kubeconfig-apiserver-"+u.Name)
+		writeFile(t, apiServerKubeconfig[u.Name], data)
 	}
 
-	// A ServiceAccount with the viewer role, authenticated by its token
+	// A ServiceAccount bound to view, authenticated by its token
 	// (TokenReview through the delegated authenticator).
 	if _, err := cs.CoreV1().ServiceAccounts("shop").Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "oncall"}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := cs.RbacV1().RoleBindings("shop").Create(ctx, &rbacv1.RoleBinding{
 		ObjectMeta: metav1.ObjectMeta{Name: "oncall-viewer", Namespace: "shop"},
-		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "hookkeeper-delivery-viewer"},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "view"},
 		Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: "oncall", Namespace: "shop"}},
 	}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
@@ -413,6 +458,16 @@ func TestWithKubectl(t *testing.T) {
 		}
 		time.Sleep(200 * time.Millisecond) // polling readiness, not synchronizing on a result
 	}
+	// Ready: view, edit and admin (each aggregating the one before) carry
+	// the shipped rules on delivery.hookkeeper.dev.
+	for _, role := range []string{"view", "edit", "admin"} {
+		NewWithT(t).Eventually(func(g Gomega) {
+			r, err := cs.RbacV1().ClusterRoles().Get(ctx, role, metav1.GetOptions{})
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(r.Rules).To(ContainElement(HaveField("APIGroups", ContainElement(v1alpha1.GroupName))))
+		}).WithTimeout(time.Minute).Should(Succeed(), "%s aggregates no rule of %s:\n%s", role, v1alpha1.GroupName, testenv.Tail(controllers.Log, 40))
+	}
+	registerAPIService(t, h, adminKubeconfig)
 
 	t.Run("Discovery", func(t *testing.T) {
 		h.t = t
@@ -531,6 +586,14 @@ func TestWithKubectl(t *testing.T) {
 		}
 		h.fails("admin", "NotFound", "get", "delivery", hist.other, "-n", "shop")
 	})
+	t.Run("ShippedRoles", func(t *testing.T) {
+		h.t = t
+		testShippedRoles(t, h, shipped, apiServerKubeconfig)
+	})
+	t.Run("ThroughKubeAPIServer", func(t *testing.T) {
+		h.t = t
+		testThroughKubeAPIServer(t, h, hist, apiServerKubeconfig)
+	})
 	t.Run("RBAC", func(t *testing.T) {
 		h.t = t
 		h.fails("nobody", "Forbidden", "get", "deliveries", "-n", "shop")
@@ -601,17 +664,203 @@ func TestWithKubectl(t *testing.T) {
 	})
 }
 
-// grant creates a ClusterRole with rule and binds user to it in shop.
-func grant(t *testing.T, ctx context.Context, cs kubernetes.Interface, role, user string, rule rbacv1.PolicyRule) {
+// apiServiceHost is the name kube-apiserver's aggregator expects on the
+// server's certificate: that of the Service the APIService names.
+const apiServiceHost = "delivery-api.hookkeeper-system.svc"
+
+// registerAPIService registers the server with kube-apiserver, as
+// config/default does, so that kube-apiserver's discovery knows
+// delivery.hookkeeper.dev (kubectl auth can-i resolves the resource through
+// it) and proxies to the server. Endpoints on loopback are refused, so the
+// Service is of type ExternalName, naming 127.0.0.1: the aggregator resolves
+// it to the server's loopback address and verifies its certificate against
+// the APIService's caBundle for apiServiceHost.
+func registerAPIService(t *testing.T, h *harness, kubeconfig string) {
 	t.Helper()
-	if _, err := cs.RbacV1().ClusterRoles().Create(ctx, &rbacv1.ClusterRole{
-		ObjectMeta: metav1.ObjectMeta{Name: role}, Rules: []rbacv1.PolicyRule{rule}}, metav1.CreateOptions{}); err != nil {
+	_, port, err := net.SplitHostPort(h.addr)
+	if err != nil {
 		t.Fatal(err)
 	}
+	manifest := fmt.Sprintf(`apiVersion: v1
+kind: Namespace
+metadata:
+  name: hookkeeper-system
+---
+apiVersion: v1
+kind: Service
+metadata:
+  name: delivery-api
+  namespace: hookkeeper-system
+spec:
+  type: ExternalName
+  externalName: 127.0.0.1
+  ports:
+  - port: %[1]s
+---
+apiVersion: apiregistration.k8s.io/v1
+kind: APIService
+metadata:
+  name: v1alpha1.delivery.hookkeeper.dev
+spec:
+  group: delivery.hookkeeper.dev
+  version: v1alpha1
+  groupPriorityMinimum: 1000
+  versionPriority: 100
+  caBundle: %[2]s
+  service:
+    name: delivery-api
+    namespace: hookkeeper-system
+    port: %[1]s
+`, port, base64.StdEncoding.EncodeToString(h.servingCA.pem))
+	if out, err := testenv.RunKubectl(h.kubectl, kubeconfig, manifest, "apply", "-f", "-"); err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	if out, err := testenv.RunKubectl(h.kubectl, kubeconfig, "", "wait", "apiservice/v1alpha1.delivery.hookkeeper.dev",
+		"--for=condition=Available", "--timeout=60s"); err != nil {
+		status, _ := testenv.RunKubectl(h.kubectl, kubeconfig, "", "get", "apiservice/v1alpha1.delivery.hookkeeper.dev", "-o", "yaml")
+		t.Fatalf("%v\n%s\n%s", err, out, status)
+	}
+}
+
+// applyShippedClusterRoles renders config/default with the real kubectl
+// (kustomize), applies its ClusterRoles server-side, named as users get
+// them, and returns them.
+func applyShippedClusterRoles(t *testing.T, kubectl, kubeconfig string) []rbacv1.ClusterRole {
+	t.Helper()
+	rendered, err := testenv.RunKubectl(kubectl, kubeconfig, "", "kustomize", filepath.Join(testenv.RepoRoot(), "config", "default"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var roles []rbacv1.ClusterRole
+	var docs []string
+	for doc := range strings.SplitSeq(rendered, "\n---\n") {
+		var role rbacv1.ClusterRole
+		if err := yaml.Unmarshal([]byte(doc), &role); err != nil {
+			t.Fatalf("parsing config/default: %v", err)
+		}
+		if role.Kind == "ClusterRole" {
+			roles, docs = append(roles, role), append(docs, doc)
+		}
+	}
+	if len(roles) == 0 {
+		t.Fatal("config/default renders no ClusterRole")
+	}
+	if out, err := testenv.RunKubectl(kubectl, kubeconfig, strings.Join(docs, "\n---\n"), "apply", "--server-side", "-f", "-"); err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	return roles
+}
+
+// testShippedRoles checks the roles of the aggregated API's readers: no
+// shipped role that grants event data aggregates into a built-in role, and
+// the real kube-apiserver, asked with the real `kubectl auth can-i`,
+// answers for users bound to view, edit, admin, the shipped roles or
+// nothing as docs/api.md says.
+func testShippedRoles(t *testing.T, h *harness, shipped []rbacv1.ClusterRole, kubeconfig map[string]string) {
+	grantsData := func(r rbacv1.ClusterRole) bool {
+		for _, rule := range r.Rules {
+			if (slices.Contains(rule.APIGroups, v1alpha1.GroupName) || slices.Contains(rule.APIGroups, "*")) &&
+				slices.ContainsFunc(rule.Resources, func(res string) bool {
+					return res == "webhookevents/data" || res == "webhookevents/*" || res == "*" || res == "*/data"
+				}) {
+				return true
+			}
+		}
+		return false
+	}
+	var dataRoles []string
+	for _, r := range shipped {
+		if !grantsData(r) {
+			continue
+		}
+		dataRoles = append(dataRoles, r.Name)
+		for label := range r.Labels {
+			if strings.HasPrefix(label, "rbac.authorization.k8s.io/aggregate-to-") {
+				t.Errorf("shipped ClusterRole %s grants event data and aggregates (%s)", r.Name, label)
+			}
+		}
+	}
+	if !slices.Contains(dataRoles, "hookkeeper-webhookevent-data-reader-role") {
+		t.Fatalf("the event-data role is not among the shipped roles granting event data (%v): the check above checked nothing", dataRoles)
+	}
+
+	// canI answers yes or no as kubectl auth can-i prints it (exit status
+	// 1 for no); anything else fails the test.
+	canI := func(user string, args ...string) string {
+		t.Helper()
+		out, err := testenv.RunKubectl(h.kubectl, kubeconfig[user], "", append([]string{"auth", "can-i"}, args...)...)
+		answer := strings.TrimSpace(out)
+		if answer == "yes" && err == nil || answer == "no" && err != nil {
+			return answer
+		}
+		t.Fatalf("kubectl auth can-i %s as %s: %q, %v", strings.Join(args, " "), user, out, err)
+		return ""
+	}
+	listDeliveries := []string{"list", "deliveries." + v1alpha1.GroupName, "-n", "shop"}
+	getEvents := []string{"get", "webhookevents." + v1alpha1.GroupName, "-n", "shop"}
+	getData := []string{"get", "webhookevents." + v1alpha1.GroupName, "--subresource=data", "-n", "shop"}
+	elsewhere := []string{"list", "deliveries." + v1alpha1.GroupName, "-n", "other"}
+	for _, c := range []struct {
+		user string
+		args []string
+		want string
+	}{
+		{"viewer", listDeliveries, "yes"}, {"viewer", getEvents, "yes"}, {"viewer", getData, "no"}, {"viewer", elsewhere, "no"},
+		{"editor", listDeliveries, "yes"}, {"editor", getData, "no"},
+		{"nsadmin", listDeliveries, "yes"}, {"nsadmin", getData, "no"},
+		{"historian", listDeliveries, "yes"}, {"historian", getEvents, "yes"}, {"historian", getData, "no"},
+		{"reader", listDeliveries, "yes"}, {"reader", getData, "yes"}, {"reader", elsewhere, "no"},
+		{"nobody", listDeliveries, "no"}, {"nobody", getEvents, "no"}, {"nobody", getData, "no"},
+	} {
+		if got := canI(c.user, c.args...); got != c.want {
+			t.Errorf("kubectl auth can-i %s as %s: %s, want %s", strings.Join(c.args, " "), c.user, got, c.want)
+		}
+	}
+}
+
+// testThroughKubeAPIServer reads with the real kubectl pointed at
+// kube-apiserver, which proxies to the server through the APIService with
+// its front-proxy client certificate: users bound to view read deliveries
+// and events without data, the event-data role adds the data, and a user
+// with no binding is refused.
+func testThroughKubeAPIServer(t *testing.T, h *harness, hist history, kubeconfig map[string]string) {
+	run := func(user string, args ...string) (string, error) {
+		t.Helper()
+		out, err := testenv.RunKubectl(h.kubectl, kubeconfig[user], "", args...)
+		h.outputs.WriteString(out)
+		return out, err
+	}
+	for _, user := range []string{"viewer", "editor", "nsadmin", "historian", "reader"} {
+		out, err := run(user, "get", "deliveries", "-n", "shop", "-o", "jsonpath={.items[*].metadata.name}")
+		if err != nil {
+			t.Fatalf("%s: %v", user, err)
+		}
+		got := strings.Fields(out)
+		slices.Sort(got)
+		wantNames(t, user+" through kube-apiserver", got, hist.shopDeliveries)
+		out, err = run(user, "get", "webhookevent", hist.paidEvent, "-n", "shop", "-o", "json")
+		if err != nil {
+			t.Fatalf("%s: %v", user, err)
+		}
+		if reads := strings.Contains(out, payloadMarker); reads != (user == "reader") {
+			t.Errorf("%s reads event data through kube-apiserver: %v", user, reads)
+		}
+	}
+	if out, err := run("nobody", "get", "deliveries", "-n", "shop"); err == nil || !strings.Contains(err.Error(), "Forbidden") {
+		t.Fatalf("nobody lists deliveries through kube-apiserver: %v\n%s", err, out)
+	}
+	if out, err := run("viewer", "get", "deliveries", "-n", "other"); err == nil || !strings.Contains(err.Error(), "Forbidden") {
+		t.Fatalf("the viewer of shop lists other's deliveries through kube-apiserver: %v\n%s", err, out)
+	}
+}
+
+// bind binds subject to the ClusterRole role in shop.
+func bind(t *testing.T, ctx context.Context, cs kubernetes.Interface, role string, subject rbacv1.Subject) {
+	t.Helper()
 	if _, err := cs.RbacV1().RoleBindings("shop").Create(ctx, &rbacv1.RoleBinding{
-		ObjectMeta: metav1.ObjectMeta{Name: role + "-" + user, Namespace: "shop"},
+		ObjectMeta: metav1.ObjectMeta{Name: role + "-" + subject.Name, Namespace: "shop"},
 		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: role},
-		Subjects:   []rbacv1.Subject{{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: user}},
+		Subjects:   []rbacv1.Subject{subject},
 	}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}

@@ -9,14 +9,18 @@ import (
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
+
+	"github.com/hookkeeper/hookkeeper/test/fixtures"
+	"github.com/hookkeeper/hookkeeper/test/testenv"
 )
 
 // What a GitOps tool sees after it synced the samples: no drift (the
 // controller never writes spec, and the server's defaults agree with a
-// dry run), re-applying changes nothing, and deleting finishes (the
-// finalizers are released).
+// dry run), re-applying changes nothing, and deleting the samples and
+// their namespace finishes (the finalizers are released; the upstream
+// namespace controller empties the namespace, as in a cluster).
 var _ = Describe("GitOps drift", func() {
-	It("applies the samples server-side, shows no diff once reconciled, re-applies without a new generation, and deletes them", func() {
+	It("applies the samples server-side, shows no diff once reconciled, re-applies without a new generation, and deletes them and their namespace", func() {
 		ns := useNamespace("e2e-drift")
 		rcv := newReceiver("samples", false, answer(204))
 		files, err := filepath.Glob(filepath.Join("..", "..", "config", "samples", "*.yaml"))
@@ -63,9 +67,32 @@ var _ = Describe("GitOps drift", func() {
 		applySS()
 		Expect(generations()).To(Equal(before))
 
-		By("deleting the samples: their finalizers are released")
-		out, err = runKubectl(manifests, "delete", "-n", ns, "--wait", "--timeout=60s", "-f", "-")
+		By("deleting the samples and their namespace, as a GitOps prune does: nothing stays behind a finalizer")
+		out, err = runKubectl(manifests+"---\n"+fixtures.Namespace(ns), "delete", "-n", ns, "--wait=false", "-f", "-")
 		Expect(err).NotTo(HaveOccurred(), out)
-		Expect(kubectl("get", kinds, "-n", ns, "-o", "name")).To(BeEmpty())
+		Eventually(func() error {
+			_, err := runKubectl("", "get", "namespace", ns, "-o", "name")
+			return err
+		}).WithTimeout(2*time.Minute).Should(MatchError(ContainSubstring("NotFound")), func() string {
+			return "the namespace is not gone; what is left in it with finalizers:\n" + finalized(ns) +
+				"\nkube-controllers log:\n" + testenv.Tail(kubeControllers.Log, 40)
+		})
+		Expect(finalized(ns)).To(BeEmpty())
 	})
 })
+
+// finalized lists the objects of every namespaced kind the API server
+// serves that are in ns and carry a finalizer, as kind/name: [finalizers];
+// a failure to list is part of the answer.
+func finalized(ns string) string {
+	kinds, err := runKubectl("", "api-resources", "--namespaced", "--verbs=list", "-o", "name")
+	if err != nil {
+		return err.Error()
+	}
+	out, err := runKubectl("", "get", strings.Join(strings.Fields(kinds), ","), "-n", ns, "--ignore-not-found",
+		"-o", `jsonpath={range .items[?(@.metadata.finalizers)]}{.kind}/{.metadata.name}: {.metadata.finalizers}{"\n"}{end}`)
+	if err != nil {
+		return out + err.Error()
+	}
+	return strings.TrimSpace(out)
+}

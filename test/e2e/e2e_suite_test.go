@@ -1,6 +1,8 @@
 // Package e2e runs hookkeeper end to end: the real etcd and kube-apiserver,
 // the manager binary built from ./cmd and started as a process, the real
-// kubectl for everything done to Kubernetes objects, the manager's HTTP API
+// kubectl for everything done to Kubernetes objects, the upstream namespace,
+// garbage-collector and clusterrole-aggregation controllers
+// (testenv.StartKubeControllers), the manager's HTTP API
 // for publishing and reading deliveries, and real receivers on loopback.
 //
 // Run it alone with
@@ -46,6 +48,11 @@ var (
 
 	api *apiClient
 
+	// kubeControllers runs the upstream namespace controller, garbage
+	// collector and clusterrole aggregation controller, which the bare
+	// control plane lacks: deleting a namespace completes, owned objects go.
+	kubeControllers *testenv.KubeControllers
+
 	// deliveryKubeconfig points kubectl at the manager's aggregated API
 	// (delivery.hookkeeper.dev) with the suite's admin credentials.
 	deliveryKubeconfig string
@@ -79,6 +86,8 @@ var _ = BeforeSuite(func() {
 	Expect(err).NotTo(HaveOccurred())
 	env, kubeconfig, kubectlPath = suite.Env, suite.Kubeconfig, suite.Kubectl
 	binary := suite.Manager
+	kubeControllers, err = testenv.StartKubeControllers(kubeconfig, workDir)
+	Expect(err).NotTo(HaveOccurred())
 
 	apiToken = suiteProducer()
 	certFile, keyFile, roots := servingCertificate(workDir)
@@ -153,6 +162,7 @@ var _ = AfterSuite(func() {
 		// SIGTERM is a clean shutdown: exit status 0.
 		Expect(managerErr).NotTo(HaveOccurred(), "the manager's exit after SIGTERM:\n"+testenv.Tail(managerLog, 60))
 	}
+	Expect(kubeControllers.Stop()).To(Succeed())
 	if env != nil {
 		Expect(env.Stop()).To(Succeed())
 	}

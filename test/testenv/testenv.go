@@ -1,7 +1,9 @@
 // Package testenv starts the real control plane (etcd and kube-apiserver,
 // built by `make controlplane`) for envtest suites and the e2e tests, with
 // hookkeeper's CRDs installed, and runs the real processes around it: the
-// manager binary and kubectl. It never skips: a suite that cannot find the
+// manager binary, kubectl, and kube-controllers (the upstream namespace,
+// garbage-collector and clusterrole-aggregation controllers) for suites that
+// need them. It never skips: a suite that cannot find the
 // binaries fails and says how to build them.
 package testenv
 
@@ -26,8 +28,9 @@ func RepoRoot() string {
 	return filepath.Clean(filepath.Join(filepath.Dir(file), "..", ".."))
 }
 
-// AssetsDir returns the directory holding etcd, kube-apiserver and kubectl:
-// $KUBEBUILDER_ASSETS when set, else the newest build under bin/k8s.
+// AssetsDir returns the directory holding etcd, kube-apiserver, kubectl and
+// kube-controllers: $KUBEBUILDER_ASSETS when set, else the newest build
+// under bin/k8s.
 func AssetsDir() (string, error) {
 	if dir := os.Getenv("KUBEBUILDER_ASSETS"); dir != "" {
 		return dir, checkAssets(dir)
@@ -39,7 +42,7 @@ func AssetsDir() (string, error) {
 			return dirs[i], nil
 		}
 	}
-	return "", fmt.Errorf("no control-plane binaries under %s: run `make controlplane` (it builds etcd, kube-apiserver and kubectl once)", pattern)
+	return "", fmt.Errorf("no control-plane binaries under %s: run `make controlplane` (it builds etcd, kube-apiserver, kubectl and kube-controllers once)", pattern)
 }
 
 func checkAssets(dir string) error {
