@@ -16,6 +16,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"runtime"
 	"runtime/pprof"
 	"syscall"
 	"time"
@@ -56,6 +57,7 @@ func main() {
 	var (
 		o                   hostOptions
 		cpuProfile          string
+		blockProfile        string
 		allowedDestinations string
 		clockOffset         time.Duration
 	)
@@ -69,6 +71,7 @@ func main() {
 	flag.DurationVar(&o.idleWait, "idle-wait", time.Second, "longest sleep between claims")
 	flag.BoolVar(&o.verbose, "v", false, "log to stderr")
 	flag.StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile of the run to this file")
+	flag.StringVar(&blockProfile, "blockprofile", "", "write a blocking profile of the run to this file (where goroutines wait: locks, channels, I/O)")
 	flag.StringVar(&allowedDestinations, "allowed-destination-cidrs", "127.0.0.0/8,::1/128", "CIDRs delivered to despite the manager's default-deny destination policy (loopback, where the tests' receivers are)")
 	flag.DurationVar(&o.readHeaderTimeout, "api-read-header-timeout", httpapi.ServerReadHeaderTimeout, "how long the API waits for a request's headers")
 	flag.IntVar(&o.maxConnections, "api-max-connections", httpapi.DefaultMaxConnections, "most connections the API holds open")
@@ -86,6 +89,10 @@ func main() {
 			defer pprof.StopCPUProfile()
 		}
 	}
+	if blockProfile != "" {
+		runtime.SetBlockProfileRate(int(100 * time.Microsecond))
+		defer writeBlockProfile(blockProfile)
+	}
 	clock := offsetClock(clockOffset)
 	sender := dispatch.NewGuardedSender(destination.New(destination.Options{Allowed: allowed}))
 	sender.Now = clock.Now
@@ -94,6 +101,19 @@ func main() {
 		fmt.Fprintln(os.Stderr, "enginehost:", err)
 		pprof.StopCPUProfile()
 		os.Exit(1)
+	}
+}
+
+// writeBlockProfile writes the blocking profile gathered since the start.
+func writeBlockProfile(path string) {
+	f, err := os.Create(path)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "enginehost: --blockprofile:", err)
+		return
+	}
+	defer f.Close()
+	if err := pprof.Lookup("block").WriteTo(f, 0); err != nil {
+		fmt.Fprintln(os.Stderr, "enginehost: --blockprofile:", err)
 	}
 }
 
