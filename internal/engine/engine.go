@@ -115,9 +115,23 @@ type Engine struct {
 	// sleepUntil is when the idle claim loop plans to look again (unix
 	// nanoseconds); work due earlier wakes it.
 	sleepUntil atomic.Int64
+	// backlog is set while the last claim found more due work than it
+	// took (or could take none): a publish then leaves its deliveries to
+	// the claims, which take them in due order, instead of leasing them
+	// itself (handoff.go).
+	backlog atomic.Bool
+	// running is what a publish needs to start attempts itself while Run
+	// runs (handoff.go).
+	running running
 
 	mu        sync.Mutex
 	endpoints map[string]*endpointState
+	// handoffs counts the publishes between offerLease and the start of
+	// their attempts, and claiming is set from a claim's slot count to the
+	// start of what it claimed: neither takes the slots the other counted
+	// on (handoff.go).
+	handoffs  int
+	claiming  bool
 	deferrals deferralLog // budget_deferrals.go
 }
 
@@ -191,6 +205,7 @@ func New(opts Options) (*Engine, error) {
 		sem:       make(chan struct{}, opts.Workers),
 		endpoints: map[string]*endpointState{},
 	}
+	e.backlog.Store(true) // until the first claim finds the queue drained
 	e.publisher = groupcommit.New(opts.Store.EventInsertMany, opts.PublishBatch)
 	e.recorder = groupcommit.New(opts.Store.AttemptRecordMany, opts.RecordBatch)
 	return e, nil
@@ -225,12 +240,19 @@ func (e *Engine) wakeBy(t time.Time) {
 	}
 }
 
-// Publish commits an event (group-committed with concurrent calls) and
-// wakes the claim loop. It implements httpapi.Publisher.
+// Publish commits an event (group-committed with concurrent calls). While
+// Run runs with a free worker and no backlog, the event's deliveries are
+// leased to this engine in the same commit and their attempts start at
+// once (handoff.go); otherwise, or for what was not leased, it wakes the
+// claim loop. It implements httpapi.Publisher.
 func (e *Engine) Publish(ctx context.Context, params *ledger.EventInsertParams) (ledger.EventInsertResult, error) {
+	params, reserved := e.offerLease(params)
 	res, err := e.publisher.Do(ctx, params)
 	e.opts.Metrics.observePublish(res, err)
-	if err == nil && res.Err == nil && !res.Duplicate && len(res.Deliveries) > 0 {
+	if reserved {
+		e.handOff(&res, err)
+	}
+	if err == nil && res.Err == nil && !res.Duplicate && len(res.Deliveries) > len(res.Leased) {
 		e.wake()
 	}
 	return res, err
@@ -273,7 +295,9 @@ func (e *Engine) Run(ctx context.Context) error {
 	attemptCtx, cutAttempts := context.WithCancel(context.WithoutCancel(ctx))
 	defer cutAttempts()
 	var wg sync.WaitGroup
+	e.running.start(ctx, attemptCtx, &wg)
 	defer func() {
+		e.running.stop() // no publish starts an attempt past here
 		grace := time.AfterFunc(e.opts.ShutdownGrace, cutAttempts)
 		defer grace.Stop()
 		wg.Wait()
@@ -320,11 +344,13 @@ func (e *Engine) Run(ctx context.Context) error {
 func (e *Engine) claimOnce(ctx, attemptCtx context.Context, wg *sync.WaitGroup) (time.Duration, error) {
 	free := cap(e.sem) - len(e.sem)
 	if free == 0 {
+		e.backlog.Store(true)
 		return e.opts.IdleWait, nil // a finishing attempt wakes us sooner
 	}
 	limit := min(free, e.opts.ClaimBatch)
 	now := e.opts.Clock.Now()
-	full, slots := e.endpointSlots()
+	full, slots := e.beginClaim()
+	defer e.endClaim()
 	claimed, err := e.store.DeliveryClaim(ctx, &ledger.DeliveryClaimParams{
 		Owner:            e.opts.Owner,
 		Now:              now,
@@ -336,12 +362,16 @@ func (e *Engine) claimOnce(ctx, attemptCtx context.Context, wg *sync.WaitGroup) 
 	if err != nil {
 		return 0, fmt.Errorf("claiming deliveries: %w", err)
 	}
+	// Full endpoints count as backlog too: a publish to one would only
+	// lease a delivery to release it.
+	e.backlog.Store(len(claimed) == limit || len(full) > 0)
 	started := 0
 	for i := range claimed {
-		if e.start(ctx, attemptCtx, wg, &claimed[i]) {
+		if e.start(ctx, attemptCtx, wg, &claimed[i], false) {
 			started++
 		}
 	}
+	e.endClaim()
 	if len(claimed) == limit && started > 0 {
 		return 0, nil
 	}
@@ -361,8 +391,17 @@ func (e *Engine) claimOnce(ctx, attemptCtx context.Context, wg *sync.WaitGroup) 
 
 // start begins the attempt for a claimed delivery under attemptCtx, or
 // releases it when its endpoint is at its in-flight or rate limit. It
-// reports whether an attempt started.
-func (e *Engine) start(ctx, attemptCtx context.Context, wg *sync.WaitGroup, c *ledger.ClaimedDelivery) bool {
+// reports whether an attempt started. reserved says the caller already
+// holds a worker slot for it, which start then owns (and frees if no
+// attempt starts).
+func (e *Engine) start(ctx, attemptCtx context.Context, wg *sync.WaitGroup, c *ledger.ClaimedDelivery, reserved bool) (started bool) {
+	if reserved {
+		defer func() {
+			if !started {
+				<-e.sem
+			}
+		}()
+	}
 	now := e.opts.Clock.Now()
 	st, err := e.endpointFor(ctx, c.Delivery.EndpointID, c.EndpointVersion)
 	if err != nil {
@@ -411,7 +450,9 @@ func (e *Engine) start(ctx, attemptCtx context.Context, wg *sync.WaitGroup, c *l
 	cfg := st.cfg
 	e.mu.Unlock()
 
-	e.sem <- struct{}{}
+	if !reserved {
+		e.sem <- struct{}{}
+	}
 	wg.Add(1)
 	go func() {
 		defer wg.Done()

@@ -341,6 +341,22 @@ type EventInsertParams struct {
 	// outbound requests.
 	MaxFanOut int
 	Now       time.Time
+	// LeaseTo, when set, hands the event's new deliveries straight to the
+	// engine that publishes it: each delivery to an endpoint that is neither
+	// paused nor excluded is inserted in_flight, leased to LeaseTo.Owner until
+	// LeaseTo.Until, in the transaction that commits the event, so the
+	// engine sends it without finding it again with a claim (NewDelivery).
+	// A duplicate returns the originals untouched.
+	LeaseTo *Lease
+}
+
+// Lease is the lease EventInsertParams.LeaseTo asks for: its holder, when
+// it expires, and the endpoints whose deliveries stay scheduled (those at
+// the holder's in-flight limit, as DeliveryClaimParams.ExcludeEndpoints).
+type Lease struct {
+	Owner            string
+	Until            time.Time
+	ExcludeEndpoints []string
 }
 
 // EventInsertResult is the outcome of one EventInsertParams.
@@ -353,6 +369,9 @@ type EventInsertResult struct {
 	// Err is ErrIdempotencyConflict (wrapped) when the key was used with a
 	// different body, or a *FanOutError; nothing was inserted.
 	Err error
+	// Leased are the new deliveries leased to EventInsertParams.LeaseTo,
+	// ready to send like claimed ones (also listed in Deliveries).
+	Leased []ClaimedDelivery
 }
 
 // Delivery is one event bound for one endpoint.

@@ -96,7 +96,7 @@ func ingest(ctx context.Context, tx pgx.Tx, params []*ledger.EventInsertParams) 
 	for i := range results {
 		if r := &results[i]; r.Err == nil && !r.Duplicate {
 			for _, d := range r.Deliveries {
-				delta.Add(d.EndpointID, ledger.StateScheduled, ledger.ResolutionNone, 1)
+				delta.Add(d.EndpointID, d.State, ledger.ResolutionNone, 1)
 			}
 		}
 	}
@@ -157,9 +157,14 @@ func newEvent(p *ledger.EventInsertParams, endpoints []fanoutEndpoint) ledger.Ev
 		CreatedAt:      now,
 	}
 	var ds []ledger.Delivery
+	var leased []ledger.ClaimedDelivery
 	for _, ep := range endpoints {
 		if eventtype.MatchAny(ep.eventTypes, p.Type) {
-			ds = append(ds, scheduledDelivery(e.ID, ep.id, now))
+			d := p.NewDelivery(ledger.NewID("dlv", now), e.ID, ep.id, ep.paused)
+			ds = append(ds, d)
+			if d.State == ledger.StateInFlight {
+				leased = append(leased, ledger.ClaimedDelivery{Delivery: d, Event: e, EndpointVersion: ep.version})
+			}
 		}
 	}
 	if err := ledger.CheckFanOut(p, len(ds)); err != nil {
@@ -168,7 +173,7 @@ func newEvent(p *ledger.EventInsertParams, endpoints []fanoutEndpoint) ledger.Ev
 	if len(ds) == 0 {
 		e.DropUndeliveredSecrets()
 	}
-	return ledger.EventInsertResult{Event: e, Deliveries: ds}
+	return ledger.EventInsertResult{Event: e, Deliveries: ds, Leased: leased}
 }
 
 // scheduledDelivery is a new delivery of event to endpoint, due at now.

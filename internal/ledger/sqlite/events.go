@@ -16,6 +16,8 @@ import (
 type subscriber struct {
 	id       string
 	patterns []string
+	paused   bool
+	version  int64
 }
 
 // EventInsertMany implements ledger.Store. The endpoints of each namespace
@@ -65,10 +67,10 @@ func (s *Store) insertEvent(t *wtx, p *ledger.EventInsertParams, subs map[string
 		}
 		subs[p.Namespace] = eps
 	}
-	var targets []string
+	var targets []subscriber
 	for _, ep := range eps {
 		if eventtype.MatchAny(ep.patterns, p.Type) {
-			targets = append(targets, ep.id)
+			targets = append(targets, ep)
 		}
 	}
 	if err := ledger.CheckFanOut(p, len(targets)); err != nil {
@@ -92,13 +94,16 @@ func (s *Store) insertEvent(t *wtx, p *ledger.EventInsertParams, subs map[string
 		return s.replayed(t, p)
 	}
 	res := ledger.EventInsertResult{Event: ev}
-	for _, id := range targets {
-		d, err := s.storeDelivery(t, ev.ID, id, p.Now)
-		if err != nil {
+	for _, ep := range targets {
+		d := p.NewDelivery(ledger.NewID("dlv", p.Now), ev.ID, ep.id, ep.paused)
+		if err := s.insertDelivery(t, d); err != nil {
 			return ledger.EventInsertResult{}, err
 		}
-		ds.Add(id, ledger.StateScheduled, ledger.ResolutionNone, 1)
+		ds.Add(ep.id, d.State, ledger.ResolutionNone, 1)
 		res.Deliveries = append(res.Deliveries, d)
+		if d.State == ledger.StateInFlight {
+			res.Leased = append(res.Leased, ledger.ClaimedDelivery{Delivery: d, Event: ev, EndpointVersion: ep.version})
+		}
 	}
 	if len(res.Deliveries) == 0 {
 		if err := s.markUndelivered(t, &res.Event, p.Now); err != nil {
@@ -165,12 +170,17 @@ func (s *Store) storeEventIfNew(t *wtx, ev ledger.Event) (bool, error) {
 
 // storeDelivery inserts a delivery scheduled at now and returns it.
 func (s *Store) storeDelivery(t *wtx, eventID, endpointID string, now time.Time) (ledger.Delivery, error) {
-	d := ledger.Delivery{
-		ID: ledger.NewID("dlv", now), EventID: eventID, EndpointID: endpointID,
-		State: ledger.StateScheduled, DueAt: now.UTC(), CreatedAt: now.UTC(),
-	}
-	_, err := t.stmt(s.ws.deliveryInsert).ExecContext(t.ctx, d.ID, eventID, endpointID, nanos(now))
-	return d, translate("insert delivery of event "+eventID+" to "+endpointID, err)
+	p := ledger.EventInsertParams{Now: now}
+	d := p.NewDelivery(ledger.NewID("dlv", now), eventID, endpointID, false)
+	return d, s.insertDelivery(t, d)
+}
+
+// insertDelivery inserts a new delivery (scheduled, or leased by its
+// publisher).
+func (s *Store) insertDelivery(t *wtx, d ledger.Delivery) error {
+	_, err := t.stmt(s.ws.deliveryInsert).ExecContext(t.ctx, d.ID, d.EventID, d.EndpointID, string(d.State),
+		nanos(d.DueAt), d.LeaseOwner, nullNanosPtr(d.LeaseUntil))
+	return translate("insert delivery of event "+d.EventID+" to "+d.EndpointID, err)
 }
 
 // subscribers loads the live endpoints of a namespace.
@@ -187,7 +197,7 @@ func (s *Store) subscribers(t *wtx, namespace string) ([]subscriber, error) {
 			sub   subscriber
 			types string
 		)
-		if err := rows.Scan(&sub.id, &types); err != nil {
+		if err := rows.Scan(&sub.id, &types, &sub.paused, &sub.version); err != nil {
 			return nil, translate(op, err)
 		}
 		if err := json.Unmarshal([]byte(types), &sub.patterns); err != nil {
