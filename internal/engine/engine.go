@@ -77,10 +77,15 @@ type Options struct {
 	// (default 1s); it bounds how late work inserted by another process is
 	// noticed.
 	IdleWait time.Duration
-	// PublishBatch and RecordBatch tune the group commits of ingest and of
-	// attempt records.
-	PublishBatch groupcommit.Options
-	RecordBatch  groupcommit.Options
+	// WriteBatch tunes the group commits of ingest and of attempt records
+	// (shared on a serial store: writes.go).
+	WriteBatch groupcommit.Options
+	// RecordWait is how long an attempt's record may wait, on a serial
+	// store, for a commit that ingest triggers before it commits alone
+	// (default 10ms; writes.go).
+	// Nobody waits on a record unless its worker or endpoint slot is
+	// wanted, and then it commits at once.
+	RecordWait time.Duration
 	// OnExhausted is called after an exhaustion is committed. It must not
 	// block: hand the notice to a queue.
 	OnExhausted func(ExhaustedNotice)
@@ -106,12 +111,13 @@ type Options struct {
 // with Run; Publish, RegisterEndpoint and the other methods may be called
 // before and while it runs.
 type Engine struct {
-	opts      Options
-	store     ledger.Store
-	publisher *groupcommit.Batcher[*ledger.EventInsertParams, ledger.EventInsertResult]
-	recorder  *groupcommit.Batcher[*ledger.AttemptRecordParams, ledger.AttemptRecordResult]
-	wakeCh    chan struct{}
-	sem       chan struct{}
+	opts  Options
+	store ledger.Store
+	// publisher and recorder group-commit ingest and attempt records; on
+	// a serial store they are one batcher (writes.go).
+	publisher, recorder *groupcommit.Batcher[writeItem, writeOutcome]
+	wakeCh              chan struct{}
+	sem                 chan struct{}
 	// sleepUntil is when the idle claim loop plans to look again (unix
 	// nanoseconds); work due earlier wakes it.
 	sleepUntil atomic.Int64
@@ -183,6 +189,9 @@ func New(opts Options) (*Engine, error) {
 	if opts.Logger.GetSink() == nil {
 		opts.Logger = logr.Discard()
 	}
+	if opts.RecordWait <= 0 {
+		opts.RecordWait = 10 * time.Millisecond
+	}
 	if opts.SweepInterval <= 0 {
 		opts.SweepInterval = time.Second
 	}
@@ -206,8 +215,11 @@ func New(opts Options) (*Engine, error) {
 		endpoints: map[string]*endpointState{},
 	}
 	e.backlog.Store(true) // until the first claim finds the queue drained
-	e.publisher = groupcommit.New(opts.Store.EventInsertMany, opts.PublishBatch)
-	e.recorder = groupcommit.New(opts.Store.AttemptRecordMany, opts.RecordBatch)
+	e.publisher = groupcommit.New(e.commitWrites, opts.WriteBatch)
+	e.recorder = e.publisher
+	if sw, ok := opts.Store.(ledger.SerialWriter); !ok || !sw.SerialWrites() {
+		e.recorder = groupcommit.New(e.commitWrites, opts.WriteBatch)
+	}
 	return e, nil
 }
 
@@ -247,7 +259,8 @@ func (e *Engine) wakeBy(t time.Time) {
 // claim loop. It implements httpapi.Publisher.
 func (e *Engine) Publish(ctx context.Context, params *ledger.EventInsertParams) (ledger.EventInsertResult, error) {
 	params, reserved := e.offerLease(params)
-	res, err := e.publisher.Do(ctx, params)
+	out, err := e.publisher.Do(ctx, writeItem{event: params})
+	res := out.event
 	e.opts.Metrics.observePublish(res, err)
 	if reserved {
 		e.handOff(&res, err)
@@ -504,7 +517,7 @@ func (e *Engine) attempt(ctx context.Context, ep *ledger.Endpoint, c *ledger.Cla
 
 	recordCtx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	rec, err := e.recorder.Do(recordCtx, &ledger.AttemptRecordParams{
+	written, err := e.record(recordCtx, ep.ID, &ledger.AttemptRecordParams{
 		DeliveryID: c.Delivery.ID,
 		Owner:      e.opts.Owner,
 		Attempt: ledger.Attempt{
@@ -518,6 +531,7 @@ func (e *Engine) attempt(ctx context.Context, ep *ledger.Endpoint, c *ledger.Cla
 		Next: out.next,
 		Now:  now,
 	})
+	rec := written.attempt
 	log := e.opts.Logger.WithValues("delivery", c.Delivery.ID, "event", c.Event.ID, "endpoint", ep.ID)
 	switch {
 	case err != nil:

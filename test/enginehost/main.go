@@ -29,6 +29,7 @@ import (
 	"github.com/hookkeeper/hookkeeper/internal/destination"
 	"github.com/hookkeeper/hookkeeper/internal/dispatch"
 	"github.com/hookkeeper/hookkeeper/internal/engine"
+	"github.com/hookkeeper/hookkeeper/internal/groupcommit"
 	"github.com/hookkeeper/hookkeeper/internal/httpapi"
 	"github.com/hookkeeper/hookkeeper/internal/ledger"
 	"github.com/hookkeeper/hookkeeper/internal/ledger/ledgerstore"
@@ -69,6 +70,7 @@ func main() {
 	flag.IntVar(&o.workers, "workers", 128, "concurrent attempts")
 	flag.DurationVar(&o.leaseMargin, "lease-margin", 15*time.Second, "lease margin over the attempt timeout")
 	flag.DurationVar(&o.idleWait, "idle-wait", time.Second, "longest sleep between claims")
+	flag.DurationVar(&o.writeDelay, "write-delay", 0, "how long a commit of ingest and attempt records may wait for more items (engine.Options.WriteBatch.MaxDelay; 0: the engine's default)")
 	flag.BoolVar(&o.verbose, "v", false, "log to stderr")
 	flag.StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile of the run to this file")
 	flag.StringVar(&blockProfile, "blockprofile", "", "write a blocking profile of the run to this file (where goroutines wait: locks, channels, I/O)")
@@ -127,7 +129,7 @@ func (o offsetClock) Now() time.Time { return time.Now().Add(time.Duration(o)) }
 type hostOptions struct {
 	ledger, pgSchema, listen, token, endpointsFile, instance string
 	workers                                                  int
-	leaseMargin, idleWait, readHeaderTimeout                 time.Duration
+	leaseMargin, idleWait, readHeaderTimeout, writeDelay     time.Duration
 	maxConnections                                           int
 	verbose                                                  bool
 	sender                                                   engine.Sender
@@ -159,7 +161,7 @@ func run(o hostOptions) error {
 
 	reg := prometheus.NewRegistry()
 	metrics := engine.NewMetrics(reg, store)
-	eng, err := engine.New(engine.Options{Store: store, Sender: o.sender, Instance: o.instance, Workers: o.workers, LeaseMargin: o.leaseMargin, IdleWait: o.idleWait, Logger: log, Metrics: metrics, Clock: o.clock})
+	eng, err := engine.New(engine.Options{Store: store, Sender: o.sender, Instance: o.instance, Workers: o.workers, LeaseMargin: o.leaseMargin, IdleWait: o.idleWait, WriteBatch: groupcommit.Options{MaxDelay: o.writeDelay}, Logger: log, Metrics: metrics, Clock: o.clock})
 	if err != nil {
 		return err
 	}

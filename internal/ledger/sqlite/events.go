@@ -26,18 +26,11 @@ func (s *Store) EventInsertMany(ctx context.Context, params []*ledger.EventInser
 	if len(params) == 0 {
 		return nil, nil
 	}
-	results := make([]ledger.EventInsertResult, len(params))
+	var results []ledger.EventInsertResult
 	err := s.write(ctx, "insert events", func(t *wtx) error {
-		subs := map[string][]subscriber{}
 		ds := ledger.StatsDelta{}
-		for i, p := range params {
-			res, err := s.insertEvent(t, p, subs, ds)
-			if err != nil {
-				return err
-			}
-			results[i] = res
-		}
-		if err := s.completeReissues(t, results, ds); err != nil {
+		var err error
+		if results, err = s.insertEvents(t, params, ds); err != nil {
 			return err
 		}
 		return applyStats(t, s.ws.statsApply, ds)
@@ -46,6 +39,48 @@ func (s *Store) EventInsertMany(ctx context.Context, params []*ledger.EventInser
 		return nil, err
 	}
 	return results, nil
+}
+
+// insertEvents applies a batch of inserts in t, adding their counter
+// changes to ds.
+func (s *Store) insertEvents(t *wtx, params []*ledger.EventInsertParams, ds ledger.StatsDelta) ([]ledger.EventInsertResult, error) {
+	results := make([]ledger.EventInsertResult, len(params))
+	subs := map[string][]subscriber{}
+	for i, p := range params {
+		res, err := s.insertEvent(t, p, subs, ds)
+		if err != nil {
+			return nil, err
+		}
+		results[i] = res
+	}
+	if err := s.completeReissues(t, results, ds); err != nil {
+		return nil, err
+	}
+	return results, nil
+}
+
+// WriteMany implements ledger.Store: the records, then the inserts, in one
+// write transaction, one counter update per endpoint.
+func (s *Store) WriteMany(ctx context.Context, w *ledger.WriteBatch) (ledger.WriteResult, error) {
+	var res ledger.WriteResult
+	if len(w.Attempts) == 0 && len(w.Events) == 0 {
+		return res, nil
+	}
+	err := s.write(ctx, "write attempts and events", func(t *wtx) error {
+		ds := ledger.StatsDelta{}
+		var err error
+		if res.Attempts, err = s.recordAttempts(t, w.Attempts, ds); err != nil {
+			return err
+		}
+		if res.Events, err = s.insertEvents(t, w.Events, ds); err != nil {
+			return err
+		}
+		return applyStats(t, s.ws.statsApply, ds)
+	})
+	if err != nil {
+		return ledger.WriteResult{}, err
+	}
+	return res, nil
 }
 
 // insertEvent applies one item of a batch. A returned error aborts the
