@@ -70,6 +70,7 @@ func main() {
 	flag.IntVar(&o.workers, "workers", 128, "concurrent attempts")
 	flag.DurationVar(&o.leaseMargin, "lease-margin", 15*time.Second, "lease margin over the attempt timeout")
 	flag.DurationVar(&o.idleWait, "idle-wait", time.Second, "longest sleep between claims")
+	flag.DurationVar(&o.recordWait, "record-wait", 0, "how long an attempt record may wait to share an insert's commit (engine.Options.RecordWait; 0: the engine's default)")
 	flag.DurationVar(&o.writeDelay, "write-delay", 0, "how long a commit of ingest and attempt records may wait for more items (engine.Options.WriteBatch.MaxDelay; 0: the engine's default)")
 	flag.BoolVar(&o.verbose, "v", false, "log to stderr")
 	flag.StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile of the run to this file")
@@ -130,6 +131,7 @@ type hostOptions struct {
 	ledger, pgSchema, listen, token, endpointsFile, instance string
 	workers                                                  int
 	leaseMargin, idleWait, readHeaderTimeout, writeDelay     time.Duration
+	recordWait                                               time.Duration
 	maxConnections                                           int
 	verbose                                                  bool
 	sender                                                   engine.Sender
@@ -161,7 +163,7 @@ func run(o hostOptions) error {
 
 	reg := prometheus.NewRegistry()
 	metrics := engine.NewMetrics(reg, store)
-	eng, err := engine.New(engine.Options{Store: store, Sender: o.sender, Instance: o.instance, Workers: o.workers, LeaseMargin: o.leaseMargin, IdleWait: o.idleWait, WriteBatch: groupcommit.Options{MaxDelay: o.writeDelay}, Logger: log, Metrics: metrics, Clock: o.clock})
+	eng, err := engine.New(engine.Options{Store: store, Sender: o.sender, Instance: o.instance, Workers: o.workers, LeaseMargin: o.leaseMargin, IdleWait: o.idleWait, WriteBatch: groupcommit.Options{MaxDelay: o.writeDelay}, RecordWait: o.recordWait, Logger: log, Metrics: metrics, Clock: o.clock})
 	if err != nil {
 		return err
 	}
