@@ -77,10 +77,15 @@ type Options struct {
 	// (default 1s); it bounds how late work inserted by another process is
 	// noticed.
 	IdleWait time.Duration
-	// PublishBatch and RecordBatch tune the group commits of ingest and of
-	// attempt records.
-	PublishBatch groupcommit.Options
-	RecordBatch  groupcommit.Options
+	// WriteBatch tunes the group commits of ingest and of attempt records
+	// (shared on a serial store: writes.go).
+	WriteBatch groupcommit.Options
+	// RecordWait is how long an attempt's record may wait, on a serial
+	// store, for a commit that ingest triggers before it commits alone
+	// (default 10ms; writes.go).
+	// Nobody waits on a record unless its worker or endpoint slot is
+	// wanted, and then it commits at once.
+	RecordWait time.Duration
 	// OnExhausted is called after an exhaustion is committed. It must not
 	// block: hand the notice to a queue.
 	OnExhausted func(ExhaustedNotice)
@@ -106,18 +111,33 @@ type Options struct {
 // with Run; Publish, RegisterEndpoint and the other methods may be called
 // before and while it runs.
 type Engine struct {
-	opts      Options
-	store     ledger.Store
-	publisher *groupcommit.Batcher[*ledger.EventInsertParams, ledger.EventInsertResult]
-	recorder  *groupcommit.Batcher[*ledger.AttemptRecordParams, ledger.AttemptRecordResult]
-	wakeCh    chan struct{}
-	sem       chan struct{}
+	opts  Options
+	store ledger.Store
+	// publisher and recorder group-commit ingest and attempt records; on
+	// a serial store they are one batcher (writes.go).
+	publisher, recorder *groupcommit.Batcher[writeItem, writeOutcome]
+	wakeCh              chan struct{}
+	sem                 chan struct{}
 	// sleepUntil is when the idle claim loop plans to look again (unix
 	// nanoseconds); work due earlier wakes it.
 	sleepUntil atomic.Int64
+	// backlog is set while the last claim found more due work than it
+	// took (or could take none): a publish then leaves its deliveries to
+	// the claims, which take them in due order, instead of leasing them
+	// itself (handoff.go).
+	backlog atomic.Bool
+	// running is what a publish needs to start attempts itself while Run
+	// runs (handoff.go).
+	running running
 
 	mu        sync.Mutex
 	endpoints map[string]*endpointState
+	// handoffs counts the publishes between offerLease and the start of
+	// their attempts, and claiming is set from a claim's slot count to the
+	// start of what it claimed: neither takes the slots the other counted
+	// on (handoff.go).
+	handoffs  int
+	claiming  bool
 	deferrals deferralLog // budget_deferrals.go
 }
 
@@ -169,6 +189,9 @@ func New(opts Options) (*Engine, error) {
 	if opts.Logger.GetSink() == nil {
 		opts.Logger = logr.Discard()
 	}
+	if opts.RecordWait <= 0 {
+		opts.RecordWait = 10 * time.Millisecond
+	}
 	if opts.SweepInterval <= 0 {
 		opts.SweepInterval = time.Second
 	}
@@ -191,8 +214,12 @@ func New(opts Options) (*Engine, error) {
 		sem:       make(chan struct{}, opts.Workers),
 		endpoints: map[string]*endpointState{},
 	}
-	e.publisher = groupcommit.New(opts.Store.EventInsertMany, opts.PublishBatch)
-	e.recorder = groupcommit.New(opts.Store.AttemptRecordMany, opts.RecordBatch)
+	e.backlog.Store(true) // until the first claim finds the queue drained
+	e.publisher = groupcommit.New(e.commitWrites, opts.WriteBatch)
+	e.recorder = e.publisher
+	if sw, ok := opts.Store.(ledger.SerialWriter); !ok || !sw.SerialWrites() {
+		e.recorder = groupcommit.New(e.commitWrites, opts.WriteBatch)
+	}
 	return e, nil
 }
 
@@ -225,12 +252,20 @@ func (e *Engine) wakeBy(t time.Time) {
 	}
 }
 
-// Publish commits an event (group-committed with concurrent calls) and
-// wakes the claim loop. It implements httpapi.Publisher.
+// Publish commits an event (group-committed with concurrent calls). While
+// Run runs with a free worker and no backlog, the event's deliveries are
+// leased to this engine in the same commit and their attempts start at
+// once (handoff.go); otherwise, or for what was not leased, it wakes the
+// claim loop. It implements httpapi.Publisher.
 func (e *Engine) Publish(ctx context.Context, params *ledger.EventInsertParams) (ledger.EventInsertResult, error) {
-	res, err := e.publisher.Do(ctx, params)
+	params, reserved := e.offerLease(params)
+	out, err := e.publisher.Do(ctx, writeItem{event: params})
+	res := out.event
 	e.opts.Metrics.observePublish(res, err)
-	if err == nil && res.Err == nil && !res.Duplicate && len(res.Deliveries) > 0 {
+	if reserved {
+		e.handOff(&res, err)
+	}
+	if err == nil && res.Err == nil && !res.Duplicate && len(res.Deliveries) > len(res.Leased) {
 		e.wake()
 	}
 	return res, err
@@ -273,7 +308,9 @@ func (e *Engine) Run(ctx context.Context) error {
 	attemptCtx, cutAttempts := context.WithCancel(context.WithoutCancel(ctx))
 	defer cutAttempts()
 	var wg sync.WaitGroup
+	e.running.start(ctx, attemptCtx, &wg)
 	defer func() {
+		e.running.stop() // no publish starts an attempt past here
 		grace := time.AfterFunc(e.opts.ShutdownGrace, cutAttempts)
 		defer grace.Stop()
 		wg.Wait()
@@ -320,11 +357,13 @@ func (e *Engine) Run(ctx context.Context) error {
 func (e *Engine) claimOnce(ctx, attemptCtx context.Context, wg *sync.WaitGroup) (time.Duration, error) {
 	free := cap(e.sem) - len(e.sem)
 	if free == 0 {
+		e.backlog.Store(true)
 		return e.opts.IdleWait, nil // a finishing attempt wakes us sooner
 	}
 	limit := min(free, e.opts.ClaimBatch)
 	now := e.opts.Clock.Now()
-	full, slots := e.endpointSlots()
+	full, slots := e.beginClaim()
+	defer e.endClaim()
 	claimed, err := e.store.DeliveryClaim(ctx, &ledger.DeliveryClaimParams{
 		Owner:            e.opts.Owner,
 		Now:              now,
@@ -336,12 +375,16 @@ func (e *Engine) claimOnce(ctx, attemptCtx context.Context, wg *sync.WaitGroup) 
 	if err != nil {
 		return 0, fmt.Errorf("claiming deliveries: %w", err)
 	}
+	// Full endpoints count as backlog too: a publish to one would only
+	// lease a delivery to release it.
+	e.backlog.Store(len(claimed) == limit || len(full) > 0)
 	started := 0
 	for i := range claimed {
-		if e.start(ctx, attemptCtx, wg, &claimed[i]) {
+		if e.start(ctx, attemptCtx, wg, &claimed[i], false) {
 			started++
 		}
 	}
+	e.endClaim()
 	if len(claimed) == limit && started > 0 {
 		return 0, nil
 	}
@@ -361,8 +404,17 @@ func (e *Engine) claimOnce(ctx, attemptCtx context.Context, wg *sync.WaitGroup) 
 
 // start begins the attempt for a claimed delivery under attemptCtx, or
 // releases it when its endpoint is at its in-flight or rate limit. It
-// reports whether an attempt started.
-func (e *Engine) start(ctx, attemptCtx context.Context, wg *sync.WaitGroup, c *ledger.ClaimedDelivery) bool {
+// reports whether an attempt started. reserved says the caller already
+// holds a worker slot for it, which start then owns (and frees if no
+// attempt starts).
+func (e *Engine) start(ctx, attemptCtx context.Context, wg *sync.WaitGroup, c *ledger.ClaimedDelivery, reserved bool) (started bool) {
+	if reserved {
+		defer func() {
+			if !started {
+				<-e.sem
+			}
+		}()
+	}
 	now := e.opts.Clock.Now()
 	st, err := e.endpointFor(ctx, c.Delivery.EndpointID, c.EndpointVersion)
 	if err != nil {
@@ -411,7 +463,9 @@ func (e *Engine) start(ctx, attemptCtx context.Context, wg *sync.WaitGroup, c *l
 	cfg := st.cfg
 	e.mu.Unlock()
 
-	e.sem <- struct{}{}
+	if !reserved {
+		e.sem <- struct{}{}
+	}
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
@@ -463,7 +517,7 @@ func (e *Engine) attempt(ctx context.Context, ep *ledger.Endpoint, c *ledger.Cla
 
 	recordCtx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	rec, err := e.recorder.Do(recordCtx, &ledger.AttemptRecordParams{
+	written, err := e.record(recordCtx, ep.ID, &ledger.AttemptRecordParams{
 		DeliveryID: c.Delivery.ID,
 		Owner:      e.opts.Owner,
 		Attempt: ledger.Attempt{
@@ -477,6 +531,7 @@ func (e *Engine) attempt(ctx context.Context, ep *ledger.Endpoint, c *ledger.Cla
 		Next: out.next,
 		Now:  now,
 	})
+	rec := written.attempt
 	log := e.opts.Logger.WithValues("delivery", c.Delivery.ID, "event", c.Event.ID, "endpoint", ep.ID)
 	switch {
 	case err != nil:

@@ -151,11 +151,18 @@ func (e *Engine) fullEndpoints() []string {
 func (e *Engine) endpointSlots() (full []string, slots map[string]int) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
+	return e.endpointSlotsLocked()
+}
+
+// endpointSlotsLocked is endpointSlots with e.mu held. A publish handing
+// off its deliveries (handoff.go) may take a slot of any endpoint, so each
+// one in progress counts against every endpoint's free slots.
+func (e *Engine) endpointSlotsLocked() (full []string, slots map[string]int) {
 	for id, st := range e.endpoints {
 		if st.cfg.MaxInFlight <= 0 {
 			continue
 		}
-		free := st.cfg.MaxInFlight - st.inFlight
+		free := st.cfg.MaxInFlight - st.inFlight - e.handoffs
 		if free <= 0 {
 			full = append(full, id)
 			continue

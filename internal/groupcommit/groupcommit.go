@@ -11,7 +11,10 @@
 // a lone item at once (no added latency), and a loaded one batches by
 // itself: the busier the store, the larger the batches. MaxDelay optionally
 // trades latency for larger batches by letting the committer wait for more
-// items, but the natural batching needs no timer.
+// items, but the natural batching needs no timer. An item whose caller
+// can wait (DoLazy) instead waits, up to its own bound, for a commit that
+// another item triggers: writes nobody waits on ride in the commits of
+// those somebody does.
 //
 // Cancellation is ambiguous by nature. A caller whose context ends while
 // its item is queued gets ctx.Err(): if the committer had not yet taken the
@@ -79,6 +82,9 @@ const (
 type call[Req, Res any] struct {
 	req      Req
 	queuedAt time.Time
+	// patience is how long the item may wait, once queued, for the commit
+	// that takes it: MaxDelay, or DoLazy's within.
+	patience time.Duration
 	state    atomic.Int32
 	res      Res
 	err      error
@@ -106,11 +112,23 @@ func New[Req, Res any](fn func(context.Context, []Req) ([]Res, error), opts Opti
 // ErrClosed after Close, and ctx.Err() if ctx ends first, in which case the
 // item may or may not have been committed (see the package documentation).
 func (b *Batcher[Req, Res]) Do(ctx context.Context, req Req) (Res, error) {
+	return b.do(ctx, req, b.opts.MaxDelay)
+}
+
+// DoLazy is Do for an item whose caller can wait: it may stay queued for up
+// to within (or MaxDelay, if longer) so that it rides in a commit another
+// item triggers instead of costing one of its own. An item queued with Do
+// (and no MaxDelay) still commits at once, taking the lazy ones with it.
+func (b *Batcher[Req, Res]) DoLazy(ctx context.Context, req Req, within time.Duration) (Res, error) {
+	return b.do(ctx, req, max(within, b.opts.MaxDelay))
+}
+
+func (b *Batcher[Req, Res]) do(ctx context.Context, req Req, patience time.Duration) (Res, error) {
 	var zero Res
 	if err := ctx.Err(); err != nil {
 		return zero, err
 	}
-	c := &call[Req, Res]{req: req, queuedAt: time.Now(), done: make(chan struct{})}
+	c := &call[Req, Res]{req: req, queuedAt: time.Now(), patience: patience, done: make(chan struct{})}
 	b.mu.Lock()
 	if b.closed {
 		b.mu.Unlock()
@@ -175,9 +193,10 @@ func (b *Batcher[Req, Res]) run() {
 }
 
 // collect waits for a first item and takes everything queued (up to
-// MaxBatch); with MaxDelay it then waits for more until the first item has
-// been queued for MaxDelay, the batch is full, or the batcher closes. done
-// reports that the batcher is closed and drained.
+// MaxBatch); it then waits for more while every item in the batch may
+// still wait (its patience: MaxDelay, or DoLazy's within), until one's
+// runs out, the batch is full, or the batcher closes. done reports that
+// the batcher is closed and drained.
 func (b *Batcher[Req, Res]) collect(batch []*call[Req, Res]) (_ []*call[Req, Res], done bool) {
 	for {
 		var closed bool
@@ -190,16 +209,22 @@ func (b *Batcher[Req, Res]) collect(batch []*call[Req, Res]) (_ []*call[Req, Res
 		}
 		<-b.wake
 	}
-	if b.opts.MaxDelay <= 0 || len(batch) >= b.opts.MaxBatch {
-		return batch, false
-	}
-	wait := b.opts.MaxDelay - time.Since(batch[0].queuedAt)
-	if wait <= 0 {
-		return batch, false
-	}
-	timer := time.NewTimer(wait)
-	defer timer.Stop()
+	var timer *time.Timer
+	defer func() {
+		if timer != nil {
+			timer.Stop()
+		}
+	}()
 	for len(batch) < b.opts.MaxBatch {
+		wait := time.Until(deadline(batch))
+		if wait <= 0 {
+			return batch, false
+		}
+		if timer == nil {
+			timer = time.NewTimer(wait)
+		} else {
+			timer.Reset(wait)
+		}
 		select {
 		case <-b.wake:
 			var closed bool
@@ -211,6 +236,17 @@ func (b *Batcher[Req, Res]) collect(batch []*call[Req, Res]) (_ []*call[Req, Res
 		}
 	}
 	return batch, false
+}
+
+// deadline is when the least patient item of batch stops waiting.
+func deadline[Req, Res any](batch []*call[Req, Res]) time.Time {
+	d := batch[0].queuedAt.Add(batch[0].patience)
+	for _, c := range batch[1:] {
+		if t := c.queuedAt.Add(c.patience); t.Before(d) {
+			d = t
+		}
+	}
+	return d
 }
 
 // take moves queued items into batch, up to MaxBatch, skipping those whose

@@ -459,3 +459,74 @@ func BenchmarkDo(b *testing.B) {
 		})
 	}
 }
+
+// TestLazyItemRidesWithTheNextEagerOne: a lazy item whose bound is far
+// longer than the test waits queued until an eager item arrives, and both
+// go in one commit, lazy first.
+func TestLazyItemRidesWithTheNextEagerOne(t *testing.T) {
+	g := newGate()
+	b, queued := newGated(t, g, Options{})
+	out := make(chan outcome, 2)
+	go func() {
+		res, err := b.DoLazy(context.Background(), 1, time.Hour)
+		out <- outcome{1, res, err}
+	}()
+	<-queued
+	select {
+	case got := <-g.batches:
+		t.Fatalf("lazy item committed alone: %v", got)
+	default:
+	}
+	submit(context.Background(), b, 2, out)
+	<-queued
+	if got := <-g.batches; !slices.Equal(got, []int{1, 2}) {
+		t.Fatalf("batch = %v, want [1 2]", got)
+	}
+	g.release <- nil
+	for range 2 {
+		if o := <-out; o.err != nil || o.res != fmt.Sprint("r", o.req) {
+			t.Errorf("item %d: %q, %v", o.req, o.res, o.err)
+		}
+	}
+}
+
+// TestLazyItemAloneCommitsAfterItsBound: with nothing else coming, a lazy
+// item is committed once its bound passed.
+func TestLazyItemAloneCommitsAfterItsBound(t *testing.T) {
+	var commits atomic.Int32
+	b := New(func(_ context.Context, reqs []int) ([]int, error) { commits.Add(1); return reqs, nil }, Options{})
+	defer b.Close()
+	start := time.Now()
+	if got, err := b.DoLazy(context.Background(), 3, 20*time.Millisecond); err != nil || got != 3 {
+		t.Fatalf("DoLazy = %d, %v", got, err)
+	}
+	if waited := time.Since(start); waited < 20*time.Millisecond {
+		t.Errorf("committed after %s, before its 20ms bound", waited)
+	}
+	if n := commits.Load(); n != 1 {
+		t.Errorf("%d commits, want 1", n)
+	}
+}
+
+// TestCloseCommitsLazyItemsAtOnce: closing does not wait out a lazy
+// item's bound.
+func TestCloseCommitsLazyItemsAtOnce(t *testing.T) {
+	g := newGate()
+	b, queued := newGated(t, g, Options{})
+	out := make(chan outcome, 1)
+	go func() {
+		res, err := b.DoLazy(context.Background(), 1, time.Hour)
+		out <- outcome{1, res, err}
+	}()
+	<-queued
+	closed := make(chan struct{})
+	go func() { b.Close(); close(closed) }()
+	if got := <-g.batches; !slices.Equal(got, []int{1}) {
+		t.Fatalf("batch = %v, want [1]", got)
+	}
+	g.release <- nil
+	if o := <-out; o.err != nil {
+		t.Fatal(o.err)
+	}
+	<-closed
+}

@@ -78,6 +78,13 @@ type Store interface {
 	// batch behaves as if the calls were sequential. The returned error is
 	// for the whole batch (nothing was committed).
 	EventInsertMany(ctx context.Context, params []*EventInsertParams) ([]EventInsertResult, error)
+	// WriteMany commits w.Attempts and w.Events in one transaction, with
+	// the results AttemptRecordMany(w.Attempts) and then
+	// EventInsertMany(w.Events) would give (either may be empty); the
+	// returned error is for the whole batch. It lets ingest and attempt
+	// records share one commit: at low rates an event's insert and the
+	// previous event's record cost one fsync, not two.
+	WriteMany(ctx context.Context, w *WriteBatch) (WriteResult, error)
 
 	// DeliveryClaim leases up to Limit due deliveries to Owner until
 	// Now+LeaseFor, earliest due first: scheduled deliveries due at or before
@@ -351,6 +358,43 @@ type EventInsertParams struct {
 	// outbound requests.
 	MaxFanOut int
 	Now       time.Time
+	// LeaseTo, when set, hands the event's new deliveries straight to the
+	// engine that publishes it: each delivery to an endpoint that is neither
+	// paused nor excluded is inserted in_flight, leased to LeaseTo.Owner until
+	// LeaseTo.Until, in the transaction that commits the event, so the
+	// engine sends it without finding it again with a claim (NewDelivery).
+	// A duplicate returns the originals untouched.
+	LeaseTo *Lease
+}
+
+// SerialWriter is implemented by a store that commits one transaction at
+// a time (SQLite's single writer): there, ingest and attempt records
+// sharing commits through WriteMany is pure gain, while on a store that
+// commits concurrently (PostgreSQL) separate commits overlap instead.
+type SerialWriter interface {
+	SerialWrites() bool
+}
+
+// WriteBatch is what WriteMany commits.
+type WriteBatch struct {
+	Attempts []*AttemptRecordParams
+	Events   []*EventInsertParams
+}
+
+// WriteResult holds WriteMany's results, one per item of the batch, in
+// order.
+type WriteResult struct {
+	Attempts []AttemptRecordResult
+	Events   []EventInsertResult
+}
+
+// Lease is the lease EventInsertParams.LeaseTo asks for: its holder, when
+// it expires, and the endpoints whose deliveries stay scheduled (those at
+// the holder's in-flight limit, as DeliveryClaimParams.ExcludeEndpoints).
+type Lease struct {
+	Owner            string
+	Until            time.Time
+	ExcludeEndpoints []string
 }
 
 // EventInsertResult is the outcome of one EventInsertParams.
@@ -363,6 +407,9 @@ type EventInsertResult struct {
 	// Err is ErrIdempotencyConflict (wrapped) when the key was used with a
 	// different body, or a *FanOutError; nothing was inserted.
 	Err error
+	// Leased are the new deliveries leased to EventInsertParams.LeaseTo,
+	// ready to send like claimed ones (also listed in Deliveries).
+	Leased []ClaimedDelivery
 }
 
 // Delivery is one event bound for one endpoint.

@@ -1,6 +1,9 @@
 package ledger
 
-import "time"
+import (
+	"slices"
+	"time"
+)
 
 // The states of a delivery and every transition between them, each stated
 // once in this package. The drivers gather the facts, call the rule and
@@ -11,6 +14,8 @@ import "time"
 //	from                        to                                   by, rule
 //	-                           scheduled                            EventInsertMany, recovery retry or
 //	                                                                 reissue, dead letter: StatsDelta.Add
+//	-                           in_flight (leased to the publisher)  EventInsertMany with LeaseTo:
+//	                                                                 EventInsertParams.NewDelivery
 //	scheduled                   in_flight                            DeliveryClaim (per-endpoint cap:
 //	                                                                 CapSlots)
 //	in_flight (lease expired)   in_flight (new holder)               DeliveryClaim
@@ -34,6 +39,21 @@ import "time"
 // delivery settles its secrets by SettledEvents and SettleSecrets, and
 // SecretsScrubDue sweeps by ScrubDueSecrets (secretrules.go); Prune ages
 // events out by PruneStages and PruneStage.Prunes (prunerules.go).
+
+// NewDelivery is the delivery p creates to an endpoint (paused or not):
+// scheduled, due at p.Now; or, when p.LeaseTo is set and the endpoint is
+// neither paused nor in p.LeaseTo.ExcludeEndpoints, in_flight and leased to
+// p.LeaseTo, as if claimed in the same transaction. Drivers insert it as returned and count it with
+// StatsDelta.Add(endpointID, d.State, ResolutionNone, 1).
+func (p *EventInsertParams) NewDelivery(id, eventID, endpointID string, paused bool) Delivery {
+	now := p.Now.UTC()
+	d := Delivery{ID: id, EventID: eventID, EndpointID: endpointID, State: StateScheduled, DueAt: now, CreatedAt: now}
+	if p.LeaseTo != nil && !paused && !slices.Contains(p.LeaseTo.ExcludeEndpoints, endpointID) {
+		until := p.LeaseTo.Until.UTC()
+		d.State, d.LeaseOwner, d.LeaseUntil = StateInFlight, p.LeaseTo.Owner, &until
+	}
+	return d
+}
 
 // AttemptTransition is what a recorded attempt does to the delivery in
 // in_flight whose lease the recorder holds: the attempt is counted, the

@@ -117,3 +117,34 @@ func TestAckTransitionStats(t *testing.T) {
 		}
 	}
 }
+
+func TestNewDelivery(t *testing.T) {
+	now := time.Date(2030, 1, 1, 0, 1, 0, 0, time.FixedZone("x", 3600))
+	until := now.Add(time.Minute)
+	scheduled := Delivery{ID: "dlv_1", EventID: "evt_1", EndpointID: "ns/ep", State: StateScheduled, DueAt: now.UTC(), CreatedAt: now.UTC()}
+	leased := scheduled
+	leased.State, leased.LeaseOwner, leased.LeaseUntil = StateInFlight, "w1", ptrTo(until.UTC())
+	for _, tc := range []struct {
+		name    string
+		leaseTo *Lease
+		paused  bool
+		want    Delivery
+	}{
+		{"no lease asked: scheduled", nil, false, scheduled},
+		{"lease asked: in flight, leased", &Lease{Owner: "w1", Until: until}, false, leased},
+		{"paused endpoint: scheduled despite the lease", &Lease{Owner: "w1", Until: until}, true, scheduled},
+		{"paused, no lease: scheduled", nil, true, scheduled},
+		{"excluded endpoint: scheduled", &Lease{Owner: "w1", Until: until, ExcludeEndpoints: []string{"ns/other", "ns/ep"}}, false, scheduled},
+		{"another endpoint excluded: leased", &Lease{Owner: "w1", Until: until, ExcludeEndpoints: []string{"ns/other"}}, false, leased},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := &EventInsertParams{Now: now, LeaseTo: tc.leaseTo}
+			got := p.NewDelivery("dlv_1", "evt_1", "ns/ep", tc.paused)
+			if diff := cmp.Diff(tc.want, got); diff != "" {
+				t.Fatalf("NewDelivery (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func ptrTo[T any](v T) *T { return &v }

@@ -16,6 +16,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"runtime"
 	"runtime/pprof"
 	"syscall"
 	"time"
@@ -28,6 +29,7 @@ import (
 	"github.com/hookkeeper/hookkeeper/internal/destination"
 	"github.com/hookkeeper/hookkeeper/internal/dispatch"
 	"github.com/hookkeeper/hookkeeper/internal/engine"
+	"github.com/hookkeeper/hookkeeper/internal/groupcommit"
 	"github.com/hookkeeper/hookkeeper/internal/httpapi"
 	"github.com/hookkeeper/hookkeeper/internal/ledger"
 	"github.com/hookkeeper/hookkeeper/internal/ledger/ledgerstore"
@@ -56,6 +58,7 @@ func main() {
 	var (
 		o                   hostOptions
 		cpuProfile          string
+		blockProfile        string
 		allowedDestinations string
 		clockOffset         time.Duration
 	)
@@ -67,8 +70,11 @@ func main() {
 	flag.IntVar(&o.workers, "workers", 128, "concurrent attempts")
 	flag.DurationVar(&o.leaseMargin, "lease-margin", 15*time.Second, "lease margin over the attempt timeout")
 	flag.DurationVar(&o.idleWait, "idle-wait", time.Second, "longest sleep between claims")
+	flag.DurationVar(&o.recordWait, "record-wait", 0, "how long an attempt record may wait to share an insert's commit (engine.Options.RecordWait; 0: the engine's default)")
+	flag.DurationVar(&o.writeDelay, "write-delay", 0, "how long a commit of ingest and attempt records may wait for more items (engine.Options.WriteBatch.MaxDelay; 0: the engine's default)")
 	flag.BoolVar(&o.verbose, "v", false, "log to stderr")
 	flag.StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile of the run to this file")
+	flag.StringVar(&blockProfile, "blockprofile", "", "write a blocking profile of the run to this file (where goroutines wait: locks, channels, I/O)")
 	flag.StringVar(&allowedDestinations, "allowed-destination-cidrs", "127.0.0.0/8,::1/128", "CIDRs delivered to despite the manager's default-deny destination policy (loopback, where the tests' receivers are)")
 	flag.DurationVar(&o.readHeaderTimeout, "api-read-header-timeout", httpapi.ServerReadHeaderTimeout, "how long the API waits for a request's headers")
 	flag.IntVar(&o.maxConnections, "api-max-connections", httpapi.DefaultMaxConnections, "most connections the API holds open")
@@ -86,6 +92,10 @@ func main() {
 			defer pprof.StopCPUProfile()
 		}
 	}
+	if blockProfile != "" {
+		runtime.SetBlockProfileRate(int(100 * time.Microsecond))
+		defer writeBlockProfile(blockProfile)
+	}
 	clock := offsetClock(clockOffset)
 	sender := dispatch.NewGuardedSender(destination.New(destination.Options{Allowed: allowed}))
 	sender.Now = clock.Now
@@ -94,6 +104,19 @@ func main() {
 		fmt.Fprintln(os.Stderr, "enginehost:", err)
 		pprof.StopCPUProfile()
 		os.Exit(1)
+	}
+}
+
+// writeBlockProfile writes the blocking profile gathered since the start.
+func writeBlockProfile(path string) {
+	f, err := os.Create(path)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "enginehost: --blockprofile:", err)
+		return
+	}
+	defer f.Close()
+	if err := pprof.Lookup("block").WriteTo(f, 0); err != nil {
+		fmt.Fprintln(os.Stderr, "enginehost: --blockprofile:", err)
 	}
 }
 
@@ -107,7 +130,8 @@ func (o offsetClock) Now() time.Time { return time.Now().Add(time.Duration(o)) }
 type hostOptions struct {
 	ledger, pgSchema, listen, token, endpointsFile, instance string
 	workers                                                  int
-	leaseMargin, idleWait, readHeaderTimeout                 time.Duration
+	leaseMargin, idleWait, readHeaderTimeout, writeDelay     time.Duration
+	recordWait                                               time.Duration
 	maxConnections                                           int
 	verbose                                                  bool
 	sender                                                   engine.Sender
@@ -139,7 +163,7 @@ func run(o hostOptions) error {
 
 	reg := prometheus.NewRegistry()
 	metrics := engine.NewMetrics(reg, store)
-	eng, err := engine.New(engine.Options{Store: store, Sender: o.sender, Instance: o.instance, Workers: o.workers, LeaseMargin: o.leaseMargin, IdleWait: o.idleWait, Logger: log, Metrics: metrics, Clock: o.clock})
+	eng, err := engine.New(engine.Options{Store: store, Sender: o.sender, Instance: o.instance, Workers: o.workers, LeaseMargin: o.leaseMargin, IdleWait: o.idleWait, WriteBatch: groupcommit.Options{MaxDelay: o.writeDelay}, RecordWait: o.recordWait, Logger: log, Metrics: metrics, Clock: o.clock})
 	if err != nil {
 		return err
 	}

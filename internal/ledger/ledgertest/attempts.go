@@ -10,6 +10,56 @@ import (
 
 func exerciseAttempts(t *testing.T, newStore func(t *testing.T) ledger.Store) {
 	subtests(t, newStore, map[string]func(t *testing.T, f *fixture){
+		"WriteManyIsRecordThenInsertInOneCommit": func(t *testing.T, f *fixture) {
+			// One batch records an attempt (and a stale one that fails
+			// alone) and ingests a new event, a duplicate and a conflict:
+			// each item gets what AttemptRecordMany then EventInsertMany
+			// would give it, and the counters move by both.
+			f.upsert(endpoint("shop", "all", "*"), t0)
+			first := event("shop", "order.created", t0)
+			first.IdempotencyKey = "k1"
+			orig := f.insert(first)[0]
+			c := f.claimOne("w", t0)
+			fresh := event("shop", "order.created", at(time.Second))
+			fresh.LeaseTo = &ledger.Lease{Owner: "w", Until: at(time.Minute)}
+			dup := event("shop", "order.created", at(time.Second))
+			dup.ID, dup.Data, dup.BodyHash, dup.IdempotencyKey = first.ID, first.Data, first.BodyHash, "k1"
+			conflict := event("shop", "order.created", at(time.Second))
+			conflict.IdempotencyKey = "k1"
+			res, err := f.s.WriteMany(f.ctx, &ledger.WriteBatch{
+				Attempts: []*ledger.AttemptRecordParams{
+					attempt(c.Delivery.ID, "w", at(time.Second), 204, ledger.Next{State: ledger.StateDelivered}),
+					attempt(c.Delivery.ID, "other", at(time.Second), 204, ledger.Next{State: ledger.StateDelivered}),
+				},
+				Events: []*ledger.EventInsertParams{fresh, dup, conflict},
+			})
+			if err != nil {
+				t.Fatalf("WriteMany: %v", err)
+			}
+			if len(res.Attempts) != 2 || len(res.Events) != 3 {
+				t.Fatalf("WriteMany: %d attempt and %d event results, want 2 and 3", len(res.Attempts), len(res.Events))
+			}
+			if res.Attempts[0].Err != nil || res.Attempts[0].Delivery.State != ledger.StateDelivered {
+				t.Fatalf("recorded attempt: err %v, state %s", res.Attempts[0].Err, res.Attempts[0].Delivery.State)
+			}
+			wantEqual(t, "recorded delivery as stored", f.delivery(c.Delivery.ID), res.Attempts[0].Delivery)
+			wantErr(t, "stale owner's attempt", res.Attempts[1].Err, ledger.ErrLeaseLost)
+			if r := res.Events[0]; r.Err != nil || r.Duplicate || len(r.Leased) != 1 {
+				t.Fatalf("new event: err %v duplicate %v leased %d", r.Err, r.Duplicate, len(r.Leased))
+			}
+			wantEqual(t, "new event's delivery as stored", f.delivery(res.Events[0].Deliveries[0].ID), res.Events[0].Deliveries[0])
+			if r := res.Events[1]; !r.Duplicate || r.Event.ID != orig.Event.ID {
+				t.Fatalf("duplicate: Duplicate %v, event %s, want %s", r.Duplicate, r.Event.ID, orig.Event.ID)
+			}
+			wantErr(t, "conflicting key", res.Events[2].Err, ledger.ErrIdempotencyConflict)
+			f.wantCounts("shop/all", counts{InFlight: 1, Delivered: 1})
+			if st := f.stats("shop/all"); st.LastSuccessAt == nil || !st.LastSuccessAt.Equal(at(time.Second)) {
+				t.Fatalf("LastSuccessAt = %v, want %v", st.LastSuccessAt, at(time.Second))
+			}
+			if empty, err := f.s.WriteMany(f.ctx, &ledger.WriteBatch{}); err != nil || len(empty.Attempts)+len(empty.Events) != 0 {
+				t.Fatalf("empty WriteMany: %+v, %v", empty, err)
+			}
+		},
 		"RetryThenDelivered": func(t *testing.T, f *fixture) {
 			f.upsert(endpoint("shop", "all", "*"), t0)
 			id := f.publish("shop", "order.created", t0).Deliveries[0].ID

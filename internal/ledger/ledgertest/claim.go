@@ -1,6 +1,7 @@
 package ledgertest
 
 import (
+	"slices"
 	"testing"
 	"time"
 
@@ -94,6 +95,104 @@ func exerciseClaim(t *testing.T, newStore func(t *testing.T) ledger.Store) {
 					t.Fatalf("delivery %s past the slots: state %s, owner %q; want scheduled, unowned", id, d.State, d.LeaseOwner)
 				}
 			}
+		},
+		"LeaseToHandsNewDeliveriesToThePublisher": func(t *testing.T, f *fixture) {
+			// Two live endpoints and a paused one match: the live ones'
+			// deliveries are inserted leased to the publisher (as a claim
+			// would have leased them, counted in flight), the paused one's
+			// scheduled. Nobody can claim a leased one before its lease
+			// ends; its holder records the attempt like a claimed one's.
+			paused := endpoint("shop", "paused", "*")
+			paused.Paused = true
+			f.upsert(paused, t0)
+			f.upsert(endpoint("shop", "a", "*"), t0)
+			f.upsert(endpoint("shop", "b", "*"), t0)
+			f.upsert(endpoint("shop", "b", "*"), t0) // version 2
+			p := event("shop", "order.created", t0)
+			p.Secrets, p.SecretNames = sensitive.Bytes(`{"token":"tok_1"}`), []string{"token"}
+			p.IdempotencyKey = "k1"
+			until := t0.Add(30 * time.Second)
+			p.LeaseTo = &ledger.Lease{Owner: "w", Until: until}
+			res := f.insert(p)[0]
+			if res.Err != nil || res.Duplicate || len(res.Deliveries) != 3 {
+				t.Fatalf("insert: err %v duplicate %v, %d deliveries", res.Err, res.Duplicate, len(res.Deliveries))
+			}
+			for _, d := range res.Deliveries {
+				wantEqual(t, "DeliveryGet of "+d.EndpointID, f.delivery(d.ID), d)
+				wantEqual(t, "the rule's delivery to "+d.EndpointID, d, p.NewDelivery(d.ID, d.EventID, d.EndpointID, d.EndpointID == "shop/paused"))
+			}
+			wantEqual(t, "leased endpoints", endpointsOfClaimed(res.Leased), []string{"shop/a", "shop/b"})
+			for _, c := range res.Leased {
+				d := c.Delivery
+				if d.State != ledger.StateInFlight || d.LeaseOwner != "w" || d.LeaseUntil == nil || !d.LeaseUntil.Equal(until) {
+					t.Fatalf("leased delivery %s: state %s owner %q until %v", d.ID, d.State, d.LeaseOwner, d.LeaseUntil)
+				}
+				wantEqual(t, "leased delivery as stored", f.delivery(d.ID), d)
+				want := map[string]int64{"shop/a": 1, "shop/b": 2}[d.EndpointID]
+				if c.EndpointVersion != want {
+					t.Fatalf("leased delivery to %s: EndpointVersion %d, want %d", d.EndpointID, c.EndpointVersion, want)
+				}
+				if string(c.Event.Secrets.Reveal()) != `{"token":"tok_1"}` || c.Event.ID != res.Event.ID {
+					t.Fatalf("leased delivery's event %s, secrets %q", c.Event.ID, c.Event.Secrets.Reveal())
+				}
+			}
+			f.wantCounts("shop/a", counts{InFlight: 1})
+			f.wantCounts("shop/b", counts{InFlight: 1})
+			f.wantCounts("shop/paused", counts{Pending: 1})
+			if got := f.claim("x", until.Add(-time.Nanosecond), time.Minute, 10); len(got) != 0 {
+				t.Fatalf("claimed %v while leased to the publisher", claimedIDs(got))
+			}
+			// A duplicate answers the originals and leases nothing more.
+			dup := event("shop", "order.created", at(time.Second))
+			dup.ID, dup.Data, dup.BodyHash, dup.IdempotencyKey = p.ID, p.Data, p.BodyHash, "k1"
+			dup.LeaseTo = &ledger.Lease{Owner: "y", Until: at(time.Minute)}
+			again := f.insert(dup)[0]
+			if !again.Duplicate || len(again.Leased) != 0 {
+				t.Fatalf("duplicate: Duplicate %v, leased %v", again.Duplicate, claimedIDs(again.Leased))
+			}
+			wantEqual(t, "duplicate's deliveries", byID(again.Deliveries), byID(res.Deliveries))
+			a := res.Leased[0].Delivery
+			got := f.mustRecord(attempt(a.ID, "w", at(time.Second), 204, ledger.Next{State: ledger.StateDelivered}))
+			if got.State != ledger.StateDelivered || got.Attempts != 1 {
+				t.Fatalf("recorded: state %s attempts %d", got.State, got.Attempts)
+			}
+			f.wantCounts("shop/a", counts{Delivered: 1})
+			// The other one's lease runs out: it returns to the pool.
+			c := f.claimOne("x", until)
+			if c.Delivery.ID != res.Leased[1].Delivery.ID || c.Delivery.LeaseOwner != "x" {
+				t.Fatalf("after the lease: claimed %s by %q", c.Delivery.ID, c.Delivery.LeaseOwner)
+			}
+			f.wantCounts("shop/b", counts{InFlight: 1})
+		},
+		"LeaseToInABatchWithoutIt": func(t *testing.T, f *fixture) {
+			// One batch mixes a publisher that takes its deliveries (but
+			// not those of an endpoint it excludes) and one that leaves
+			// them to claims.
+			f.upsert(endpoint("shop", "all", "*"), t0)
+			leased, plain := event("shop", "order.created", t0), event("shop", "order.created", t0)
+			leased.LeaseTo = &ledger.Lease{Owner: "w", Until: at(time.Minute), ExcludeEndpoints: []string{"shop/full"}}
+			f.upsert(endpoint("shop", "full", "*"), t0)
+			res := f.insert(plain, leased)
+			for i := range res {
+				res[i].Deliveries = slices.DeleteFunc(res[i].Deliveries, func(d ledger.Delivery) bool {
+					if d.EndpointID != "shop/full" {
+						return false
+					}
+					if d.State != ledger.StateScheduled {
+						t.Fatalf("delivery to the excluded endpoint: state %s", d.State)
+					}
+					return true
+				})
+			}
+			if len(res[0].Leased) != 0 || res[0].Deliveries[0].State != ledger.StateScheduled {
+				t.Fatalf("without LeaseTo: state %s, leased %v", res[0].Deliveries[0].State, claimedIDs(res[0].Leased))
+			}
+			if len(res[1].Leased) != 1 || res[1].Leased[0].Delivery.ID != res[1].Deliveries[0].ID {
+				t.Fatalf("with LeaseTo: leased %v of %v", claimedIDs(res[1].Leased), idsOf(res[1].Deliveries))
+			}
+			f.wantCounts("shop/all", counts{Pending: 1, InFlight: 1})
+			f.wantCounts("shop/full", counts{Pending: 2})
+			wantEqual(t, "claimable", claimedIDs(f.claim("x", t0, time.Minute, 10, "shop/full")), []string{res[0].Deliveries[0].ID})
 		},
 		"SkipsPausedDeletedAndExcluded": func(t *testing.T, f *fixture) {
 			paused := endpoint("shop", "paused", "*")

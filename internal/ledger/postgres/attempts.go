@@ -28,7 +28,7 @@ func (s *Store) AttemptRecordMany(ctx context.Context, params []*ledger.AttemptR
 	var results []ledger.AttemptRecordResult
 	err := s.tx(ctx, op, func(tx pgx.Tx) error {
 		var err error
-		results, err = record(ctx, tx, params)
+		results, err = record(ctx, tx, params, nil)
 		return err
 	})
 	if err != nil {
@@ -48,18 +48,26 @@ type recordEndpoint struct {
 	namespace, deadLetter, owner string
 }
 
-func record(ctx context.Context, tx pgx.Tx, params []*ledger.AttemptRecordParams) ([]ledger.AttemptRecordResult, error) {
+// record applies a batch of attempt records in tx. Its counter changes go
+// to shared when given (the caller applies them), else with its writes.
+func record(ctx context.Context, tx pgx.Tx, params []*ledger.AttemptRecordParams, shared ledger.StatsDelta) ([]ledger.AttemptRecordResult, error) {
+	results := make([]ledger.AttemptRecordResult, len(params))
+	if len(params) == 0 {
+		return results, nil
+	}
 	endpoints, deliveries, err := lockForRecord(ctx, tx, params)
 	if err != nil {
 		return nil, err
 	}
-	results := make([]ledger.AttemptRecordResult, len(params))
 	var (
 		attempts    attemptRows
 		changed     []string
 		deadLetters eventBatch
-		delta       = ledger.StatsDelta{}
+		delta       = shared
 	)
+	if delta == nil {
+		delta = ledger.StatsDelta{}
+	}
 	for i, p := range params {
 		res := &results[i]
 		cur := deliveries[p.DeliveryID]
@@ -112,7 +120,9 @@ func record(ctx context.Context, tx pgx.Tx, params []*ledger.AttemptRecordParams
 	}
 	queueSettle(b, settled)
 	queueFirstAttempts(b, firsts)
-	queueStats(b, delta)
+	if shared == nil {
+		queueStats(b, delta)
+	}
 	queueOutcomes(b, outcomes)
 	if b.Len() > 0 {
 		if err := tx.SendBatch(ctx, b).Close(); err != nil {

@@ -83,11 +83,13 @@ type eventBatch struct {
 	secretEvents []string
 	secretValues [][]byte
 
-	dlvIDs, dlvEvents, dlvEndpoints []string
-	dlvDueAt                        []int64
+	dlvIDs, dlvEvents, dlvEndpoints, dlvStates, dlvOwners []string
+	dlvDueAt                                              []int64
+	dlvLeaseUntil                                         []*int64
 }
 
-// add queues event e and its deliveries ds (all scheduled, due at CreatedAt).
+// add queues event e and its deliveries ds (scheduled, or leased to their
+// publisher: EventInsertParams.NewDelivery).
 func (b *eventBatch) add(e ledger.Event, ds []ledger.Delivery) error {
 	names, err := jsonValue(e.SecretNames)
 	if err != nil {
@@ -111,6 +113,9 @@ func (b *eventBatch) add(e ledger.Event, ds []ledger.Delivery) error {
 		b.dlvEvents = append(b.dlvEvents, d.EventID)
 		b.dlvEndpoints = append(b.dlvEndpoints, d.EndpointID)
 		b.dlvDueAt = append(b.dlvDueAt, nanos(d.DueAt))
+		b.dlvStates = append(b.dlvStates, string(d.State))
+		b.dlvOwners = append(b.dlvOwners, d.LeaseOwner)
+		b.dlvLeaseUntil = append(b.dlvLeaseUntil, nullNanos(d.LeaseUntil))
 	}
 	return nil
 }
@@ -137,11 +142,11 @@ const insertEventsSQL = `
 		SELECT u.event_id, u.value FROM unnest($10::text[], $11::bytea[]) AS u(event_id, value)
 		JOIN ins ON ins.id = u.event_id
 	), dlv AS (
-		INSERT INTO deliveries (id, event_id, endpoint_id, state, attempts, due_at, lease_owner,
+		INSERT INTO deliveries (id, event_id, endpoint_id, state, attempts, due_at, lease_owner, lease_until,
 			last_status, last_error, exhaust_reason, resolution, created_at)
-		SELECT u.id, u.event_id, u.endpoint_id, 'scheduled', 0, u.due_at, '', 0, '', '', '', u.due_at
-		FROM unnest($12::text[], $13::text[], $14::text[], $15::bigint[])
-			WITH ORDINALITY AS u(id, event_id, endpoint_id, due_at, n)
+		SELECT u.id, u.event_id, u.endpoint_id, u.state, 0, u.due_at, u.lease_owner, u.lease_until, 0, '', '', '', u.due_at
+		FROM unnest($12::text[], $13::text[], $14::text[], $15::bigint[], $16::text[], $17::text[], $18::bigint[])
+			WITH ORDINALITY AS u(id, event_id, endpoint_id, due_at, state, lease_owner, lease_until, n)
 		JOIN ins ON ins.id = u.event_id
 		ORDER BY u.n -- seq follows the batch order
 	)
@@ -151,7 +156,7 @@ const insertEventsSQL = `
 func (b *eventBatch) args() []any {
 	return []any{b.ids, b.namespaces, b.types, b.data, b.secretNames, b.reissueOf, b.keys, b.bodyHash, b.createdAt,
 		b.secretEvents, b.secretValues,
-		b.dlvIDs, b.dlvEvents, b.dlvEndpoints, b.dlvDueAt}
+		b.dlvIDs, b.dlvEvents, b.dlvEndpoints, b.dlvDueAt, b.dlvStates, b.dlvOwners, b.dlvLeaseUntil}
 }
 
 // exec inserts the batch and returns the set of event IDs inserted.

@@ -19,10 +19,8 @@ import (
 // item in Go, insert everything in one statement, update the counters.
 func (s *Store) EventInsertMany(ctx context.Context, params []*ledger.EventInsertParams) ([]ledger.EventInsertResult, error) {
 	op := fmt.Sprintf("insert %d events", len(params))
-	for i, p := range params {
-		if p == nil || p.ID == "" || p.Namespace == "" || p.Type == "" {
-			return nil, fmt.Errorf("%s: item %d: ID, Namespace and Type are required", op, i)
-		}
+	if err := checkInserts(op, params); err != nil {
+		return nil, err
 	}
 	if len(params) == 0 {
 		return nil, nil
@@ -30,13 +28,59 @@ func (s *Store) EventInsertMany(ctx context.Context, params []*ledger.EventInser
 	var results []ledger.EventInsertResult
 	err := s.tx(ctx, op, func(tx pgx.Tx) error {
 		var err error
-		results, err = ingest(ctx, tx, params)
-		return err
+		delta := ledger.StatsDelta{}
+		if results, err = ingest(ctx, tx, params, delta); err != nil {
+			return err
+		}
+		return applyStats(ctx, tx, delta)
 	})
 	if err != nil {
 		return nil, err
 	}
 	return results, nil
+}
+
+// WriteMany implements ledger.Store: the records, then the inserts, in one
+// transaction, their counter changes in one update at the end.
+func (s *Store) WriteMany(ctx context.Context, w *ledger.WriteBatch) (ledger.WriteResult, error) {
+	op := fmt.Sprintf("record %d attempts and insert %d events", len(w.Attempts), len(w.Events))
+	for i, p := range w.Attempts {
+		if p == nil {
+			return ledger.WriteResult{}, fmt.Errorf("%s: attempt %d is nil", op, i)
+		}
+	}
+	if err := checkInserts(op, w.Events); err != nil {
+		return ledger.WriteResult{}, err
+	}
+	var res ledger.WriteResult
+	if len(w.Attempts) == 0 && len(w.Events) == 0 {
+		return res, nil
+	}
+	err := s.tx(ctx, op, func(tx pgx.Tx) error {
+		delta := ledger.StatsDelta{}
+		var err error
+		if res.Attempts, err = record(ctx, tx, w.Attempts, delta); err != nil {
+			return err
+		}
+		if res.Events, err = ingest(ctx, tx, w.Events, delta); err != nil {
+			return err
+		}
+		return applyStats(ctx, tx, delta)
+	})
+	if err != nil {
+		return ledger.WriteResult{}, err
+	}
+	return res, nil
+}
+
+// checkInserts refuses a batch with an incomplete item.
+func checkInserts(op string, params []*ledger.EventInsertParams) error {
+	for i, p := range params {
+		if p == nil || p.ID == "" || p.Namespace == "" || p.Type == "" {
+			return fmt.Errorf("%s: item %d: ID, Namespace and Type are required", op, i)
+		}
+	}
+	return nil
 }
 
 // idemKey identifies an idempotency key within its namespace.
@@ -53,7 +97,12 @@ type original struct {
 	item   int
 }
 
-func ingest(ctx context.Context, tx pgx.Tx, params []*ledger.EventInsertParams) ([]ledger.EventInsertResult, error) {
+// ingest applies a batch of inserts in tx, adding their counter changes to
+// delta.
+func ingest(ctx context.Context, tx pgx.Tx, params []*ledger.EventInsertParams, delta ledger.StatsDelta) ([]ledger.EventInsertResult, error) {
+	if len(params) == 0 {
+		return nil, nil
+	}
 	var namespaces []string
 	var keys []idemKey
 	for _, p := range params {
@@ -92,11 +141,10 @@ func ingest(ctx context.Context, tx pgx.Tx, params []*ledger.EventInsertParams) 
 		return nil, err
 	}
 
-	delta := ledger.StatsDelta{}
 	for i := range results {
 		if r := &results[i]; r.Err == nil && !r.Duplicate {
 			for _, d := range r.Deliveries {
-				delta.Add(d.EndpointID, ledger.StateScheduled, ledger.ResolutionNone, 1)
+				delta.Add(d.EndpointID, d.State, ledger.ResolutionNone, 1)
 			}
 		}
 	}
@@ -106,7 +154,7 @@ func ingest(ctx context.Context, tx pgx.Tx, params []*ledger.EventInsertParams) 
 	if err := markUndelivered(ctx, tx, results, inserted); err != nil {
 		return nil, err
 	}
-	return results, applyStats(ctx, tx, delta)
+	return results, nil
 }
 
 // decide fills results in item order as if the items were inserted one by
@@ -157,9 +205,14 @@ func newEvent(p *ledger.EventInsertParams, endpoints []fanoutEndpoint) ledger.Ev
 		CreatedAt:      now,
 	}
 	var ds []ledger.Delivery
+	var leased []ledger.ClaimedDelivery
 	for _, ep := range endpoints {
 		if eventtype.MatchAny(ep.eventTypes, p.Type) {
-			ds = append(ds, scheduledDelivery(e.ID, ep.id, now))
+			d := p.NewDelivery(ledger.NewID("dlv", now), e.ID, ep.id, ep.paused)
+			ds = append(ds, d)
+			if d.State == ledger.StateInFlight {
+				leased = append(leased, ledger.ClaimedDelivery{Delivery: d, Event: e, EndpointVersion: ep.version})
+			}
 		}
 	}
 	if err := ledger.CheckFanOut(p, len(ds)); err != nil {
@@ -168,7 +221,7 @@ func newEvent(p *ledger.EventInsertParams, endpoints []fanoutEndpoint) ledger.Ev
 	if len(ds) == 0 {
 		e.DropUndeliveredSecrets()
 	}
-	return ledger.EventInsertResult{Event: e, Deliveries: ds}
+	return ledger.EventInsertResult{Event: e, Deliveries: ds, Leased: leased}
 }
 
 // scheduledDelivery is a new delivery of event to endpoint, due at now.

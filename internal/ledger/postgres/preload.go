@@ -13,6 +13,8 @@ import (
 type fanoutEndpoint struct {
 	id         string
 	eventTypes []string
+	paused     bool
+	version    int64
 }
 
 // preload reads, in one round trip, the endpoints of namespaces (locked
@@ -25,12 +27,12 @@ func preload(ctx context.Context, tx pgx.Tx, namespaces []string, keys []idemKey
 	byID := make(map[string]*ledger.EventInsertResult)
 	b := &pgx.Batch{}
 	if len(namespaces) > 0 {
-		b.Queue(`SELECT id, namespace, event_types FROM endpoints
+		b.Queue(`SELECT id, namespace, event_types, paused, version FROM endpoints
 			WHERE namespace = ANY($1) AND deleted_at IS NULL ORDER BY id FOR KEY SHARE`,
 			namespaces).Query(func(rows pgx.Rows) error {
 			var ep fanoutEndpoint
 			var ns string
-			_, err := pgx.ForEachRow(rows, []any{&ep.id, &ns, &ep.eventTypes}, func() error {
+			_, err := pgx.ForEachRow(rows, []any{&ep.id, &ns, &ep.eventTypes, &ep.paused, &ep.version}, func() error {
 				endpoints[ns] = append(endpoints[ns], ep)
 				return nil
 			})

@@ -16,34 +16,48 @@ func (s *Store) AttemptRecordMany(ctx context.Context, params []*ledger.AttemptR
 	if len(params) == 0 {
 		return nil, nil
 	}
-	results := make([]ledger.AttemptRecordResult, len(params))
+	var results []ledger.AttemptRecordResult
 	err := s.write(ctx, "record attempts", func(t *wtx) error {
 		ds := ledger.StatsDelta{}
-		fa := ledger.FirstAttempts{}
-		st := ledger.SettledEvents{}
-		oc := ledger.OutcomeDeltas{}
-		for i, p := range params {
-			res, err := s.recordAttempt(t, p, ds)
-			if err != nil {
-				return err
-			}
-			results[i] = res
-			fa.Note(res, p.Now)
-			st.Note(res.Delivery, p.Now)
-			oc.Note(res.Delivery, p.Now)
-		}
-		if err := s.settle(t, st); err != nil {
-			return err
-		}
-		if err := s.applyOutcomes(t, oc); err != nil {
-			return err
-		}
-		if err := applyFirstAttempts(t, s.rc.budgetFirst, fa); err != nil {
+		var err error
+		if results, err = s.recordAttempts(t, params, ds); err != nil {
 			return err
 		}
 		return applyStats(t, s.ws.statsApply, ds)
 	})
 	if err != nil {
+		return nil, err
+	}
+	return results, nil
+}
+
+// recordAttempts applies a batch of attempt records in t, adding their
+// counter changes to ds.
+func (s *Store) recordAttempts(t *wtx, params []*ledger.AttemptRecordParams, ds ledger.StatsDelta) ([]ledger.AttemptRecordResult, error) {
+	results := make([]ledger.AttemptRecordResult, len(params))
+	if len(params) == 0 {
+		return results, nil
+	}
+	fa := ledger.FirstAttempts{}
+	st := ledger.SettledEvents{}
+	oc := ledger.OutcomeDeltas{}
+	for i, p := range params {
+		res, err := s.recordAttempt(t, p, ds)
+		if err != nil {
+			return nil, err
+		}
+		results[i] = res
+		fa.Note(res, p.Now)
+		st.Note(res.Delivery, p.Now)
+		oc.Note(res.Delivery, p.Now)
+	}
+	if err := s.settle(t, st); err != nil {
+		return nil, err
+	}
+	if err := s.applyOutcomes(t, oc); err != nil {
+		return nil, err
+	}
+	if err := applyFirstAttempts(t, s.rc.budgetFirst, fa); err != nil {
 		return nil, err
 	}
 	return results, nil

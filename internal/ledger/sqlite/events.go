@@ -16,6 +16,8 @@ import (
 type subscriber struct {
 	id       string
 	patterns []string
+	paused   bool
+	version  int64
 }
 
 // EventInsertMany implements ledger.Store. The endpoints of each namespace
@@ -24,18 +26,11 @@ func (s *Store) EventInsertMany(ctx context.Context, params []*ledger.EventInser
 	if len(params) == 0 {
 		return nil, nil
 	}
-	results := make([]ledger.EventInsertResult, len(params))
+	var results []ledger.EventInsertResult
 	err := s.write(ctx, "insert events", func(t *wtx) error {
-		subs := map[string][]subscriber{}
 		ds := ledger.StatsDelta{}
-		for i, p := range params {
-			res, err := s.insertEvent(t, p, subs, ds)
-			if err != nil {
-				return err
-			}
-			results[i] = res
-		}
-		if err := s.completeReissues(t, results, ds); err != nil {
+		var err error
+		if results, err = s.insertEvents(t, params, ds); err != nil {
 			return err
 		}
 		return applyStats(t, s.ws.statsApply, ds)
@@ -44,6 +39,48 @@ func (s *Store) EventInsertMany(ctx context.Context, params []*ledger.EventInser
 		return nil, err
 	}
 	return results, nil
+}
+
+// insertEvents applies a batch of inserts in t, adding their counter
+// changes to ds.
+func (s *Store) insertEvents(t *wtx, params []*ledger.EventInsertParams, ds ledger.StatsDelta) ([]ledger.EventInsertResult, error) {
+	results := make([]ledger.EventInsertResult, len(params))
+	subs := map[string][]subscriber{}
+	for i, p := range params {
+		res, err := s.insertEvent(t, p, subs, ds)
+		if err != nil {
+			return nil, err
+		}
+		results[i] = res
+	}
+	if err := s.completeReissues(t, results, ds); err != nil {
+		return nil, err
+	}
+	return results, nil
+}
+
+// WriteMany implements ledger.Store: the records, then the inserts, in one
+// write transaction, one counter update per endpoint.
+func (s *Store) WriteMany(ctx context.Context, w *ledger.WriteBatch) (ledger.WriteResult, error) {
+	var res ledger.WriteResult
+	if len(w.Attempts) == 0 && len(w.Events) == 0 {
+		return res, nil
+	}
+	err := s.write(ctx, "write attempts and events", func(t *wtx) error {
+		ds := ledger.StatsDelta{}
+		var err error
+		if res.Attempts, err = s.recordAttempts(t, w.Attempts, ds); err != nil {
+			return err
+		}
+		if res.Events, err = s.insertEvents(t, w.Events, ds); err != nil {
+			return err
+		}
+		return applyStats(t, s.ws.statsApply, ds)
+	})
+	if err != nil {
+		return ledger.WriteResult{}, err
+	}
+	return res, nil
 }
 
 // insertEvent applies one item of a batch. A returned error aborts the
@@ -65,10 +102,10 @@ func (s *Store) insertEvent(t *wtx, p *ledger.EventInsertParams, subs map[string
 		}
 		subs[p.Namespace] = eps
 	}
-	var targets []string
+	var targets []subscriber
 	for _, ep := range eps {
 		if eventtype.MatchAny(ep.patterns, p.Type) {
-			targets = append(targets, ep.id)
+			targets = append(targets, ep)
 		}
 	}
 	if err := ledger.CheckFanOut(p, len(targets)); err != nil {
@@ -92,13 +129,16 @@ func (s *Store) insertEvent(t *wtx, p *ledger.EventInsertParams, subs map[string
 		return s.replayed(t, p)
 	}
 	res := ledger.EventInsertResult{Event: ev}
-	for _, id := range targets {
-		d, err := s.storeDelivery(t, ev.ID, id, p.Now)
-		if err != nil {
+	for _, ep := range targets {
+		d := p.NewDelivery(ledger.NewID("dlv", p.Now), ev.ID, ep.id, ep.paused)
+		if err := s.insertDelivery(t, d); err != nil {
 			return ledger.EventInsertResult{}, err
 		}
-		ds.Add(id, ledger.StateScheduled, ledger.ResolutionNone, 1)
+		ds.Add(ep.id, d.State, ledger.ResolutionNone, 1)
 		res.Deliveries = append(res.Deliveries, d)
+		if d.State == ledger.StateInFlight {
+			res.Leased = append(res.Leased, ledger.ClaimedDelivery{Delivery: d, Event: ev, EndpointVersion: ep.version})
+		}
 	}
 	if len(res.Deliveries) == 0 {
 		if err := s.markUndelivered(t, &res.Event, p.Now); err != nil {
@@ -165,12 +205,17 @@ func (s *Store) storeEventIfNew(t *wtx, ev ledger.Event) (bool, error) {
 
 // storeDelivery inserts a delivery scheduled at now and returns it.
 func (s *Store) storeDelivery(t *wtx, eventID, endpointID string, now time.Time) (ledger.Delivery, error) {
-	d := ledger.Delivery{
-		ID: ledger.NewID("dlv", now), EventID: eventID, EndpointID: endpointID,
-		State: ledger.StateScheduled, DueAt: now.UTC(), CreatedAt: now.UTC(),
-	}
-	_, err := t.stmt(s.ws.deliveryInsert).ExecContext(t.ctx, d.ID, eventID, endpointID, nanos(now))
-	return d, translate("insert delivery of event "+eventID+" to "+endpointID, err)
+	p := ledger.EventInsertParams{Now: now}
+	d := p.NewDelivery(ledger.NewID("dlv", now), eventID, endpointID, false)
+	return d, s.insertDelivery(t, d)
+}
+
+// insertDelivery inserts a new delivery (scheduled, or leased by its
+// publisher).
+func (s *Store) insertDelivery(t *wtx, d ledger.Delivery) error {
+	_, err := t.stmt(s.ws.deliveryInsert).ExecContext(t.ctx, d.ID, d.EventID, d.EndpointID, string(d.State),
+		nanos(d.DueAt), d.LeaseOwner, nullNanosPtr(d.LeaseUntil))
+	return translate("insert delivery of event "+d.EventID+" to "+d.EndpointID, err)
 }
 
 // subscribers loads the live endpoints of a namespace.
@@ -187,7 +232,7 @@ func (s *Store) subscribers(t *wtx, namespace string) ([]subscriber, error) {
 			sub   subscriber
 			types string
 		)
-		if err := rows.Scan(&sub.id, &types); err != nil {
+		if err := rows.Scan(&sub.id, &types, &sub.paused, &sub.version); err != nil {
 			return nil, translate(op, err)
 		}
 		if err := json.Unmarshal([]byte(types), &sub.patterns); err != nil {

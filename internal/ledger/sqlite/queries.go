@@ -57,7 +57,7 @@ var writeSQL = struct {
 	deliveriesCancel: `UPDATE deliveries SET state = 'cancelled', terminal_at = ?2, lease_owner = '', lease_until = NULL
 		WHERE endpoint_id = ?1 AND state IN ('scheduled', 'in_flight', 'awaiting_ack')`,
 
-	namespaceEndpoints:    `SELECT id, event_types FROM endpoints WHERE namespace = ?1 AND deleted = 0 ORDER BY id`,
+	namespaceEndpoints:    `SELECT id, event_types, paused, version FROM endpoints WHERE namespace = ?1 AND deleted = 0 ORDER BY id`,
 	endpointForDeadLetter: `SELECT ep.namespace, ep.dead_letter, ep.owner, e.type FROM endpoints ep, events e WHERE ep.id = ?1 AND e.id = ?2`,
 	deadLetterTarget:      `SELECT namespace FROM endpoints WHERE id = ?1 AND deleted = 0`,
 
@@ -65,8 +65,8 @@ var writeSQL = struct {
 	eventInsert: `INSERT INTO events (id, namespace, type, data, secrets, secret_names, reissue_of, idempotency_key, body_hash, created_at)
 		VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)
 		ON CONFLICT (namespace, idempotency_key) WHERE idempotency_key <> '' DO NOTHING`,
-	deliveryInsert: `INSERT INTO deliveries (id, event_id, endpoint_id, state, due_at, created_at)
-		VALUES (?1, ?2, ?3, 'scheduled', ?4, ?4)`,
+	deliveryInsert: `INSERT INTO deliveries (id, event_id, endpoint_id, state, due_at, created_at, lease_owner, lease_until)
+		VALUES (?1, ?2, ?3, ?4, ?5, ?5, ?6, ?7)`,
 	deliveriesByEvent: `SELECT ` + deliveryCols + ` FROM deliveries WHERE event_id = ?1 ORDER BY id`,
 
 	statsApply: `UPDATE endpoint_stats SET

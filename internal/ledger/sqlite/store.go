@@ -42,7 +42,13 @@ type Store struct {
 	lock *processLock
 }
 
-var _ ledger.Store = (*Store)(nil)
+var (
+	_ ledger.Store        = (*Store)(nil)
+	_ ledger.SerialWriter = (*Store)(nil)
+)
+
+// SerialWrites implements ledger.SerialWriter: one connection writes.
+func (s *Store) SerialWrites() bool { return true }
 
 // Option configures Open.
 type Option func(*options)

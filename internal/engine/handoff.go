@@ -1,0 +1,132 @@
+package engine
+
+import (
+	"context"
+	"sync"
+
+	"github.com/hookkeeper/hookkeeper/internal/ledger"
+)
+
+// A publish hands its new deliveries straight to this engine's workers
+// when it can: the event's commit also leases them to this engine
+// (EventInsertParams.LeaseTo), and their attempts start when the publish
+// returns. An event then costs one commit less than when a claim finds it
+// again (the claim's transaction and fsync, the due-time query, the
+// claim loop's wake-up), which is most of what an event costs at low
+// rates. The lease is the claim's, committed with the event, so a crash
+// or shutdown treats these deliveries like claimed ones.
+//
+// It applies only while Run runs, with a worker free (reserved before the
+// commit, so that starting never waits) and no backlog: when the last claim
+// left due work behind, new events queue behind it through the claims,
+// earliest due first.
+
+// running holds Run's contexts and wait group while it runs.
+type running struct {
+	mu              sync.RWMutex
+	on              bool
+	ctx, attemptCtx context.Context
+	wg              *sync.WaitGroup
+}
+
+func (r *running) start(ctx, attemptCtx context.Context, wg *sync.WaitGroup) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.on, r.ctx, r.attemptCtx, r.wg = true, ctx, attemptCtx, wg
+}
+
+// stop waits for hand-offs in progress; later ones release their
+// deliveries instead of starting them.
+func (r *running) stop() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.on = false
+}
+
+// offerLease returns the params to commit: with LeaseTo and a worker slot
+// reserved (reserved true) when the deliveries may be handed to this
+// engine, params unchanged otherwise.
+func (e *Engine) offerLease(params *ledger.EventInsertParams) (_ *ledger.EventInsertParams, reserved bool) {
+	if e.backlog.Load() {
+		return params, false
+	}
+	e.running.mu.RLock()
+	on := e.running.on
+	e.running.mu.RUnlock()
+	if !on {
+		return params, false
+	}
+	select {
+	case e.sem <- struct{}{}:
+	default:
+		return params, false
+	}
+	leaseFor := e.leaseFor()
+	e.mu.Lock()
+	if e.claiming {
+		e.mu.Unlock()
+		<-e.sem
+		return params, false
+	}
+	// Endpoints without a free slot (counting the other hand-offs in
+	// progress) keep theirs scheduled: leased, they would only be
+	// released again.
+	full, _ := e.endpointSlotsLocked()
+	e.handoffs++
+	e.mu.Unlock()
+	p := *params
+	p.LeaseTo = &ledger.Lease{Owner: e.opts.Owner, Until: e.opts.Clock.Now().Add(leaseFor), ExcludeEndpoints: full}
+	return &p, true
+}
+
+// beginClaim returns the claim's view of the endpoints' slots and keeps
+// publishes from handing off until endClaim.
+func (e *Engine) beginClaim() (full []string, slots map[string]int) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.claiming = true
+	return e.endpointSlotsLocked()
+}
+
+// endClaim ends what beginClaim began; calling it twice is harmless.
+func (e *Engine) endClaim() {
+	e.mu.Lock()
+	e.claiming = false
+	e.mu.Unlock()
+}
+
+// handOff starts the attempts of the deliveries res leased to this engine,
+// using the worker slot offerLease reserved for the first and a free one
+// for each other; one that finds no free worker, or Run stopped, is
+// released to the claims. A publish whose outcome is unknown (err) leaves
+// anything it may have leased to the lease's expiry, like a crash.
+func (e *Engine) handOff(res *ledger.EventInsertResult, err error) {
+	e.running.mu.RLock()
+	defer e.running.mu.RUnlock()
+	slot := true
+	if err == nil && res.Err == nil && !res.Duplicate {
+		for i := range res.Leased {
+			c := &res.Leased[i]
+			if !e.running.on {
+				e.release(c, c.Delivery.DueAt, "shutdown")
+				continue
+			}
+			if !slot {
+				select {
+				case e.sem <- struct{}{}:
+				default:
+					e.release(c, c.Delivery.DueAt, "workers_busy")
+					continue
+				}
+			}
+			slot = false
+			e.start(e.running.ctx, e.running.attemptCtx, e.running.wg, c, true)
+		}
+	}
+	if slot {
+		<-e.sem
+	}
+	e.mu.Lock()
+	e.handoffs--
+	e.mu.Unlock()
+}

@@ -1,0 +1,86 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/hookkeeper/hookkeeper/internal/ledger"
+)
+
+// On a store that commits one transaction at a time (ledger.SerialWriter:
+// SQLite), ingest and attempt records share one group commit (ledger.Store's
+// WriteMany): whatever of either kind queued while the last commit ran
+// goes into the next one. A publish is answered only after its commit, so
+// an insert commits at once; nobody waits on a record, so it waits (up to
+// RecordWait) to ride in the next insert's commit. At low rates an event
+// then costs one transaction and one fsync, not two; at saturation both
+// kinds batch as before. A record whose worker or endpoint slot another
+// delivery is waiting for commits at once. On a store that commits
+// concurrently (PostgreSQL) each kind keeps its own group commit, so that
+// an insert never waits behind a record's round trips.
+
+// writeItem is one item of the shared group commit: an event to insert or
+// an attempt to record.
+type writeItem struct {
+	event   *ledger.EventInsertParams
+	attempt *ledger.AttemptRecordParams
+}
+
+// writeOutcome is the result of a writeItem, in the field of its kind.
+type writeOutcome struct {
+	event   ledger.EventInsertResult
+	attempt ledger.AttemptRecordResult
+}
+
+// commitWrites commits one batch of the group commit in one transaction.
+func (e *Engine) commitWrites(ctx context.Context, items []writeItem) ([]writeOutcome, error) {
+	var w ledger.WriteBatch
+	for _, it := range items {
+		if it.event != nil {
+			w.Events = append(w.Events, it.event)
+		} else {
+			w.Attempts = append(w.Attempts, it.attempt)
+		}
+	}
+	res, err := e.store.WriteMany(ctx, &w)
+	if err != nil {
+		return nil, err
+	}
+	if len(res.Events) != len(w.Events) || len(res.Attempts) != len(w.Attempts) {
+		return nil, fmt.Errorf("write batch: %d event and %d attempt results for %d and %d items",
+			len(res.Events), len(res.Attempts), len(w.Events), len(w.Attempts))
+	}
+	out := make([]writeOutcome, len(items))
+	var ei, ai int
+	for i, it := range items {
+		if it.event != nil {
+			out[i].event = res.Events[ei]
+			ei++
+		} else {
+			out[i].attempt = res.Attempts[ai]
+			ai++
+		}
+	}
+	return out, nil
+}
+
+// record commits an attempt record through the shared group commit.
+func (e *Engine) record(ctx context.Context, endpointID string, p *ledger.AttemptRecordParams) (writeOutcome, error) {
+	if e.recorder != e.publisher || e.slotWanted(endpointID) {
+		return e.recorder.Do(ctx, writeItem{attempt: p})
+	}
+	return e.recorder.DoLazy(ctx, writeItem{attempt: p}, e.opts.RecordWait)
+}
+
+// slotWanted reports whether the slot an attempt holds may be wanted by
+// another delivery: every worker is busy, or the endpoint is at its
+// in-flight limit.
+func (e *Engine) slotWanted(endpointID string) bool {
+	if len(e.sem) == cap(e.sem) {
+		return true
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	st, ok := e.endpoints[endpointID]
+	return ok && st.cfg.MaxInFlight > 0 && st.inFlight >= st.cfg.MaxInFlight
+}
