@@ -9,7 +9,6 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/hookkeeper/hookkeeper/internal/eventtype"
 	"github.com/hookkeeper/hookkeeper/internal/ledger"
 )
 
@@ -158,7 +157,7 @@ func newEvent(p *ledger.EventInsertParams, endpoints []fanoutEndpoint) ledger.Ev
 	}
 	var ds []ledger.Delivery
 	for _, ep := range endpoints {
-		if eventtype.MatchAny(ep.eventTypes, p.Type) {
+		if p.Receives(ep.id, ep.eventTypes) {
 			ds = append(ds, scheduledDelivery(e.ID, ep.id, now))
 		}
 	}

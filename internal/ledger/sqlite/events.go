@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/hookkeeper/hookkeeper/internal/eventtype"
 	"github.com/hookkeeper/hookkeeper/internal/ledger"
 )
 
@@ -67,7 +66,7 @@ func (s *Store) insertEvent(t *wtx, p *ledger.EventInsertParams, subs map[string
 	}
 	var targets []string
 	for _, ep := range eps {
-		if eventtype.MatchAny(ep.patterns, p.Type) {
+		if p.Receives(ep.id, ep.patterns) {
 			targets = append(targets, ep.id)
 		}
 	}
