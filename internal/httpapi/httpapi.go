@@ -108,7 +108,7 @@ func New(cfg Config) (*Handler, error) {
 		cfg.PublishTimeout = DefaultPublishTimeout
 	}
 	ingest, err := NewIngest(IngestConfig{
-		Publisher: cfg.Publisher, Now: cfg.Now, MaxSecrets: cfg.MaxSecrets, MaxFanOut: cfg.MaxFanOut,
+		Publisher: cfg.Publisher, Now: cfg.Now, MaxBodyBytes: cfg.MaxBodyBytes, MaxSecrets: cfg.MaxSecrets, MaxFanOut: cfg.MaxFanOut,
 		PublishTimeout: cfg.PublishTimeout, SecretsHashKey: cfg.SecretsHashKey,
 	})
 	if err != nil {

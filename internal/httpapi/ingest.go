@@ -20,6 +20,7 @@ const CodeUnknownEndpoint Code = "UnknownEndpoint"
 type IngestConfig struct {
 	Publisher      Publisher
 	Now            func() time.Time
+	MaxBodyBytes   int64
 	MaxSecrets     int
 	MaxFanOut      int
 	PublishTimeout time.Duration
@@ -42,6 +43,9 @@ func NewIngest(cfg IngestConfig) (*Ingest, error) {
 	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now
+	}
+	if cfg.MaxBodyBytes <= 0 {
+		cfg.MaxBodyBytes = DefaultMaxBodyBytes
 	}
 	if cfg.MaxSecrets <= 0 {
 		cfg.MaxSecrets = DefaultMaxSecrets
@@ -67,6 +71,9 @@ func (in *Ingest) Publish(ctx context.Context, ns, key string, body []byte) (led
 	if key != "" && !validIdempotencyKey(key) {
 		return ledger.EventInsertResult{}, badRequest(CodeInvalidField, IdempotencyKeyHeader,
 			"Idempotency-Key must be 1 to %d printable ASCII characters", MaxIdempotencyKeyLength)
+	}
+	if int64(len(body)) > in.cfg.MaxBodyBytes {
+		return ledger.EventInsertResult{}, bodyTooLarge(in.cfg.MaxBodyBytes)
 	}
 	b, aerr := parsePublishBody(body, in.cfg.MaxSecrets, in.cfg.SecretsHashKey)
 	if aerr != nil {
