@@ -132,8 +132,10 @@ type WebhookEvent struct {
 	metav1.TypeMeta   `json:",inline"`
 	metav1.ObjectMeta `json:"metadata,omitempty"`
 
-	Spec   WebhookEventSpec   `json:"spec"`
-	Status WebhookEventStatus `json:"status"`
+	Spec WebhookEventSpec `json:"spec"`
+	// Status is the server's; a create leaves it out.
+	// +optional
+	Status WebhookEventStatus `json:"status,omitempty"`
 }
 
 // WebhookEventSpec is the event as published.

@@ -479,12 +479,13 @@ func schema_hookkeeper_api_delivery_v1alpha1_WebhookEvent(ref common.ReferenceCa
 					},
 					"status": {
 						SchemaProps: spec.SchemaProps{
-							Default: map[string]interface{}{},
-							Ref:     ref(v1alpha1.WebhookEventStatus{}.OpenAPIModelName()),
+							Description: "Status is the server's; a create leaves it out.",
+							Default:     map[string]interface{}{},
+							Ref:         ref(v1alpha1.WebhookEventStatus{}.OpenAPIModelName()),
 						},
 					},
 				},
-				Required: []string{"spec", "status"},
+				Required: []string{"spec"},
 			},
 		},
 		Dependencies: []string{
