@@ -150,8 +150,8 @@ func outcomeError(p *ledger.EventInsertParams, err error) *apiError {
 // Refusal describes an error of Ingest.Publish for an API that answers in
 // its own terms: the HTTP status this API would answer, the stable code,
 // the field at fault (a body field, "namespace", or IdempotencyKeyHeader
-// for the key; empty when none), a message for humans that never quotes a
-// value of the body, and Retry-After in seconds when known. Errors that
+// for the key; empty when none), a message for humans (never a secret or
+// a data value), and Retry-After in seconds when known. Errors that
 // are not refusals are internal (500) and their message says nothing.
 func Refusal(err error) (status int, code Code, field, message, retryAfter string) {
 	ae := asAPIError(err)
