@@ -49,7 +49,7 @@ type creatableEvents struct {
 	publisher Publisher
 }
 
-var _ rest.Creater = (*creatableEvents)(nil)
+var _ rest.Creater = (*creatableEvents)(nil) //nolint:misspell // k8s.io/apiserver spells it so
 
 // Create publishes the event: first the HTTP API's permission, then the
 // fields this API cannot carry, then the HTTP API's own validation,
