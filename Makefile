@@ -28,6 +28,8 @@ PROMTOOL_VERSION := $(shell awk '{ sub(/^require /, "") } $$1 == "github.com/pro
 PROMTOOL ?= $(CURDIR)/bin/promtool-$(PROMTOOL_VERSION)
 HELM_VERSION := $(shell awk '{ sub(/^require /, "") } $$1 == "helm.sh/helm/v3" { print $$2 }' hack/tools/helm/go.mod)
 HELM ?= $(CURDIR)/bin/helm-$(HELM_VERSION)
+KREW_VERSION := $(shell awk '{ sub(/^require /, "") } $$1 == "sigs.k8s.io/krew" { print $$2 }' hack/tools/krew/go.mod)
+KREW_VALIDATOR ?= $(CURDIR)/bin/krew-$(KREW_VERSION)
 
 # The packages `make test-unit` runs: those whose tests import neither
 # pgtest (PostgreSQL) nor test/testenv or envtest (a control plane).
@@ -92,7 +94,7 @@ postgres: ## Start a local PostgreSQL for the store tests (idempotent).
 	@./hack/postgres.sh >/dev/null
 
 .PHONY: test
-test: controlplane postgres promtool helm ## Run every test suite against the real control plane and PostgreSQL.
+test: controlplane postgres promtool helm krew ## Run every test suite against the real control plane and PostgreSQL.
 	HOOKKEEPER_TEST_POSTGRES="$$(./hack/postgres.sh)" go test ./... -race -count=1 -timeout 45m
 
 # Without the race detector, which makes the SQLite ledger's suite some
@@ -202,6 +204,12 @@ $(HELM):
 	@echo "building helm $(HELM_VERSION) into bin/ (once; later runs reuse it)"
 	cd hack/tools/helm && CGO_ENABLED=0 go build -trimpath -ldflags "-s -w -X helm.sh/helm/v3/internal/version.version=$(HELM_VERSION)" \
 		-o $(HELM) helm.sh/helm/v3/cmd/helm
+
+.PHONY: krew
+krew: $(KREW_VALIDATOR) ## Build the pinned validate-krew-manifest into bin/ (once).
+$(KREW_VALIDATOR):
+	@echo "building validate-krew-manifest $(KREW_VERSION) into bin/ (once; later runs reuse it)"
+	cd hack/tools/krew && CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o $(KREW_VALIDATOR) sigs.k8s.io/krew/cmd/validate-krew-manifest
 
 .PHONY: golangci-lint
 golangci-lint: $(GOLANGCI_LINT) ## Build the pinned golangci-lint into bin/ (once).

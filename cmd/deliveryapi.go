@@ -101,7 +101,8 @@ func (o *deliveryAPIOptions) cert(log logr.Logger, provisioned dynamiccertificat
 
 // deliveryAPIServer builds the aggregated API server as a Runnable for
 // every replica.
-func deliveryAPIServer(o deliveryAPIOptions, store ledger.Store, provisioned dynamiccertificates.CertKeyContentProvider, log logr.Logger) (*deliveryapi.Server, error) {
+// Creating a webhookevent publishes through publisher, the HTTP API's path.
+func deliveryAPIServer(o deliveryAPIOptions, store ledger.Store, publisher deliveryapi.Publisher, provisioned dynamiccertificates.CertKeyContentProvider, log logr.Logger) (*deliveryapi.Server, error) {
 	cert, err := o.cert(log, provisioned)
 	if err != nil {
 		return nil, err
@@ -110,7 +111,7 @@ func deliveryAPIServer(o deliveryAPIOptions, store ledger.Store, provisioned dyn
 	if err != nil {
 		return nil, fmt.Errorf("listening for the aggregated API on %s: %w", o.addr, err)
 	}
-	srv, err := deliveryapi.New(deliveryapi.Config{Ledger: store, Listener: ln, Cert: cert, Kubeconfig: o.delegationKubeconfig()})
+	srv, err := deliveryapi.New(deliveryapi.Config{Ledger: store, Listener: ln, Cert: cert, Kubeconfig: o.delegationKubeconfig(), Publisher: publisher})
 	if err != nil {
 		_ = ln.Close()
 		return nil, err

@@ -25,6 +25,7 @@ import (
 	"github.com/hookkeeper/hookkeeper/controllers"
 	"github.com/hookkeeper/hookkeeper/internal/dispatch"
 	"github.com/hookkeeper/hookkeeper/internal/engine"
+	"github.com/hookkeeper/hookkeeper/internal/httpapi"
 	"github.com/hookkeeper/hookkeeper/internal/ledger"
 	"github.com/hookkeeper/hookkeeper/internal/ledger/ledgerstore"
 	"github.com/hookkeeper/hookkeeper/internal/servingcert"
@@ -223,7 +224,14 @@ func main() {
 		if servingCert != nil {
 			provisioned = servingCert
 		}
-		srv, err := deliveryAPIServer(deliveryAPIFlags, store, provisioned, ctrl.Log.WithName("delivery-api"))
+		// kubectl create webhookevent: the HTTP API's publish path, limits
+		// included, whether or not the HTTP API itself is served.
+		ingest, err := httpapi.NewIngest(httpapi.IngestConfig{Publisher: eng, MaxFanOut: apiFlags.maxFanOut})
+		if err != nil {
+			setupLog.Error(err, "unable to set up publishing through the aggregated API")
+			os.Exit(1)
+		}
+		srv, err := deliveryAPIServer(deliveryAPIFlags, store, ingest, provisioned, ctrl.Log.WithName("delivery-api"))
 		if err != nil {
 			setupLog.Error(err, "unable to set up the aggregated API")
 			os.Exit(1)

@@ -6,6 +6,12 @@
 //	kubectl hookkeeper status [-A]
 //	kubectl hookkeeper recover ENDPOINT --action Auto|Retry|Reissue|Dismiss [--since 2h] [--event-type T]
 //	kubectl hookkeeper rotate-secret ENDPOINT
+//	kubectl hookkeeper send-test ENDPOINT [--timeout 2m]
+//	kubectl hookkeeper trace EVENT
+//
+// send-test and trace use the aggregated API delivery.hookkeeper.dev
+// (kubectl get deliveries): creating a webhookevent needs the
+// event-publisher ClusterRole, reading deliveries the view role.
 //
 // Install with `go install github.com/hookkeeper/hookkeeper/cmd/kubectl-hookkeeper@latest`.
 package main
@@ -39,6 +45,8 @@ const usage = `kubectl hookkeeper: act on hookkeeper's webhook endpoints.
   recover ENDPOINT --action A         create a DeliveryRecovery and follow it to Complete or Failed
           [--since 2h] [--event-type T] [--limit N] [--timeout 30m]
   rotate-secret ENDPOINT              start a signing-secret rotation
+  send-test ENDPOINT [--timeout 2m]   publish a hookkeeper.test event to ENDPOINT only and wait for its outcome
+  trace EVENT                         an event's deliveries, their attempts and any retry or reissue, as a tree
 
 Flags everywhere: --kubeconfig PATH, -n NAMESPACE.
 `
@@ -65,7 +73,7 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	since := fs.Duration("since", 0, "recover: only deliveries exhausted within this long")
 	eventType := fs.String("event-type", "", "recover: only events of this type (or prefix.*)")
 	limit := fs.Int("limit", 0, "recover: at most this many deliveries (default: the API's)")
-	timeout := fs.Duration("timeout", 30*time.Minute, "recover: how long to follow the recovery")
+	timeout := fs.Duration("timeout", 0, "recover, send-test: how long to follow (default 30m for recover, 2m for send-test)")
 	// Flags may follow the positional argument (kubectl style).
 	var positional []string
 	for {
@@ -99,6 +107,9 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	if err := hookv1.AddToScheme(scheme); err != nil {
 		return err
 	}
+	if err := addDeliveryTypes(scheme); err != nil {
+		return err
+	}
 	c, err := client.New(cfg, client.Options{Scheme: scheme})
 	if err != nil {
 		return fmt.Errorf("connecting to the API server: %w", err)
@@ -106,9 +117,19 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 
 	one := func() (string, error) {
 		if len(positional) != 1 {
-			return "", fmt.Errorf("%s needs exactly one ENDPOINT", verb)
+			what := "ENDPOINT"
+			if verb == "trace" {
+				what = "EVENT"
+			}
+			return "", fmt.Errorf("%s needs exactly one %s", verb, what)
 		}
 		return positional[0], nil
+	}
+	follow := func(def time.Duration) time.Duration {
+		if *timeout > 0 {
+			return *timeout
+		}
+		return def
 	}
 	switch verb {
 	case "status":
@@ -125,15 +146,32 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 		if err != nil {
 			return err
 		}
-		return recoverEndpoint(ctx, c, ns, spec, *timeout, out)
+		return recoverEndpoint(ctx, c, ns, spec, follow(30*time.Minute), out)
 	case "rotate-secret":
 		ep, err := one()
 		if err != nil {
 			return err
 		}
 		return rotateSecret(ctx, c, ns, ep, out)
+	case "send-test":
+		ep, err := one()
+		if err != nil {
+			return err
+		}
+		return sendTest(ctx, c, ns, ep, follow(2*time.Minute), 500*time.Millisecond, out)
+	case "trace":
+		ev, err := one()
+		if err != nil {
+			return err
+		}
+		t, err := gatherTrace(ctx, c, ns, ev, 0)
+		if err != nil {
+			return err
+		}
+		fmt.Fprint(out, renderTrace(t))
+		return nil
 	}
-	return fmt.Errorf("unknown verb %q (status, recover, rotate-secret)", verb)
+	return fmt.Errorf("unknown verb %q (status, recover, rotate-secret, send-test, trace)", verb)
 }
 
 // status prints the endpoints that need attention, or says none does.

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apiserver/pkg/authorization/authorizer"
 	openapinamer "k8s.io/apiserver/pkg/endpoints/openapi"
 	"k8s.io/apiserver/pkg/registry/rest"
 	genericapiserver "k8s.io/apiserver/pkg/server"
@@ -38,6 +39,10 @@ type Config struct {
 	Kubeconfig string
 	// Now is the clock of the tables' ages (default time.Now).
 	Now func() time.Time
+	// Publisher, when set, makes webhookevents creatable: a create is a
+	// publish through the HTTP API's path (httpapi.Ingest), with its
+	// permission checked besides RBAC's (docs/adr/0012). Nil: read-only.
+	Publisher Publisher
 }
 
 // FileCert is a Config.Cert read from a PEM certificate and key on disk and
@@ -108,10 +113,19 @@ func New(cfg Config) (*Server, error) {
 	info := genericapiserver.NewDefaultAPIGroupInfo(v1alpha1.GroupName, Scheme, runtime.NewParameterCodec(Scheme), Codecs)
 	info.VersionedResourcesStorageMap[v1alpha1.SchemeGroupVersion.Version] = map[string]rest.Storage{
 		DeliveriesResource:    newDeliveryStorage(cfg.Ledger, cfg.Now),
-		WebhookEventsResource: newEventStorage(cfg.Ledger, c.Authorization.Authorizer, cfg.Now),
+		WebhookEventsResource: eventsStorage(cfg, c.Authorization.Authorizer),
 	}
 	if err := srv.InstallAPIGroup(&info); err != nil {
 		return nil, fmt.Errorf("delivery API server: installing %s: %w", v1alpha1.SchemeGroupVersion, err)
 	}
 	return &Server{srv: srv}, nil
+}
+
+// eventsStorage serves webhookevents, creatable when cfg has a Publisher.
+func eventsStorage(cfg Config, authz authorizer.Authorizer) rest.Storage {
+	s := newEventStorage(cfg.Ledger, authz, cfg.Now)
+	if cfg.Publisher == nil {
+		return s
+	}
+	return &creatableEvents{eventStorage: s, publisher: cfg.Publisher}
 }

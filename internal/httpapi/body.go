@@ -34,24 +34,27 @@ type publishBody struct {
 	Secrets     []byte // canonical object, nil without secrets
 	SecretNames []string
 	ReissueOf   string
-	Hash        []byte
+	// Endpoint, when set, addresses the event to that WebhookEndpoint
+	// (a name in the namespace published to) instead of fanning it out.
+	Endpoint string
+	Hash     []byte
 }
 
 // parsePublishBody validates a publish body and computes its hash.
 //
 // The body must be one UTF-8 JSON object with no duplicate keys at any
 // depth and no trailing data. Fields are matched exactly (case-sensitive).
-// secrets and reissueOf may be absent or null; an empty secrets object
-// means no secrets.
+// secrets, reissueOf and endpoint may be absent or null; an empty secrets
+// object means no secrets, an empty endpoint none.
 //
 // The hash covers a canonical form (sorted keys, no insignificant
-// whitespace, numbers as written) of type, data, reissueOf and the secret
-// names, so a resent body hashes the same however it is formatted. Secret
+// whitespace, numbers as written) of type, data, reissueOf, endpoint and
+// the secret names, so a resent body hashes the same however it is formatted. Secret
 // values enter it only as an HMAC under secretsKey, when one is configured:
 // a plain hash would let anyone holding the database brute-force a
 // low-entropy secret (a six-digit code) after it was scrubbed.
 func parsePublishBody(body []byte, maxSecrets int, secretsKey []byte) (*publishBody, *apiError) {
-	top, aerr := parseStrictObject(body, "type", "data", "secrets", "reissueOf")
+	top, aerr := parseStrictObject(body, "type", "data", "secrets", "reissueOf", "endpoint")
 	if aerr != nil {
 		return nil, aerr
 	}
@@ -107,6 +110,18 @@ func parsePublishBody(body []byte, maxSecrets int, secretsKey []byte) (*publishB
 		return nil, badRequest(CodeInvalidField, "reissueOf", "reissueOf must be a string")
 	}
 
+	switch e := top["endpoint"].(type) {
+	case nil:
+	case string:
+		if e != "" && !validObjectName(e) {
+			return nil, badRequest(CodeInvalidField, "endpoint",
+				"endpoint must be the name of a WebhookEndpoint: a DNS-1123 subdomain of at most 253 lower-case letters, digits, '-' or '.'")
+		}
+		b.Endpoint = e
+	default:
+		return nil, badRequest(CodeInvalidField, "endpoint", "endpoint must be a string")
+	}
+
 	var err error
 	if b.Data, err = canonicalJSON(data); err != nil {
 		return nil, internalError(err)
@@ -127,6 +142,11 @@ func bodyHash(b *publishBody, secretsKey []byte) ([]byte, error) {
 	doc := map[string]any{"type": b.Type, "data": b.Data}
 	if b.ReissueOf != "" {
 		doc["reissueOf"] = b.ReissueOf
+	}
+	// Absent unless set, so that the hashes of unaddressed events (and
+	// the keys still inside their replay window) stay what they were.
+	if b.Endpoint != "" {
+		doc["endpoint"] = b.Endpoint
 	}
 	if len(b.SecretNames) > 0 {
 		doc["secretNames"] = b.SecretNames

@@ -40,6 +40,8 @@ func TestBodyHashAbsentEqualsEmpty(t *testing.T) {
 		`{"type":"a","data":{},"secrets":{}}`,
 		`{"type":"a","data":{},"reissueOf":null}`,
 		`{"type":"a","data":{},"reissueOf":""}`,
+		`{"type":"a","data":{},"endpoint":null}`,
+		`{"type":"a","data":{},"endpoint":""}`,
 	} {
 		if got := mustParse(t, s, nil).Hash; !bytes.Equal(got, want) {
 			t.Errorf("%s hashes differently from the body without the field", s)
@@ -59,6 +61,9 @@ func TestBodyHashDistinguishes(t *testing.T) {
 		`{"type":"a","data":{"n":1},"secrets":{"u":"x"}}`,
 		`{"type":"a","data":{"n":1},"reissueOf":"evt_01hzzzzzzzzzzzzzzzzzzzzzzz"}`,
 		`{"type":"a","data":{"n":1,"m":null}}`,
+		`{"type":"a","data":{"n":1},"endpoint":"billing"}`,
+		`{"type":"a","data":{"n":1},"endpoint":"audit"}`,
+		`{"type":"a","data":{"endpoint":"billing","n":1}}`,
 		`{"type":"a","data":{"secretNames":["s"],"n":1}}`, // data cannot impersonate another field
 	}
 	seen := map[string]string{}

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -40,6 +41,7 @@ func FuzzPublishBody(f *testing.F) {
 		`{"type":"a","data":{"token":1},"secrets":{"token":2}}`,
 		`{"type":"a","data":{}}{}`,
 		`{"type":"a","data":{},"secrets":null,"reissueOf":null}`,
+		`{"type":"hookkeeper.test","data":{},"endpoint":"billing"}`,
 		`{"type":"a","data":{"\u0000":"\ud800"}}`,
 		"{\"type\":\"a\",\"data\":{\"x\":\"\xff\"}}",
 		`[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[`,
@@ -105,6 +107,9 @@ func FuzzPublishBody(f *testing.F) {
 		}
 		if p.ReissueOf != "" {
 			re["reissueOf"] = p.ReissueOf
+		}
+		if name, ok := strings.CutPrefix(p.Endpoint, p.Namespace+"/"); ok {
+			re["endpoint"] = name
 		}
 		reBody, err := json.Marshal(re)
 		if err != nil {

@@ -1,9 +1,7 @@
 package httpapi
 
 import (
-	"context"
 	"errors"
-	"fmt"
 	"io"
 	"mime"
 	"net"
@@ -11,7 +9,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/hookkeeper/hookkeeper/internal/groupcommit"
 	"github.com/hookkeeper/hookkeeper/internal/ledger"
 )
 
@@ -56,49 +53,9 @@ func (h *Handler) publish(w http.ResponseWriter, r *http.Request, ns string) err
 	if err != nil {
 		return err
 	}
-	body, aerr := parsePublishBody(raw, h.cfg.MaxSecrets, h.cfg.SecretsHashKey)
-	if aerr != nil {
-		return aerr
-	}
-
-	now := h.cfg.Now()
-	params := &ledger.EventInsertParams{
-		ID:             ledger.NewID("evt", now),
-		Namespace:      ns,
-		Type:           body.Type,
-		Data:           body.Data,
-		Secrets:        body.Secrets,
-		SecretNames:    body.SecretNames,
-		ReissueOf:      body.ReissueOf,
-		IdempotencyKey: key,
-		BodyHash:       body.Hash,
-		MaxFanOut:      h.cfg.MaxFanOut,
-		Now:            now,
-	}
-	ctx, cancel := context.WithTimeout(r.Context(), h.cfg.PublishTimeout)
-	defer cancel()
-	res, err := h.cfg.Publisher.Publish(ctx, params)
-	switch {
-	case errors.Is(err, groupcommit.ErrClosed):
-		w.Header().Set("Retry-After", "1")
-		return &apiError{status: http.StatusServiceUnavailable, code: CodeUnavailable, cause: err,
-			message: "the server is shutting down and did not record the event; retry"}
-	case errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled):
-		return &apiError{status: http.StatusServiceUnavailable, code: CodeUnavailable, cause: err,
-			message: "the commit did not finish in time; the event may or may not be recorded: retry with the same Idempotency-Key (send one to make retries safe)"}
-	case err != nil:
-		return internalError(fmt.Errorf("publishing event %s: %w", params.ID, err))
-	case errors.Is(res.Err, ledger.ErrIdempotencyConflict):
-		return newError(http.StatusConflict, CodeIdempotencyConflict, IdempotencyKeyHeader,
-			"this Idempotency-Key was already used with a different body; use a new key for a new event")
-	case res.Err != nil:
-		var foe *ledger.FanOutError
-		if errors.As(res.Err, &foe) {
-			return newError(http.StatusUnprocessableEntity, CodeFanOutLimit, "type",
-				"event type %q matches %d WebhookEndpoints in namespace %s, more than the %d one event may go to; nothing was recorded: narrow the endpoints' spec.eventTypes, or ask the operator's admin to raise --max-fan-out",
-				foe.Type, foe.Matches, foe.Namespace, foe.Max)
-		}
-		return internalError(fmt.Errorf("publishing event %s: %w", params.ID, res.Err))
+	res, err := h.ingest.Publish(r.Context(), ns, key, raw)
+	if err != nil {
+		return err
 	}
 
 	status := http.StatusCreated

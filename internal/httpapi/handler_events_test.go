@@ -139,6 +139,8 @@ func TestPublishRefusals(t *testing.T) {
 		{"secret collision", req{body: `{"type":"a","data":{"token":"public"},"secrets":{"token":"x"}}`}, nil, 400, CodeSecretCollision, "secrets.token"},
 		{"reissueOf not an ID", req{body: `{"type":"a","data":{},"reissueOf":"dlv_01hzzzzzzzzzzzzzzzzzzzzzzz"}`}, nil, 400, CodeInvalidField, "reissueOf"},
 		{"reissueOf not a string", req{body: `{"type":"a","data":{},"reissueOf":1}`}, nil, 400, CodeInvalidField, "reissueOf"},
+		{"endpoint not a name", req{body: `{"type":"a","data":{},"endpoint":"Billing_1"}`}, nil, 400, CodeInvalidField, "endpoint"},
+		{"endpoint not a string", req{body: `{"type":"a","data":{},"endpoint":["billing"]}`}, nil, 400, CodeInvalidField, "endpoint"},
 		// Idempotency-Key.
 		{"key too long", req{body: validBody, headers: map[string]string{"Idempotency-Key": strings.Repeat("k", 256)}}, nil, 400, CodeInvalidField, "Idempotency-Key"},
 		{"key not ASCII", req{body: validBody, headers: map[string]string{"Idempotency-Key": "clé"}}, nil, 400, CodeInvalidField, "Idempotency-Key"},
@@ -176,6 +178,7 @@ func TestPublishAccepts(t *testing.T) {
 		{"charset utf-8", req{body: validBody, headers: map[string]string{"Content-Type": "application/json; charset=UTF-8"}}},
 		{"key of 255 printable characters", req{body: validBody, headers: map[string]string{"Idempotency-Key": strings.Repeat("~ ", 127) + "!"}}},
 		{"null secrets and reissueOf", req{body: `{"type":"a","data":{},"secrets":null,"reissueOf":null}`}},
+		{"null and empty endpoint", req{body: `{"type":"a","data":{},"endpoint":null}`}},
 		{"empty secrets", req{body: `{"type":"a","data":{},"secrets":{}}`}},
 		{"bearer scheme in lower case", req{body: validBody, headers: map[string]string{"Authorization": "bearer " + goodToken}}},
 		{"nested secret name equal to a nested data key", req{body: `{"type":"a","data":{"x":{"token":1}},"secrets":{"token":"s"}}`}},

@@ -66,8 +66,9 @@ type Config struct {
 
 // Handler serves the API. Build it with New.
 type Handler struct {
-	cfg Config
-	mux *http.ServeMux
+	cfg    Config
+	ingest *Ingest
+	mux    *http.ServeMux
 }
 
 // handlerFunc serves one route for an authenticated, authorized caller in
@@ -106,7 +107,14 @@ func New(cfg Config) (*Handler, error) {
 	if cfg.PublishTimeout <= 0 {
 		cfg.PublishTimeout = DefaultPublishTimeout
 	}
-	h := &Handler{cfg: cfg, mux: http.NewServeMux()}
+	ingest, err := NewIngest(IngestConfig{
+		Publisher: cfg.Publisher, Now: cfg.Now, MaxBodyBytes: cfg.MaxBodyBytes, MaxSecrets: cfg.MaxSecrets, MaxFanOut: cfg.MaxFanOut,
+		PublishTimeout: cfg.PublishTimeout, SecretsHashKey: cfg.SecretsHashKey,
+	})
+	if err != nil {
+		return nil, err
+	}
+	h := &Handler{cfg: cfg, ingest: ingest, mux: http.NewServeMux()}
 
 	const ns = "/v1/namespaces/{namespace}"
 	routes := []route{

@@ -154,6 +154,49 @@ func TestFanOutLimitThroughSQLite(t *testing.T) {
 	}
 }
 
+// TestAddressedPublishThroughSQLite: a publish with endpoint goes to that
+// endpoint only (even one not subscribed to its type), its answer names
+// that one delivery, the key covers the endpoint (same key, another
+// endpoint: 409), and an endpoint absent from the namespace is 422
+// UnknownEndpoint on the field endpoint with nothing recorded.
+func TestAddressedPublishThroughSQLite(t *testing.T) {
+	api := newSQLiteAPI(t, []sqliteEndpoint{{"shop", "billing", "order.*"}, {"shop", "audit", "*"}, {"other", "orders", "*"}}, Config{})
+	publish := func(body, key string) (int, string) {
+		t.Helper()
+		status, _, answer := api.call(http.MethodPost, "/v1/namespaces/shop/events", body, key)
+		return status, answer
+	}
+	const test = `{"type":"hookkeeper.test","data":{"sentBy":"it"},"endpoint":"billing"}`
+	status, answer := publish(test, "test-1")
+	var a PublishAnswer
+	if err := json.Unmarshal([]byte(answer), &a); status != http.StatusCreated || err != nil {
+		t.Fatalf("addressed publish: %d %s", status, answer)
+	}
+	if len(a.Deliveries) != 1 || a.Deliveries[0].Endpoint != "billing" {
+		t.Fatalf("deliveries %+v, want one, to billing (audit subscribes to *, billing not to hookkeeper.test)", a.Deliveries)
+	}
+	if ds, err := api.store.DeliveryList(t.Context(), &ledger.DeliveryListParams{EventID: a.ID, Limit: 10}); err != nil || len(ds) != 1 || ds[0].EndpointID != "shop/billing" {
+		t.Fatalf("the ledger holds %+v (%v), want one delivery to shop/billing", ds, err)
+	}
+	if status, answer := publish(test, "test-1"); status != http.StatusOK || !strings.Contains(answer, a.ID) {
+		t.Errorf("replay: %d %s, want 200 with %s", status, answer, a.ID)
+	}
+	if status, answer := publish(strings.Replace(test, "billing", "audit", 1), "test-1"); status != http.StatusConflict {
+		t.Errorf("same key, another endpoint: %d %s, want 409", status, answer)
+	}
+	for _, name := range []string{"nobody", "orders"} {
+		status, answer := publish(`{"type":"hookkeeper.test","data":{},"endpoint":"`+name+`"}`, "")
+		var refusal ErrorBody
+		if err := json.Unmarshal([]byte(answer), &refusal); err != nil || status != http.StatusUnprocessableEntity ||
+			refusal.Error.Code != CodeUnknownEndpoint || refusal.Error.Field != "endpoint" || !strings.Contains(refusal.Error.Message, `"`+name+`"`) {
+			t.Errorf("addressed to %s: %d %s, want 422 UnknownEndpoint on endpoint", name, status, answer)
+		}
+	}
+	if ds, err := api.store.DeliveryList(t.Context(), &ledger.DeliveryListParams{Limit: 10}); err != nil || len(ds) != 1 {
+		t.Errorf("after the refusals the ledger holds %d deliveries (%v), want 1", len(ds), err)
+	}
+}
+
 // sqliteEndpoint is a WebhookEndpoint registered in the ledger of a test.
 type sqliteEndpoint struct{ ns, name, types string }
 

@@ -164,9 +164,14 @@ func (e *FanOutError) Error() string {
 // Is makes errors.Is(err, ErrFanOutLimit) hold.
 func (e *FanOutError) Is(target error) bool { return target == ErrFanOutLimit }
 
-// CheckFanOut refuses p when matches, the number of endpoints its type
-// matches, exceeds p.MaxFanOut. Both drivers call it before inserting.
+// CheckFanOut refuses p when matches, the number of endpoints it goes to
+// (see EventInsertParams.Receives), exceeds p.MaxFanOut, or when p is
+// addressed to an endpoint that is not among them (see CheckTarget). Both
+// drivers call it before inserting.
 func CheckFanOut(p *EventInsertParams, matches int) error {
+	if err := CheckTarget(p, matches); err != nil {
+		return err
+	}
 	if p.MaxFanOut <= 0 || matches <= p.MaxFanOut {
 		return nil
 	}
@@ -357,7 +362,11 @@ type EventInsertParams struct {
 	// it keeps a single publish from becoming an unbounded number of
 	// outbound requests.
 	MaxFanOut int
-	Now       time.Time
+	// Endpoint, when set, addresses the event to that one endpoint (its
+	// ID, "<namespace>/<name>") instead of fanning it out by type: see
+	// Receives and CheckTarget (targeting.go).
+	Endpoint string
+	Now      time.Time
 	// LeaseTo, when set, hands the event's new deliveries straight to the
 	// engine that publishes it: each delivery to an endpoint that is neither
 	// paused nor excluded is inserted in_flight, leased to LeaseTo.Owner until

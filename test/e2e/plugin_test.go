@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"os/exec"
 	"path/filepath"
+	"sync"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
@@ -17,17 +18,8 @@ import (
 var _ = Describe("kubectl hookkeeper", func() {
 	It("shows the endpoints that need attention, recovers one, rotates a signing secret, and refuses bad flags by name", func() {
 		ns := useNamespace("e2e-plugin")
-		plugin := filepath.Join(workDir, "kubectl-hookkeeper")
-		build := exec.Command("go", "build", "-o", plugin, "./cmd/kubectl-hookkeeper")
-		build.Dir = testenv.RepoRoot()
-		out, err := build.CombinedOutput()
-		Expect(err).NotTo(HaveOccurred(), "building the plugin: %s", out)
 		run := func(args ...string) (string, string, error) {
-			var stdout, stderr bytes.Buffer
-			cmd := exec.Command(plugin, append(args, "--kubeconfig", kubeconfig, "-n", ns)...)
-			cmd.Stdout, cmd.Stderr = &stdout, &stderr
-			err := cmd.Run()
-			return stdout.String(), stderr.String(), err
+			return runPlugin(kubeconfig, append(args, "-n", ns)...)
 		}
 
 		fine := newReceiver("fine", false, answer(204))
@@ -82,3 +74,23 @@ var _ = Describe("kubectl hookkeeper", func() {
 		Expect(stdout).NotTo(ContainSubstring(string(after)))
 	})
 })
+
+// buildPlugin builds cmd/kubectl-hookkeeper once per suite run.
+var buildPlugin = sync.OnceValue(func() string {
+	plugin := filepath.Join(workDir, "kubectl-hookkeeper")
+	build := exec.Command("go", "build", "-o", plugin, "./cmd/kubectl-hookkeeper")
+	build.Dir = testenv.RepoRoot()
+	out, err := build.CombinedOutput()
+	Expect(err).NotTo(HaveOccurred(), "building the plugin: %s", out)
+	return plugin
+})
+
+// runPlugin runs the plugin with a kubeconfig, as `kubectl hookkeeper`.
+func runPlugin(kubeconfig string, args ...string) (stdout, stderr string, err error) {
+	GinkgoHelper()
+	var o, e bytes.Buffer
+	cmd := exec.Command(buildPlugin(), append(args, "--kubeconfig", kubeconfig)...)
+	cmd.Stdout, cmd.Stderr = &o, &e
+	err = cmd.Run()
+	return o.String(), e.String(), err
+}

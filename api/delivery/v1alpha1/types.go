@@ -127,15 +127,19 @@ type DeliveryList struct {
 
 // WebhookEvent is one published event. Its name is the event ID (evt_...).
 // Its one-time secrets are never shown; its data only to callers allowed to
-// get the webhookevents/data subresource in its namespace.
+// get the webhookevents/data subresource in its namespace. Creating one
+// publishes an event, with the HTTP API's permission, validation and
+// idempotency (docs/delivery-api.md).
 //
 // +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object
 type WebhookEvent struct {
 	metav1.TypeMeta   `json:",inline"`
 	metav1.ObjectMeta `json:"metadata,omitempty"`
 
-	Spec   WebhookEventSpec   `json:"spec"`
-	Status WebhookEventStatus `json:"status"`
+	Spec WebhookEventSpec `json:"spec"`
+	// Status is the server's; a create leaves it out.
+	// +optional
+	Status WebhookEventStatus `json:"status,omitempty"`
 }
 
 // WebhookEventSpec is the event as published.
@@ -155,9 +159,17 @@ type WebhookEventSpec struct {
 	// ReissueOf names the event this one reissues.
 	// +optional
 	ReissueOf string `json:"reissueOf,omitempty"`
-	// IdempotencyKey is the key the producer published it with.
+	// IdempotencyKey is the key the producer published it with. In a
+	// create it is the HTTP API's Idempotency-Key: the same key with the
+	// same event answers the original event, with another event 409.
 	// +optional
 	IdempotencyKey string `json:"idempotencyKey,omitempty"`
+	// Endpoint, in a create only, addresses the event to this one
+	// WebhookEndpoint of the namespace (whatever its eventTypes) instead of
+	// every endpoint subscribed to its type. Not stored: the event's
+	// deliveries say where it went.
+	// +optional
+	Endpoint string `json:"endpoint,omitempty"`
 }
 
 // WebhookEventStatus is what became of the event's material.

@@ -455,7 +455,7 @@ func schema_hookkeeper_api_delivery_v1alpha1_WebhookEvent(ref common.ReferenceCa
 	return common.OpenAPIDefinition{
 		Schema: spec.Schema{
 			SchemaProps: spec.SchemaProps{
-				Description: "WebhookEvent is one published event. Its name is the event ID (evt_...). Its one-time secrets are never shown; its data only to callers allowed to get the webhookevents/data subresource in its namespace.",
+				Description: "WebhookEvent is one published event. Its name is the event ID (evt_...). Its one-time secrets are never shown; its data only to callers allowed to get the webhookevents/data subresource in its namespace. Creating one publishes an event, with the HTTP API's permission, validation and idempotency (docs/delivery-api.md).",
 				Type:        []string{"object"},
 				Properties: map[string]spec.Schema{
 					"kind": {
@@ -486,12 +486,13 @@ func schema_hookkeeper_api_delivery_v1alpha1_WebhookEvent(ref common.ReferenceCa
 					},
 					"status": {
 						SchemaProps: spec.SchemaProps{
-							Default: map[string]interface{}{},
-							Ref:     ref(v1alpha1.WebhookEventStatus{}.OpenAPIModelName()),
+							Description: "Status is the server's; a create leaves it out.",
+							Default:     map[string]interface{}{},
+							Ref:         ref(v1alpha1.WebhookEventStatus{}.OpenAPIModelName()),
 						},
 					},
 				},
-				Required: []string{"spec", "status"},
+				Required: []string{"spec"},
 			},
 		},
 		Dependencies: []string{
@@ -601,7 +602,14 @@ func schema_hookkeeper_api_delivery_v1alpha1_WebhookEventSpec(ref common.Referen
 					},
 					"idempotencyKey": {
 						SchemaProps: spec.SchemaProps{
-							Description: "IdempotencyKey is the key the producer published it with.",
+							Description: "IdempotencyKey is the key the producer published it with. In a create it is the HTTP API's Idempotency-Key: the same key with the same event answers the original event, with another event 409.",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"endpoint": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Endpoint, in a create only, addresses the event to this one WebhookEndpoint of the namespace (whatever its eventTypes) instead of every endpoint subscribed to its type. Not stored: the event's deliveries say where it went.",
 							Type:        []string{"string"},
 							Format:      "",
 						},

@@ -17,6 +17,7 @@ func exerciseEvents(t *testing.T, newStore func(t *testing.T) ledger.Store) {
 		"FanOutByNamespaceAndType":     testFanOut,
 		"FanOutLimitRefusesWholeEvent": testFanOutLimit,
 		"FanOutLimitKeepsIdempotency":  testFanOutLimitIdempotency,
+		"AddressedToOneEndpoint":       testAddressed,
 		"EventIsStoredAsGiven": func(t *testing.T, f *fixture) {
 			f.upsert(endpoint("shop", "orders", "order.created"), t0)
 			p := event("shop", "order.created", at(time.Second))

@@ -9,7 +9,6 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/hookkeeper/hookkeeper/internal/eventtype"
 	"github.com/hookkeeper/hookkeeper/internal/ledger"
 )
 
@@ -207,7 +206,7 @@ func newEvent(p *ledger.EventInsertParams, endpoints []fanoutEndpoint) ledger.Ev
 	var ds []ledger.Delivery
 	var leased []ledger.ClaimedDelivery
 	for _, ep := range endpoints {
-		if eventtype.MatchAny(ep.eventTypes, p.Type) {
+		if p.Receives(ep.id, ep.eventTypes) {
 			d := p.NewDelivery(ledger.NewID("dlv", now), e.ID, ep.id, ep.paused)
 			ds = append(ds, d)
 			if d.State == ledger.StateInFlight {

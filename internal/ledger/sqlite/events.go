@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/hookkeeper/hookkeeper/internal/eventtype"
 	"github.com/hookkeeper/hookkeeper/internal/ledger"
 )
 
@@ -104,7 +103,7 @@ func (s *Store) insertEvent(t *wtx, p *ledger.EventInsertParams, subs map[string
 	}
 	var targets []subscriber
 	for _, ep := range eps {
-		if eventtype.MatchAny(ep.patterns, p.Type) {
+		if p.Receives(ep.id, ep.patterns) {
 			targets = append(targets, ep)
 		}
 	}

@@ -1,0 +1,90 @@
+package main
+
+import (
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	deliveryv1 "github.com/hookkeeper/hookkeeper/api/delivery/v1alpha1"
+)
+
+func at(s int) metav1.Time {
+	return metav1.NewTime(time.Date(2026, 12, 1, 12, 0, s, 0, time.UTC))
+}
+
+func event(name, typ, reissueOf string) deliveryv1.WebhookEvent {
+	return deliveryv1.WebhookEvent{
+		ObjectMeta: metav1.ObjectMeta{Name: name, CreationTimestamp: at(0)},
+		Spec:       deliveryv1.WebhookEventSpec{Type: typ, ReissueOf: reissueOf},
+	}
+}
+
+func delivery(name, event, endpoint, state string, attempts ...deliveryv1.Attempt) deliveryv1.Delivery {
+	d := deliveryv1.Delivery{ObjectMeta: metav1.ObjectMeta{Name: name}}
+	d.Spec = deliveryv1.DeliverySpec{Event: event, Endpoint: endpoint}
+	d.Status.State, d.Status.Attempts, d.Status.AttemptCount = state, attempts, int32(len(attempts))
+	if n := len(attempts); n > 0 {
+		d.Status.LastStatus = attempts[n-1].StatusCode
+	}
+	return d
+}
+
+func attempt(n int32, status int32, errText string) deliveryv1.Attempt {
+	return deliveryv1.Attempt{Number: n, StartedAt: at(int(n)), Duration: metav1.Duration{Duration: 12 * time.Millisecond}, StatusCode: status, Error: errText}
+}
+
+// TestRenderTrace: every kind of node (attempts with and without a
+// response, omitted attempts, a retry under its original, a reissue's
+// event under the delivery it replaced, an event without deliveries) in
+// its place in the tree.
+func TestRenderTrace(t *testing.T) {
+	exhausted := delivery("dlv_a", "evt_1", "billing", "Exhausted", attempt(1, 503, "HTTP 503"), attempt(2, 0, "connection refused"))
+	exhausted.Status.Reason, exhausted.Status.Resolution = "MaxAttempts", "Reissued"
+	exhausted.Status.ReplacedBy = &deliveryv1.Replacement{Delivery: "dlv_c", Event: "evt_2"}
+	exhausted.Status.AttemptsOmitted = 3
+	retriedOnce := delivery("dlv_b", "evt_1", "audit", "Exhausted", attempt(1, 500, "HTTP 500"))
+	retriedOnce.Status.Resolution = "Retried"
+	retriedOnce.Status.ReplacedBy = &deliveryv1.Replacement{Delivery: "dlv_r", Event: "evt_1"}
+	retry := delivery("dlv_r", "evt_1", "audit", "Delivered", attempt(1, 204, ""))
+	retry.Spec.RetryOf = "dlv_b"
+
+	tr := &traced{
+		event:      event("evt_1", "order.paid", ""),
+		deliveries: []deliveryv1.Delivery{exhausted, retriedOnce, retry},
+		reissues: map[string]*traced{"evt_2": {
+			event:      event("evt_2", "order.paid", "evt_1"),
+			deliveries: []deliveryv1.Delivery{delivery("dlv_c", "evt_2", "billing", "Delivered", attempt(1, 200, ""))},
+		}},
+	}
+	want := `webhookevent/evt_1 order.paid, created 2026-12-01T12:00:00Z
+├── delivery/dlv_a to billing: Exhausted (MaxAttempts), 2 attempts, resolution Reissued
+│   ├── 3 older attempts not shown
+│   ├── attempt 1 at 2026-12-01T12:00:01Z took 12ms: HTTP 503: HTTP 503
+│   ├── attempt 2 at 2026-12-01T12:00:02Z took 12ms: no response: connection refused
+│   └── reissued as webhookevent/evt_2 order.paid, created 2026-12-01T12:00:00Z, reissues evt_1
+│       └── delivery/dlv_c to billing: Delivered, 1 attempt, last HTTP 200
+│           └── attempt 1 at 2026-12-01T12:00:01Z took 12ms: HTTP 200
+└── delivery/dlv_b to audit: Exhausted, 1 attempt, last HTTP 500, resolution Retried
+    ├── attempt 1 at 2026-12-01T12:00:01Z took 12ms: HTTP 500: HTTP 500
+    └── delivery/dlv_r to audit: Delivered, 1 attempt, last HTTP 204
+        └── attempt 1 at 2026-12-01T12:00:01Z took 12ms: HTTP 204
+`
+	if got := renderTrace(tr); got != want {
+		t.Errorf("got\n%s\nwant\n%s", got, want)
+	}
+	if got := renderTrace(&traced{event: event("evt_9", "a", "")}); got != "webhookevent/evt_9 a, created 2026-12-01T12:00:00Z\n└── no deliveries\n" {
+		t.Errorf("no deliveries: %q", got)
+	}
+}
+
+func TestTestEvent(t *testing.T) {
+	ev, err := testEvent("shop", "billing", time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ev.Name != "" || ev.Namespace != "shop" || ev.Spec.Type != TestEventType || ev.Spec.Endpoint != "billing" ||
+		string(ev.Spec.Data.Raw) != `{"endpoint":"billing","sentAt":"2026-12-01T12:00:00Z","sentBy":"kubectl hookkeeper send-test"}` {
+		t.Errorf("test event %+v data %s", ev, ev.Spec.Data.Raw)
+	}
+}

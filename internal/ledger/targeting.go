@@ -1,0 +1,49 @@
+package ledger
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/hookkeeper/hookkeeper/internal/eventtype"
+)
+
+// ErrUnknownEndpoint refuses an event addressed (EventInsertParams.Endpoint)
+// to an endpoint that does not exist, or no longer exists, in its
+// namespace.
+var ErrUnknownEndpoint = errors.New("event addressed to an endpoint that does not exist in its namespace")
+
+// TargetError is ErrUnknownEndpoint for one event: nothing was inserted.
+type TargetError struct {
+	Namespace string
+	// Endpoint is the endpoint's ID ("<namespace>/<name>").
+	Endpoint string
+}
+
+func (e *TargetError) Error() string {
+	return fmt.Sprintf("endpoint %s does not exist in namespace %s", e.Endpoint, e.Namespace)
+}
+
+// Is makes errors.Is(err, ErrUnknownEndpoint) hold.
+func (e *TargetError) Is(target error) bool { return target == ErrUnknownEndpoint }
+
+// Receives reports whether the live endpoint with this ID and event-type
+// patterns gets a delivery of p. An event addressed to one endpoint goes
+// to that endpoint whatever its patterns (the publisher named it: a test
+// event reaches an endpoint that subscribes to nothing like it) and to no
+// other; any other event goes to every endpoint whose patterns select its
+// type. Both drivers call it for each endpoint of the namespace.
+func (p *EventInsertParams) Receives(endpointID string, patterns []string) bool {
+	if p.Endpoint != "" {
+		return endpointID == p.Endpoint
+	}
+	return eventtype.MatchAny(patterns, p.Type)
+}
+
+// CheckTarget refuses p when it is addressed to one endpoint and matches,
+// the number of live endpoints of its namespace that Receive it, is 0.
+func CheckTarget(p *EventInsertParams, matches int) error {
+	if p.Endpoint == "" || matches > 0 {
+		return nil
+	}
+	return &TargetError{Namespace: p.Namespace, Endpoint: p.Endpoint}
+}
