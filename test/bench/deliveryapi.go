@@ -774,7 +774,7 @@ however rare they are (before it, these lists walked the deliveries in ID
 order collecting matches: p50 41–70 ms at 100,000 deliveries, a cost that
 grows with the ledger).
 
-`, time.Now().UTC().Format("2006-01-02"), machine, r.loadAvg, "`"+tableAccept+"`")
+`, time.Now().UTC().Format("2006-01-02"), machine, r.loadAvg, tableAccept)
 	b.WriteString("| | " + strings.Join(mapRuns(r.runs, func(x apiRun) string { return fmt.Sprintf("%d deliveries", x.deliveries) }), " | ") + " |\n")
 	b.WriteString("|---" + strings.Repeat("|---", len(r.runs)) + "|\n")
 	row := func(label string, f func(x apiRun) string) {
@@ -807,6 +807,23 @@ grows with the ledger).
 		return fmt.Sprintf("%s for %d rows, of which kubectl's client-side rate limit (5/s) waited %s; requests %s",
 			x.kubectl.total.Round(time.Millisecond), x.kubectl.rows, x.kubectl.throttled.Round(time.Millisecond), x.kubectl.requests)
 	})
+	b.WriteString(`
+Memory is flat in the ledger's size: after the same work the manager holds the
+same; its Go heap stays under 90 MiB. The rest of VmRSS is outside the Go
+runtime, where `+"`GOMEMLIMIT`"+` does not reach: SQLite's page caches
+(`+"`cache_size`"+` 32 MiB per connection, one writer and four readers; in this
+driver about 48 MiB resident per connection once it has read that much),
+which fill as the clients read and then stay; a longer walk fills them
+further, hence the higher peak over the walk of the larger ledger. They
+bound the memory a ledger of any size takes.
+
+Latency: one client's page stays a few milliseconds at any size. With ten
+clients at once on two cores shared with other work (see the load average),
+requests queue for the CPU: a page costs about 2 ms of the server's CPU (a
+CPU profile: the ledger query and reading its rows about 40%, JSON encoding
+of the table about 15%, the rest the k8s.io/apiserver handler chain and TLS),
+so ten at once wait for each other and the p99 misses the floor here.
+`)
 	b.WriteString("\nReproduce: `go run ./test/bench --steps deliveryapi` (needs `make controlplane` and\n`HOOKKEEPER_TEST_POSTGRES`, which `make bench` provides).\n")
 	return b.String()
 }
