@@ -184,7 +184,7 @@ undeploy: controlplane ## Remove what deploy applied (the operator, its RBAC and
 ##@ Benchmarks
 
 .PHONY: bench
-bench: postgres ## Measure the engine end to end and write docs/benchmarks.md.
+bench: postgres controlplane ## Measure the engine end to end and kubectl get deliveries, and write docs/benchmarks.md.
 	HOOKKEEPER_TEST_POSTGRES="$$(./hack/postgres.sh)" go run ./test/bench --out docs/benchmarks.md
 
 ##@ Build dependencies

@@ -1,6 +1,9 @@
 package ledger
 
-import "context"
+import (
+	"context"
+	"slices"
+)
 
 // Browser reads the ledger's history for the delivery API (kubectl get
 // deliveries / webhookevents): one page at a time, filtered in the
@@ -58,4 +61,18 @@ type EventBrowseParams struct {
 	AfterID   string
 	// Limit defaults to 100 and is capped at MaxListLimit.
 	Limit int
+}
+
+// FailedStates are the delivery states the stores index for browsing
+// (partial indexes of migration 0009): the failed deliveries an admin
+// selects, rare among a ledger's deliveries, which a walk in ID order would
+// otherwise pass over by the thousand to fill a page.
+var FailedStates = []DeliveryState{StateExhausted, StateCancelled}
+
+// SelectsFailed reports whether params select one failed state (one of
+// FailedStates), so that a store may walk its index of failed deliveries
+// in ID order. (Several states would need the walks merged and sorted;
+// the delivery API selects one.)
+func (p *DeliveryBrowseParams) SelectsFailed() bool {
+	return len(p.States) == 1 && slices.Contains(FailedStates, p.States[0])
 }

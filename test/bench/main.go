@@ -79,7 +79,7 @@ func main() {
 	flag.IntVar(&cfg.rssDeliveries, "rss-deliveries", 1_000_000, "scheduled deliveries in the memory run")
 	flag.IntVar(&cfg.publishers, "publishers", 128, "concurrent publishing clients")
 	flag.BoolVar(&cfg.verbose, "v", false, "pass -v to the engine processes (logs on stderr)")
-	flag.StringVar(&cfg.steps, "steps", "sqlite,postgres,lag,rss", "steps to run; docs/benchmarks.md is written only when all run")
+	flag.StringVar(&cfg.steps, "steps", allSteps, "steps to run; docs/benchmarks.md is written only when all run")
 	flag.StringVar(&cfg.profileDir, "profile-dir", "", "write CPU profiles of the end-to-end runs' engine processes here")
 	flag.Parse()
 	if err := run(cfg); err != nil {
@@ -87,6 +87,9 @@ func main() {
 		os.Exit(1)
 	}
 }
+
+// allSteps are the steps of a full run.
+const allSteps = "sqlite,postgres,lag,rss,deliveryapi"
 
 type results struct {
 	machine                string
@@ -97,6 +100,7 @@ type results struct {
 	rssKiB, hwmKiB         int
 	rssLedgerMiB           float64
 	rssInsertTime          time.Duration
+	deliveryAPI            deliveryAPIResults // deliveryapi.go
 }
 
 type throughput struct {
@@ -197,7 +201,16 @@ func run(cfg config) error {
 			return err
 		}
 	}
-	if cfg.steps != "sqlite,postgres,lag,rss" {
+	if cfg.runs("deliveryapi") {
+		step("kubectl get deliveries: the manager's aggregated API")
+		if err := deliveryAPI(work, &r.deliveryAPI); err != nil {
+			return err
+		}
+	}
+	if cfg.steps == "deliveryapi" {
+		return writeDeliveryAPISection(cfg.out, r.machine, &r.deliveryAPI)
+	}
+	if cfg.steps != allSteps {
 		fmt.Println("not all steps ran: results not written")
 		return nil
 	}
@@ -662,6 +675,7 @@ Reproduce: `+"`make bench`"+` (needs `+"`./hack/postgres.sh`"+`, which `+"`make 
 		cfg.publishers, cfg.duration, r.sqlite.published, r.postgres.published, r.rssInsertTime.Round(time.Second),
 		r.sqlite.profile, r.postgres.profile,
 	)
+	b.WriteString(r.deliveryAPI.markdown(r.machine))
 	if err := os.WriteFile(cfg.out, []byte(b.String()), 0o644); err != nil {
 		return err
 	}

@@ -70,6 +70,14 @@ func testBrowseDeliveryFilters(t *testing.T, f *fixture) {
 		{"event type and namespace", ledger.DeliveryBrowseParams{EventType: "order.created", Namespace: "bank"}, ids(bank)},
 		{"state", ledger.DeliveryBrowseParams{States: []ledger.DeliveryState{ledger.StateScheduled}}, ids(late)},
 		{"resolution", ledger.DeliveryBrowseParams{Resolution: ledger.ResolutionDismissed}, one(paid, "shop/audit")},
+		// Failed states and resolutions have indexes of their own (0009).
+		{"failed state", ledger.DeliveryBrowseParams{States: []ledger.DeliveryState{ledger.StateExhausted}}, ids(created, paid, bank)},
+		{"failed state of an endpoint", ledger.DeliveryBrowseParams{EndpointID: "shop/billing", States: []ledger.DeliveryState{ledger.StateExhausted}},
+			idsOf(byID([]ledger.Delivery{{ID: deliveryTo(t, created, "shop/billing")}, {ID: deliveryTo(t, paid, "shop/billing")}}))},
+		{"failed state in a namespace", ledger.DeliveryBrowseParams{Namespace: "bank", States: []ledger.DeliveryState{ledger.StateExhausted}}, ids(bank)},
+		{"failed state none has", ledger.DeliveryBrowseParams{States: []ledger.DeliveryState{ledger.StateCancelled}}, []string{}},
+		{"two states", ledger.DeliveryBrowseParams{States: []ledger.DeliveryState{ledger.StateExhausted, ledger.StateScheduled}}, ids(created, paid, bank, late)},
+		{"resolution of an endpoint", ledger.DeliveryBrowseParams{EndpointID: "shop/audit", Resolution: ledger.ResolutionUnresolved}, one(created, "shop/audit")},
 		{"id", ledger.DeliveryBrowseParams{ID: deliveryTo(t, bank, "bank/billing")}, one(bank, "bank/billing")},
 		{"id elsewhere", ledger.DeliveryBrowseParams{ID: deliveryTo(t, bank, "bank/billing"), Namespace: "shop"}, []string{}},
 	}

@@ -60,8 +60,15 @@ func (s *Store) DeliveryBrowse(ctx context.Context, p *ledger.DeliveryBrowsePara
 		}
 		w.add("d.state = ANY($%d)", states)
 	}
+	// The partial indexes' own predicates (migration 00009), implied by the
+	// filters above but spelled out, so that a generic plan of the prepared
+	// statement can use them too.
+	if p.SelectsFailed() {
+		w.where = append(w.where, "d.state IN ('exhausted', 'cancelled')")
+	}
 	if p.Resolution != "" {
 		w.add("d.resolution = $%d", string(p.Resolution))
+		w.where = append(w.where, "d.resolution <> ''")
 	}
 	if p.AfterID != "" {
 		w.add("d.id > $%d", p.AfterID)

@@ -60,15 +60,25 @@ func deliveryBrowseSQL(p *ledger.DeliveryBrowseParams) (string, []any, error) {
 	if p.EventType != "" {
 		f.add("e.type = ?", p.EventType)
 	}
-	if len(p.States) > 0 {
+	switch {
+	case len(p.States) == 1:
+		f.add("d.state = ?", string(p.States[0]))
+	case len(p.States) > 1:
 		b, err := json.Marshal(p.States)
 		if err != nil {
 			return "", nil, err
 		}
 		f.add("d.state IN (SELECT value FROM json_each(?))", string(b))
 	}
+	// The partial indexes' own predicates (migration 0009), implied by the
+	// filters above but spelled out: SQLite uses a partial index only for a
+	// query whose WHERE clause contains its predicate.
+	if p.SelectsFailed() {
+		f.conds = append(f.conds, "d.state IN ('exhausted', 'cancelled')")
+	}
 	if p.Resolution != "" {
 		f.add("d.resolution = ?", string(p.Resolution))
+		f.conds = append(f.conds, "d.resolution <> ''")
 	}
 	if p.AfterID != "" {
 		f.add("d.id > ?", p.AfterID)
