@@ -811,8 +811,8 @@ grows with the ledger).
 Memory is flat in the ledger's size: after the same work the manager holds the
 same; its Go heap stays under 90 MiB. The rest of VmRSS is outside the Go
 runtime, where ` + "`GOMEMLIMIT`" + ` does not reach: SQLite's page caches
-(` + "`cache_size`" + ` 32 MiB per connection, one writer and four readers; in this
-driver about 48 MiB resident per connection once it has read that much),
+(` + "`cache_size`" + ` 32 MiB for the writer and 8 MiB for each of four readers;
+about 1.5 times that resident once read),
 which fill as the clients read and then stay; a longer walk fills them
 further, hence the higher peak over the walk of the larger ledger. They
 bound the memory a ledger of any size takes.

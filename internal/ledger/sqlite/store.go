@@ -62,8 +62,15 @@ const (
 	// another process (in-process writers queue for the write connection
 	// instead).
 	busyTimeout = 5 * time.Second
-	// cacheKiB is each connection's page cache.
-	cacheKiB = 32 << 10
+	// writerCacheKiB is the writer's page cache: writes touch the hot
+	// pages of every index, so it is the one that saves I/O.
+	writerCacheKiB = 32 << 10
+	// readerCacheKiB is each reader's page cache. The caches live outside
+	// the Go heap, where GOMEMLIMIT does not reach, and fill as the
+	// delivery API reads the ledger: small per reader keeps the process
+	// inside its memory limit (docs/operations.md#memory), while the
+	// kernel's page cache still serves the pages they miss.
+	readerCacheKiB = 8 << 10
 )
 
 // WithSynchronous sets PRAGMA synchronous: FULL (the default) syncs the WAL
@@ -145,6 +152,10 @@ func dsn(path string, o options, readOnly bool) string {
 	q.Add("_pragma", "journal_mode(WAL)")
 	q.Add("_pragma", "synchronous("+o.synchronous+")")
 	q.Add("_pragma", "foreign_keys(1)")
+	cacheKiB := writerCacheKiB
+	if readOnly {
+		cacheKiB = readerCacheKiB
+	}
 	q.Add("_pragma", "cache_size(-"+strconv.Itoa(cacheKiB)+")")
 	q.Add("_pragma", "temp_store(MEMORY)")
 	// Deleted and overwritten content (scrubbed secrets, pruned payloads)
