@@ -104,19 +104,34 @@ func measureEngine(cfg config, bin string, t *tracker, label string, ledgerArgs 
 		return costRun{}, err
 	}
 	defer h.stop()
+	tg := target{url: "http://" + h.addr + "/v1/namespaces/bench/events", token: token}
+	r, err := drive(cfg, t, label, h.cmd.Process.Pid, tg, serverPIDs, rate)
+	if err != nil {
+		return r, err
+	}
+	h.stop()
+	r.profile = profile
+	r.breakdown = breakdown(profile)
+	r.topFuncs = topFunctions(profile, 15)
+	return r, nil
+}
+
+// drive publishes to tg at rate (0: saturation) for cfg.costDuration and
+// meters the CPU of the process pid (and of serverPIDs) over the window
+// from the first publish to the last receipt.
+func drive(cfg config, t *tracker, label string, pid int, tg target, serverPIDs func() ([]int, error), rate int) (costRun, error) {
 	t.reset(maxEvents)
-	engine, err := newCPUMeter(onePID(h.cmd.Process.Pid))
+	engine, err := newCPUMeter(onePID(pid))
 	if err != nil {
 		return costRun{}, err
 	}
-	user0, _ := procUser(h.cmd.Process.Pid)
+	user0, _ := procUser(pid)
 	var server *cpuMeter
 	if serverPIDs != nil {
 		if server, err = newCPUMeter(serverPIDs); err != nil {
 			return costRun{}, err
 		}
 	}
-	tg := target{url: "http://" + h.addr + "/v1/namespaces/bench/events", token: token}
 	var l *load
 	stopSampling := make(chan struct{})
 	sampled := make(chan struct{})
@@ -152,8 +167,8 @@ func measureEngine(cfg config, bin string, t *tracker, label string, ledgerArgs 
 	if err != nil {
 		return costRun{}, err
 	}
-	user1, _ := procUser(h.cmd.Process.Pid)
-	r := costRun{label: label, rate: rate, events: l.accepted, loadAvg: loadAvg(), lat: l.latencies(t), profile: profile}
+	user1, _ := procUser(pid)
+	r := costRun{label: label, rate: rate, events: l.accepted, loadAvg: loadAvg(), lat: l.latencies(t)}
 	r.window = time.Unix(0, t.last.Load()).Sub(l.start)
 	r.published = float64(l.accepted) / l.end.Sub(l.start).Seconds()
 	r.delivered = float64(l.accepted) / r.window.Seconds()
@@ -168,9 +183,6 @@ func measureEngine(cfg config, bin string, t *tracker, label string, ledgerArgs 
 		}
 		r.serverCPU = used / time.Duration(l.accepted)
 	}
-	h.stop()
-	r.breakdown = breakdown(profile)
-	r.topFuncs = topFunctions(profile, 15)
 	fmt.Printf("  %s: %d events, delivered %.0f/s (published %.0f/s); engine CPU %s/event (user %.0f%%), server CPU %s/event; latency %s; publish %s; delivery %s (load %s)\n",
 		label, r.events, r.delivered, r.published, r.engineCPU, 100*r.userShare, r.serverCPU, r.lat.total, r.lat.publish, r.lat.delivery, r.loadAvg)
 	return r, nil

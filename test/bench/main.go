@@ -47,7 +47,7 @@ import (
 const token = "bench-token"
 
 // allSteps are the steps of `make bench`.
-const allSteps = "sqlite,postgres,lag,rss,cost,history,disk"
+const allSteps = "sqlite,postgres,lag,rss,cost,history,disk,manager"
 
 // verboseHosts passes -v to enginehost (set from --v).
 var verboseHosts bool
@@ -110,6 +110,7 @@ type results struct {
 	cost                   costResults
 	history                historyResults
 	disk                   diskResults
+	manager                managerResults
 }
 
 type throughput struct {
@@ -222,6 +223,11 @@ func run(cfg config) error {
 	}
 	if cfg.runs("disk") {
 		if err := runDisk(cfg, work, &r.disk); err != nil {
+			return err
+		}
+	}
+	if cfg.runs("manager") {
+		if err := runManager(cfg, bin, work, &r.manager); err != nil {
 			return err
 		}
 	}

@@ -173,6 +173,21 @@ func costSection(cfg config, r *results, notes string) string {
 		p("| %s | %.0f B | %.0f B | %.0f B |\n", s.name, s.written, s.prunedInUse, s.prunedCompacted)
 	}
 	p("\nThe sizing table in docs/operations.md follows these figures.\n")
+
+	m := &r.manager
+	p("\n### The real manager against enginehost\n\n")
+	p("The steps above run the engine as enginehost (the engine and its HTTP API without\n")
+	p("Kubernetes). Once per run, the real manager (`cmd/`, with etcd and kube-apiserver started as\n")
+	p("test/e2e starts them, a WebhookEndpoint object, `--api-auth=token-file`) takes the same steady\n")
+	p("%d events/s on SQLite, and enginehost right after it:\n\n", managerRate)
+	p("| process | CPU per event | of it user time | latency p50/p99 | load average |\n|---|---|---|---|---|\n")
+	for _, run := range []costRun{m.manager, m.enginehost} {
+		p("| %s | %s | %.0f%% | %s / %s | %s |\n", run.label, ms(run.engineCPU), 100*run.userShare, round(run.lat.total.p50), round(run.lat.total.p99), run.loadAvg)
+	}
+	p("\nThe control plane (etcd and kube-apiserver) used %s per event meanwhile. The manager's\n", ms(m.controlPlaneCPU))
+	p("controllers, informers and status resyncs add %s per event (%s) at this rate, so the\n",
+		ms(m.manager.engineCPU-m.enginehost.engineCPU), delta(float64(m.manager.engineCPU), float64(m.enginehost.engineCPU)))
+	p("cost steps keep enginehost, which starts in a second and needs no control plane.\n")
 	if notes != "" {
 		p("\n%s\n", notes)
 	}
