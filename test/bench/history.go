@@ -34,6 +34,11 @@ const (
 	opsBatch         = 100    // the engine's batch size
 )
 
+// historyChunkFor is the events generated per transaction: at most
+// historyChunk, and at least five sizes on the way, for the status
+// refresh's curve.
+func historyChunkFor(n int) int { return min(historyChunk, max(1, (n+4)/5)) }
+
 type ledgerOps struct{ insert, claim, record dist }
 
 // refreshCost is the median latency of the ledger calls one
@@ -152,8 +157,7 @@ func historyOn(cfg config, bin string, t *tracker, bl benchLedger) (historyStore
 		return hs, err
 	}
 	var generating time.Duration
-	// At least five sizes on the way, for the status refresh's curve.
-	chunk := min(historyChunk, max(1, (cfg.historyEvents+4)/5))
+	chunk := historyChunkFor(cfg.historyEvents)
 	for lo := 0; lo < cfg.historyEvents; lo += chunk {
 		hi := min(lo+chunk, cfg.historyEvents)
 		t0 := time.Now()
