@@ -214,7 +214,10 @@ func costSection(cfg config, r *results, notes string) string {
 	if notes != "" {
 		p("\n%s\n", notes)
 	}
-	p("\nReproduce the cost steps alone: `go run ./test/bench --steps cost,history,disk --history-events 1000000`\n")
-	p("(figures are written to docs/benchmarks.md only when every step runs).\n")
+	p("\nReproduce: `make bench` (10,000,000 events of history), or quicker\n")
+	p("`make bench BENCH_FLAGS=--history-events=1000000` (this run: `--lag-deliveries 30000\n")
+	p("--history-events 1000000`, as the lag step's 30 s preload budget failed at this load). The cost\n")
+	p("steps alone print their figures without writing this file: `go run ./test/bench --steps\n")
+	p("cost,history,disk,manager --profile-dir DIR` (with HOOKKEEPER_TEST_POSTGRES set).\n")
 	return b.String()
 }
