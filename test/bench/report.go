@@ -215,8 +215,8 @@ func costSection(cfg config, r *results, notes string) string {
 		p("\n%s\n", notes)
 	}
 	p("\nReproduce: `make bench` (10,000,000 events of history), or quicker\n")
-	p("`make bench BENCH_FLAGS=--history-events=1000000` (this run: `--lag-deliveries 30000\n")
-	p("--history-events 1000000`, as the lag step's 30 s preload budget failed at this load). The cost\n")
+	p("`make bench BENCH_FLAGS=--history-events=1000000` (this run: `--lag-deliveries %d\n", cfg.lagDeliveries)
+	p("--history-events %d`; the lag step's 30 s preload budget fails at 100,000 on a loaded machine). The cost\n", cfg.historyEvents)
 	p("steps alone print their figures without writing this file: `go run ./test/bench --steps\n")
 	p("cost,history,disk,manager --profile-dir DIR` (with HOOKKEEPER_TEST_POSTGRES set).\n")
 	return b.String()
