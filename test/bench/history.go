@@ -105,6 +105,9 @@ func runHistory(cfg config, bin, work string, h *historyResults) error {
 		return err
 	}
 	sq.cleanup() // the disk back before the next store fills it
+	if cfg.historySQLiteOnly {
+		return nil
+	}
 	step(fmt.Sprintf("flat cost with %d events of history on PostgreSQL", cfg.historyEvents))
 	pg := postgresHistoryLedger(cfg.postgres, fmt.Sprintf("hk_bench_history_%d", time.Now().UnixNano()))
 	defer pg.cleanup()
