@@ -183,9 +183,13 @@ undeploy: controlplane ## Remove what deploy applied (the operator, its RBAC and
 
 ##@ Benchmarks
 
+# BENCH_FLAGS: e.g. --history-events=1000000 for a quicker run (the default,
+# 10,000,000 events of history, takes about an hour to preload on 2 cores).
+BENCH_FLAGS ?=
+
 .PHONY: bench
-bench: postgres controlplane ## Measure the engine end to end and kubectl get deliveries, and write docs/benchmarks.md.
-	HOOKKEEPER_TEST_POSTGRES="$$(./hack/postgres.sh)" go run ./test/bench --out docs/benchmarks.md
+bench: postgres controlplane ## Measure the engine end to end and kubectl get deliveries, and write docs/benchmarks.md (BENCH_FLAGS: more flags).
+	HOOKKEEPER_TEST_POSTGRES="$$(./hack/postgres.sh)" go run ./test/bench --out docs/benchmarks.md $(BENCH_FLAGS)
 
 ##@ Build dependencies
 

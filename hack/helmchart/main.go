@@ -461,7 +461,7 @@ type values struct {
 	metricsAddress            string
 }
 
-func defaultValues() *values { return &values{sqliteStorage: "1Gi"} }
+func defaultValues() *values { return &values{sqliteStorage: "10Gi"} }
 
 func (v *values) yaml() string {
 	var b bytes.Buffer

@@ -83,10 +83,10 @@ type apiRun struct {
 	deliveries   int
 	preload      time.Duration
 	ledgerMiB    float64
-	pages        latencies // one client walking everything, pages of 100
-	loaded       latencies // the same pages while the clients all page at once
+	pages        requestTimes // one client walking everything, pages of 100
+	loaded       requestTimes // the same pages while the clients all page at once
 	loadedWalk   time.Duration
-	selected     []latencies // per selectedLists entry, limit 500 as kubectl asks
+	selected     []requestTimes // per selectedLists entry, limit 500 as kubectl asks
 	selectedRows []int
 	idleRSS      int // KiB, before the clients start
 	mem          memSamples
@@ -97,7 +97,7 @@ type apiRun struct {
 // kubectlRun is a real `kubectl get deliveries --chunk-size=100` walk.
 type kubectlRun struct {
 	total    time.Duration
-	requests latencies // as kubectl -v=6 logs them
+	requests requestTimes // as kubectl -v=6 logs them
 	// throttled is how long kubectl's own client-side rate limiter (5
 	// requests/s after a burst of 10) held its requests back.
 	throttled time.Duration
@@ -111,9 +111,9 @@ type deliveryAPIResults struct {
 	loadAvg string // /proc/loadavg at the start and end of the step
 }
 
-type latencies []time.Duration
+type requestTimes []time.Duration
 
-func (l latencies) quantile(q float64) time.Duration {
+func (l requestTimes) quantile(q float64) time.Duration {
 	if len(l) == 0 {
 		return 0
 	}
@@ -122,19 +122,13 @@ func (l latencies) quantile(q float64) time.Duration {
 	return s[min(len(s)-1, int(float64(len(s))*q))]
 }
 
-func (l latencies) String() string {
-	return fmt.Sprintf("p50 %s, p99 %s, max %s (%d requests)", ms(l.quantile(0.5)), ms(l.quantile(0.99)), ms(l.quantile(1)), len(l))
+func (l requestTimes) String() string {
+	return fmt.Sprintf("p50 %s, p99 %s, max %s (%d requests)", millis(l.quantile(0.5)), millis(l.quantile(0.99)), millis(l.quantile(1)), len(l))
 }
 
-func ms(d time.Duration) string { return fmt.Sprintf("%.1f ms", float64(d)/float64(time.Millisecond)) }
-
-func loadAvg() string {
-	data, _ := os.ReadFile("/proc/loadavg")
-	f := strings.Fields(string(data))
-	if len(f) < 3 {
-		return "?"
-	}
-	return strings.Join(f[:3], " ")
+// millis is a request time to a tenth of a millisecond.
+func millis(d time.Duration) string {
+	return fmt.Sprintf("%.1f ms", float64(d)/float64(time.Millisecond))
 }
 
 // deliveryAPI runs the step: one control plane, then for each ledger size
@@ -268,7 +262,7 @@ func measureLedger(suite *testenv.Suite, viewer *rest.Config, dir string, n int,
 	fmt.Printf("    pages of 100, one client: %s\n", lat)
 
 	for _, s := range selectedLists {
-		var all latencies
+		var all requestTimes
 		matched := 0
 		for range 20 {
 			rows, lat, err := c.walk(s.selector, 500)
@@ -298,7 +292,7 @@ func measureLedger(suite *testenv.Suite, viewer *rest.Config, dir string, n int,
 			defer wg.Done()
 			c, err := newPager(cfg)
 			var rows int
-			var lat latencies
+			var lat requestTimes
 			if err == nil {
 				c.requests = &requests
 				rows, lat, err = c.walk("", 100)
@@ -642,9 +636,9 @@ func (p *pager) page(selector, cont string, limit int) (rows int, next string, e
 
 // walk pages through every delivery matching selector and returns how
 // many there were and each page's latency (request to last byte).
-func (p *pager) walk(selector string, limit int) (int, latencies, error) {
+func (p *pager) walk(selector string, limit int) (int, requestTimes, error) {
 	var (
-		lat   latencies
+		lat   requestTimes
 		total int
 		cont  string
 	)

@@ -46,6 +46,9 @@ import (
 
 const token = "bench-token"
 
+// allSteps are the steps of `make bench`.
+const allSteps = "sqlite,postgres,lag,rss,deliveryapi,cost,history,disk,manager"
+
 // verboseHosts passes -v to enginehost (set from --v).
 var verboseHosts bool
 
@@ -59,6 +62,13 @@ type config struct {
 	verbose                      bool
 	profileDir                   string
 	steps                        string
+	// Cost per event (cost.go, history.go).
+	connections   int
+	costDuration  time.Duration
+	historyEvents int
+	// historySQLiteOnly runs the history step on SQLite alone (a 10M
+	// PostgreSQL preload takes most of an hour on 2 cores).
+	historySQLiteOnly bool
 }
 
 func (c config) runs(step string) bool {
@@ -81,15 +91,16 @@ func main() {
 	flag.BoolVar(&cfg.verbose, "v", false, "pass -v to the engine processes (logs on stderr)")
 	flag.StringVar(&cfg.steps, "steps", allSteps, "steps to run; docs/benchmarks.md is written only when all run")
 	flag.StringVar(&cfg.profileDir, "profile-dir", "", "write CPU profiles of the end-to-end runs' engine processes here")
+	flag.IntVar(&cfg.connections, "connections", 64, "load client connections of the relay and cost runs")
+	flag.DurationVar(&cfg.costDuration, "cost-duration", 20*time.Second, "publishing time of each relay and cost run")
+	flag.IntVar(&cfg.historyEvents, "history-events", 10_000_000, "delivered events of history preloaded in the flat-cost runs")
+	flag.BoolVar(&cfg.historySQLiteOnly, "history-sqlite-only", false, "run the history step on SQLite only (with --steps history: figures are printed, not written)")
 	flag.Parse()
 	if err := run(cfg); err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
 		os.Exit(1)
 	}
 }
-
-// allSteps are the steps of a full run.
-const allSteps = "sqlite,postgres,lag,rss,deliveryapi"
 
 type results struct {
 	machine                string
@@ -101,6 +112,10 @@ type results struct {
 	rssLedgerMiB           float64
 	rssInsertTime          time.Duration
 	deliveryAPI            deliveryAPIResults // deliveryapi.go
+	cost                   costResults
+	history                historyResults
+	disk                   diskResults
+	manager                managerResults
 }
 
 type throughput struct {
@@ -210,6 +225,26 @@ func run(cfg config) error {
 	if cfg.steps == "deliveryapi" {
 		return writeDeliveryAPISection(cfg.out, r.machine, &r.deliveryAPI)
 	}
+	if cfg.runs("cost") {
+		if err := runCost(cfg, bin, work, &r.cost); err != nil {
+			return err
+		}
+	}
+	if cfg.runs("history") {
+		if err := runHistory(cfg, bin, work, &r.history); err != nil {
+			return err
+		}
+	}
+	if cfg.runs("disk") {
+		if err := runDisk(cfg, work, &r.disk); err != nil {
+			return err
+		}
+	}
+	if cfg.runs("manager") {
+		if err := runManager(cfg, bin, work, &r.manager); err != nil {
+			return err
+		}
+	}
 	if cfg.steps != allSteps {
 		fmt.Println("not all steps ran: results not written")
 		return nil
@@ -281,12 +316,17 @@ func (r *receiver) close() { _ = r.srv.Close() }
 
 // waitUnique waits until the receiver saw n distinct events.
 func (r *receiver) waitUnique(n int64, timeout time.Duration) error {
+	return waitCount(&r.unique, n, timeout)
+}
+
+// waitCount waits until a receiver's count of distinct events reaches n.
+func waitCount(count *atomic.Int64, n int64, timeout time.Duration) error {
 	deadline := time.Now().Add(timeout)
-	for r.unique.Load() < n {
+	for count.Load() < n {
 		if time.Now().After(deadline) {
-			return fmt.Errorf("receiver saw %d of %d events after %s", r.unique.Load(), n, timeout)
+			return fmt.Errorf("receiver saw %d of %d events after %s", count.Load(), n, timeout)
 		}
-		time.Sleep(10 * time.Millisecond)
+		time.Sleep(5 * time.Millisecond)
 	}
 	return nil
 }
@@ -330,21 +370,32 @@ func startHost(bin string, args ...string) (*host, error) {
 	cmd := exec.Command(bin, append([]string{"--token", token}, args...)...)
 	// The same GC settings as the manager Deployment (config/manager).
 	cmd.Env = append(os.Environ(), "GOGC=400", "GOMEMLIMIT=400MiB")
+	addr, err := startListening(cmd)
+	if err != nil {
+		return nil, fmt.Errorf("enginehost: %w", err)
+	}
+	return &host{cmd: cmd, addr: addr}, nil
+}
+
+// startListening starts a process that prints "listening <addr>" first
+// (enginehost, the relay) and returns the address.
+func startListening(cmd *exec.Cmd) (string, error) {
 	cmd.Stderr = os.Stderr
 	out, err := cmd.StdoutPipe()
 	if err != nil {
-		return nil, err
+		return "", err
 	}
 	if err := cmd.Start(); err != nil {
-		return nil, err
+		return "", err
 	}
 	sc := bufio.NewScanner(out)
 	if !sc.Scan() || !strings.HasPrefix(sc.Text(), "listening ") {
 		_ = cmd.Process.Kill()
-		return nil, fmt.Errorf("enginehost did not start")
+		_ = cmd.Wait()
+		return "", fmt.Errorf("did not start")
 	}
 	go func() { _, _ = io.Copy(io.Discard, out) }()
-	return &host{cmd: cmd, addr: strings.TrimPrefix(sc.Text(), "listening ")}, nil
+	return strings.TrimPrefix(sc.Text(), "listening "), nil
 }
 
 func (h *host) stop() {
@@ -455,19 +506,7 @@ func preload(path, url string, n int, due func(i int) time.Time) error {
 		return err
 	}
 	defer store.Close()
-	secret, err := signing.GenerateSecret()
-	if err != nil {
-		return err
-	}
-	_, err = store.EndpointUpsert(ctx, &ledger.EndpointUpsertParams{Now: time.Now(), Endpoint: ledger.Endpoint{
-		ID: "bench/receiver", Namespace: "bench", Name: "receiver", URL: url, EventTypes: []string{"*"},
-		Secrets: []ledger.SigningSecret{{Value: secret}}, AckMode: ledger.AckResponse, MaxInFlight: 512,
-		Policy: ledger.Policy{
-			Backoff: backoff.Policy{Strategy: backoff.Fixed, InitialDelay: time.Second, MaxAttempts: 10, AttemptTimeout: 5 * time.Second},
-			RetryOn: []string{"NetworkError", "Timeout", "5xx"},
-		},
-	}})
-	if err != nil {
+	if err := registerBenchEndpoint(ctx, store, url); err != nil {
 		return err
 	}
 	const batch = 2000
@@ -485,6 +524,24 @@ func preload(path, url string, n int, due func(i int) time.Time) error {
 		}
 	}
 	return nil
+}
+
+// registerBenchEndpoint registers the endpoint the engine's --endpoints
+// file names (bench/receiver) in a ledger opened by the bench itself.
+func registerBenchEndpoint(ctx context.Context, store ledger.Store, url string) error {
+	secret, err := signing.GenerateSecret()
+	if err != nil {
+		return err
+	}
+	_, err = store.EndpointUpsert(ctx, &ledger.EndpointUpsertParams{Now: time.Now(), Endpoint: ledger.Endpoint{
+		ID: "bench/receiver", Namespace: "bench", Name: "receiver", URL: url, EventTypes: []string{"*"},
+		Secrets: []ledger.SigningSecret{{Value: secret}}, AckMode: ledger.AckResponse, MaxInFlight: 512,
+		Policy: ledger.Policy{
+			Backoff: backoff.Policy{Strategy: backoff.Fixed, InitialDelay: time.Second, MaxAttempts: 10, AttemptTimeout: 5 * time.Second},
+			RetryOn: []string{"NetworkError", "Timeout", "5xx"},
+		},
+	}})
+	return err
 }
 
 func lag(cfg config, bin string, rcv *receiver, work string, r *results) error {
@@ -675,6 +732,7 @@ Reproduce: `+"`make bench`"+` (needs `+"`./hack/postgres.sh`"+`, which `+"`make 
 		cfg.publishers, cfg.duration, r.sqlite.published, r.postgres.published, r.rssInsertTime.Round(time.Second),
 		r.sqlite.profile, r.postgres.profile,
 	)
+	b.WriteString(costSection(cfg, r, keptNotes(cfg.out)))
 	b.WriteString(r.deliveryAPI.markdown(r.machine))
 	if err := os.WriteFile(cfg.out, []byte(b.String()), 0o644); err != nil {
 		return err
