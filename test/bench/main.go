@@ -61,6 +61,7 @@ type config struct {
 	publishers                   int
 	verbose                      bool
 	profileDir                   string
+	enginehost                   string
 	steps                        string
 	// Cost per event (cost.go, history.go).
 	connections   int
@@ -95,6 +96,7 @@ func main() {
 	flag.DurationVar(&cfg.costDuration, "cost-duration", 20*time.Second, "publishing time of each relay and cost run")
 	flag.IntVar(&cfg.historyEvents, "history-events", 10_000_000, "delivered events of history preloaded in the flat-cost runs")
 	flag.BoolVar(&cfg.historySQLiteOnly, "history-sqlite-only", false, "run the history step on SQLite only (with --steps history: figures are printed, not written)")
+	flag.StringVar(&cfg.enginehost, "enginehost", "", "use this enginehost binary instead of building ./test/enginehost (to compare builds in one session)")
 	flag.Parse()
 	if err := run(cfg); err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
@@ -174,9 +176,12 @@ func run(cfg config) error {
 	if cfg.profileDir == "" {
 		cfg.profileDir = work
 	}
-	bin := filepath.Join(work, "enginehost")
-	if out, err := exec.Command("go", "build", "-o", bin, "./test/enginehost").CombinedOutput(); err != nil {
-		return fmt.Errorf("building enginehost: %v\n%s", err, out)
+	bin := cfg.enginehost
+	if bin == "" {
+		bin = filepath.Join(work, "enginehost")
+		if out, err := exec.Command("go", "build", "-o", bin, "./test/enginehost").CombinedOutput(); err != nil {
+			return fmt.Errorf("building enginehost: %v\n%s", err, out)
+		}
 	}
 	rcv, err := startReceiver()
 	if err != nil {
