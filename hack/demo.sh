@@ -148,4 +148,11 @@ expect "exhausted, by reason" "$(k get retrypolicy demo-fast -o jsonpath='{range
 expect "recovered by a retry" "$(k get retrypolicy demo-fast -o jsonpath='{.status.evidence.last24h.recovered}')" 0
 expect "the advice" "$(k get retrypolicy demo-fast -o jsonpath='{.status.conditions[?(@.type=="HorizonFit")].reason}')" InsufficientEvidence
 
+say "8. deleting the namespace completes: kube-controllers' namespace controller, the manager's finalizers"
+# The namespace controller walks every resource discovery lists, the
+# aggregated delivery.hookkeeper.dev included: the manager serves it until
+# the end, so nothing waits for an unavailable APIService.
+show "$KUBECTL" delete namespace demo --wait --timeout=120s
+expect "the namespace is gone" "$("$KUBECTL" get namespace demo --ignore-not-found -o name)" ""
+
 say "the demo behaved as shown"
