@@ -155,8 +155,11 @@ var _ = BeforeSuite(func() {
 })
 
 var _ = AfterSuite(func() {
+	// Unregistered while the manager still serves it; checked at the end,
+	// so that a failure still stops every process.
+	var unregisterErr error
 	if env != nil && kubeconfig != "" {
-		Expect(testenv.UnregisterDeliveryAPI(kubectlPath, kubeconfig)).To(Succeed())
+		unregisterErr = testenv.UnregisterDeliveryAPI(kubectlPath, kubeconfig)
 	}
 	if manager != nil && manager.Process != nil {
 		_ = manager.Process.Signal(syscall.SIGTERM)
@@ -174,6 +177,7 @@ var _ = AfterSuite(func() {
 	if env != nil {
 		Expect(env.Stop()).To(Succeed())
 	}
+	Expect(unregisterErr).NotTo(HaveOccurred())
 	if workDir != "" {
 		if suiteFailed {
 			GinkgoWriter.Printf("kept %s (manager.log, ledger.db, kubeconfig) for the failure\n", workDir)
