@@ -38,32 +38,39 @@ say "building and starting a local control plane, the operator and the demo rece
 go build -o bin/manager ./cmd
 go build -o bin/devcluster ./hack/devcluster
 go build -o bin/demoreceiver ./hack/demoreceiver
-bin/devcluster --dir "$DEV_DIR" >"$DEV_DIR/cluster.log" 2>&1 &
+# devcluster: etcd, kube-apiserver and kube-controllers, and the route from
+# kube-apiserver to the manager's aggregated API on 127.0.0.1:18443.
+bin/devcluster --dir "$DEV_DIR" --delivery-api 127.0.0.1:18443 >"$DEV_DIR/cluster.log" 2>&1 &
 pids+=($!)
-for _ in $(seq 1 120); do [[ -f "$DEV_DIR/cluster.ready" ]] && break; sleep 0.5; done
-[[ -f "$DEV_DIR/cluster.ready" ]] || fail "the control plane did not start (see $DEV_DIR/cluster.log)"
+for _ in $(seq 1 240); do
+	[[ -f "$DEV_DIR/cluster.ready" ]] && break
+	kill -0 "${pids[0]}" 2>/dev/null || break
+	sleep 0.5
+done
+[[ -f "$DEV_DIR/cluster.ready" ]] || { tail -40 "$DEV_DIR/cluster.log" >&2; fail "the control plane did not start (see $DEV_DIR/cluster.log)"; }
 export KUBECONFIG="$DEV_DIR/kubeconfig"
 TOKEN="demo-$(head -c 12 /dev/urandom | od -An -tx1 | tr -d ' \n')"
 echo "$TOKEN demo-producer" >"$DEV_DIR/api-tokens"
 bin/manager --ledger="sqlite://$DEV_DIR/ledger.db" --metrics-bind-address=0 \
 	--health-probe-bind-address=127.0.0.1:18081 --api-bind-address=127.0.0.1:18090 \
 	--api-auth=token-file --api-token-file="$DEV_DIR/api-tokens" --allowed-destination-cidrs=127.0.0.0/8 \
-	--aggregated-api-bind-address=127.0.0.1:18443 --aggregated-api-self-signed \
+	--aggregated-api-bind-address=127.0.0.1:18443 \
+	--aggregated-api-tls-cert-file="$DEV_DIR/delivery-api.crt" --aggregated-api-tls-key-file="$DEV_DIR/delivery-api.key" \
 	--endpoint-status-resync=2s \
 	>"$DEV_DIR/manager.log" 2>&1 &
 pids+=($!)
 bin/demoreceiver --listen 127.0.0.1:18100 --api "$API" --token "$TOKEN" --secret-dir "$DEV_DIR/secrets" >"$DEV_DIR/receiver.log" 2>&1 &
 pids+=($!)
 for _ in $(seq 1 120); do curl -fsS http://127.0.0.1:18081/readyz >/dev/null 2>&1 && break; sleep 0.5; done
-# In a cluster kube-apiserver proxies delivery.hookkeeper.dev to the manager
-# through the APIService; a local control plane cannot route to it, so a
-# kubeconfig context points kubectl at the manager's aggregated API
-# directly, with the same user: authentication and authorization are still
-# delegated to the control plane. (Its certificate is self-signed here.)
-"$KUBECTL" config set-cluster hookkeeper-history --server=https://127.0.0.1:18443 --insecure-skip-tls-verify=true >/dev/null
-"$KUBECTL" config set-context hookkeeper-history --cluster=hookkeeper-history \
-	--user="$("$KUBECTL" config view --minify -o jsonpath='{.contexts[0].context.user}')" >/dev/null
-h() { "$KUBECTL" --context hookkeeper-history --namespace demo "$@"; }
+# As in a cluster, kube-apiserver proxies delivery.hookkeeper.dev to the
+# manager through the APIService, so `kubectl get deliveries` below uses the
+# ordinary kubeconfig. devcluster registered it with an ExternalName Service
+# for 127.0.0.1 (Endpoints on loopback are refused, an ExternalName is not)
+# and the CA of the certificate the manager serves; kube-apiserver presents
+# its front-proxy client certificate, and the manager delegates
+# authentication and authorization back to it.
+show "$KUBECTL" wait apiservice/v1alpha1.delivery.hookkeeper.dev --for=condition=Available --timeout=60s \
+	|| fail "kube-apiserver does not reach the manager's aggregated API: $("$KUBECTL" get apiservice v1alpha1.delivery.hookkeeper.dev -o jsonpath='{.status.conditions[0].message}')"
 
 say "1. an admin applies a retry policy and three endpoints"
 show "$KUBECTL" apply -f hack/demo/manifests.yaml
@@ -87,12 +94,12 @@ EVENT="$(k get webhookendpoint fan-confirmations -o jsonpath='{.status.recentExh
 expect "a reissue is required for it" "$(k get webhookendpoint fan-confirmations -o jsonpath='{.status.recentExhausted[0].recovery}')" Reissue
 
 say "3. the delivery's history in kubectl; the one-time token was scrubbed when nothing was pending any more"
-show "$KUBECTL" --context hookkeeper-history get deliveries --namespace demo --field-selector spec.endpoint=fan-confirmations,status.state=Exhausted
-DELIVERY="$(h get deliveries --field-selector "spec.event=$EVENT" -o jsonpath='{.items[0].metadata.name}')"
-show "$KUBECTL" --context hookkeeper-history describe delivery --namespace demo "$DELIVERY"
-show "$KUBECTL" --context hookkeeper-history get webhookevent --namespace demo "$EVENT" -o yaml
-[[ -n "$(h get webhookevent "$EVENT" -o jsonpath='{.status.secretsScrubbedAt}')" ]] || fail "the event's secrets were not scrubbed"
-printf '  \033[32mok\033[0m secrets scrubbed at %s\n' "$(h get webhookevent "$EVENT" -o jsonpath='{.status.secretsScrubbedAt}')"
+show "$KUBECTL" get deliveries --namespace demo --field-selector spec.endpoint=fan-confirmations,status.state=Exhausted
+DELIVERY="$(k get deliveries --field-selector "spec.event=$EVENT" -o jsonpath='{.items[0].metadata.name}')"
+show "$KUBECTL" describe delivery --namespace demo "$DELIVERY"
+show "$KUBECTL" get webhookevent --namespace demo "$EVENT" -o yaml
+[[ -n "$(k get webhookevent "$EVENT" -o jsonpath='{.status.secretsScrubbedAt}')" ]] || fail "the event's secrets were not scrubbed"
+printf '  \033[32mok\033[0m secrets scrubbed at %s\n' "$(k get webhookevent "$EVENT" -o jsonpath='{.status.secretsScrubbedAt}')"
 curl -sS -X POST "http://127.0.0.1:18100/control/outage?on=false"
 
 say "4. a Retry is refused: it could only deliver a token that no longer exists"
@@ -114,11 +121,11 @@ show curl -sS http://127.0.0.1:18100/control/log
 LAST="$(curl -sS http://127.0.0.1:18100/control/log | tr '}' '\n' | grep "$NEW_EVENT" | tail -1)"
 [[ "$LAST" == *'"status":204'* && "$LAST" != *tok_original_0001* && "$LAST" == *tok_* ]] || fail "the replacement was not delivered with a fresh token: $LAST"
 printf '  \033[32mok\033[0m replacement %s delivered with a fresh token\n' "$NEW_EVENT"
-show "$KUBECTL" --context hookkeeper-history get deliveries --namespace demo -o wide
+show "$KUBECTL" get deliveries --namespace demo -o wide
 expect "the original keeps its history and gains a resolution" \
-	"$(h get deliveries --field-selector "spec.event=$EVENT" -o jsonpath='{.items[0].status.resolution}')" Reissued
+	"$(k get deliveries --field-selector "spec.event=$EVENT" -o jsonpath='{.items[0].status.resolution}')" Reissued
 expect "the replacement is named on the original" \
-	"$(h get deliveries --field-selector "spec.event=$EVENT" -o jsonpath='{.items[0].status.replacedBy.event}')" "$NEW_EVENT"
+	"$(k get deliveries --field-selector "spec.event=$EVENT" -o jsonpath='{.items[0].status.replacedBy.event}')" "$NEW_EVENT"
 
 say "6. a Callback endpoint: accepted (202) but rejected by the workflow is not delivered"
 show publish order-1001 '{"type":"order.created","data":{"order":1001}}'
@@ -140,5 +147,12 @@ expect "delivered on the first attempt" "$(k get retrypolicy demo-fast -o jsonpa
 expect "exhausted, by reason" "$(k get retrypolicy demo-fast -o jsonpath='{range .status.evidence.last24h.exhaustedByReason[*]}{.reason}={.count} {end}')" "AckRejected=1 MaxAttempts=1 "
 expect "recovered by a retry" "$(k get retrypolicy demo-fast -o jsonpath='{.status.evidence.last24h.recovered}')" 0
 expect "the advice" "$(k get retrypolicy demo-fast -o jsonpath='{.status.conditions[?(@.type=="HorizonFit")].reason}')" InsufficientEvidence
+
+say "8. deleting the namespace completes: kube-controllers' namespace controller, the manager's finalizers"
+# The namespace controller walks every resource discovery lists, the
+# aggregated delivery.hookkeeper.dev included: the manager serves it until
+# the end, so nothing waits for an unavailable APIService.
+show "$KUBECTL" delete namespace demo --wait --timeout=120s
+expect "the namespace is gone" "$("$KUBECTL" get namespace demo --ignore-not-found -o name)" ""
 
 say "the demo behaved as shown"

@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
-# `make dev`: a local control plane, the operator against it, and the
-# samples applied, then the kubectl commands to try. Ctrl-C stops it all.
+# `make dev`: a local control plane (etcd, kube-apiserver, kube-controllers),
+# the operator against it with its aggregated API routed through
+# kube-apiserver on loopback, and the samples applied, then the kubectl
+# commands to try. Ctrl-C stops it all.
 # DEV_ONESHOT=1 stops after showing the samples (used to check this script).
 set -euo pipefail
 
@@ -22,11 +24,13 @@ trap cleanup EXIT INT TERM
 say() { printf '\n\033[1m==> %s\033[0m\n' "$*"; }
 show() { printf '$ %s\n' "$*"; "$@"; }
 
-say "starting etcd and kube-apiserver (logs: .dev/cluster.log)"
+say "starting etcd, kube-apiserver and kube-controllers (logs: .dev/cluster.log, .dev/kube-controllers.log)"
 go build -o "$ROOT/bin/devcluster" ./hack/devcluster
-"$ROOT/bin/devcluster" --dir "$DEV_DIR" >"$DEV_DIR/cluster.log" 2>&1 &
+# --delivery-api: the route from kube-apiserver to the manager's aggregated
+# API (an APIService with an ExternalName Service for 127.0.0.1).
+"$ROOT/bin/devcluster" --dir "$DEV_DIR" --delivery-api 127.0.0.1:18443 >"$DEV_DIR/cluster.log" 2>&1 &
 pids+=($!)
-for _ in $(seq 1 120); do
+for _ in $(seq 1 240); do
 	[[ -f "$DEV_DIR/cluster.ready" ]] && break
 	kill -0 "${pids[0]}" 2>/dev/null || { cat "$DEV_DIR/cluster.log"; exit 1; }
 	sleep 0.5
@@ -40,6 +44,8 @@ TOKEN="$(cut -d' ' -f1 "$DEV_DIR/api-tokens")"
 "$ROOT/bin/manager" --ledger="sqlite://$DEV_DIR/ledger.db" --metrics-bind-address=0 \
 	--health-probe-bind-address=127.0.0.1:18081 --api-bind-address=127.0.0.1:18090 \
 	--api-auth=token-file --api-token-file="$DEV_DIR/api-tokens" --allowed-destination-cidrs=127.0.0.0/8 \
+	--aggregated-api-bind-address=127.0.0.1:18443 \
+	--aggregated-api-tls-cert-file="$DEV_DIR/delivery-api.crt" --aggregated-api-tls-key-file="$DEV_DIR/delivery-api.key" \
 	>"$DEV_DIR/manager.log" 2>&1 &
 pids+=($!)
 for _ in $(seq 1 120); do
@@ -47,6 +53,7 @@ for _ in $(seq 1 120); do
 	kill -0 "${pids[1]}" 2>/dev/null || { cat "$DEV_DIR/manager.log"; exit 1; }
 	sleep 0.5
 done
+show "$KUBECTL" wait apiservice/v1alpha1.delivery.hookkeeper.dev --for=condition=Available --timeout=60s
 
 say "applying the samples"
 show "$KUBECTL" apply -f config/samples
@@ -54,6 +61,7 @@ show "$KUBECTL" wait --for=condition=Ready retrypolicy --all --timeout=60s
 say "what hookkeeper knows"
 show "$KUBECTL" get retrypolicies
 show "$KUBECTL" get hookkeeper
+show "$KUBECTL" get deliveries -A
 
 cat <<MSG
 
@@ -68,6 +76,10 @@ hookkeeper is running against a local control plane. In another shell:
   curl -sS -X POST http://127.0.0.1:18090/v1/namespaces/default/events \\
     -H "Authorization: Bearer $TOKEN" -H 'Content-Type: application/json' \\
     -H 'Idempotency-Key: order-42' -d '{"type":"order.created","data":{"order":42}}'
+  # the delivery history, served by the operator through kube-apiserver:
+  kubectl get deliveries -A
+  kubectl get webhookevents -A
+  kubectl describe delivery <name> -n default
 
 Operator log: .dev/manager.log. Press Ctrl-C to stop everything.
 MSG

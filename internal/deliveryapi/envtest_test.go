@@ -3,17 +3,10 @@ package deliveryapi_test
 import (
 	"bytes"
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/base64"
 	"encoding/json"
-	"encoding/pem"
 	"fmt"
-	"math/big"
 	"net"
 	"net/http"
 	"os"
@@ -51,59 +44,24 @@ const (
 	payloadMarker = "payload-marker-3f9a"
 )
 
-// pki is a CA that signs certificates for the test.
-type pki struct {
-	cert *x509.Certificate
-	key  *ecdsa.PrivateKey
-	pem  []byte
+func newCA(t *testing.T, cn string) *testenv.CA {
+	t.Helper()
+	ca, err := testenv.NewCA(cn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ca
 }
 
-func newCA(t *testing.T, cn string) *pki {
+// issue signs a leaf: a serving certificate for 127.0.0.1 and the
+// APIService's Service, or a client certificate for cn.
+func issue(t *testing.T, ca *testenv.CA, cn string, serial int64, server bool) (certPEM, keyPEM []byte) {
 	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	c, k, err := ca.Issue(cn, serial, server)
 	if err != nil {
 		t.Fatal(err)
 	}
-	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: cn},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour),
-		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature,
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cert, _ := x509.ParseCertificate(der)
-	return &pki{cert: cert, key: key, pem: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})}
-}
-
-// issue signs a leaf: a serving certificate for 127.0.0.1 or a client
-// certificate for cn.
-func (ca *pki) issue(t *testing.T, cn string, serial int64, server bool) (certPEM, keyPEM []byte) {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(serial), Subject: pkix.Name{CommonName: cn},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour),
-		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
-	}
-	if server {
-		tmpl.ExtKeyUsage = []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}
-		tmpl.IPAddresses = []net.IP{net.ParseIP("127.0.0.1")}
-		tmpl.DNSNames = []string{apiServiceHost}
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.cert, &key.PublicKey, ca.key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	kb, err := x509.MarshalECPrivateKey(key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kb})
+	return c, k
 }
 
 func writeFile(t *testing.T, path string, data []byte) {
@@ -219,8 +177,8 @@ type harness struct {
 	dir        string
 	kubectl    string
 	addr       string
-	servingCA  *pki
-	proxyCA    *pki
+	servingCA  *testenv.CA
+	proxyCA    *testenv.CA
 	kubeconfig map[string]string // user → kubeconfig path
 	outputs    *bytes.Buffer     // everything the server answered, for the secrets check
 }
@@ -278,7 +236,7 @@ func wantNames(t *testing.T, what string, got, want []string) {
 func (h *harness) writeKubeconfig(user string, cfg *rest.Config) {
 	h.t.Helper()
 	kc := clientcmdapi.NewConfig()
-	kc.Clusters["delivery"] = &clientcmdapi.Cluster{Server: "https://" + h.addr, CertificateAuthorityData: h.servingCA.pem}
+	kc.Clusters["delivery"] = &clientcmdapi.Cluster{Server: "https://" + h.addr, CertificateAuthorityData: h.servingCA.PEM}
 	kc.AuthInfos[user] = &clientcmdapi.AuthInfo{ClientCertificateData: cfg.CertData, ClientKeyData: cfg.KeyData, Token: cfg.BearerToken}
 	kc.Contexts["delivery"] = &clientcmdapi.Context{Cluster: "delivery", AuthInfo: user}
 	kc.CurrentContext = "delivery"
@@ -304,31 +262,18 @@ func TestWithKubectl(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	// The front-proxy (request-header) CA, as kube-apiserver is configured
-	// with it in a cluster: kube-apiserver publishes it in
+	// The front-proxy (request-header) CA and the client certificate
+	// kube-apiserver's aggregator presents, as a cluster's kube-apiserver is
+	// configured: it publishes the CA in
 	// kube-system/extension-apiserver-authentication, where the server
 	// reads it.
-	h.proxyCA = newCA(t, "front-proxy-ca")
-	proxyCAFile := filepath.Join(dir, "front-proxy-ca.crt")
-	writeFile(t, proxyCAFile, h.proxyCA.pem)
-	// The client certificate kube-apiserver's aggregator presents when it
-	// proxies to the server through the APIService.
-	proxyCert, proxyKey := h.proxyCA.issue(t, "front-proxy-client", 20, false)
-	proxyCertFile, proxyKeyFile := filepath.Join(dir, "front-proxy-client.crt"), filepath.Join(dir, "front-proxy-client.key")
-	writeFile(t, proxyCertFile, proxyCert)
-	writeFile(t, proxyKeyFile, proxyKey)
 	env, err := testenv.New()
 	if err != nil {
 		t.Fatal(err)
 	}
-	env.ControlPlane.GetAPIServer().Configure().
-		Set("requestheader-client-ca-file", proxyCAFile).
-		Set("requestheader-allowed-names", "front-proxy-client").
-		Set("requestheader-username-headers", "X-Remote-User").
-		Set("requestheader-group-headers", "X-Remote-Group").
-		Set("requestheader-extra-headers-prefix", "X-Remote-Extra-").
-		Set("proxy-client-cert-file", proxyCertFile).
-		Set("proxy-client-key-file", proxyKeyFile)
+	if h.proxyCA, err = testenv.FrontProxy(env, dir); err != nil {
+		t.Fatal(err)
+	}
 	cfg, err := env.Start()
 	if err != nil {
 		t.Fatalf("starting the control plane: %v", err)
@@ -350,7 +295,7 @@ func TestWithKubectl(t *testing.T) {
 	// The serving certificate, on disk so that it can be rotated.
 	h.servingCA = newCA(t, "delivery-api-ca")
 	certFile, keyFile := filepath.Join(dir, "tls.crt"), filepath.Join(dir, "tls.key")
-	c, k := h.servingCA.issue(t, "hookkeeper-api", 2, true)
+	c, k := issue(t, h.servingCA, "hookkeeper-api", 2, true)
 	writeFile(t, certFile, c)
 	writeFile(t, keyFile, k)
 	cert, err := deliveryapi.FileCert(certFile, keyFile)
@@ -467,7 +412,14 @@ func TestWithKubectl(t *testing.T) {
 			g.Expect(r.Rules).To(ContainElement(HaveField("APIGroups", ContainElement(v1alpha1.GroupName))))
 		}).WithTimeout(time.Minute).Should(Succeed(), "%s aggregates no rule of %s:\n%s", role, v1alpha1.GroupName, testenv.Tail(controllers.Log, 40))
 	}
-	registerAPIService(t, h, adminKubeconfig)
+	// Registered as config/default does, but through an ExternalName
+	// Service for 127.0.0.1 (testenv.RegisterDeliveryAPI).
+	if err := testenv.RegisterDeliveryAPI(h.kubectl, adminKubeconfig, h.addr, h.servingCA.PEM); err != nil {
+		t.Fatal(err)
+	}
+	if err := testenv.WaitDeliveryAPI(h.kubectl, adminKubeconfig, time.Minute); err != nil {
+		t.Fatal(err)
+	}
 
 	t.Run("Discovery", func(t *testing.T) {
 		h.t = t
@@ -639,7 +591,7 @@ func TestWithKubectl(t *testing.T) {
 	})
 	t.Run("Rotation", func(t *testing.T) {
 		h.t = t
-		c, k := h.servingCA.issue(t, "hookkeeper-api", 3, true)
+		c, k := issue(t, h.servingCA, "hookkeeper-api", 3, true)
 		writeFile(t, keyFile, k)
 		writeFile(t, certFile, c)
 		deadline := time.Now().Add(time.Minute)
@@ -662,64 +614,6 @@ func TestWithKubectl(t *testing.T) {
 			t.Fatalf("the secrets check saw no event data at all: it would not notice a leak")
 		}
 	})
-}
-
-// apiServiceHost is the name kube-apiserver's aggregator expects on the
-// server's certificate: that of the Service the APIService names.
-const apiServiceHost = "delivery-api.hookkeeper-system.svc"
-
-// registerAPIService registers the server with kube-apiserver, as
-// config/default does, so that kube-apiserver's discovery knows
-// delivery.hookkeeper.dev (kubectl auth can-i resolves the resource through
-// it) and proxies to the server. Endpoints on loopback are refused, so the
-// Service is of type ExternalName, naming 127.0.0.1: the aggregator resolves
-// it to the server's loopback address and verifies its certificate against
-// the APIService's caBundle for apiServiceHost.
-func registerAPIService(t *testing.T, h *harness, kubeconfig string) {
-	t.Helper()
-	_, port, err := net.SplitHostPort(h.addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	manifest := fmt.Sprintf(`apiVersion: v1
-kind: Namespace
-metadata:
-  name: hookkeeper-system
----
-apiVersion: v1
-kind: Service
-metadata:
-  name: delivery-api
-  namespace: hookkeeper-system
-spec:
-  type: ExternalName
-  externalName: 127.0.0.1
-  ports:
-  - port: %[1]s
----
-apiVersion: apiregistration.k8s.io/v1
-kind: APIService
-metadata:
-  name: v1alpha1.delivery.hookkeeper.dev
-spec:
-  group: delivery.hookkeeper.dev
-  version: v1alpha1
-  groupPriorityMinimum: 1000
-  versionPriority: 100
-  caBundle: %[2]s
-  service:
-    name: delivery-api
-    namespace: hookkeeper-system
-    port: %[1]s
-`, port, base64.StdEncoding.EncodeToString(h.servingCA.pem))
-	if out, err := testenv.RunKubectl(h.kubectl, kubeconfig, manifest, "apply", "-f", "-"); err != nil {
-		t.Fatalf("%v\n%s", err, out)
-	}
-	if out, err := testenv.RunKubectl(h.kubectl, kubeconfig, "", "wait", "apiservice/v1alpha1.delivery.hookkeeper.dev",
-		"--for=condition=Available", "--timeout=60s"); err != nil {
-		status, _ := testenv.RunKubectl(h.kubectl, kubeconfig, "", "get", "apiservice/v1alpha1.delivery.hookkeeper.dev", "-o", "yaml")
-		t.Fatalf("%v\n%s\n%s", err, out, status)
-	}
 }
 
 // applyShippedClusterRoles renders config/default with the real kubectl
@@ -962,11 +856,11 @@ func testPagingWhileWriting(t *testing.T, h *harness, store ledger.Store) {
 // X-Remote-* headers. Without that certificate the headers mean nothing.
 func testFrontProxy(t *testing.T, h *harness) {
 	roots := x509.NewCertPool()
-	roots.AppendCertsFromPEM(h.servingCA.pem)
-	client := func(cn string, ca *pki) *http.Client {
+	roots.AppendCertsFromPEM(h.servingCA.PEM)
+	client := func(cn string, ca *testenv.CA) *http.Client {
 		cfg := &tls.Config{RootCAs: roots}
 		if ca != nil {
-			c, k := ca.issue(t, cn, 10, false)
+			c, k := issue(t, ca, cn, 10, false)
 			pair, err := tls.X509KeyPair(c, k)
 			if err != nil {
 				t.Fatal(err)

@@ -3,48 +3,23 @@ package e2e
 import (
 	"fmt"
 	"net/http"
-	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
-	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/hookkeeper/hookkeeper/test/testenv"
 )
 
-// deliveryAPIKubeconfig writes a kubeconfig whose server is the manager's
-// aggregated API on loopback (self-signed, so not verified: the envtest
-// suite in internal/deliveryapi verifies a real serving CA) and whose user
-// is the suite's admin, authenticated by the manager through the control
-// plane.
-func deliveryAPIKubeconfig(dir, adminKubeconfig, addr string) string {
-	GinkgoHelper()
-	kc, err := clientcmd.LoadFromFile(adminKubeconfig)
-	Expect(err).NotTo(HaveOccurred())
-	for _, c := range kc.Clusters {
-		c.Server = "https://" + addr
-		c.CertificateAuthorityData, c.CertificateAuthority = nil, ""
-		c.InsecureSkipTLSVerify = true
-	}
-	path := filepath.Join(dir, "kubeconfig-delivery-api")
-	Expect(clientcmd.WriteToFile(*kc, path)).To(Succeed())
-	return path
-}
-
-// deliveries runs kubectl against the manager's aggregated API.
-func deliveries(args ...string) string {
-	GinkgoHelper()
-	out, err := testenv.RunKubectl(kubectlPath, deliveryKubeconfig, "", args...)
-	Expect(err).NotTo(HaveOccurred())
-	return out
-}
-
 var _ = Describe("Delivery history in kubectl", func() {
-	It("tells the reissue story with kubectl get/describe against the manager's aggregated API", func() {
+	It("tells the reissue story with kubectl get/describe through kube-apiserver and the APIService", func() {
 		ns := useNamespace("e2e-delivery-api")
+		By("the suite's kubeconfig names kube-apiserver, which routes the group to the manager")
+		Expect(kubectl("get", "apiservice", testenv.DeliveryAPIServiceAPI, "-o",
+			`jsonpath={.spec.service.namespace}/{.spec.service.name} {.status.conditions[?(@.type=="Available")].status}`)).
+			To(Equal(testenv.DeliveryAPINamespace + "/" + testenv.DeliveryAPIService + " True"))
 		var accept atomic.Bool
 		rcv := newReceiver("billing (503 until accepting)", false, func(int, *received) int {
 			if accept.Load() {
@@ -61,16 +36,16 @@ var _ = Describe("Delivery history in kubectl", func() {
 		orig := api.publish(ns, "paid-1", `{"type":"order.paid","data":{"order":1}}`)
 		var exhausted string
 		Eventually(func(g Gomega) {
-			out, err := testenv.RunKubectl(kubectlPath, deliveryKubeconfig, "", "get", "deliveries", "-n", ns,
+			out, err := runKubectl("", "get", "deliveries", "-n", ns,
 				"--field-selector", "spec.endpoint=billing,status.state=Exhausted", "-o", "jsonpath={.items[*].metadata.name}")
 			g.Expect(err).NotTo(HaveOccurred())
 			g.Expect(strings.Fields(out)).To(HaveLen(1))
 			exhausted = strings.TrimSpace(out)
 		}).WithTimeout(60 * time.Second).Should(Succeed())
-		table := deliveries("get", "deliveries", "-n", ns)
+		table := kubectl("get", "deliveries", "-n", ns)
 		Expect(table).To(ContainSubstring("LAST STATUS"))
 		Expect(table).To(MatchRegexp(exhausted + `\s+order.paid\s+billing\s+Exhausted\s+2\s+503\s+MaxAttempts\s+Unresolved`))
-		desc := deliveries("describe", "delivery", exhausted, "-n", ns)
+		desc := kubectl("describe", "delivery", exhausted, "-n", ns)
 		Expect(desc).To(MatchRegexp(`Status Code:\s+503`))
 		Expect(strings.Count(desc, "Number:")).To(Equal(2), desc)
 
@@ -91,7 +66,7 @@ spec:
 		By("the story with kubectl alone: what replaced it, the new event and its delivery")
 		var newEvent string
 		Eventually(func(g Gomega) {
-			out, err := testenv.RunKubectl(kubectlPath, deliveryKubeconfig, "", "get", "delivery", exhausted, "-n", ns,
+			out, err := runKubectl("", "get", "delivery", exhausted, "-n", ns,
 				"-o", "jsonpath={.status.resolution} {.status.replacedBy.event}")
 			g.Expect(err).NotTo(HaveOccurred())
 			f := strings.Fields(out)
@@ -100,19 +75,19 @@ spec:
 			newEvent = f[1]
 		}).Should(Succeed())
 		Expect(newEvent).NotTo(Equal(orig.ID))
-		Expect(deliveries("get", "deliveries", "-n", ns)).To(MatchRegexp(exhausted + `.*Reissued\s+event/` + newEvent))
+		Expect(kubectl("get", "deliveries", "-n", ns)).To(MatchRegexp(exhausted + `.*Reissued\s+event/` + newEvent))
 		Eventually(func(g Gomega) {
-			out, err := testenv.RunKubectl(kubectlPath, deliveryKubeconfig, "", "get", "deliveries", "-n", ns,
+			out, err := runKubectl("", "get", "deliveries", "-n", ns,
 				"--field-selector", "spec.event="+newEvent, "-o", "jsonpath={.items[*].status.state}")
 			g.Expect(err).NotTo(HaveOccurred())
 			g.Expect(out).To(Equal("Delivered"))
 		}).Should(Succeed())
-		Expect(deliveries("get", "webhookevent", newEvent, "-n", ns, "-o", "jsonpath={.spec.reissueOf}")).To(Equal(orig.ID))
-		events := deliveries("get", "webhookevents", "-n", ns, "-o", "yaml")
+		Expect(kubectl("get", "webhookevent", newEvent, "-n", ns, "-o", "jsonpath={.spec.reissueOf}")).To(Equal(orig.ID))
+		events := kubectl("get", "webhookevents", "-n", ns, "-o", "yaml")
 		Expect(events).To(ContainSubstring(orig.ID))
 
 		By("no secret in any answer")
-		for _, out := range []string{table, desc, events, deliveries("get", "deliveries", "-n", ns, "-o", "yaml")} {
+		for _, out := range []string{table, desc, events, kubectl("get", "deliveries", "-n", ns, "-o", "yaml")} {
 			Expect(strings.Contains(out, secret)).To(BeFalse(), "the endpoint's signing secret appears in kubectl output")
 		}
 	})

@@ -53,10 +53,6 @@ var (
 	// control plane lacks: deleting a namespace completes, owned objects go.
 	kubeControllers *testenv.KubeControllers
 
-	// deliveryKubeconfig points kubectl at the manager's aggregated API
-	// (delivery.hookkeeper.dev) with the suite's admin credentials.
-	deliveryKubeconfig string
-
 	// metricsURL is the manager's Prometheus endpoint (plain HTTP on
 	// loopback, for the secrets-hygiene search).
 	metricsURL string
@@ -92,8 +88,16 @@ var _ = BeforeSuite(func() {
 	apiToken = suiteProducer()
 	certFile, keyFile, roots := servingCertificate(workDir)
 	probeAddr, apiAddr, metricsAddr := freeAddr(), freeAddr(), freeAddr()
+	// kubectl get deliveries: kube-apiserver proxies delivery.hookkeeper.dev
+	// to the manager's aggregated API through the APIService, registered
+	// here with an ExternalName Service for 127.0.0.1 and the CA of the
+	// certificate the manager serves (testenv.RegisterDeliveryAPI). The
+	// manager serves it for the whole suite and it is unregistered before
+	// the manager stops: an unavailable APIService would hold up namespace
+	// deletion, which waits for complete discovery.
 	deliveryAPIAddr := freeAddr()
-	deliveryKubeconfig = deliveryAPIKubeconfig(workDir, kubeconfig, deliveryAPIAddr)
+	deliveryCert, deliveryKey, deliveryCA, err := testenv.DeliveryAPICert(workDir)
+	Expect(err).NotTo(HaveOccurred())
 	metricsURL = "http://" + metricsAddr + "/metrics"
 	managerLog = filepath.Join(workDir, "manager.log")
 	logFile, err := os.Create(managerLog)
@@ -108,10 +112,9 @@ var _ = BeforeSuite(func() {
 		"--api-auth=kubernetes",
 		"--api-tls-cert-file="+certFile,
 		"--api-tls-key-file="+keyFile,
-		// kubectl get deliveries: the aggregated API, read with
-		// deliveryKubeconfig (a local control plane cannot route to it).
 		"--aggregated-api-bind-address="+deliveryAPIAddr,
-		"--aggregated-api-self-signed",
+		"--aggregated-api-tls-cert-file="+deliveryCert,
+		"--aggregated-api-tls-key-file="+deliveryKey,
 		"--endpoint-status-resync=2s",
 		"--max-fan-out="+fmt.Sprint(maxFanOut),
 		// The receivers are on loopback, which is forbidden by default.
@@ -146,10 +149,18 @@ var _ = BeforeSuite(func() {
 		g.Expect(err).NotTo(HaveOccurred())
 		g.Expect(status).To(Equal(http.StatusNotFound))
 	}).WithTimeout(60*time.Second).Should(Succeed(), func() string { return "manager not ready:\n" + testenv.Tail(managerLog, 60) })
+	Expect(testenv.RegisterDeliveryAPI(kubectlPath, kubeconfig, deliveryAPIAddr, deliveryCA)).To(Succeed())
+	Expect(testenv.WaitDeliveryAPI(kubectlPath, kubeconfig, 60*time.Second)).To(Succeed(), func() string { return testenv.Tail(managerLog, 60) })
 	suiteFailed = false
 })
 
 var _ = AfterSuite(func() {
+	// Unregistered while the manager still serves it; checked at the end,
+	// so that a failure still stops every process.
+	var unregisterErr error
+	if env != nil && kubeconfig != "" {
+		unregisterErr = testenv.UnregisterDeliveryAPI(kubectlPath, kubeconfig)
+	}
 	if manager != nil && manager.Process != nil {
 		_ = manager.Process.Signal(syscall.SIGTERM)
 		select {
@@ -166,6 +177,7 @@ var _ = AfterSuite(func() {
 	if env != nil {
 		Expect(env.Stop()).To(Succeed())
 	}
+	Expect(unregisterErr).NotTo(HaveOccurred())
 	if workDir != "" {
 		if suiteFailed {
 			GinkgoWriter.Printf("kept %s (manager.log, ledger.db, kubeconfig) for the failure\n", workDir)

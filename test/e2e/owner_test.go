@@ -52,7 +52,7 @@ var _ = Describe("Owners and ceilings", func() {
 		}{exhausted.ID, id, ns + "/orders", "team-orders", "MaxAttempts", 2}), "dead-letter data %s", raw)
 
 		By("kubectl get deliveries -o wide (the aggregated API) showing the OWNER")
-		Expect(deliveries("get", "delivery", exhausted.ID, "-n", ns, "-o", "wide")).To(
+		Expect(kubectl("get", "delivery", exhausted.ID, "-n", ns, "-o", "wide")).To(
 			MatchRegexp(`(?s)OWNER.*\n` + exhausted.ID + `\s.*\steam-orders\s`))
 
 		By("the DeliveriesExhausted Event naming the owner")

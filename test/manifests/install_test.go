@@ -193,9 +193,9 @@ func TestInstallManifestsAreAcceptedByTheAPIServer(t *testing.T) {
 	if want := "delivery.hookkeeper.dev/v1alpha1 hookkeeper-system/hookkeeper-delivery-api:443 [] 1000 100 []"; apiSvc != want {
 		t.Errorf("APIService = %q, want %q", apiSvc, want)
 	}
-	// kube-apiserver cannot reach the manager here (nothing runs behind
-	// the Service, and it could not route to loopback anyway): the
-	// APIService is registered, and reported unavailable.
+	// kube-apiserver cannot reach the manager here (no pod runs behind
+	// the Service): the APIService is registered, and reported
+	// unavailable.
 	available := run("get", "apiservice", apiServiceName, "-o", `jsonpath={.status.conditions[?(@.type=="Available")].status}`)
 	if available != "False" && available != "" {
 		t.Errorf("APIService Available = %q with nothing serving it", available)

@@ -82,7 +82,10 @@ type Suite struct {
 }
 
 // StartSuite starts the control plane while it builds the manager into
-// dir, and writes the kubeconfig there. On error nothing is left running.
+// dir, and writes the kubeconfig there. kube-apiserver is configured for
+// API aggregation (FrontProxy), so that a suite can route the manager's
+// aggregated API through it (RegisterDeliveryAPI). On error nothing is left
+// running.
 func StartSuite(dir string) (*Suite, error) {
 	var s Suite
 	built := make(chan error, 1)
@@ -97,6 +100,9 @@ func StartSuite(dir string) (*Suite, error) {
 	}
 	s.Kubectl = kubectl
 	if s.Env, err = New(); err != nil {
+		return nil, errors.Join(err, <-built)
+	}
+	if _, err := FrontProxy(s.Env, dir); err != nil {
 		return nil, errors.Join(err, <-built)
 	}
 	if _, err := s.Env.Start(); err != nil {
