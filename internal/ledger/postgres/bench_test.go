@@ -34,3 +34,51 @@ func BenchmarkEventInsertMany(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkEventInsertManyHistory measures a batch of 100 events with
+// idempotency keys on an empty ledger and on one with 200,000 events of
+// history: the cost of a batch should not depend on the ledger's size.
+func BenchmarkEventInsertManyHistory(b *testing.B) {
+	for _, history := range []int{0, 200000} {
+		b.Run(fmt.Sprintf("history=%d", history), func(b *testing.B) {
+			schema := pgtest.NewSchema(b)
+			s := pgtest.OpenStore(b, schema)
+			upsert(b, s, endpoint("shop", "all", "*"))
+			fillHistory(b, rawConn(b, schema), history, 0)
+			ctx := context.Background()
+			n := 0
+			for b.Loop() {
+				b.StopTimer()
+				batch := make([]*ledger.EventInsertParams, 100)
+				for i := range batch {
+					n++
+					batch[i] = event("shop", "order.created", t0, 1024)
+					batch[i].IdempotencyKey = fmt.Sprintf("bench-%d", n)
+				}
+				b.StartTimer()
+				if _, err := s.EventInsertMany(ctx, batch); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
+// BenchmarkExhaustedListFirst measures what an endpoint status refresh
+// asks: the first of an endpoint's 1,000 unresolved exhausted deliveries.
+// The loop runs the cached statement long enough to reach the generic plan.
+func BenchmarkExhaustedListFirst(b *testing.B) {
+	schema := pgtest.NewSchema(b)
+	s := pgtest.OpenStore(b, schema)
+	fillHistory(b, rawConn(b, schema), 200000, 1000)
+	ctx := context.Background()
+	for b.Loop() {
+		got, err := s.ExhaustedList(ctx, &ledger.ExhaustedListParams{EndpointID: "shop/billing", Limit: 1})
+		if err != nil {
+			b.Fatal(err)
+		}
+		if len(got) != 1 {
+			b.Fatalf("ExhaustedList returned %d deliveries, want 1", len(got))
+		}
+	}
+}

@@ -101,7 +101,7 @@ func queueFirstAttempts(b *pgx.Batch, fa ledger.FirstAttempts) {
 
 // exhaustedPageSQL reads one page of an endpoint's unresolved exhausted
 // deliveries after the keyset ($4, $5), oldest first, walking
-// deliveries_unresolved. $2 and $3 bound terminal_at; $6 and $7 filter by
+// deliveries_exhausted (00010). $2 and $3 bound terminal_at; $6 and $7 filter by
 // delivery and event IDs (NULL: no filter); $8 is the page size.
 const exhaustedPageSQL = `
 	SELECT ` + deliveryColumns + `, e.type, e.secret_names,

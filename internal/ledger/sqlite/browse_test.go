@@ -50,20 +50,7 @@ func TestDeliveryBrowsePlans(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		rows, err := s.r.QueryContext(t.Context(), "EXPLAIN QUERY PLAN "+q, args...)
-		if err != nil {
-			t.Fatalf("%+v: %v", p, err)
-		}
-		var plan []string
-		for rows.Next() {
-			var id, parent, unused int
-			var detail string
-			if err := rows.Scan(&id, &parent, &unused, &detail); err != nil {
-				t.Fatal(err)
-			}
-			plan = append(plan, detail)
-		}
-		rows.Close()
+		plan := queryPlan(t, s, q, args...)
 		text := strings.Join(plan, "\n")
 		if strings.Contains(text, "TEMP B-TREE") {
 			t.Errorf("filters %+v sort every match:\n%s", p, text)

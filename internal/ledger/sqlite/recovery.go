@@ -76,7 +76,7 @@ var recoverySQL = struct {
 
 	itemsList: `SELECT ` + itemCols + itemFrom + ` WHERE ri.operation_key = ?1 ORDER BY ri.rowid`,
 	// One page of an endpoint's unresolved exhausted deliveries after the
-	// keyset (?4, ?5), oldest first, walking deliveries_unresolved. ?2 and
+	// keyset (?4, ?5), oldest first, walking deliveries_exhausted (0010). ?2 and
 	// ?3 bound terminal_at; ?6 and ?7 are JSON arrays of delivery and event
 	// IDs ('[]': no filter); ?8 the page size.
 	exhaustedPage: `SELECT ` + prefixed("d", deliveryCols) + `, e.type, e.secret_names, e.secrets IS NOT NULL,

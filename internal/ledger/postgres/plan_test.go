@@ -1,0 +1,138 @@
+package postgres_test
+
+import (
+	"context"
+	"fmt"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/hookkeeper/hookkeeper/internal/ledger/postgres"
+	"github.com/hookkeeper/hookkeeper/internal/ledger/postgres/pgtest"
+)
+
+// fillHistory writes n events in namespace shop, each with an idempotency
+// key (key-1 … key-n) and one delivered delivery spread over ten endpoints,
+// and unresolved exhausted deliveries of the first exhausted events to
+// shop/billing; then ANALYZE. Plain SQL, so that a large ledger takes
+// seconds.
+func fillHistory(t testing.TB, conn *pgx.Conn, n, exhausted int) {
+	t.Helper()
+	ctx := context.Background()
+	for _, step := range []struct {
+		q string
+		n int
+	}{
+		{`INSERT INTO events (id, namespace, type, data, secret_names, reissue_of, idempotency_key, body_hash, created_at)
+		SELECT format('evt_h%s', lpad(i::text, 10, '0')), 'shop', 'order.created', '{"pad":"x"}', '[]', '',
+			'key-' || i, '\x00', i
+		FROM generate_series(1, $1::int) i`, n},
+		{`INSERT INTO deliveries (id, event_id, endpoint_id, state, attempts, due_at, first_attempt_at, lease_owner,
+			last_status, last_error, exhaust_reason, resolution, terminal_at, created_at)
+		SELECT format('dlv_h%s', lpad(i::text, 10, '0')), format('evt_h%s', lpad(i::text, 10, '0')),
+			'shop/ep' || (i % 10), 'delivered', 1, i, i, '', 204, '', '', '', i, i
+		FROM generate_series(1, $1::int) i`, n},
+		{`INSERT INTO deliveries (id, event_id, endpoint_id, state, attempts, due_at, first_attempt_at, lease_owner,
+			last_status, last_error, exhaust_reason, resolution, terminal_at, created_at)
+		SELECT format('dlv_x%s', lpad(i::text, 10, '0')), format('evt_h%s', lpad(i::text, 10, '0')),
+			'shop/billing', 'exhausted', 5, i, i, '', 500, 'boom', 'attempts', 'unresolved', i, i
+		FROM generate_series(1, $1::int) i`, exhausted},
+	} {
+		if _, err := conn.Exec(ctx, step.q, step.n); err != nil {
+			t.Fatalf("fill history: %v", err)
+		}
+	}
+	if _, err := conn.Exec(ctx, `ANALYZE events; ANALYZE deliveries`); err != nil {
+		t.Fatalf("analyze: %v", err)
+	}
+}
+
+// explain returns the plan of sql with args under plan_cache_mode mode:
+// PREPARE and EXPLAIN EXECUTE, as pgx runs a cached statement, so that a
+// generic plan shows as the server would run it.
+func explain(t *testing.T, conn *pgx.Conn, mode, sql string, args ...any) string {
+	t.Helper()
+	ctx := context.Background()
+	if _, err := conn.Exec(ctx, `SET plan_cache_mode = `+mode); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := conn.Exec(ctx, `DEALLOCATE ALL`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := conn.Exec(ctx, `PREPARE plan_check AS `+sql); err != nil {
+		t.Fatalf("prepare %s: %v", sql, err)
+	}
+	marks := make([]string, len(args))
+	for i := range marks {
+		marks[i] = fmt.Sprintf("$%d", i+1)
+	}
+	// The simple protocol writes the arguments as literals of the
+	// statement's parameter types.
+	rows, err := conn.Query(ctx, `EXPLAIN EXECUTE plan_check(`+strings.Join(marks, ", ")+`)`,
+		append([]any{pgx.QueryExecModeSimpleProtocol}, args...)...)
+	if err != nil {
+		t.Fatalf("explain %s: %v", sql, err)
+	}
+	lines, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		t.Fatalf("explain %s: %v", sql, err)
+	}
+	return strings.Join(lines, "\n")
+}
+
+var sortNode = regexp.MustCompile(`\bSort\b`)
+
+// TestPlansStayFlat checks, on a ledger with history, that the statements
+// that run once per ingested batch or per endpoint status refresh walk an
+// index and read a bounded number of rows, under the generic plan that
+// pgx's statement cache ends up with as well as under a custom plan: the
+// idempotency reads look keys up in events_idempotency instead of
+// scanning every event, and the first unresolved exhausted delivery of an
+// endpoint comes from an index in its order instead of a sort of all of
+// them.
+func TestPlansStayFlat(t *testing.T) {
+	schema := pgtest.NewSchema(t)
+	pgtest.OpenStore(t, schema)
+	conn := rawConn(t, schema)
+	fillHistory(t, conn, 50000, 2000)
+
+	nss, keys := make([]string, 100), make([]string, 100)
+	for i := range keys {
+		nss[i], keys[i] = "shop", fmt.Sprintf("key-%d", 1000+i*37)
+	}
+	var none []string
+	for _, tc := range []struct {
+		name  string
+		sql   string
+		args  []any
+		index string
+		table string
+	}{
+		{"events by idempotency key", postgres.EventsByKeySQL, []any{nss, keys}, "events_idempotency", "events"},
+		{"deliveries by idempotency key", postgres.DeliveriesByKeySQL, []any{nss, keys}, "events_idempotency", "events"},
+		{"first unresolved exhausted delivery", postgres.ExhaustedPageSQL,
+			[]any{"shop/billing", int64(-1 << 63), int64(1<<63 - 1), int64(-1 << 63), "", none, none, 1},
+			"deliveries_exhausted", "deliveries"},
+		{"page of unresolved exhausted deliveries", postgres.ExhaustedPageSQL,
+			[]any{"shop/billing", int64(-1 << 63), int64(1<<63 - 1), int64(500), "dlv_x0000000500", none, none, 100},
+			"deliveries_exhausted", "deliveries"},
+	} {
+		for _, mode := range []string{"force_generic_plan", "force_custom_plan"} {
+			t.Run(tc.name+"/"+mode, func(t *testing.T) {
+				plan := explain(t, conn, mode, tc.sql, tc.args...)
+				t.Log(plan)
+				if !strings.Contains(plan, tc.index) {
+					t.Errorf("plan does not use %s:\n%s", tc.index, plan)
+				}
+				if strings.Contains(plan, "Seq Scan on "+tc.table) {
+					t.Errorf("plan scans all of %s:\n%s", tc.table, plan)
+				}
+				if tc.table == "deliveries" && sortNode.MatchString(plan) {
+					t.Errorf("plan sorts the endpoint's deliveries instead of walking an index in order:\n%s", plan)
+				}
+			})
+		}
+	}
+}
