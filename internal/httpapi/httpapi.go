@@ -92,21 +92,6 @@ func New(cfg Config) (*Handler, error) {
 	if cfg.Log.GetSink() == nil {
 		cfg.Log = logr.Discard()
 	}
-	if cfg.Now == nil {
-		cfg.Now = time.Now
-	}
-	if cfg.MaxBodyBytes <= 0 {
-		cfg.MaxBodyBytes = DefaultMaxBodyBytes
-	}
-	if cfg.MaxSecrets <= 0 {
-		cfg.MaxSecrets = DefaultMaxSecrets
-	}
-	if cfg.MaxFanOut <= 0 {
-		cfg.MaxFanOut = DefaultMaxFanOut
-	}
-	if cfg.PublishTimeout <= 0 {
-		cfg.PublishTimeout = DefaultPublishTimeout
-	}
 	ingest, err := NewIngest(IngestConfig{
 		Publisher: cfg.Publisher, Now: cfg.Now, MaxBodyBytes: cfg.MaxBodyBytes, MaxSecrets: cfg.MaxSecrets, MaxFanOut: cfg.MaxFanOut,
 		PublishTimeout: cfg.PublishTimeout, SecretsHashKey: cfg.SecretsHashKey,
@@ -114,6 +99,10 @@ func New(cfg Config) (*Handler, error) {
 	if err != nil {
 		return nil, err
 	}
+	// The handler reads the clock and the body limit too: the same
+	// defaults the ingest path filled in.
+	cfg.Now, cfg.MaxBodyBytes = ingest.cfg.Now, ingest.cfg.MaxBodyBytes
+	cfg.MaxSecrets, cfg.MaxFanOut, cfg.PublishTimeout = ingest.cfg.MaxSecrets, ingest.cfg.MaxFanOut, ingest.cfg.PublishTimeout
 	h := &Handler{cfg: cfg, ingest: ingest, mux: http.NewServeMux()}
 
 	const ns = "/v1/namespaces/{namespace}"
