@@ -840,10 +840,10 @@ func writeDeliveryAPISection(path, machine string, r *deliveryAPIResults) error 
 	}
 	doc := string(old)
 	if i := strings.Index(doc, "\n"+deliveryAPIHeading); i >= 0 {
-		rest := doc[i+1+len(deliveryAPIHeading):]
+		after := doc[i+1+len(deliveryAPIHeading):]
 		end := ""
-		if j := strings.Index(rest, "\n## "); j >= 0 {
-			end = rest[j:]
+		if j := strings.Index(after, "\n## "); j >= 0 {
+			end = after[j:]
 		}
 		doc = doc[:i] + end
 	}
