@@ -33,6 +33,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -48,7 +49,7 @@ const usage = `kubectl hookkeeper: act on hookkeeper's webhook endpoints.
   send-test ENDPOINT [--timeout 2m]   publish a hookkeeper.test event to ENDPOINT only and wait for its outcome
   trace EVENT                         an event's deliveries, their attempts and any retry or reissue, as a tree
 
-Flags everywhere: --kubeconfig PATH, -n NAMESPACE.
+Flags everywhere: --kubeconfig PATH, --context NAME, -n NAMESPACE.
 `
 
 func main() {
@@ -66,6 +67,7 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	verb, args := args[0], args[1:]
 	fs := flag.NewFlagSet(verb, flag.ContinueOnError)
 	kubeconfig := fs.String("kubeconfig", "", "path of the kubeconfig (default: $KUBECONFIG or ~/.kube/config)")
+	kubeContext := fs.String("context", "", "the kubeconfig context to use (default: its current context)")
 	namespace := fs.String("n", "", "namespace (default: the kubeconfig context's)")
 	fs.StringVar(namespace, "namespace", "", "namespace (default: the kubeconfig context's)")
 	allNamespaces := fs.Bool("A", false, "status: across all namespaces")
@@ -87,18 +89,9 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 		args = fs.Args()[1:]
 	}
 
-	rules := clientcmd.NewDefaultClientConfigLoadingRules()
-	rules.ExplicitPath = *kubeconfig
-	cc := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{})
-	cfg, err := cc.ClientConfig()
+	cfg, ns, err := loadKubeconfig(*kubeconfig, *kubeContext, *namespace)
 	if err != nil {
-		return fmt.Errorf("loading the kubeconfig: %w", err)
-	}
-	ns := *namespace
-	if ns == "" {
-		if ns, _, err = cc.Namespace(); err != nil {
-			return fmt.Errorf("the kubeconfig's namespace: %w", err)
-		}
+		return err
 	}
 	scheme := runtime.NewScheme()
 	if err := clientgoscheme.AddToScheme(scheme); err != nil {
@@ -380,4 +373,23 @@ func rotateSecret(ctx context.Context, c client.Client, ns, endpoint string, out
 	}
 	fmt.Fprintf(out, "removed the signing secret from Secret %s: the operator writes a new one; the previous one stays valid for the grace period\n", name)
 	return nil
+}
+
+// loadKubeconfig reads the user's kubeconfig the way kubectl does, with
+// kubectl's --kubeconfig, --context and --namespace: the namespace is the
+// flag's, else the context's.
+func loadKubeconfig(path, kubeContext, namespace string) (*rest.Config, string, error) {
+	rules := clientcmd.NewDefaultClientConfigLoadingRules()
+	rules.ExplicitPath = path
+	cc := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{CurrentContext: kubeContext})
+	cfg, err := cc.ClientConfig()
+	if err != nil {
+		return nil, "", fmt.Errorf("loading the kubeconfig: %w", err)
+	}
+	if namespace == "" {
+		if namespace, _, err = cc.Namespace(); err != nil {
+			return nil, "", fmt.Errorf("the kubeconfig's namespace: %w", err)
+		}
+	}
+	return cfg, namespace, nil
 }

@@ -1,6 +1,8 @@
 package main
 
 import (
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -67,5 +69,49 @@ func TestRecoverySpec(t *testing.T) {
 		if _, err := recoverySpec("billing", c.action, c.since, "", c.limit, now); err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%+v: %v, want %q", c, err, c.want)
 		}
+	}
+}
+
+// TestLoadKubeconfig: --context picks the server and the default namespace
+// as kubectl's does, and -n wins over the context's namespace.
+func TestLoadKubeconfig(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "kubeconfig")
+	if err := os.WriteFile(path, []byte(`apiVersion: v1
+kind: Config
+current-context: prod
+clusters:
+- name: prod
+  cluster: {server: "https://prod.example:6443"}
+- name: staging
+  cluster: {server: "https://staging.example:6443"}
+users:
+- name: me
+  user: {token: not-a-real-token}
+contexts:
+- name: prod
+  context: {cluster: prod, user: me, namespace: shop}
+- name: staging
+  context: {cluster: staging, user: me, namespace: billing}
+`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		context, namespace        string
+		wantServer, wantNamespace string
+	}{
+		{"", "", "https://prod.example:6443", "shop"},
+		{"staging", "", "https://staging.example:6443", "billing"},
+		{"staging", "other", "https://staging.example:6443", "other"},
+	} {
+		cfg, ns, err := loadKubeconfig(path, c.context, c.namespace)
+		if err != nil {
+			t.Fatalf("context %q: %v", c.context, err)
+		}
+		if cfg.Host != c.wantServer || ns != c.wantNamespace {
+			t.Errorf("context %q, -n %q: server %s namespace %s, want %s %s", c.context, c.namespace, cfg.Host, ns, c.wantServer, c.wantNamespace)
+		}
+	}
+	if _, _, err := loadKubeconfig(path, "nowhere", ""); err == nil || !strings.Contains(err.Error(), "nowhere") {
+		t.Errorf("an unknown context: %v", err)
 	}
 }
