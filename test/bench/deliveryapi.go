@@ -113,17 +113,12 @@ type deliveryAPIResults struct {
 
 type requestTimes []time.Duration
 
-func (l requestTimes) quantile(q float64) time.Duration {
-	if len(l) == 0 {
-		return 0
-	}
-	s := slices.Clone(l)
-	slices.Sort(s)
-	return s[min(len(s)-1, int(float64(len(s))*q))]
-}
+// dist is the requests' p50, p99 and max (distOf, load.go).
+func (l requestTimes) dist() dist { return distOf(slices.Clone(l)) }
 
 func (l requestTimes) String() string {
-	return fmt.Sprintf("p50 %s, p99 %s, max %s (%d requests)", millis(l.quantile(0.5)), millis(l.quantile(0.99)), millis(l.quantile(1)), len(l))
+	d := l.dist()
+	return fmt.Sprintf("p50 %s, p99 %s, max %s (%d requests)", millis(d.p50), millis(d.p99), millis(d.max), len(l))
 }
 
 // millis is a request time to a tenth of a millisecond.
@@ -778,7 +773,7 @@ grows with the ledger).
 		return fmt.Sprintf("%s (ledger file %.0f MiB)", x.preload.Round(time.Second), x.ledgerMiB)
 	})
 	row("Page of 100, one client walking every page (floor: p99 < 100 ms)", func(x apiRun) string {
-		return fmt.Sprintf("%s, %s", x.pages, verdict(x.pages.quantile(0.99) < 100*time.Millisecond))
+		return fmt.Sprintf("%s, %s", x.pages, verdict(x.pages.dist().p99 < 100*time.Millisecond))
 	})
 	for i, s := range selectedLists {
 		row(fmt.Sprintf("`--field-selector %s`, pages of 500 (kubectl's default), 20 walks: %s", s.selector, s.label), func(x apiRun) string {
@@ -786,7 +781,7 @@ grows with the ledger).
 		})
 	}
 	row(fmt.Sprintf("Page of 100 while %d clients each page through every delivery at once (floor: p99 < 100 ms)", *apiClients), func(x apiRun) string {
-		return fmt.Sprintf("%s, %s; all walks done in %s", x.loaded, verdict(x.loaded.quantile(0.99) < 100*time.Millisecond), x.loadedWalk.Round(time.Second))
+		return fmt.Sprintf("%s, %s; all walks done in %s", x.loaded, verdict(x.loaded.dist().p99 < 100*time.Millisecond), x.loadedWalk.Round(time.Second))
 	})
 	row("Manager memory: VmRSS before the clients start → highest while they page (VmHWM at the end)", func(x apiRun) string {
 		return fmt.Sprintf("%.1f MiB → **%.1f MiB** (%.1f MiB)", mib(x.idleRSS), mib(x.mem.maxRSS), mib(x.hwm))

@@ -574,8 +574,8 @@ func lag(cfg config, bin string, rcv *receiver, work string, r *results) error {
 	rcv.mu.Lock()
 	lags := slices.Clone(rcv.lags)
 	rcv.mu.Unlock()
-	slices.Sort(lags)
-	r.lagP50, r.lagP99, r.lagMax = lags[len(lags)/2], lags[len(lags)*99/100], lags[len(lags)-1]
+	d := distOf(lags)
+	r.lagP50, r.lagP99, r.lagMax = d.p50, d.p99, d.max
 	r.lagRate = float64(n) / window.Seconds()
 	fmt.Printf("  lag p50 %s, p99 %s, max %s at %.0f deliveries/s coming due\n", r.lagP50, r.lagP99, r.lagMax, r.lagRate)
 	return nil
