@@ -2,6 +2,9 @@ package engine
 
 import (
 	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -105,5 +108,22 @@ func TestExhaustionCounterSeriesAreBounded(t *testing.T) {
 	// Nothing is lost: every exhaustion is counted, under some owner.
 	if want := float64(len(reasons)*5*MaxOwnerLabels + 1); total != want {
 		t.Fatalf("counted %v exhaustions, want %v", total, want)
+	}
+}
+
+// TestOwnerPatternIsTheCRDs keeps ownerPattern and its length bound equal to
+// the CRD's validation of spec.owner, which is written as a marker and
+// cannot name the Go value.
+func TestOwnerPatternIsTheCRDs(t *testing.T) {
+	data, err := os.ReadFile(filepath.Join("..", "..", "config", "crd", "bases", "hookkeeper.dev_webhookendpoints.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := regexp.MustCompile(`(?s)\n {14}owner:\n.*?maxLength: (\d+)\n.*?pattern: (\S+)\n`).FindSubmatch(data)
+	if m == nil {
+		t.Fatal("no spec.owner with maxLength and pattern in the CRD")
+	}
+	if string(m[2]) != ownerPattern.String() || string(m[1]) != "63" {
+		t.Errorf("the CRD's owner: maxLength %s, pattern %s\nownerlabel.go: 63, %s", m[1], m[2], ownerPattern)
 	}
 }
