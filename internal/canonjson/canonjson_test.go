@@ -2,6 +2,7 @@ package canonjson
 
 import (
 	"bytes"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"strings"
@@ -117,6 +118,40 @@ func TestStringDecodes(t *testing.T) {
 	for _, v := range []string{"", "1", "null", "{}", `"`} {
 		if _, ok := String([]byte(v)); ok {
 			t.Errorf("String(%q) reported a string", v)
+		}
+	}
+}
+
+// TestPrintable8 checks the eight-byte test against the byte table for
+// every byte value at every position, among neighbours near the borders.
+func TestPrintable8(t *testing.T) {
+	for _, fill := range []byte{'a', 0x20, 0x21, '"' + 1, '\\' + 1, 0x7f, 0x1f, 0x80, 0} {
+		for pos := range 8 {
+			for b := range 256 {
+				w := bytes.Repeat([]byte{fill}, 8)
+				w[pos] = byte(b)
+				want := true
+				for _, c := range w {
+					want = want && c < 0x80 && plain[c]
+				}
+				if got := printable8(binary.LittleEndian.Uint64(w)); got != want {
+					t.Fatalf("printable8(%q) = %v, want %v", w, got, want)
+				}
+			}
+		}
+	}
+}
+
+// BenchmarkCanonicalParse measures Parse alone on the load generator's
+// body shape (test/bench/load.go).
+func BenchmarkCanonicalParse(b *testing.B) {
+	body := []byte(`{"type":"order.created","data":{"n":12345,"pad":"` + strings.Repeat("x", 1000) + `"}}`)
+	p := NewParser(64)
+	b.SetBytes(int64(len(body)))
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := p.Parse(body); err != nil {
+			b.Fatal(err)
 		}
 	}
 }

@@ -65,3 +65,21 @@ func BenchmarkPublishHandler(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkParsePublishBodyOracle measures the implementation canonjson
+// replaced (oracle_test.go) on the same bodies, for a comparison within
+// one run: this machine's speed varies with its other load.
+func BenchmarkParsePublishBodyOracle(b *testing.B) {
+	for _, bb := range benchBodies {
+		body := []byte(bb.body)
+		b.Run(bb.name, func(b *testing.B) {
+			b.SetBytes(int64(len(body)))
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, aerr := oldParsePublishBody(body, DefaultMaxSecrets, nil); aerr != nil {
+					b.Fatal(aerr)
+				}
+			}
+		})
+	}
+}
