@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"reflect"
 	"strings"
+	"sync"
 	"testing"
 	"unicode/utf8"
 )
@@ -308,6 +309,37 @@ func TestParsePublishBodyMutationsMatchOracle(t *testing.T) {
 		}
 	}
 	t.Logf("%d mutated bodies", n)
+}
+
+// TestParsePublishBodyConcurrent parses the table from several goroutines
+// at once, each in its own order: pooled parsers must never be shared, and
+// no result may alias one.
+func TestParsePublishBodyConcurrent(t *testing.T) {
+	seeds := oracleSeeds()
+	want := make([]publishResult, len(seeds))
+	for i, s := range seeds {
+		b, aerr := oldParsePublishBody([]byte(s), 4, oracleSecretsKey)
+		want[i] = publishResult{b, aerr}
+	}
+	const workers = 4
+	var wg sync.WaitGroup
+	for w := range workers {
+		wg.Go(func() {
+			var got []publishResult
+			for i := range seeds {
+				b, aerr := parsePublishBody([]byte(seeds[(i+w*len(seeds)/workers)%len(seeds)]), 4, oracleSecretsKey)
+				got = append(got, publishResult{b, aerr})
+			}
+			for i, g := range got {
+				j := (i + w*len(seeds)/workers) % len(seeds)
+				if !reflect.DeepEqual(g.body, want[j].body) || comparableError(g.err) != comparableError(want[j].err) {
+					t.Errorf("worker %d, %q: %+v %s, want %+v %s", w, seeds[j], g.body, comparableError(g.err), want[j].body, comparableError(want[j].err))
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
 }
 
 // FuzzCanonicalPublishBody compares the parsers on arbitrary bodies.
