@@ -95,6 +95,16 @@ var trickyBodies = []string{
 	`{"type":"a","data":{"k":1,"k"`, `{"type":"a","data":{"k":1,"k":}`, `{"type":"a","data":{"k":1,"k":2,}}`,
 	`{"type":"a","data":{"k":1,"k":{"d":1,"d":2}}}`, `{"type":"a","data":{"k":"\x","k":2}}`, `{"type":"a","data":{"\ud800":1,"\udc00":2}}`,
 	`{"type":"a","data":{"a.b":{"c":1,"c":2}}}`, `{"type":"a","data":{"x":[[{"y":{"z":1,"z":2}}]]}}`,
+	// as many secrets as allowed (4 here), and one more
+	`{"type":"a","data":{},"secrets":{"a":"1","b":"2","c":"3","d":"4"}}`,
+	`{"type":"a","data":{},"secrets":{"a":"1","b":"2","c":"3","d":"4","e":"5"}}`,
+	// past json.Decoder's first buffer (512 bytes) and its refills
+	`{"type":"a","data":{"x":"` + strings.Repeat("x", 2000) + `"` + strings.Repeat(" ", 600),
+	`{"type":"a","data":{"x":"` + strings.Repeat("\u00e9", 300) + `","y":` + strings.Repeat("7", 1000) + `.`,
+	"{" + strings.Repeat(" ", 1000) + "}" + strings.Repeat("\n", 1000) + "x",
+	"{" + strings.Repeat(" ", 1000) + "}" + strings.Repeat(" ", 1000) + `"` + strings.Repeat("s", 700) + `"`,
+	`{"type":"a","data":{` + strings.Repeat(`"k`+strings.Repeat("k", 50)+`":[1,2,3],`, 30) + `"k":1}}`,
+	`{"type":"a","data":{"x":[` + strings.Repeat(`1, `, 400) + `]}}`,
 }
 
 // oracleDepthBodies nest containers at and around MaxJSONDepth, in every
