@@ -8,12 +8,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"slices"
-	"strconv"
 	"strings"
-	"unicode/utf8"
+	"sync"
 
+	"github.com/hookkeeper/hookkeeper/internal/canonjson"
 	"github.com/hookkeeper/hookkeeper/internal/eventtype"
 )
 
@@ -54,287 +53,224 @@ type publishBody struct {
 // a plain hash would let anyone holding the database brute-force a
 // low-entropy secret (a six-digit code) after it was scrubbed.
 func parsePublishBody(body []byte, maxSecrets int, secretsKey []byte) (*publishBody, *apiError) {
-	top, aerr := parseStrictObject(body, "type", "data", "secrets", "reissueOf", "endpoint")
+	p := getParser()
+	defer putParser(p, len(body))
+	top, aerr := parseStrictObject(p, body, "type", "data", "secrets", "reissueOf", "endpoint")
 	if aerr != nil {
 		return nil, aerr
 	}
 
 	var b publishBody
-	typ, ok := top["type"].(string)
-	if _, present := top["type"]; present && !ok {
-		return nil, badRequest(CodeInvalidField, "type", "type must be a string")
+	if v, present := top.Get("type"); present {
+		var ok bool
+		if b.Type, ok = canonjson.String(v); !ok {
+			return nil, badRequest(CodeInvalidField, "type", "type must be a string")
+		}
 	}
-	if err := eventtype.Validate(typ); err != nil {
+	if err := eventtype.Validate(b.Type); err != nil {
 		return nil, badRequest(CodeInvalidField, "type", "%v", err)
 	}
-	b.Type = typ
 
-	data, ok := top["data"].(map[string]any)
-	if !ok {
+	data, _ := top.Get("data")
+	if !isObject(data) {
 		return nil, badRequest(CodeInvalidField, "data", "data is required and must be a JSON object")
 	}
 
-	var secrets map[string]any
-	switch s := top["secrets"].(type) {
-	case nil:
-	case map[string]any:
-		secrets = s
-	default:
+	secrets, _ := top.Get("secrets")
+	switch {
+	case secrets == nil || isNull(secrets):
+		secrets = nil
+	case !isObject(secrets):
 		return nil, badRequest(CodeInvalidField, "secrets", "secrets must be a JSON object")
+	case string(secrets) == "{}":
+		secrets = nil
 	}
-	if len(secrets) > maxSecrets {
-		return nil, badRequest(CodeInvalidField, "secrets", "at most %d secrets are allowed, got %d", maxSecrets, len(secrets))
-	}
-	for name := range secrets {
-		b.SecretNames = append(b.SecretNames, name)
-	}
-	slices.Sort(b.SecretNames)
-	for _, name := range b.SecretNames {
-		if name == "" {
-			return nil, badRequest(CodeInvalidField, "secrets", "secret names must not be empty")
-		}
-		if _, clash := data[name]; clash {
-			return nil, badRequest(CodeSecretCollision, "secrets."+name,
-				"secret %q has the name of a top-level key of data; secrets are merged into data when sent, so names must differ", name)
+	if secrets != nil {
+		var aerr *apiError
+		if b.SecretNames, aerr = secretNames(secrets, data, maxSecrets); aerr != nil {
+			return nil, aerr
 		}
 	}
 
-	switch r := top["reissueOf"].(type) {
-	case nil:
-	case string:
+	if v, present := top.Get("reissueOf"); present && !isNull(v) {
+		r, ok := canonjson.String(v)
+		if !ok {
+			return nil, badRequest(CodeInvalidField, "reissueOf", "reissueOf must be a string")
+		}
 		if r != "" && !validID("evt", r) {
 			return nil, badRequest(CodeInvalidField, "reissueOf", "reissueOf must be an event ID (evt_ followed by 26 characters)")
 		}
 		b.ReissueOf = r
-	default:
-		return nil, badRequest(CodeInvalidField, "reissueOf", "reissueOf must be a string")
 	}
 
-	switch e := top["endpoint"].(type) {
-	case nil:
-	case string:
+	if v, present := top.Get("endpoint"); present && !isNull(v) {
+		e, ok := canonjson.String(v)
+		if !ok {
+			return nil, badRequest(CodeInvalidField, "endpoint", "endpoint must be a string")
+		}
 		if e != "" && !validObjectName(e) {
 			return nil, badRequest(CodeInvalidField, "endpoint",
 				"endpoint must be the name of a WebhookEndpoint: a DNS-1123 subdomain of at most 253 lower-case letters, digits, '-' or '.'")
 		}
 		b.Endpoint = e
-	default:
-		return nil, badRequest(CodeInvalidField, "endpoint", "endpoint must be a string")
 	}
 
-	var err error
-	if b.Data, err = canonicalJSON(data); err != nil {
-		return nil, internalError(err)
+	// The parser's buffers go back to the pool: keep copies.
+	b.Data = bytes.Clone(data)
+	if secrets != nil {
+		b.Secrets = bytes.Clone(secrets)
 	}
-	if len(secrets) > 0 {
-		if b.Secrets, err = canonicalJSON(secrets); err != nil {
-			return nil, internalError(err)
-		}
-	}
-	if b.Hash, err = bodyHash(&b, secretsKey); err != nil {
-		return nil, internalError(err)
-	}
+	b.Hash = bodyHash(&b, secretsKey)
 	return &b, nil
 }
 
-// bodyHash hashes the canonical form of b (see parsePublishBody).
-func bodyHash(b *publishBody, secretsKey []byte) ([]byte, error) {
-	doc := map[string]any{"type": b.Type, "data": b.Data}
-	if b.ReissueOf != "" {
-		doc["reissueOf"] = b.ReissueOf
+// secretNames returns the sorted names of the (canonical, non-empty)
+// secrets object and refuses too many of them, an empty name, and a name
+// that is also a top-level key of data. Both objects are parsed again for
+// their keys: only bodies with secrets pay for that.
+func secretNames(secrets, data []byte, maxSecrets int) ([]string, *apiError) {
+	sp, dp := getParser(), getParser()
+	defer putParser(sp, len(secrets))
+	defer putParser(dp, len(data))
+	so, err := sp.Parse(secrets)
+	if err != nil {
+		return nil, internalError(fmt.Errorf("parsing canonical secrets: %w", err))
 	}
+	if len(so.Members) > maxSecrets {
+		return nil, badRequest(CodeInvalidField, "secrets", "at most %d secrets are allowed, got %d", maxSecrets, len(so.Members))
+	}
+	do, err := dp.Parse(data)
+	if err != nil {
+		return nil, internalError(fmt.Errorf("parsing canonical data: %w", err))
+	}
+	names := make([]string, len(so.Members))
+	for i, m := range so.Members {
+		names[i] = string(m.Key)
+	}
+	for _, name := range names {
+		if name == "" {
+			return nil, badRequest(CodeInvalidField, "secrets", "secret names must not be empty")
+		}
+		if _, clash := slices.BinarySearchFunc(do.Members, name, func(m canonjson.Member, k string) int {
+			return strings.Compare(string(m.Key), k)
+		}); clash {
+			return nil, badRequest(CodeSecretCollision, "secrets."+name,
+				"secret %q has the name of a top-level key of data; secrets are merged into data when sent, so names must differ", name)
+		}
+	}
+	return names, nil
+}
+
+// hashDocs pools the buffers bodyHash writes its document into.
+var hashDocs = sync.Pool{New: func() any { return new([]byte) }}
+
+// bodyHash hashes the canonical form of b (see parsePublishBody): the
+// document {"data","endpoint","reissueOf","secretNames","secretsMAC","type"},
+// written in that (sorted) order, each member only when set but data and
+// type, as encoding/json wrote it from a map before (TestBodyHashGolden).
+func bodyHash(b *publishBody, secretsKey []byte) []byte {
+	buf := hashDocs.Get().(*[]byte)
+	doc := append((*buf)[:0], bodyHashPrefix...)
+	doc = append(doc, `{"data":`...)
+	doc = append(doc, b.Data...)
 	// Absent unless set, so that the hashes of unaddressed events (and
 	// the keys still inside their replay window) stay what they were.
 	if b.Endpoint != "" {
-		doc["endpoint"] = b.Endpoint
+		doc = canonjson.AppendString(append(doc, `,"endpoint":`...), b.Endpoint)
+	}
+	if b.ReissueOf != "" {
+		doc = canonjson.AppendString(append(doc, `,"reissueOf":`...), b.ReissueOf)
 	}
 	if len(b.SecretNames) > 0 {
-		doc["secretNames"] = b.SecretNames
+		doc = append(doc, `,"secretNames":[`...)
+		for i, name := range b.SecretNames {
+			if i > 0 {
+				doc = append(doc, ',')
+			}
+			doc = canonjson.AppendString(doc, name)
+		}
+		doc = append(doc, ']')
 		if len(secretsKey) > 0 {
 			mac := hmac.New(sha256.New, secretsKey)
 			mac.Write(b.Secrets)
-			doc["secretsMAC"] = hex.EncodeToString(mac.Sum(nil))
+			doc = append(doc, `,"secretsMAC":"`...)
+			doc = append(hex.AppendEncode(doc, mac.Sum(nil)), '"')
 		}
 	}
-	canon, err := canonicalJSON(doc)
-	if err != nil {
-		return nil, err
+	doc = canonjson.AppendString(append(doc, `,"type":`...), b.Type)
+	doc = append(doc, '}')
+	sum := sha256.Sum256(doc)
+	if cap(doc) <= maxPooledBody {
+		*buf = doc
+		hashDocs.Put(buf)
 	}
-	h := sha256.New()
-	h.Write([]byte(bodyHashPrefix))
-	h.Write(canon)
-	return h.Sum(nil), nil
+	return sum[:]
+}
+
+// parsers pools canonjson parsers, whose reused buffers are what keeps a
+// parse from allocating. One that held a body larger than maxPooledBody is
+// dropped rather than kept at that size. A pooled parser still references
+// its last body's canonical form (secrets included) until it parses again
+// or the pool drops it (within two garbage collections), much as the old
+// parser's map lingered as garbage until its memory was reused.
+var parsers = sync.Pool{New: func() any { return canonjson.NewParser(MaxJSONDepth) }}
+
+const maxPooledBody = DefaultMaxBodyBytes
+
+func getParser() *canonjson.Parser { return parsers.Get().(*canonjson.Parser) }
+
+func putParser(p *canonjson.Parser, bodyLen int) {
+	if bodyLen <= maxPooledBody {
+		parsers.Put(p)
+	}
 }
 
 // parseStrictObject parses a request body that must be one UTF-8 JSON
-// object (see parseObject) whose top-level keys are all among allowed,
+// object (see canonjson) whose top-level keys are all among allowed,
 // matched exactly. Every JSON request body goes through it, so that all of
-// them are equally strict.
-func parseStrictObject(body []byte, allowed ...string) (map[string]any, *apiError) {
-	if !utf8.Valid(body) {
-		return nil, badRequest(CodeInvalidJSON, "", "body must be UTF-8")
-	}
-	top, aerr := parseObject(body)
-	if aerr != nil {
-		return nil, aerr
-	}
-	if aerr := knownFields(top, allowed...); aerr != nil {
-		return nil, aerr
-	}
-	return top, nil
-}
-
-// knownFields refuses the first key of obj (in sorted order, so the answer
-// is stable) that is not among allowed.
-func knownFields(obj map[string]any, allowed ...string) *apiError {
-	keys := make([]string, 0, len(obj))
-	for k := range obj {
-		if !slices.Contains(allowed, k) {
-			keys = append(keys, k)
-		}
-	}
-	if len(keys) == 0 {
-		return nil
-	}
-	slices.Sort(keys)
-	return badRequest(CodeUnknownField, keys[0], "unknown field %q; known fields are %s", keys[0], strings.Join(allowed, ", "))
-}
-
-// canonicalJSON encodes a tree from parseObject with sorted keys, no
-// insignificant whitespace and no HTML escaping. json.Number keeps the
-// literal the client wrote; json.RawMessage is copied compacted.
-func canonicalJSON(v any) ([]byte, error) {
-	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(v); err != nil {
-		return nil, fmt.Errorf("canonical JSON: %w", err)
-	}
-	return bytes.TrimSuffix(buf.Bytes(), []byte("\n")), nil
-}
-
-// parseObject parses body, which must be exactly one JSON object, into
-// map[string]any / []any / string / json.Number / bool / nil. Unlike
-// json.Unmarshal it refuses duplicate keys (which would make "the same
-// body" ambiguous), bounds the depth, and never echoes input bytes in its
-// errors (a syntax error could sit inside a secret).
-func parseObject(body []byte) (map[string]any, *apiError) {
-	dec := json.NewDecoder(bytes.NewReader(body))
-	dec.UseNumber()
-	p := &parser{dec: dec}
-	tok, err := dec.Token()
+// them are equally strict. The object is p's until p parses again.
+func parseStrictObject(p *canonjson.Parser, body []byte, allowed ...string) (canonjson.Object, *apiError) {
+	obj, err := p.Parse(body)
 	if err != nil {
-		if errors.Is(err, io.EOF) {
-			return nil, badRequest(CodeInvalidJSON, "", "body is empty; want a JSON object")
+		return obj, jsonError(err)
+	}
+	// Members are sorted, so the first unknown one is the first in key
+	// order: the answer is stable.
+	for _, m := range obj.Members {
+		if !slices.ContainsFunc(allowed, func(a string) bool { return string(m.Key) == a }) {
+			k := string(m.Key)
+			return obj, badRequest(CodeUnknownField, k, "unknown field %q; known fields are %s", k, strings.Join(allowed, ", "))
 		}
-		return nil, p.syntaxError()
-	}
-	if tok != json.Delim('{') {
-		return nil, badRequest(CodeInvalidJSON, "", "body must be a JSON object")
-	}
-	obj, aerr := p.object()
-	if aerr != nil {
-		return nil, aerr
-	}
-	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
-		return nil, badRequest(CodeInvalidJSON, "", "unexpected data after the JSON object (at byte %d)", dec.InputOffset())
 	}
 	return obj, nil
 }
 
-type parser struct {
-	dec  *json.Decoder
-	path []pathElem // where the parser is, for error fields
+// jsonError words a refused body. It never echoes input bytes other than a
+// duplicate key (a syntax error could sit inside a secret).
+func jsonError(err error) *apiError {
+	var e *canonjson.Error
+	if !errors.As(err, &e) {
+		return internalError(err)
+	}
+	switch e.Kind {
+	case canonjson.InvalidUTF8:
+		return badRequest(CodeInvalidJSON, "", "body must be UTF-8")
+	case canonjson.Empty:
+		return badRequest(CodeInvalidJSON, "", "body is empty; want a JSON object")
+	case canonjson.NotObject:
+		return badRequest(CodeInvalidJSON, "", "body must be a JSON object")
+	case canonjson.Syntax:
+		return badRequest(CodeInvalidJSON, "", "body is not valid JSON (at byte %d)", e.Offset)
+	case canonjson.Depth:
+		return badRequest(CodeInvalidJSON, e.Path, "JSON nested deeper than %d levels", MaxJSONDepth)
+	case canonjson.DuplicateKey:
+		return badRequest(CodeInvalidJSON, e.Path, "duplicate key %q", e.Key)
+	case canonjson.TrailingData:
+		return badRequest(CodeInvalidJSON, "", "unexpected data after the JSON object (at byte %d)", e.Offset)
+	}
+	return internalError(err)
 }
 
-type pathElem struct {
-	key   string
-	index int // when key == "" and isIndex
-	isIdx bool
-}
+func isObject(v []byte) bool { return len(v) > 0 && v[0] == '{' }
 
-func (p *parser) field() string {
-	var sb strings.Builder
-	for i, e := range p.path {
-		switch {
-		case e.isIdx:
-			sb.WriteString("[" + strconv.Itoa(e.index) + "]")
-		case i == 0:
-			sb.WriteString(e.key)
-		default:
-			sb.WriteString("." + e.key)
-		}
-	}
-	return sb.String()
-}
-
-func (p *parser) syntaxError() *apiError {
-	return badRequest(CodeInvalidJSON, "", "body is not valid JSON (at byte %d)", p.dec.InputOffset())
-}
-
-func (p *parser) value() (any, *apiError) {
-	tok, err := p.dec.Token()
-	if err != nil {
-		return nil, p.syntaxError()
-	}
-	switch tok {
-	case json.Delim('{'):
-		return p.object()
-	case json.Delim('['):
-		return p.array()
-	}
-	if _, ok := tok.(json.Delim); ok {
-		return nil, p.syntaxError()
-	}
-	return tok, nil
-}
-
-// object parses the members of an object whose '{' was consumed.
-func (p *parser) object() (map[string]any, *apiError) {
-	if len(p.path) >= MaxJSONDepth {
-		return nil, badRequest(CodeInvalidJSON, p.field(), "JSON nested deeper than %d levels", MaxJSONDepth)
-	}
-	obj := map[string]any{}
-	for p.dec.More() {
-		tok, err := p.dec.Token()
-		key, ok := tok.(string)
-		if err != nil || !ok {
-			return nil, p.syntaxError()
-		}
-		p.path = append(p.path, pathElem{key: key})
-		if _, dup := obj[key]; dup {
-			return nil, badRequest(CodeInvalidJSON, p.field(), "duplicate key %q", key)
-		}
-		v, aerr := p.value()
-		if aerr != nil {
-			return nil, aerr
-		}
-		obj[key] = v
-		p.path = p.path[:len(p.path)-1]
-	}
-	if tok, err := p.dec.Token(); err != nil || tok != json.Delim('}') {
-		return nil, p.syntaxError()
-	}
-	return obj, nil
-}
-
-// array parses the elements of an array whose '[' was consumed.
-func (p *parser) array() ([]any, *apiError) {
-	if len(p.path) >= MaxJSONDepth {
-		return nil, badRequest(CodeInvalidJSON, p.field(), "JSON nested deeper than %d levels", MaxJSONDepth)
-	}
-	arr := []any{}
-	for i := 0; p.dec.More(); i++ {
-		p.path = append(p.path, pathElem{index: i, isIdx: true})
-		v, aerr := p.value()
-		if aerr != nil {
-			return nil, aerr
-		}
-		arr = append(arr, v)
-		p.path = p.path[:len(p.path)-1]
-	}
-	if tok, err := p.dec.Token(); err != nil || tok != json.Delim(']') {
-		return nil, p.syntaxError()
-	}
-	return arr, nil
-}
+func isNull(v []byte) bool { return string(v) == "null" }

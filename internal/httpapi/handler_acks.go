@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net/http"
 
+	"github.com/hookkeeper/hookkeeper/internal/canonjson"
 	"github.com/hookkeeper/hookkeeper/internal/ledger"
 	"github.com/hookkeeper/hookkeeper/internal/sensitive"
 	"github.com/hookkeeper/hookkeeper/internal/signing"
@@ -109,13 +110,17 @@ func (h *Handler) serveAck(w http.ResponseWriter, r *http.Request, id string) er
 // a publish body (parseStrictObject): one UTF-8 object, no duplicate keys,
 // no trailing data, exact field names. reason may be absent or null.
 func parseAckBody(raw []byte, id string) (AckRequest, *apiError) {
-	top, aerr := parseStrictObject(raw, "deliveryID", "outcome", "reason")
+	p := getParser()
+	defer putParser(p, len(raw))
+	top, aerr := parseStrictObject(p, raw, "deliveryID", "outcome", "reason")
 	if aerr != nil {
 		return AckRequest{}, aerr
 	}
 	// A missing or non-string value reads as "", which is refused below.
-	deliveryID, _ := top["deliveryID"].(string)
-	outcome, _ := top["outcome"].(string)
+	v, _ := top.Get("deliveryID")
+	deliveryID, _ := canonjson.String(v)
+	v, _ = top.Get("outcome")
+	outcome, _ := canonjson.String(v)
 	req := AckRequest{DeliveryID: deliveryID, Outcome: ledger.AckOutcome(outcome)}
 	if req.DeliveryID != id {
 		return AckRequest{}, badRequest(CodeInvalidField, "deliveryID", "deliveryID must be a string repeating the delivery of the path")
@@ -123,12 +128,12 @@ func parseAckBody(raw []byte, id string) (AckRequest, *apiError) {
 	if req.Outcome != ledger.AckProcessed && req.Outcome != ledger.AckRejected {
 		return AckRequest{}, badRequest(CodeInvalidField, "outcome", "outcome must be %q or %q", ledger.AckProcessed, ledger.AckRejected)
 	}
-	switch r := top["reason"].(type) {
-	case nil:
-	case string:
+	if v, present := top.Get("reason"); present && !isNull(v) {
+		r, ok := canonjson.String(v)
+		if !ok {
+			return AckRequest{}, badRequest(CodeInvalidField, "reason", "reason must be a string")
+		}
 		req.Reason = r
-	default:
-		return AckRequest{}, badRequest(CodeInvalidField, "reason", "reason must be a string")
 	}
 	if len(req.Reason) > ledger.MaxAckReason {
 		return AckRequest{}, badRequest(CodeInvalidField, "reason", "reason must be at most %d bytes", ledger.MaxAckReason)

@@ -1,0 +1,353 @@
+package httpapi
+
+// The publish body parser as it was before canonjson (#15), kept as the
+// oracle of the differential and fuzz tests: its canonical bytes are in
+// every stored body hash, and its errors are the API's. Do not change it.
+
+import (
+	"bytes"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"slices"
+	"strconv"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/hookkeeper/hookkeeper/internal/eventtype"
+	"github.com/hookkeeper/hookkeeper/internal/ledger"
+)
+
+// oldParsePublishBody validates a publish body and computes its hash.
+//
+// The body must be one UTF-8 JSON object with no duplicate keys at any
+// depth and no trailing data. Fields are matched exactly (case-sensitive).
+// secrets, reissueOf and endpoint may be absent or null; an empty secrets
+// object means no secrets, an empty endpoint none.
+//
+// The hash covers a canonical form (sorted keys, no insignificant
+// whitespace, numbers as written) of type, data, reissueOf, endpoint and
+// the secret names, so a resent body hashes the same however it is formatted. Secret
+// values enter it only as an HMAC under secretsKey, when one is configured:
+// a plain hash would let anyone holding the database brute-force a
+// low-entropy secret (a six-digit code) after it was scrubbed.
+func oldParsePublishBody(body []byte, maxSecrets int, secretsKey []byte) (*publishBody, *apiError) {
+	top, aerr := oldParseStrictObject(body, "type", "data", "secrets", "reissueOf", "endpoint")
+	if aerr != nil {
+		return nil, aerr
+	}
+
+	var b publishBody
+	typ, ok := top["type"].(string)
+	if _, present := top["type"]; present && !ok {
+		return nil, badRequest(CodeInvalidField, "type", "type must be a string")
+	}
+	if err := eventtype.Validate(typ); err != nil {
+		return nil, badRequest(CodeInvalidField, "type", "%v", err)
+	}
+	b.Type = typ
+
+	data, ok := top["data"].(map[string]any)
+	if !ok {
+		return nil, badRequest(CodeInvalidField, "data", "data is required and must be a JSON object")
+	}
+
+	var secrets map[string]any
+	switch s := top["secrets"].(type) {
+	case nil:
+	case map[string]any:
+		secrets = s
+	default:
+		return nil, badRequest(CodeInvalidField, "secrets", "secrets must be a JSON object")
+	}
+	if len(secrets) > maxSecrets {
+		return nil, badRequest(CodeInvalidField, "secrets", "at most %d secrets are allowed, got %d", maxSecrets, len(secrets))
+	}
+	for name := range secrets {
+		b.SecretNames = append(b.SecretNames, name)
+	}
+	slices.Sort(b.SecretNames)
+	for _, name := range b.SecretNames {
+		if name == "" {
+			return nil, badRequest(CodeInvalidField, "secrets", "secret names must not be empty")
+		}
+		if _, clash := data[name]; clash {
+			return nil, badRequest(CodeSecretCollision, "secrets."+name,
+				"secret %q has the name of a top-level key of data; secrets are merged into data when sent, so names must differ", name)
+		}
+	}
+
+	switch r := top["reissueOf"].(type) {
+	case nil:
+	case string:
+		if r != "" && !validID("evt", r) {
+			return nil, badRequest(CodeInvalidField, "reissueOf", "reissueOf must be an event ID (evt_ followed by 26 characters)")
+		}
+		b.ReissueOf = r
+	default:
+		return nil, badRequest(CodeInvalidField, "reissueOf", "reissueOf must be a string")
+	}
+
+	switch e := top["endpoint"].(type) {
+	case nil:
+	case string:
+		if e != "" && !validObjectName(e) {
+			return nil, badRequest(CodeInvalidField, "endpoint",
+				"endpoint must be the name of a WebhookEndpoint: a DNS-1123 subdomain of at most 253 lower-case letters, digits, '-' or '.'")
+		}
+		b.Endpoint = e
+	default:
+		return nil, badRequest(CodeInvalidField, "endpoint", "endpoint must be a string")
+	}
+
+	var err error
+	if b.Data, err = oldCanonicalJSON(data); err != nil {
+		return nil, internalError(err)
+	}
+	if len(secrets) > 0 {
+		if b.Secrets, err = oldCanonicalJSON(secrets); err != nil {
+			return nil, internalError(err)
+		}
+	}
+	if b.Hash, err = oldBodyHash(&b, secretsKey); err != nil {
+		return nil, internalError(err)
+	}
+	return &b, nil
+}
+
+// bodyHash hashes the canonical form of b (see oldParsePublishBody).
+func oldBodyHash(b *publishBody, secretsKey []byte) ([]byte, error) {
+	doc := map[string]any{"type": b.Type, "data": b.Data}
+	if b.ReissueOf != "" {
+		doc["reissueOf"] = b.ReissueOf
+	}
+	// Absent unless set, so that the hashes of unaddressed events (and
+	// the keys still inside their replay window) stay what they were.
+	if b.Endpoint != "" {
+		doc["endpoint"] = b.Endpoint
+	}
+	if len(b.SecretNames) > 0 {
+		doc["secretNames"] = b.SecretNames
+		if len(secretsKey) > 0 {
+			mac := hmac.New(sha256.New, secretsKey)
+			mac.Write(b.Secrets)
+			doc["secretsMAC"] = hex.EncodeToString(mac.Sum(nil))
+		}
+	}
+	canon, err := oldCanonicalJSON(doc)
+	if err != nil {
+		return nil, err
+	}
+	h := sha256.New()
+	h.Write([]byte(bodyHashPrefix))
+	h.Write(canon)
+	return h.Sum(nil), nil
+}
+
+// oldParseStrictObject parses a request body that must be one UTF-8 JSON
+// object (see oldParseObject) whose top-level keys are all among allowed,
+// matched exactly. Every JSON request body goes through it, so that all of
+// them are equally strict.
+func oldParseStrictObject(body []byte, allowed ...string) (map[string]any, *apiError) {
+	if !utf8.Valid(body) {
+		return nil, badRequest(CodeInvalidJSON, "", "body must be UTF-8")
+	}
+	top, aerr := oldParseObject(body)
+	if aerr != nil {
+		return nil, aerr
+	}
+	if aerr := oldKnownFields(top, allowed...); aerr != nil {
+		return nil, aerr
+	}
+	return top, nil
+}
+
+// oldKnownFields refuses the first key of obj (in sorted order, so the answer
+// is stable) that is not among allowed.
+func oldKnownFields(obj map[string]any, allowed ...string) *apiError {
+	keys := make([]string, 0, len(obj))
+	for k := range obj {
+		if !slices.Contains(allowed, k) {
+			keys = append(keys, k)
+		}
+	}
+	if len(keys) == 0 {
+		return nil
+	}
+	slices.Sort(keys)
+	return badRequest(CodeUnknownField, keys[0], "unknown field %q; known fields are %s", keys[0], strings.Join(allowed, ", "))
+}
+
+// oldCanonicalJSON encodes a tree from oldParseObject with sorted keys, no
+// insignificant whitespace and no HTML escaping. json.Number keeps the
+// literal the client wrote; json.RawMessage is copied compacted.
+func oldCanonicalJSON(v any) ([]byte, error) {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return nil, fmt.Errorf("canonical JSON: %w", err)
+	}
+	return bytes.TrimSuffix(buf.Bytes(), []byte("\n")), nil
+}
+
+// oldParseObject parses body, which must be exactly one JSON object, into
+// map[string]any / []any / string / json.Number / bool / nil. Unlike
+// json.Unmarshal it refuses duplicate keys (which would make "the same
+// body" ambiguous), bounds the depth, and never echoes input bytes in its
+// errors (a syntax error could sit inside a secret).
+func oldParseObject(body []byte) (map[string]any, *apiError) {
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.UseNumber()
+	p := &oldParser{dec: dec}
+	tok, err := dec.Token()
+	if err != nil {
+		if errors.Is(err, io.EOF) {
+			return nil, badRequest(CodeInvalidJSON, "", "body is empty; want a JSON object")
+		}
+		return nil, p.syntaxError()
+	}
+	if tok != json.Delim('{') {
+		return nil, badRequest(CodeInvalidJSON, "", "body must be a JSON object")
+	}
+	obj, aerr := p.object()
+	if aerr != nil {
+		return nil, aerr
+	}
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+		return nil, badRequest(CodeInvalidJSON, "", "unexpected data after the JSON object (at byte %d)", dec.InputOffset())
+	}
+	return obj, nil
+}
+
+type oldParser struct {
+	dec  *json.Decoder
+	path []oldPathElem // where the parser is, for error fields
+}
+
+type oldPathElem struct {
+	key   string
+	index int // when key == "" and isIndex
+	isIdx bool
+}
+
+func (p *oldParser) field() string {
+	var sb strings.Builder
+	for i, e := range p.path {
+		switch {
+		case e.isIdx:
+			sb.WriteString("[" + strconv.Itoa(e.index) + "]")
+		case i == 0:
+			sb.WriteString(e.key)
+		default:
+			sb.WriteString("." + e.key)
+		}
+	}
+	return sb.String()
+}
+
+func (p *oldParser) syntaxError() *apiError {
+	return badRequest(CodeInvalidJSON, "", "body is not valid JSON (at byte %d)", p.dec.InputOffset())
+}
+
+func (p *oldParser) value() (any, *apiError) {
+	tok, err := p.dec.Token()
+	if err != nil {
+		return nil, p.syntaxError()
+	}
+	switch tok {
+	case json.Delim('{'):
+		return p.object()
+	case json.Delim('['):
+		return p.array()
+	}
+	if _, ok := tok.(json.Delim); ok {
+		return nil, p.syntaxError()
+	}
+	return tok, nil
+}
+
+// object parses the members of an object whose '{' was consumed.
+func (p *oldParser) object() (map[string]any, *apiError) {
+	if len(p.path) >= MaxJSONDepth {
+		return nil, badRequest(CodeInvalidJSON, p.field(), "JSON nested deeper than %d levels", MaxJSONDepth)
+	}
+	obj := map[string]any{}
+	for p.dec.More() {
+		tok, err := p.dec.Token()
+		key, ok := tok.(string)
+		if err != nil || !ok {
+			return nil, p.syntaxError()
+		}
+		p.path = append(p.path, oldPathElem{key: key})
+		if _, dup := obj[key]; dup {
+			return nil, badRequest(CodeInvalidJSON, p.field(), "duplicate key %q", key)
+		}
+		v, aerr := p.value()
+		if aerr != nil {
+			return nil, aerr
+		}
+		obj[key] = v
+		p.path = p.path[:len(p.path)-1]
+	}
+	if tok, err := p.dec.Token(); err != nil || tok != json.Delim('}') {
+		return nil, p.syntaxError()
+	}
+	return obj, nil
+}
+
+// array parses the elements of an array whose '[' was consumed.
+func (p *oldParser) array() ([]any, *apiError) {
+	if len(p.path) >= MaxJSONDepth {
+		return nil, badRequest(CodeInvalidJSON, p.field(), "JSON nested deeper than %d levels", MaxJSONDepth)
+	}
+	arr := []any{}
+	for i := 0; p.dec.More(); i++ {
+		p.path = append(p.path, oldPathElem{index: i, isIdx: true})
+		v, aerr := p.value()
+		if aerr != nil {
+			return nil, aerr
+		}
+		arr = append(arr, v)
+		p.path = p.path[:len(p.path)-1]
+	}
+	if tok, err := p.dec.Token(); err != nil || tok != json.Delim(']') {
+		return nil, p.syntaxError()
+	}
+	return arr, nil
+}
+
+// oldParseAckBody validates an acknowledgement of delivery id as strictly as
+// a publish body (parseStrictObject): one UTF-8 object, no duplicate keys,
+// no trailing data, exact field names. reason may be absent or null.
+func oldParseAckBody(raw []byte, id string) (AckRequest, *apiError) {
+	top, aerr := oldParseStrictObject(raw, "deliveryID", "outcome", "reason")
+	if aerr != nil {
+		return AckRequest{}, aerr
+	}
+	// A missing or non-string value reads as "", which is refused below.
+	deliveryID, _ := top["deliveryID"].(string)
+	outcome, _ := top["outcome"].(string)
+	req := AckRequest{DeliveryID: deliveryID, Outcome: ledger.AckOutcome(outcome)}
+	if req.DeliveryID != id {
+		return AckRequest{}, badRequest(CodeInvalidField, "deliveryID", "deliveryID must be a string repeating the delivery of the path")
+	}
+	if req.Outcome != ledger.AckProcessed && req.Outcome != ledger.AckRejected {
+		return AckRequest{}, badRequest(CodeInvalidField, "outcome", "outcome must be %q or %q", ledger.AckProcessed, ledger.AckRejected)
+	}
+	switch r := top["reason"].(type) {
+	case nil:
+	case string:
+		req.Reason = r
+	default:
+		return AckRequest{}, badRequest(CodeInvalidField, "reason", "reason must be a string")
+	}
+	if len(req.Reason) > ledger.MaxAckReason {
+		return AckRequest{}, badRequest(CodeInvalidField, "reason", "reason must be at most %d bytes", ledger.MaxAckReason)
+	}
+	return req, nil
+}
