@@ -45,10 +45,10 @@ func (s *Store) EventInsertMany(ctx context.Context, params []*ledger.EventInser
 
 // WriteMany implements ledger.Store: the records, then the inserts, in one
 // transaction, their counter changes in one update at the end. Round
-// trips: BEGIN and the records' locks; the records' writes and the
-// inserts' preload; then as EventInsertMany (three without idempotency
-// keys). A batch of records alone costs two, of inserts alone as
-// EventInsertMany.
+// trips: BEGIN with the records' locks; the records' writes with the
+// inserts' preload; the insert with the counters and COMMIT. Three, four
+// when an item has an idempotency key (ingest); records alone cost two,
+// inserts alone as EventInsertMany.
 func (s *Store) WriteMany(ctx context.Context, w *ledger.WriteBatch) (ledger.WriteResult, error) {
 	op := fmt.Sprintf("record %d attempts and insert %d events", len(w.Attempts), len(w.Events))
 	for i, p := range w.Attempts {
