@@ -13,8 +13,9 @@ import (
 )
 
 // AttemptRecordMany implements ledger.Store. One transaction, two round
-// trips: lock what the batch touches (one pipeline), decide every item in
-// Go, write attempts, deliveries, dead letters and counters (one pipeline).
+// trips: BEGIN and the locks on what the batch touches (one pipeline),
+// decide every item in Go, then attempts, deliveries, dead letters,
+// counters and COMMIT (one pipeline).
 func (s *Store) AttemptRecordMany(ctx context.Context, params []*ledger.AttemptRecordParams) ([]ledger.AttemptRecordResult, error) {
 	op := fmt.Sprintf("record %d attempts", len(params))
 	for i, p := range params {
@@ -26,10 +27,10 @@ func (s *Store) AttemptRecordMany(ctx context.Context, params []*ledger.AttemptR
 		return nil, nil
 	}
 	var results []ledger.AttemptRecordResult
-	err := s.tx(ctx, op, func(tx pgx.Tx) error {
+	err := s.tx(ctx, op, func(tx *txn) error {
 		var err error
 		results, err = record(ctx, tx, params, nil)
-		return err
+		return err // COMMIT rides with record's writes
 	})
 	if err != nil {
 		return nil, err
@@ -48,9 +49,10 @@ type recordEndpoint struct {
 	namespace, deadLetter, owner string
 }
 
-// record applies a batch of attempt records in tx. Its counter changes go
-// to shared when given (the caller applies them), else with its writes.
-func record(ctx context.Context, tx pgx.Tx, params []*ledger.AttemptRecordParams, shared ledger.StatsDelta) ([]ledger.AttemptRecordResult, error) {
+// record applies a batch of attempt records in tx: it locks (one round
+// trip) and queues its writes for tx's next pipeline. Its counter changes
+// go to shared when given (the caller applies them), else with its writes.
+func record(ctx context.Context, tx *txn, params []*ledger.AttemptRecordParams, shared ledger.StatsDelta) ([]ledger.AttemptRecordResult, error) {
 	results := make([]ledger.AttemptRecordResult, len(params))
 	if len(params) == 0 {
 		return results, nil
@@ -124,11 +126,7 @@ func record(ctx context.Context, tx pgx.Tx, params []*ledger.AttemptRecordParams
 		queueStats(b, delta)
 	}
 	queueOutcomes(b, outcomes)
-	if b.Len() > 0 {
-		if err := tx.SendBatch(ctx, b).Close(); err != nil {
-			return nil, fmt.Errorf("write attempts: %w", err)
-		}
-	}
+	tx.queue("write attempts", b)
 	return results, nil
 }
 

@@ -45,7 +45,9 @@ const claimSQL = `
 	FROM claimed d JOIN events e ON e.id = d.event_id LEFT JOIN event_secrets sec ON sec.event_id = e.id
 	ORDER BY d.due_at, d.seq`
 
-// DeliveryClaim implements ledger.Store.
+// DeliveryClaim implements ledger.Store. Two round trips: BEGIN with the
+// claim, then the counter changes (they depend on the rows claimed) with
+// COMMIT.
 func (s *Store) DeliveryClaim(ctx context.Context, params *ledger.DeliveryClaimParams) ([]ledger.ClaimedDelivery, error) {
 	const op = "claim deliveries"
 	if params == nil || params.Owner == "" {
@@ -65,7 +67,7 @@ func (s *Store) DeliveryClaim(ctx context.Context, params *ledger.DeliveryClaimP
 	now := nanos(params.Now)
 	until := nanos(params.Now.Add(params.LeaseFor))
 	var claimed []ledger.ClaimedDelivery
-	err := s.tx(ctx, op, func(tx pgx.Tx) error {
+	err := s.tx(ctx, op, func(tx *txn) error {
 		claimed = claimed[:0]
 		rows, err := tx.Query(ctx, claimSQL, now, exclude, params.Limit, params.Owner, until, slotIDs, slotCounts)
 		if err != nil {
@@ -92,7 +94,8 @@ func (s *Store) DeliveryClaim(ctx context.Context, params *ledger.DeliveryClaimP
 		}); err != nil {
 			return err
 		}
-		return applyStats(ctx, tx, delta)
+		tx.queueStats(delta) // with COMMIT
+		return nil
 	})
 	if err != nil {
 		return nil, err
@@ -106,7 +109,7 @@ func (s *Store) DeliveryRelease(ctx context.Context, params *ledger.DeliveryRele
 		return errors.New("release delivery: nil params")
 	}
 	op := "release delivery " + params.DeliveryID
-	return s.tx(ctx, op, func(tx pgx.Tx) error {
+	return s.tx(ctx, op, func(tx *txn) error {
 		var endpointID string
 		err := tx.QueryRow(ctx, `
 			UPDATE deliveries SET state = 'scheduled', due_at = $3, lease_owner = '', lease_until = NULL
@@ -120,7 +123,8 @@ func (s *Store) DeliveryRelease(ctx context.Context, params *ledger.DeliveryRele
 		}
 		delta := ledger.StatsDelta{}
 		delta.Move(endpointID, ledger.StateInFlight, ledger.ResolutionNone, ledger.StateScheduled, ledger.ResolutionNone)
-		return applyStats(ctx, tx, delta)
+		tx.queueStats(delta) // with COMMIT
+		return nil
 	})
 }
 
@@ -130,7 +134,7 @@ func (s *Store) LeasesReclaim(ctx context.Context, params *ledger.LeasesReclaimP
 		return 0, errors.New("reclaim leases: an instance is required")
 	}
 	n := 0
-	err := s.tx(ctx, "reclaim the leases of instance "+params.Instance, func(tx pgx.Tx) error {
+	err := s.tx(ctx, "reclaim the leases of instance "+params.Instance, func(tx *txn) error {
 		n = 0
 		// starts_with, not LIKE: an instance may contain % or _.
 		rows, err := tx.Query(ctx, `
@@ -153,7 +157,8 @@ func (s *Store) LeasesReclaim(ctx context.Context, params *ledger.LeasesReclaimP
 		if err := rows.Err(); err != nil {
 			return err
 		}
-		return applyStats(ctx, tx, delta)
+		tx.queueStats(delta) // with COMMIT
+		return nil
 	})
 	return n, err
 }

@@ -37,7 +37,7 @@ func (s *Store) EndpointUpsert(ctx context.Context, params *ledger.EndpointUpser
 	}
 	values, notAfter := encodeSecrets(ep.Secrets)
 	var version int64
-	err = s.tx(ctx, op+" "+ep.ID, func(tx pgx.Tx) error {
+	err = s.tx(ctx, op+" "+ep.ID, func(tx *txn) error {
 		b := &pgx.Batch{}
 		b.Queue(`INSERT INTO endpoints (`+endpointColumns+`)
 			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, 1, $17, $18)
@@ -74,7 +74,7 @@ func (s *Store) EndpointDelete(ctx context.Context, params *ledger.EndpointDelet
 		return 0, fmt.Errorf("%s: nil params", op)
 	}
 	var cancelled int
-	err := s.tx(ctx, op+" "+params.ID, func(tx pgx.Tx) error {
+	err := s.tx(ctx, op+" "+params.ID, func(tx *txn) error {
 		cancelled = 0
 		// FOR UPDATE waits for the transactions that fan out to the
 		// endpoint (they hold FOR KEY SHARE on it), so that their

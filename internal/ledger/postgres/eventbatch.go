@@ -159,6 +159,23 @@ func (b *eventBatch) args() []any {
 		b.dlvIDs, b.dlvEvents, b.dlvEndpoints, b.dlvDueAt, b.dlvStates, b.dlvOwners, b.dlvLeaseUntil}
 }
 
+// queue queues the insert of a batch in which no event has an idempotency
+// key for tx's next pipeline, and returns the set of its event IDs: every
+// one is inserted, as ON CONFLICT skips only a taken key (any other
+// conflict fails the statement, and with it the transaction).
+func (b *eventBatch) queue(tx *txn) map[string]bool {
+	inserted := make(map[string]bool, len(b.ids))
+	for _, id := range b.ids {
+		inserted[id] = true
+	}
+	if !b.empty() {
+		pb := &pgx.Batch{}
+		pb.Queue(insertEventsSQL, b.args()...)
+		tx.queue("insert events", pb)
+	}
+	return inserted
+}
+
 // exec inserts the batch and returns the set of event IDs inserted.
 func (b *eventBatch) exec(ctx context.Context, tx pgx.Tx) (map[string]bool, error) {
 	inserted := make(map[string]bool, len(b.ids))

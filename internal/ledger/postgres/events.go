@@ -13,9 +13,12 @@ import (
 )
 
 // EventInsertMany implements ledger.Store. One transaction, a fixed number
-// of round trips: lock the namespaces' endpoints and read the events that
-// already hold the batch's idempotency keys (one pipeline), decide every
-// item in Go, insert everything in one statement, update the counters.
+// of round trips: BEGIN, lock the namespaces' endpoints and read the events
+// that already hold the batch's idempotency keys (one pipeline), decide
+// every item in Go, insert everything in one statement, update the
+// counters, COMMIT. That is two round trips for a batch without
+// idempotency keys (the insert rides with the counters and COMMIT), three
+// with keys (ingest).
 func (s *Store) EventInsertMany(ctx context.Context, params []*ledger.EventInsertParams) ([]ledger.EventInsertResult, error) {
 	op := fmt.Sprintf("insert %d events", len(params))
 	if err := checkInserts(op, params); err != nil {
@@ -25,13 +28,14 @@ func (s *Store) EventInsertMany(ctx context.Context, params []*ledger.EventInser
 		return nil, nil
 	}
 	var results []ledger.EventInsertResult
-	err := s.tx(ctx, op, func(tx pgx.Tx) error {
+	err := s.tx(ctx, op, func(tx *txn) error {
 		var err error
 		delta := ledger.StatsDelta{}
 		if results, err = ingest(ctx, tx, params, delta); err != nil {
 			return err
 		}
-		return applyStats(ctx, tx, delta)
+		tx.queueStats(delta)
+		return nil
 	})
 	if err != nil {
 		return nil, err
@@ -40,7 +44,11 @@ func (s *Store) EventInsertMany(ctx context.Context, params []*ledger.EventInser
 }
 
 // WriteMany implements ledger.Store: the records, then the inserts, in one
-// transaction, their counter changes in one update at the end.
+// transaction, their counter changes in one update at the end. Round
+// trips: BEGIN with the records' locks; the records' writes with the
+// inserts' preload; the insert with the counters and COMMIT. Three, four
+// when an item has an idempotency key (ingest); records alone cost two,
+// inserts alone as EventInsertMany.
 func (s *Store) WriteMany(ctx context.Context, w *ledger.WriteBatch) (ledger.WriteResult, error) {
 	op := fmt.Sprintf("record %d attempts and insert %d events", len(w.Attempts), len(w.Events))
 	for i, p := range w.Attempts {
@@ -55,7 +63,7 @@ func (s *Store) WriteMany(ctx context.Context, w *ledger.WriteBatch) (ledger.Wri
 	if len(w.Attempts) == 0 && len(w.Events) == 0 {
 		return res, nil
 	}
-	err := s.tx(ctx, op, func(tx pgx.Tx) error {
+	err := s.tx(ctx, op, func(tx *txn) error {
 		delta := ledger.StatsDelta{}
 		var err error
 		if res.Attempts, err = record(ctx, tx, w.Attempts, delta); err != nil {
@@ -64,7 +72,8 @@ func (s *Store) WriteMany(ctx context.Context, w *ledger.WriteBatch) (ledger.Wri
 		if res.Events, err = ingest(ctx, tx, w.Events, delta); err != nil {
 			return err
 		}
-		return applyStats(ctx, tx, delta)
+		tx.queueStats(delta)
+		return nil
 	})
 	if err != nil {
 		return ledger.WriteResult{}, err
@@ -97,8 +106,13 @@ type original struct {
 }
 
 // ingest applies a batch of inserts in tx, adding their counter changes to
-// delta.
-func ingest(ctx context.Context, tx pgx.Tx, params []*ledger.EventInsertParams, delta ledger.StatsDelta) ([]ledger.EventInsertResult, error) {
+// delta. It reads in one round trip (preload) and, when an item to insert
+// has an idempotency key or replaces an event (ReissueOf), inserts in
+// another: the insert's answer is read then (a key lost to a concurrent
+// transaction, resolveLostRaces; the recovery items to complete). Without
+// either the answer is known (nothing can be skipped), so the insert is
+// queued for tx's last pipeline, with the counters and COMMIT.
+func ingest(ctx context.Context, tx *txn, params []*ledger.EventInsertParams, delta ledger.StatsDelta) ([]ledger.EventInsertResult, error) {
 	if len(params) == 0 {
 		return nil, nil
 	}
@@ -125,19 +139,25 @@ func ingest(ctx context.Context, tx pgx.Tx, params []*ledger.EventInsertParams, 
 	decide(params, results, originals, endpoints)
 
 	batch := &eventBatch{}
+	answered := false // the insert's answer is needed before COMMIT
 	for i := range params {
 		if r := &results[i]; r.Err == nil && !r.Duplicate {
 			if err := batch.add(r.Event, r.Deliveries); err != nil {
 				return nil, err
 			}
+			answered = answered || r.Event.IdempotencyKey != "" || r.Event.ReissueOf != ""
 		}
 	}
-	inserted, err := batch.exec(ctx, tx)
-	if err != nil {
-		return nil, err
-	}
-	if err := resolveLostRaces(ctx, tx, params, results, originals, endpoints, inserted); err != nil {
-		return nil, err
+	var inserted map[string]bool
+	if answered {
+		if inserted, err = batch.exec(ctx, tx); err != nil {
+			return nil, err
+		}
+		if err := resolveLostRaces(ctx, tx, params, results, originals, endpoints, inserted); err != nil {
+			return nil, err
+		}
+	} else {
+		inserted = batch.queue(tx)
 	}
 
 	for i := range results {
@@ -150,9 +170,7 @@ func ingest(ctx context.Context, tx pgx.Tx, params []*ledger.EventInsertParams, 
 	if err := completeReissues(ctx, tx, results, delta); err != nil {
 		return nil, err
 	}
-	if err := markUndelivered(ctx, tx, results, inserted); err != nil {
-		return nil, err
-	}
+	queueUndelivered(tx, results, inserted)
 	return results, nil
 }
 

@@ -27,7 +27,7 @@ func (s *Store) AckHold(ctx context.Context, p *ledger.AckRecordParams) (ledger.
 		d    ledger.Delivery
 		held bool
 	)
-	err := s.tx(ctx, op, func(tx pgx.Tx) error {
+	err := s.tx(ctx, op, func(tx *txn) error {
 		held = false
 		rows, err := tx.Query(ctx, `SELECT `+deliveryColumns+` FROM deliveries d WHERE d.id = $1 FOR UPDATE`, p.DeliveryID)
 		if err != nil {

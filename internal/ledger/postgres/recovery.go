@@ -56,7 +56,7 @@ func (s *Store) RetryBudgetAcquire(ctx context.Context, p *ledger.RetryBudgetPar
 	op := "acquire retry budget of " + p.EndpointID
 	minute := ledger.BudgetMinute(p.Now)
 	var ok bool
-	err := s.tx(ctx, op, func(tx pgx.Tx) error {
+	err := s.tx(ctx, op, func(tx *txn) error {
 		ok = false
 		var retries int64
 		err := tx.QueryRow(ctx, budgetAcquireSQL, p.EndpointID, minute,
@@ -243,15 +243,15 @@ func (s *Store) RecoveryOperationStart(ctx context.Context, p *ledger.RecoveryOp
 }
 
 // RecoveryApply implements ledger.Recovery. One transaction, two round
-// trips: lock and read (the namespace's endpoints, the delivery, the
-// recorded item), decide (ledger.PlanRecovery), write.
+// trips: BEGIN, lock and read (the namespace's endpoints, the delivery, the
+// recorded item), decide (ledger.PlanRecovery), write and COMMIT.
 func (s *Store) RecoveryApply(ctx context.Context, p *ledger.RecoveryApplyParams) (ledger.RecoveryItem, error) {
 	if err := ledger.ValidateRecoveryApply(p); err != nil {
 		return ledger.RecoveryItem{}, err
 	}
 	op := "recovery " + p.OperationKey + " of delivery " + p.DeliveryID
 	var item ledger.RecoveryItem
-	err := s.tx(ctx, op, func(tx pgx.Tx) error {
+	err := s.tx(ctx, op, func(tx *txn) error {
 		var err error
 		item, err = applyRecovery(ctx, tx, p)
 		return err
@@ -271,7 +271,7 @@ type recoveryRead struct {
 	live []fanoutEndpoint
 }
 
-func applyRecovery(ctx context.Context, tx pgx.Tx, p *ledger.RecoveryApplyParams) (ledger.RecoveryItem, error) {
+func applyRecovery(ctx context.Context, tx *txn, p *ledger.RecoveryApplyParams) (ledger.RecoveryItem, error) {
 	rd, err := readForRecovery(ctx, tx, p)
 	if err != nil {
 		return ledger.RecoveryItem{}, err
@@ -371,9 +371,7 @@ func applyRecovery(ctx context.Context, tx pgx.Tx, p *ledger.RecoveryApplyParams
 		item.OperationKey, item.DeliveryID, item.EventID, orig.EndpointID, string(item.Action), string(item.Outcome),
 		item.Reason, item.NewEventID, item.NewDeliveryID, requestEventID, nanos(now))
 	queueStats(b, delta)
-	if err := tx.SendBatch(ctx, b).Close(); err != nil {
-		return ledger.RecoveryItem{}, fmt.Errorf("apply recovery: %w", err)
-	}
+	tx.queue("apply recovery", b) // with COMMIT
 	return item, nil
 }
 

@@ -85,10 +85,11 @@ func execSettle(ctx context.Context, tx pgx.Tx, s ledger.SettledEvents) error {
 	return nil
 }
 
-// markUndelivered records which of the inserted events reached no endpoint
-// (they age under the default retention) and when their secrets were
-// dropped. Batches in which every event has deliveries cost nothing.
-func markUndelivered(ctx context.Context, tx pgx.Tx, results []ledger.EventInsertResult, inserted map[string]bool) error {
+// queueUndelivered queues for tx's next pipeline the record of which of the
+// inserted events reached no endpoint (they age under the default
+// retention) and when their secrets were dropped. Batches in which every
+// event has deliveries queue nothing.
+func queueUndelivered(tx *txn, results []ledger.EventInsertResult, inserted map[string]bool) {
 	var (
 		ids     []string
 		scrubAt []*int64
@@ -100,15 +101,13 @@ func markUndelivered(ctx context.Context, tx pgx.Tx, results []ledger.EventInser
 		}
 	}
 	if len(ids) == 0 {
-		return nil
+		return
 	}
-	_, err := tx.Exec(ctx, `
+	b := &pgx.Batch{}
+	b.Queue(`
 		UPDATE events e SET undelivered = true, secrets_scrub_at = u.scrub_at
 		FROM unnest($1::text[], $2::bigint[]) AS u(id, scrub_at) WHERE e.id = u.id`, ids, scrubAt)
-	if err != nil {
-		return fmt.Errorf("mark events without deliveries: %w", err)
-	}
-	return nil
+	tx.queue("mark events without deliveries", b)
 }
 
 // AckRecord implements ledger.Settlement.
@@ -139,11 +138,12 @@ func (s *Store) AckTimeoutRecord(ctx context.Context, p *ledger.AckTimeoutParams
 
 // ackApply moves a delivery awaiting its acknowledgement through tr, with
 // its counters, dead letter and secrets, in one transaction of two round
-// trips, locking like AttemptRecordMany. A timeout (deadline) applies only
+// trips (BEGIN rides with the locks, COMMIT with the writes), locking like
+// AttemptRecordMany. A timeout (deadline) applies only
 // once the delivery's AckDeadline is at or before now.
 func (s *Store) ackApply(ctx context.Context, op, id string, tr ledger.AckTransition, deadline bool, now time.Time) (ledger.AckResult, error) {
 	var res ledger.AckResult
-	err := s.tx(ctx, op, func(tx pgx.Tx) error {
+	err := s.tx(ctx, op, func(tx *txn) error {
 		res = ledger.AckResult{}
 		endpoints, deliveries, err := lockForRecord(ctx, tx, []*ledger.AttemptRecordParams{{DeliveryID: id}})
 		if err != nil {
@@ -180,9 +180,7 @@ func (s *Store) ackApply(ctx context.Context, op, id string, tr ledger.AckTransi
 		queueSettle(b, settled)
 		queueStats(b, delta)
 		queueOutcomes(b, ledger.OutcomeDeltas{}.With(*d, now))
-		if err := tx.SendBatch(ctx, b).Close(); err != nil {
-			return fmt.Errorf("write acknowledgement: %w", err)
-		}
+		tx.queue("write acknowledgement", b) // with COMMIT
 		return nil
 	})
 	if err != nil {
@@ -210,7 +208,7 @@ func (s *Store) AckExpiredList(ctx context.Context, now time.Time, limit int) ([
 func (s *Store) SecretsScrubDue(ctx context.Context, now time.Time, limit int) (int, error) {
 	const op = "scrub secrets due"
 	var n int
-	err := s.tx(ctx, op, func(tx pgx.Tx) error {
+	err := s.tx(ctx, op, func(tx *txn) error {
 		n = 0
 		rows, err := tx.Query(ctx, `SELECT id FROM events
 			WHERE secrets_scrub_due <= $1 AND secrets_scrub_due IS NOT NULL AND secrets_scrub_at IS NULL
@@ -412,13 +410,14 @@ func (s *Store) pruneStage(ctx context.Context, g pruneStage, p *ledger.PrunePar
 		return 0, nil
 	}
 	var n int
-	err = s.tx(ctx, op, func(tx pgx.Tx) error {
+	err = s.tx(ctx, op, func(tx *txn) error {
 		n = 0
 		b := &pgx.Batch{}
 		b.Queue(`SELECT 1 FROM deliveries WHERE event_id = ANY($1) ORDER BY id FOR UPDATE`, ids)
 		b.Queue(`SELECT 1 FROM events WHERE id = ANY($1) ORDER BY id FOR UPDATE`, ids)
 		b.Queue(g.pruneSQL(), now, ids, int64(def)).QueryRow(func(row pgx.Row) error { return row.Scan(&n) })
-		return tx.SendBatch(ctx, b).Close()
+		tx.queue("prune", b) // BEGIN, the statements and COMMIT: one round trip
+		return nil
 	})
 	if err != nil {
 		return 0, err

@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"regexp"
 
-	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/hookkeeper/hookkeeper/internal/ledger"
@@ -26,6 +26,7 @@ type Option func(*options) error
 type options struct {
 	schema   string
 	maxConns int32
+	dial     pgconn.DialFunc // tests: count round trips
 }
 
 var schemaPattern = regexp.MustCompile(`^[a-z_][a-z0-9_]{0,62}$`)
@@ -72,6 +73,9 @@ func Open(ctx context.Context, dsn string, opts ...Option) (*Store, error) {
 	if o.schema != "" {
 		cfg.ConnConfig.RuntimeParams["search_path"] = o.schema
 	}
+	if o.dial != nil {
+		cfg.ConnConfig.DialFunc = o.dial
+	}
 	if o.maxConns > 0 {
 		cfg.MaxConns = o.maxConns
 	}
@@ -95,22 +99,36 @@ func (s *Store) Close() error {
 // serialization failure is run again.
 const maxTxTries = 4
 
-// txOptions pins READ COMMITTED whatever the server's default: the
-// store relies on each statement seeing what committed before it started
-// (a key won by another transaction, deliveries inserted while a delete
-// waited for its lock).
-var txOptions = pgx.TxOptions{IsoLevel: pgx.ReadCommitted}
-
-// tx runs fn in a transaction and commits it. fn must be safe to run again:
-// it is retried when PostgreSQL aborts it for a deadlock or a serialization
-// failure.
-func (s *Store) tx(ctx context.Context, op string, fn func(pgx.Tx) error) error {
+// tx runs fn in a transaction (txn) and commits it. fn must be safe to run
+// again: it is retried when PostgreSQL aborts it for a deadlock or a
+// serialization failure.
+func (s *Store) tx(ctx context.Context, op string, fn func(*txn) error) error {
 	var err error
 	for try := 1; try <= maxTxTries; try++ {
-		err = pgx.BeginTxFunc(ctx, s.pool, txOptions, fn)
+		err = s.runTx(ctx, fn)
 		if err == nil || !retryable(err) || ctx.Err() != nil {
 			break
 		}
 	}
 	return translate(op, err)
+}
+
+// runTx runs fn in one transaction on a connection of the pool. Its result
+// is fn's error, or COMMIT's: nil only once COMMIT succeeded.
+func (s *Store) runTx(ctx context.Context, fn func(*txn) error) error {
+	c, err := s.pool.Acquire(ctx)
+	if err != nil {
+		return fmt.Errorf("acquire a connection: %w", err)
+	}
+	// Release destroys a connection left in a transaction (abort).
+	defer c.Release()
+	t := &txn{conn: c.Conn()}
+	err = fn(t)
+	if err == nil {
+		err = t.commit(ctx)
+	}
+	if err != nil {
+		t.abort(ctx)
+	}
+	return err
 }

@@ -1,0 +1,129 @@
+package postgres_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/hookkeeper/hookkeeper/internal/ledger"
+	"github.com/hookkeeper/hookkeeper/internal/ledger/postgres"
+	"github.com/hookkeeper/hookkeeper/internal/ledger/postgres/pgtest"
+)
+
+// BenchmarkLowRate measures one event at a time, paced (every 4 ms, about
+// 250 operations per second), as an engine at a low rate writes: the
+// latency of a single-event EventInsertMany and a single-record
+// AttemptRecordMany (p50 and p99) and the CPU the server's backends spend
+// per operation (read from /proc, so the server must run on this machine;
+// 0 otherwise). Run it with a fixed count, e.g. -benchtime=2000x.
+func BenchmarkLowRate(b *testing.B) {
+	const pace = 4 * time.Millisecond
+	b.Run("insert", func(b *testing.B) {
+		s := pgtest.NewSchemaStore(b)
+		upsert(b, s, endpoint("shop", "all", "*"))
+		ctx := context.Background()
+		batches := make([][]*ledger.EventInsertParams, b.N)
+		for i := range batches {
+			batches[i] = []*ledger.EventInsertParams{event("shop", "order.created", t0, 1024)}
+		}
+		insert(b, s, events(1, "shop", t0)) // warm the statement cache
+		paced(b, s, pace, func(i int) error {
+			_, err := s.EventInsertMany(ctx, batches[i])
+			return err
+		})
+	})
+	b.Run("record", func(b *testing.B) {
+		s := pgtest.NewSchemaStore(b)
+		upsert(b, s, endpoint("shop", "all", "*"))
+		ctx := context.Background()
+		for i := 0; i < b.N+1; i += 100 {
+			insert(b, s, events(100, "shop", t0))
+		}
+		claimed, err := s.DeliveryClaim(ctx, &ledger.DeliveryClaimParams{Owner: "w", Now: t0, LeaseFor: time.Hour, Limit: b.N + 1})
+		if err != nil || len(claimed) != b.N+1 {
+			b.Fatalf("DeliveryClaim = %d, %v", len(claimed), err)
+		}
+		params := make([]*ledger.AttemptRecordParams, len(claimed))
+		for i, c := range claimed {
+			params[i] = &ledger.AttemptRecordParams{DeliveryID: c.Delivery.ID, Owner: "w", Now: t0,
+				Attempt: ledger.Attempt{StartedAt: t0, StatusCode: 204}, Next: ledger.Next{State: ledger.StateDelivered}}
+		}
+		if _, err := s.AttemptRecordMany(ctx, params[b.N:]); err != nil { // warm the statement cache
+			b.Fatal(err)
+		}
+		paced(b, s, pace, func(i int) error {
+			res, err := s.AttemptRecordMany(ctx, params[i:i+1])
+			if err == nil {
+				err = res[0].Err
+			}
+			return err
+		})
+	})
+}
+
+// paced runs op b.N times, one every pace, and reports its latency
+// percentiles, the server's CPU per operation and this process's (the
+// store's client side, with the loop's small share).
+func paced(b *testing.B, s *postgres.Store, pace time.Duration, op func(i int) error) {
+	lat := make([]time.Duration, b.N)
+	cpu0 := backendCPU(b, s, nil)
+	client0 := processCPU(b)
+	b.ResetTimer()
+	next := time.Now()
+	for i := range b.N {
+		time.Sleep(time.Until(next)) // pacing, not synchronisation
+		next = next.Add(pace)
+		start := time.Now()
+		if err := op(i); err != nil {
+			b.Fatal(err)
+		}
+		lat[i] = time.Since(start)
+	}
+	b.StopTimer()
+	client := processCPU(b) - client0
+	cpu := backendCPU(b, s, cpu0)
+	slices.Sort(lat)
+	b.ReportMetric(float64(lat[len(lat)/2].Microseconds()), "p50-µs")
+	b.ReportMetric(float64(lat[len(lat)*99/100].Microseconds()), "p99-µs")
+	var total time.Duration
+	for _, d := range cpu {
+		total += d
+	}
+	b.ReportMetric(float64(total.Microseconds())/float64(b.N), "server-cpu-µs/op")
+	b.ReportMetric(float64(client.Microseconds())/float64(b.N), "client-cpu-µs/op")
+}
+
+// processCPU is the CPU time this process used so far.
+func processCPU(b *testing.B) time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		b.Fatal(err)
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// backendCPU returns the CPU time of the server backends of s's pool, less
+// base.
+func backendCPU(b *testing.B, s *postgres.Store, base map[uint32]time.Duration) map[uint32]time.Duration {
+	out := make(map[uint32]time.Duration)
+	for _, c := range s.Pool().AcquireAllIdle(context.Background()) {
+		pid := c.Conn().PgConn().PID()
+		c.Release()
+		raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/schedstat", pid))
+		if err != nil {
+			continue // the server runs elsewhere
+		}
+		ns, err := strconv.ParseInt(strings.Fields(string(raw))[0], 10, 64)
+		if err != nil {
+			b.Fatalf("schedstat of %d: %v", pid, err)
+		}
+		out[pid] = time.Duration(ns) - base[pid]
+	}
+	return out
+}
