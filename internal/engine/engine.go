@@ -133,11 +133,11 @@ type Engine struct {
 	mu        sync.Mutex
 	endpoints map[string]*endpointState
 	// handoffs counts the publishes between offerLease and the start of
-	// their attempts, and claiming is set from a claim's slot count to the
-	// start of what it claimed: neither takes the slots the other counted
-	// on (handoff.go).
+	// their attempts, and claimTake holds, from a claim's slot count to the
+	// start of what it claimed, what it may take of each limited endpoint:
+	// neither takes the slots the other counted on (handoff.go).
 	handoffs  int
-	claiming  bool
+	claimTake map[string]int
 	deferrals deferralLog // budget_deferrals.go
 }
 
@@ -355,14 +355,22 @@ func (e *Engine) Run(ctx context.Context) error {
 // under attemptCtx. It returns how long to wait before the next claim: zero
 // when more work is probably ready.
 func (e *Engine) claimOnce(ctx, attemptCtx context.Context, wg *sync.WaitGroup) (time.Duration, error) {
-	free := cap(e.sem) - len(e.sem)
-	if free == 0 {
+	// The claim's workers are reserved before it runs, so what it claims
+	// starts at once even while publishes hand off theirs (handoff.go);
+	// without a backlog it leaves half of the free ones to them.
+	want := min(cap(e.sem)-len(e.sem), e.opts.ClaimBatch)
+	if !e.backlog.Load() {
+		want = (want + 1) / 2
+	}
+	limit := e.reserveWorkers(want)
+	if limit == 0 {
 		e.backlog.Store(true)
 		return e.opts.IdleWait, nil // a finishing attempt wakes us sooner
 	}
-	limit := min(free, e.opts.ClaimBatch)
+	reserved := limit
+	defer func() { e.freeWorkers(reserved) }()
 	now := e.opts.Clock.Now()
-	full, slots := e.beginClaim()
+	full, slots := e.beginClaim(limit)
 	defer e.endClaim()
 	claimed, err := e.store.DeliveryClaim(ctx, &ledger.DeliveryClaimParams{
 		Owner:            e.opts.Owner,
@@ -380,10 +388,13 @@ func (e *Engine) claimOnce(ctx, attemptCtx context.Context, wg *sync.WaitGroup) 
 	e.backlog.Store(len(claimed) == limit || len(full) > 0)
 	started := 0
 	for i := range claimed {
-		if e.start(ctx, attemptCtx, wg, &claimed[i], false) {
+		reserved-- // start owns the slot now, and frees it if it starts nothing
+		if e.start(ctx, attemptCtx, wg, &claimed[i]) {
 			started++
 		}
 	}
+	e.freeWorkers(reserved)
+	reserved = 0
 	e.endClaim()
 	if len(claimed) == limit && started > 0 {
 		return 0, nil
@@ -402,19 +413,37 @@ func (e *Engine) claimOnce(ctx, attemptCtx context.Context, wg *sync.WaitGroup) 
 	return wait, nil
 }
 
-// start begins the attempt for a claimed delivery under attemptCtx, or
-// releases it when its endpoint is at its in-flight or rate limit. It
-// reports whether an attempt started. reserved says the caller already
-// holds a worker slot for it, which start then owns (and frees if no
-// attempt starts).
-func (e *Engine) start(ctx, attemptCtx context.Context, wg *sync.WaitGroup, c *ledger.ClaimedDelivery, reserved bool) (started bool) {
-	if reserved {
-		defer func() {
-			if !started {
-				<-e.sem
-			}
-		}()
+// reserveWorkers takes up to n free worker slots without waiting and
+// returns how many it took.
+func (e *Engine) reserveWorkers(n int) int {
+	for i := range n {
+		select {
+		case e.sem <- struct{}{}:
+		default:
+			return i
+		}
 	}
+	return n
+}
+
+// freeWorkers returns n reserved worker slots.
+func (e *Engine) freeWorkers(n int) {
+	for range n {
+		<-e.sem
+	}
+}
+
+// start begins the attempt for a leased delivery under attemptCtx, or
+// releases it when its endpoint is at its in-flight or rate limit. It
+// reports whether an attempt started. The caller has reserved a worker
+// slot for it, which start owns (and frees if no attempt starts): an
+// attempt never waits for a worker while its lease runs.
+func (e *Engine) start(ctx, attemptCtx context.Context, wg *sync.WaitGroup, c *ledger.ClaimedDelivery) (started bool) {
+	defer func() {
+		if !started {
+			<-e.sem
+		}
+	}()
 	now := e.opts.Clock.Now()
 	st, err := e.endpointFor(ctx, c.Delivery.EndpointID, c.EndpointVersion)
 	if err != nil {
@@ -463,9 +492,6 @@ func (e *Engine) start(ctx, attemptCtx context.Context, wg *sync.WaitGroup, c *l
 	cfg := st.cfg
 	e.mu.Unlock()
 
-	if !reserved {
-		e.sem <- struct{}{}
-	}
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
