@@ -83,8 +83,9 @@ type Options struct {
 	// RecordWait is how long an attempt's record may wait, on a serial
 	// store, for a commit that ingest triggers before it commits alone
 	// (default 10ms; writes.go).
-	// Nobody waits on a record unless its worker or endpoint slot is
-	// wanted, and then it commits at once.
+	// Nobody waits on a record (its worker and endpoint slot are free once
+	// the receiver answered) unless the records pending are at their bound
+	// (twice Workers), and then it commits at once.
 	RecordWait time.Duration
 	// OnExhausted is called after an exhaustion is committed. It must not
 	// block: hand the notice to a queue.
@@ -117,7 +118,10 @@ type Engine struct {
 	// a serial store they are one batcher (writes.go).
 	publisher, recorder *groupcommit.Batcher[writeItem, writeOutcome]
 	wakeCh              chan struct{}
-	sem                 chan struct{}
+	// sem holds a slot per attempt sending (Workers); records holds one
+	// per attempt whose outcome is being recorded, so that a slow commit
+	// holds no worker and bounds the records pending instead.
+	sem, records chan struct{}
 	// sleepUntil is when the idle claim loop plans to look again (unix
 	// nanoseconds); work due earlier wakes it.
 	sleepUntil atomic.Int64
@@ -212,6 +216,7 @@ func New(opts Options) (*Engine, error) {
 		store:     opts.Store,
 		wakeCh:    make(chan struct{}, 1),
 		sem:       make(chan struct{}, opts.Workers),
+		records:   make(chan struct{}, 2*opts.Workers),
 		endpoints: map[string]*endpointState{},
 	}
 	e.backlog.Store(true) // until the first claim finds the queue drained
@@ -495,7 +500,7 @@ func (e *Engine) start(ctx, attemptCtx context.Context, wg *sync.WaitGroup, c *l
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		defer func() {
+		sent := sync.OnceFunc(func() {
 			e.mu.Lock()
 			wasFull := st.cfg.MaxInFlight > 0 && st.inFlight >= st.cfg.MaxInFlight
 			st.inFlight--
@@ -508,14 +513,17 @@ func (e *Engine) start(ctx, attemptCtx context.Context, wg *sync.WaitGroup, c *l
 			if wasFull || workersFull {
 				e.wake()
 			}
-		}()
-		e.attempt(attemptCtx, &cfg, c)
+		})
+		defer sent()
+		e.attempt(attemptCtx, &cfg, c, sent)
 	}()
 	return true
 }
 
-// attempt sends one delivery and records the outcome.
-func (e *Engine) attempt(ctx context.Context, ep *ledger.Endpoint, c *ledger.ClaimedDelivery) {
+// attempt sends one delivery and records the outcome. It calls sent once
+// the receiver has answered, to free the worker and endpoint slots while
+// the record commits.
+func (e *Engine) attempt(ctx context.Context, ep *ledger.Endpoint, c *ledger.ClaimedDelivery, sent func()) {
 	started := e.opts.Clock.Now()
 	e.opts.Metrics.observeLag(started.Sub(c.Delivery.DueAt))
 
@@ -540,10 +548,16 @@ func (e *Engine) attempt(ctx context.Context, ep *ledger.Endpoint, c *ledger.Cla
 	now := e.opts.Clock.Now()
 	out := decide(ep, &c.Delivery, &res, started, now, e.opts.Rand)
 	e.opts.Metrics.observeAttempt(res.Duration, out.next)
+	// The delivery stays leased until its record commits, so no claim
+	// takes it meanwhile; its slots go to the next delivery now. Taking a
+	// record slot first makes the senders wait when records pile up.
+	e.records <- struct{}{}
+	defer func() { <-e.records }()
+	sent()
 
 	recordCtx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	written, err := e.record(recordCtx, ep.ID, &ledger.AttemptRecordParams{
+	written, err := e.record(recordCtx, &ledger.AttemptRecordParams{
 		DeliveryID: c.Delivery.ID,
 		Owner:      e.opts.Owner,
 		Attempt: ledger.Attempt{

@@ -97,3 +97,69 @@ func TestPublishHandsOffDuringAClaim(t *testing.T) {
 		})
 	}
 }
+
+// heldRecords is a real store whose next write with attempt records, once
+// armed, waits until the test releases it. Being a plain wrapper it is not
+// a ledger.SerialWriter, so records have their own group commit and a held
+// record does not hold up inserts.
+type heldRecords struct {
+	ledger.Store
+	armed   atomic.Bool
+	entered chan struct{}
+	release chan struct{}
+}
+
+func (s *heldRecords) WriteMany(ctx context.Context, w *ledger.WriteBatch) (ledger.WriteResult, error) {
+	if len(w.Attempts) > 0 && s.armed.CompareAndSwap(true, false) {
+		s.entered <- struct{}{}
+		<-s.release
+	}
+	return s.Store.WriteMany(ctx, w)
+}
+
+// TestSlowRecordHoldsNoWorker: once the receiver has answered, an attempt
+// frees its worker and endpoint slot while its record commits, so a slow
+// commit does not stop the next delivery from being sent. With one worker,
+// the second event is sent while the first's record is still held.
+func TestSlowRecordHoldsNoWorker(t *testing.T) {
+	for _, sf := range stores() {
+		t.Run(sf.name, func(t *testing.T) {
+			t.Parallel()
+			store := &heldRecords{Store: sf.open(t), entered: make(chan struct{}), release: make(chan struct{})}
+			var released atomic.Bool
+			releaseRecord := func() {
+				if released.CompareAndSwap(false, true) {
+					close(store.release)
+				}
+			}
+			rcv := newReceiver(t, func(int) int { return 204 })
+			e := run(t, engine.Options{Store: store, Workers: 1})
+			t.Cleanup(releaseRecord) // runs before the engine's cleanup: a failure must not leave a record held
+			ep := endpoint(t, "records", "orders", rcv.URL, []string{"order.created"}, policy(3, time.Second))
+			if _, err := e.RegisterEndpoint(context.Background(), ep); err != nil {
+				t.Fatal(err)
+			}
+
+			store.armed.Store(true)
+			first := publish(t, e, "records", "order.created", `{"n":1}`)
+			select {
+			case <-store.entered:
+			case <-time.After(2 * time.Minute):
+				t.Fatal("the first attempt was never recorded")
+			}
+			second := publish(t, e, "records", "order.created", `{"n":2}`)
+			eventually(t, "the second event sent while the first's record is held", func() bool {
+				return rcv.count(second.Event.ID) == 1
+			})
+			if got := rcv.count(first.Event.ID); got != 1 {
+				t.Fatalf("the first event was sent %d times; want 1", got)
+			}
+
+			releaseRecord()
+			eventually(t, "both deliveries recorded", func() bool {
+				s, _ := e.EndpointStats(context.Background(), ep.ID)
+				return s.Delivered == 2
+			})
+		})
+	}
+}
