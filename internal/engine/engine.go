@@ -83,8 +83,9 @@ type Options struct {
 	// RecordWait is how long an attempt's record may wait, on a serial
 	// store, for a commit that ingest triggers before it commits alone
 	// (default 10ms; writes.go).
-	// Nobody waits on a record unless its worker or endpoint slot is
-	// wanted, and then it commits at once.
+	// Nobody waits on a record (its worker and endpoint slot are free once
+	// the receiver answered) unless the records pending are at their bound
+	// (twice Workers), and then it commits at once.
 	RecordWait time.Duration
 	// OnExhausted is called after an exhaustion is committed. It must not
 	// block: hand the notice to a queue.
@@ -117,7 +118,10 @@ type Engine struct {
 	// a serial store they are one batcher (writes.go).
 	publisher, recorder *groupcommit.Batcher[writeItem, writeOutcome]
 	wakeCh              chan struct{}
-	sem                 chan struct{}
+	// sem holds a slot per attempt sending (Workers); records holds one
+	// per attempt whose outcome is being recorded, so that a slow commit
+	// holds no worker and bounds the records pending instead.
+	sem, records chan struct{}
 	// sleepUntil is when the idle claim loop plans to look again (unix
 	// nanoseconds); work due earlier wakes it.
 	sleepUntil atomic.Int64
@@ -133,11 +137,11 @@ type Engine struct {
 	mu        sync.Mutex
 	endpoints map[string]*endpointState
 	// handoffs counts the publishes between offerLease and the start of
-	// their attempts, and claiming is set from a claim's slot count to the
-	// start of what it claimed: neither takes the slots the other counted
-	// on (handoff.go).
+	// their attempts, and claimTake holds, from a claim's slot count to the
+	// start of what it claimed, what it may take of each limited endpoint:
+	// neither takes the slots the other counted on (handoff.go).
 	handoffs  int
-	claiming  bool
+	claimTake map[string]int
 	deferrals deferralLog // budget_deferrals.go
 }
 
@@ -212,6 +216,7 @@ func New(opts Options) (*Engine, error) {
 		store:     opts.Store,
 		wakeCh:    make(chan struct{}, 1),
 		sem:       make(chan struct{}, opts.Workers),
+		records:   make(chan struct{}, 2*opts.Workers),
 		endpoints: map[string]*endpointState{},
 	}
 	e.backlog.Store(true) // until the first claim finds the queue drained
@@ -355,14 +360,22 @@ func (e *Engine) Run(ctx context.Context) error {
 // under attemptCtx. It returns how long to wait before the next claim: zero
 // when more work is probably ready.
 func (e *Engine) claimOnce(ctx, attemptCtx context.Context, wg *sync.WaitGroup) (time.Duration, error) {
-	free := cap(e.sem) - len(e.sem)
-	if free == 0 {
+	// The claim's workers are reserved before it runs, so what it claims
+	// starts at once even while publishes hand off theirs (handoff.go);
+	// without a backlog it leaves half of the free ones to them.
+	want := min(cap(e.sem)-len(e.sem), e.opts.ClaimBatch)
+	if !e.backlog.Load() {
+		want = (want + 1) / 2
+	}
+	limit := e.reserveWorkers(want)
+	if limit == 0 {
 		e.backlog.Store(true)
 		return e.opts.IdleWait, nil // a finishing attempt wakes us sooner
 	}
-	limit := min(free, e.opts.ClaimBatch)
+	reserved := limit
+	defer func() { e.freeWorkers(reserved) }()
 	now := e.opts.Clock.Now()
-	full, slots := e.beginClaim()
+	full, slots := e.beginClaim(limit)
 	defer e.endClaim()
 	claimed, err := e.store.DeliveryClaim(ctx, &ledger.DeliveryClaimParams{
 		Owner:            e.opts.Owner,
@@ -380,10 +393,13 @@ func (e *Engine) claimOnce(ctx, attemptCtx context.Context, wg *sync.WaitGroup) 
 	e.backlog.Store(len(claimed) == limit || len(full) > 0)
 	started := 0
 	for i := range claimed {
-		if e.start(ctx, attemptCtx, wg, &claimed[i], false) {
+		reserved-- // start owns the slot now, and frees it if it starts nothing
+		if e.start(ctx, attemptCtx, wg, &claimed[i]) {
 			started++
 		}
 	}
+	e.freeWorkers(reserved)
+	reserved = 0
 	e.endClaim()
 	if len(claimed) == limit && started > 0 {
 		return 0, nil
@@ -402,19 +418,37 @@ func (e *Engine) claimOnce(ctx, attemptCtx context.Context, wg *sync.WaitGroup) 
 	return wait, nil
 }
 
-// start begins the attempt for a claimed delivery under attemptCtx, or
-// releases it when its endpoint is at its in-flight or rate limit. It
-// reports whether an attempt started. reserved says the caller already
-// holds a worker slot for it, which start then owns (and frees if no
-// attempt starts).
-func (e *Engine) start(ctx, attemptCtx context.Context, wg *sync.WaitGroup, c *ledger.ClaimedDelivery, reserved bool) (started bool) {
-	if reserved {
-		defer func() {
-			if !started {
-				<-e.sem
-			}
-		}()
+// reserveWorkers takes up to n free worker slots without waiting and
+// returns how many it took.
+func (e *Engine) reserveWorkers(n int) int {
+	for i := range n {
+		select {
+		case e.sem <- struct{}{}:
+		default:
+			return i
+		}
 	}
+	return n
+}
+
+// freeWorkers returns n reserved worker slots.
+func (e *Engine) freeWorkers(n int) {
+	for range n {
+		<-e.sem
+	}
+}
+
+// start begins the attempt for a leased delivery under attemptCtx, or
+// releases it when its endpoint is at its in-flight or rate limit. It
+// reports whether an attempt started. The caller has reserved a worker
+// slot for it, which start owns (and frees if no attempt starts): an
+// attempt never waits for a worker while its lease runs.
+func (e *Engine) start(ctx, attemptCtx context.Context, wg *sync.WaitGroup, c *ledger.ClaimedDelivery) (started bool) {
+	defer func() {
+		if !started {
+			<-e.sem
+		}
+	}()
 	now := e.opts.Clock.Now()
 	st, err := e.endpointFor(ctx, c.Delivery.EndpointID, c.EndpointVersion)
 	if err != nil {
@@ -463,13 +497,10 @@ func (e *Engine) start(ctx, attemptCtx context.Context, wg *sync.WaitGroup, c *l
 	cfg := st.cfg
 	e.mu.Unlock()
 
-	if !reserved {
-		e.sem <- struct{}{}
-	}
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		defer func() {
+		sent := sync.OnceFunc(func() {
 			e.mu.Lock()
 			wasFull := st.cfg.MaxInFlight > 0 && st.inFlight >= st.cfg.MaxInFlight
 			st.inFlight--
@@ -482,14 +513,17 @@ func (e *Engine) start(ctx, attemptCtx context.Context, wg *sync.WaitGroup, c *l
 			if wasFull || workersFull {
 				e.wake()
 			}
-		}()
-		e.attempt(attemptCtx, &cfg, c)
+		})
+		defer sent()
+		e.attempt(attemptCtx, &cfg, c, sent)
 	}()
 	return true
 }
 
-// attempt sends one delivery and records the outcome.
-func (e *Engine) attempt(ctx context.Context, ep *ledger.Endpoint, c *ledger.ClaimedDelivery) {
+// attempt sends one delivery and records the outcome. It calls sent once
+// the receiver has answered, to free the worker and endpoint slots while
+// the record commits.
+func (e *Engine) attempt(ctx context.Context, ep *ledger.Endpoint, c *ledger.ClaimedDelivery, sent func()) {
 	started := e.opts.Clock.Now()
 	e.opts.Metrics.observeLag(started.Sub(c.Delivery.DueAt))
 
@@ -514,10 +548,16 @@ func (e *Engine) attempt(ctx context.Context, ep *ledger.Endpoint, c *ledger.Cla
 	now := e.opts.Clock.Now()
 	out := decide(ep, &c.Delivery, &res, started, now, e.opts.Rand)
 	e.opts.Metrics.observeAttempt(res.Duration, out.next)
+	// The delivery stays leased until its record commits, so no claim
+	// takes it meanwhile; its slots go to the next delivery now. Taking a
+	// record slot first makes the senders wait when records pile up.
+	e.records <- struct{}{}
+	defer func() { <-e.records }()
+	sent()
 
 	recordCtx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	written, err := e.record(recordCtx, ep.ID, &ledger.AttemptRecordParams{
+	written, err := e.record(recordCtx, &ledger.AttemptRecordParams{
 		DeliveryID: c.Delivery.ID,
 		Owner:      e.opts.Owner,
 		Attempt: ledger.Attempt{

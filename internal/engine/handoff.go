@@ -19,7 +19,12 @@ import (
 // It applies only while Run runs, with a worker free (reserved before the
 // commit, so that starting never waits) and no backlog: when the last claim
 // left due work behind, new events queue behind it through the claims,
-// earliest due first.
+// earliest due first. A claim in progress does not stop it: the claim
+// holds what it may take of each endpoint's in-flight limit (claimTake),
+// and a hand-off leases only to endpoints with slots beyond that, so the
+// two never count on the same slot. (Refusing hand-offs during claims sent
+// most events of a busy engine through the claims: each refused publish
+// woke the claim loop, whose next claim refused the next publishes.)
 
 // running holds Run's contexts and wait group while it runs.
 type running struct {
@@ -63,15 +68,10 @@ func (e *Engine) offerLease(params *ledger.EventInsertParams) (_ *ledger.EventIn
 	}
 	leaseFor := e.leaseFor()
 	e.mu.Lock()
-	if e.claiming {
-		e.mu.Unlock()
-		<-e.sem
-		return params, false
-	}
 	// Endpoints without a free slot (counting the other hand-offs in
-	// progress) keep theirs scheduled: leased, they would only be
-	// released again.
-	full, _ := e.endpointSlotsLocked()
+	// progress and what a claim in progress may take) keep theirs
+	// scheduled: leased, they would only be released again.
+	full, _ := e.endpointSlotsLocked(e.claimTake)
 	e.handoffs++
 	e.mu.Unlock()
 	p := *params
@@ -79,19 +79,25 @@ func (e *Engine) offerLease(params *ledger.EventInsertParams) (_ *ledger.EventIn
 	return &p, true
 }
 
-// beginClaim returns the claim's view of the endpoints' slots and keeps
-// publishes from handing off until endClaim.
-func (e *Engine) beginClaim() (full []string, slots map[string]int) {
+// beginClaim returns the claim's view of the endpoints' slots for a claim
+// of at most limit deliveries, and holds what it may take of each
+// limited endpoint (the lesser of limit and its free slots) from
+// hand-offs until endClaim.
+func (e *Engine) beginClaim(limit int) (full []string, slots map[string]int) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	e.claiming = true
-	return e.endpointSlotsLocked()
+	full, slots = e.endpointSlotsLocked(nil)
+	e.claimTake = make(map[string]int, len(slots))
+	for id, free := range slots {
+		e.claimTake[id] = min(free, limit)
+	}
+	return full, slots
 }
 
 // endClaim ends what beginClaim began; calling it twice is harmless.
 func (e *Engine) endClaim() {
 	e.mu.Lock()
-	e.claiming = false
+	e.claimTake = nil
 	e.mu.Unlock()
 }
 
@@ -120,7 +126,7 @@ func (e *Engine) handOff(res *ledger.EventInsertResult, err error) {
 				}
 			}
 			slot = false
-			e.start(e.running.ctx, e.running.attemptCtx, e.running.wg, c, true)
+			e.start(e.running.ctx, e.running.attemptCtx, e.running.wg, c)
 		}
 	}
 	if slot {

@@ -151,18 +151,19 @@ func (e *Engine) fullEndpoints() []string {
 func (e *Engine) endpointSlots() (full []string, slots map[string]int) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	return e.endpointSlotsLocked()
+	return e.endpointSlotsLocked(nil)
 }
 
-// endpointSlotsLocked is endpointSlots with e.mu held. A publish handing
-// off its deliveries (handoff.go) may take a slot of any endpoint, so each
-// one in progress counts against every endpoint's free slots.
-func (e *Engine) endpointSlotsLocked() (full []string, slots map[string]int) {
+// endpointSlotsLocked is endpointSlots with e.mu held, less the slots held
+// for a claim in progress. A publish handing off its deliveries
+// (handoff.go) may take a slot of any endpoint, so each one in progress
+// counts against every endpoint's free slots.
+func (e *Engine) endpointSlotsLocked(held map[string]int) (full []string, slots map[string]int) {
 	for id, st := range e.endpoints {
 		if st.cfg.MaxInFlight <= 0 {
 			continue
 		}
-		free := st.cfg.MaxInFlight - st.inFlight - e.handoffs
+		free := st.cfg.MaxInFlight - st.inFlight - e.handoffs - held[id]
 		if free <= 0 {
 			full = append(full, id)
 			continue

@@ -14,8 +14,8 @@ import (
 // an insert commits at once; nobody waits on a record, so it waits (up to
 // RecordWait) to ride in the next insert's commit. At low rates an event
 // then costs one transaction and one fsync, not two; at saturation both
-// kinds batch as before. A record whose worker or endpoint slot another
-// delivery is waiting for commits at once. On a store that commits
+// kinds batch as before. A record holds no worker or endpoint slot while
+// it waits (engine.go, attempt). On a store that commits
 // concurrently (PostgreSQL) each kind keeps its own group commit, so that
 // an insert never waits behind a record's round trips.
 
@@ -64,23 +64,13 @@ func (e *Engine) commitWrites(ctx context.Context, items []writeItem) ([]writeOu
 	return out, nil
 }
 
-// record commits an attempt record through the shared group commit.
-func (e *Engine) record(ctx context.Context, endpointID string, p *ledger.AttemptRecordParams) (writeOutcome, error) {
-	if e.recorder != e.publisher || e.slotWanted(endpointID) {
+// record commits an attempt record through the shared group commit. The
+// attempt's worker and endpoint slots are already free (attempt), so the
+// record waits for a ride unless the records pending are at their bound,
+// where a sender is waiting for it.
+func (e *Engine) record(ctx context.Context, p *ledger.AttemptRecordParams) (writeOutcome, error) {
+	if e.recorder != e.publisher || len(e.records) == cap(e.records) {
 		return e.recorder.Do(ctx, writeItem{attempt: p})
 	}
 	return e.recorder.DoLazy(ctx, writeItem{attempt: p}, e.opts.RecordWait)
-}
-
-// slotWanted reports whether the slot an attempt holds may be wanted by
-// another delivery: every worker is busy, or the endpoint is at its
-// in-flight limit.
-func (e *Engine) slotWanted(endpointID string) bool {
-	if len(e.sem) == cap(e.sem) {
-		return true
-	}
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	st, ok := e.endpoints[endpointID]
-	return ok && st.cfg.MaxInFlight > 0 && st.inFlight >= st.cfg.MaxInFlight
 }
