@@ -113,6 +113,8 @@ FUZZ_TARGETS := \
 	./internal/backoff:FuzzPolicy \
 	./internal/httpapi:FuzzPublishBody \
 	./internal/httpapi:FuzzAckRequest \
+	./internal/httpapi:FuzzCanonicalPublishBody \
+	./internal/canonjson:FuzzCanonicalAppendString \
 	./internal/signing:FuzzVerify \
 	./internal/signing:FuzzVerifyMutation
 FUZZTIME ?= 1m

@@ -138,6 +138,23 @@ func NewParser(maxDepth int) *Parser {
 	return &Parser{maxDepth: maxDepth}
 }
 
+// Forget zeroes what p keeps of its last body (the canonical form, decoded
+// keys, scratch space) and drops its references to the input, so that a
+// parser kept for reuse holds no secret that body carried.
+func (p *Parser) Forget() {
+	clear(p.out[:cap(p.out)])
+	clear(p.keys[:cap(p.keys)])
+	clear(p.scratch[:cap(p.scratch)])
+	p.in, p.out, p.keys, p.scratch = nil, p.out[:0], p.keys[:0], p.scratch[:0]
+	clear(p.members[:cap(p.members)])
+	clear(p.path[:cap(p.path)])
+	clear(p.top[:cap(p.top)])
+	p.members, p.path, p.top = p.members[:0], p.path[:0], p.top[:0]
+	for _, m := range p.seen {
+		clear(m)
+	}
+}
+
 // Parse parses body, which must be exactly one UTF-8 JSON object with no
 // duplicate keys at any depth. Errors are *Error.
 func (p *Parser) Parse(body []byte) (Object, error) {

@@ -155,3 +155,50 @@ func BenchmarkCanonicalParse(b *testing.B) {
 		}
 	}
 }
+
+// TestForgetKeepsNoByteOfTheBody: a parser kept for reuse holds nothing of
+// the last body it parsed (a publish body carries one-time secrets) in any
+// of its buffers, up to their capacity.
+func TestForgetKeepsNoByteOfTheBody(t *testing.T) {
+	const secret = "s3cr3t-value-0123456789"
+	p := NewParser(8)
+	body := []byte(`{"z":{"b":"` + secret + `","a\u0041":["` + secret + `",{"k":"` + secret + `"}]},"secrets":{"` + secret + `":"` + secret + `"}}`)
+	many := `,"many":{`
+	for i := range 20 { // past seenAfter: the duplicate check keeps a set
+		if i > 0 {
+			many += ","
+		}
+		many += `"` + secret + strings.Repeat("x", i) + `":1`
+	}
+	body = append(body[:len(body)-1], many+`}}`...)
+	if _, err := p.Parse(body); err != nil {
+		t.Fatal(err)
+	}
+	if len(p.seen) == 0 {
+		t.Fatal("the body did not exercise the duplicate-check set")
+	}
+	p.Forget()
+	for name, buf := range map[string][]byte{"out": p.out, "keys": p.keys, "scratch": p.scratch} {
+		if bytes.Contains(buf[:cap(buf)], []byte("s3cr3t")) {
+			t.Errorf("%s still holds the body's secret after Forget", name)
+		}
+	}
+	if p.in != nil {
+		t.Error("Forget kept a reference to the input")
+	}
+	for _, m := range p.members[:cap(p.members)] {
+		if m.key != nil {
+			t.Error("Forget kept a member's key")
+		}
+	}
+	for _, s := range p.seen {
+		if len(s) != 0 {
+			t.Error("Forget kept keys in a duplicate-check set")
+		}
+	}
+	// Still usable.
+	obj, err := p.Parse([]byte(`{"b":1,"a":2}`))
+	if err != nil || string(obj.Canonical) != `{"a":2,"b":1}` {
+		t.Fatalf("after Forget: %q, %v", obj.Canonical, err)
+	}
+}

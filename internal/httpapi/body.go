@@ -209,10 +209,8 @@ func bodyHash(b *publishBody, secretsKey []byte) []byte {
 
 // parsers pools canonjson parsers, whose reused buffers are what keeps a
 // parse from allocating. One that held a body larger than maxPooledBody is
-// dropped rather than kept at that size. A pooled parser still references
-// its last body's canonical form (secrets included) until it parses again
-// or the pool drops it (within two garbage collections), much as the old
-// parser's map lingered as garbage until its memory was reused.
+// dropped rather than kept at that size; one kept forgets its last body
+// first, so that no pooled buffer holds the secrets a body carried.
 var parsers = sync.Pool{New: func() any { return canonjson.NewParser(MaxJSONDepth) }}
 
 const maxPooledBody = DefaultMaxBodyBytes
@@ -221,6 +219,7 @@ func getParser() *canonjson.Parser { return parsers.Get().(*canonjson.Parser) }
 
 func putParser(p *canonjson.Parser, bodyLen int) {
 	if bodyLen <= maxPooledBody {
+		p.Forget()
 		parsers.Put(p)
 	}
 }
