@@ -58,13 +58,16 @@ func applyStats(ctx context.Context, tx pgx.Tx, s ledger.StatsDelta) error {
 // does per row what ledger.StatsChange.Apply says; EndpointStats combines
 // the rows.
 //
-// Why two transactions never deadlock on these rows: order the rows by
-// (endpoint ID, shard). A transaction locks its rows in increasing order of
-// that key (one shard, endpoint IDs ascending), after every lock it takes
-// before them in the global order (doc.go) and before the ones it takes
-// after them (outcome rows). A transaction waits only for a row
-// greater than every row it holds, and the one holding that row waits, if
-// at all, for a greater row still, so no cycle of waits can close.
+// Why two transactions still never deadlock: order the rows by (endpoint
+// ID, shard). A transaction locks its stats rows in increasing order of
+// that key (one shard, endpoint IDs ascending), and takes them where the
+// store's global lock order puts endpoint_stats (doc.go): after its
+// endpoint, delivery, event, recovery item and retry budget rows, before
+// its outcome rows. So a transaction only ever waits for a lock that comes
+// after every lock it holds; along a chain of waits the locks only grow,
+// and no chain can close into a cycle. Two transactions on different
+// shards share no stats row; on the same shard they lock in endpoint-ID
+// order, as with one row per endpoint.
 //
 // last_failure_order (a sequence value drawn when a failure is written)
 // orders failures of the same instant written to different shards, so that
