@@ -50,13 +50,15 @@ func applyStats(ctx context.Context, tx pgx.Tx, s ledger.StatsDelta) error {
 	return nil
 }
 
-// queueStats adds to b the statements that write a transaction's stats
+// queueStats adds to b the statement that writes a transaction's stats
 // changes, all of them to one shard (nextStatsShard) of every endpoint it
-// touches: lock that shard's existing rows in endpoint-ID order, then
-// upsert the deltas in the same order (a shard row is created by the first
-// transaction that picks it; EndpointUpsert creates shard 0). The upsert
-// does per row what ledger.StatsChange.Apply says; EndpointStats combines
-// the rows.
+// touches: one upsert, which takes the rows in endpoint-ID order (the
+// ORDER BY feeds the insert row by row, and each row is locked, or
+// inserted, as it comes; the first transaction that picks a shard creates
+// its row, EndpointUpsert creates shard 0). It does per row what
+// ledger.StatsChange.Apply says; EndpointStats combines the rows. (A lock
+// of the existing rows ahead of the upsert, as with one row per endpoint,
+// would take them out of order with the rows the upsert creates.)
 //
 // Why two transactions still never deadlock: order the rows by (endpoint
 // ID, shard). A transaction locks its stats rows in increasing order of
@@ -69,9 +71,10 @@ func applyStats(ctx context.Context, tx pgx.Tx, s ledger.StatsDelta) error {
 // shards share no stats row; on the same shard they lock in endpoint-ID
 // order, as with one row per endpoint.
 //
-// last_failure_order (a sequence value drawn when a failure is written)
-// orders failures of the same instant written to different shards, so that
-// the later transaction's reason wins, as on one row. writes tells these
+// last_failure_order (a sequence value drawn when a failure is written,
+// under the row's lock) orders failures of the same instant written to
+// different shards, so that the later transaction's reason wins, as on
+// one row. writes tells these
 // updates from those of a store older than migration 00011 (see there).
 func queueStats(b *pgx.Batch, s ledger.StatsDelta) {
 	ids := s.Endpoints()
@@ -89,9 +92,6 @@ func queueStats(b *pgx.Batch, s ledger.StatsDelta) {
 		}
 		successAt[i], failureAt[i], reasons[i] = nullNanos(d.SuccessAt), nullNanos(d.FailureAt), d.FailureReason
 	}
-	shard := nextStatsShard()
-	b.Queue(`SELECT 1 FROM endpoint_stats WHERE endpoint_id = ANY($1) AND shard = $2
-		ORDER BY endpoint_id FOR NO KEY UPDATE`, ids, shard)
 	b.Queue(`
 		INSERT INTO endpoint_stats AS s (endpoint_id, shard, pending, in_flight, awaiting_ack, delivered,
 			exhausted_unresolved, cancelled, last_success_at, last_failure_at, last_failure_reason, last_failure_order)
@@ -118,11 +118,11 @@ func queueStats(b *pgx.Batch, s ledger.StatsDelta) {
 				THEN excluded.last_failure_reason ELSE s.last_failure_reason END,
 			last_failure_order = CASE
 				WHEN excluded.last_failure_at >= COALESCE(s.last_failure_at, excluded.last_failure_at)
-				THEN excluded.last_failure_order ELSE s.last_failure_order END,
+				THEN nextval('endpoint_stats_failure_order') ELSE s.last_failure_order END,
 			writes = s.writes + 1`,
 		ids, cols[ledger.CounterPending], cols[ledger.CounterInFlight], cols[ledger.CounterAwaitingAck],
 		cols[ledger.CounterDelivered], cols[ledger.CounterExhaustedUnresolved], cols[ledger.CounterCancelled],
-		successAt, failureAt, reasons, shard)
+		successAt, failureAt, reasons, nextStatsShard())
 }
 
 // endpointStatsSQL combines an endpoint's shards (one index range of the
