@@ -383,7 +383,7 @@ func postgresHistoryLedger(dsn, schema string) benchLedger {
 							FROM generate_series($1::bigint, $2::bigint - 1) i`,
 						`UPDATE endpoint_stats SET delivered = delivered + $2 - $1 - greatest(0, least($2, ` + ex + `) - $1),
 							exhausted_unresolved = exhausted_unresolved + greatest(0, least($2, ` + ex + `) - $1)
-							WHERE endpoint_id = 'bench/receiver' AND $3::bigint IS NOT NULL`,
+							WHERE endpoint_id = 'bench/receiver' AND shard = 0 AND $3::bigint IS NOT NULL`,
 					}
 					for _, s := range stmts {
 						if _, err := tx.Exec(ctx, s, lo, hi, epoch); err != nil {

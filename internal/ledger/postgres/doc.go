@@ -15,10 +15,16 @@
 //     once. WithSchema confines a store to one schema (search_path), which
 //     lets tests run in parallel on one server.
 //   - Transactions run at READ COMMITTED. Every transaction takes its row
-//     locks in one global order (endpoints, then deliveries, then
-//     endpoint_stats; each by ID), so concurrent writers queue instead of
+//     locks in one global order (endpoints, then deliveries, then events,
+//     recovery items and retry budgets, then endpoint_stats, then outcome
+//     buckets; each by key), so concurrent writers queue instead of
 //     deadlocking; a deadlock or serialization failure that still happens is
 //     retried a few times (see errors.go).
+//   - An endpoint's counters are spread over up to 16 endpoint_stats rows
+//     (shards, keyed by endpoint ID and shard): a transaction adds its
+//     change to one shard of each endpoint it touches, in endpoint-ID order,
+//     and readers sum the shards. One endpoint's inserts, claims and records
+//     therefore do not wait for each other's commits on one row (stats.go).
 //   - Batches cost a fixed number of round trips whatever their size: rows
 //     travel as arrays (unnest), and the statements of one step are
 //     pipelined with pgx.Batch.

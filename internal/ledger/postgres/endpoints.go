@@ -54,9 +54,11 @@ func (s *Store) EndpointUpsert(ctx context.Context, params *ledger.EndpointUpser
 			policy, string(ep.AckMode), int64(ep.AckTimeout), ep.Paused, ep.DeadLetter,
 			ep.RateLimit.PerSecond, ep.RateLimit.Burst, ep.MaxInFlight, headers, nanos(params.Now), ep.Owner,
 		).QueryRow(func(row pgx.Row) error { return row.Scan(&version) })
-		// The stats row survives a delete, so a re-created endpoint keeps
-		// counting its old deliveries.
-		b.Queue(`INSERT INTO endpoint_stats (endpoint_id) VALUES ($1) ON CONFLICT DO NOTHING`, ep.ID)
+		// Shard 0 of the stats is what makes the endpoint known to
+		// EndpointStats (the other shards come with the first writes,
+		// queueStats). The rows survive a delete, so a re-created endpoint
+		// keeps counting its old deliveries.
+		b.Queue(`INSERT INTO endpoint_stats (endpoint_id, shard) VALUES ($1, 0) ON CONFLICT DO NOTHING`, ep.ID)
 		return tx.SendBatch(ctx, b).Close()
 	})
 	if err != nil {

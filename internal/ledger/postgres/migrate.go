@@ -2,6 +2,7 @@ package postgres
 
 import (
 	"context"
+	"database/sql"
 	"embed"
 	"fmt"
 	"hash/fnv"
@@ -33,20 +34,35 @@ func migrate(ctx context.Context, connCfg *pgx.ConnConfig, schema string) error 
 	if _, err := lockConn.Exec(ctx, "SELECT pg_advisory_lock($1)", migrationLockKey(schema)); err != nil {
 		return fmt.Errorf("lock migrations: %w", err)
 	}
-	table := migrationTable
 	if schema != "" {
 		// schema matched schemaPattern: it needs no quoting.
 		if _, err := lockConn.Exec(ctx, "CREATE SCHEMA IF NOT EXISTS "+schema); err != nil {
 			return fmt.Errorf("create schema %s: %w", schema, err)
 		}
-		table = schema + "." + migrationTable
 	}
 
 	db := stdlib.OpenDB(*connCfg.Copy())
 	defer func() { _ = db.Close() }()
+	provider, err := migrationProvider(db, schema)
+	if err != nil {
+		return err
+	}
+	if _, err := provider.Up(ctx); err != nil {
+		return fmt.Errorf("apply migrations: %w", err)
+	}
+	return nil
+}
+
+// migrationProvider applies the embedded migrations to db, recording them
+// in schema's migration table.
+func migrationProvider(db *sql.DB, schema string) (*goose.Provider, error) {
+	table := migrationTable
+	if schema != "" {
+		table = schema + "." + migrationTable
+	}
 	sub, err := fs.Sub(migrationFiles, "migrations")
 	if err != nil {
-		return fmt.Errorf("migrations: %w", err)
+		return nil, fmt.Errorf("migrations: %w", err)
 	}
 	provider, err := goose.NewProvider(goose.DialectPostgres, db, sub,
 		goose.WithTableName(table),
@@ -54,12 +70,9 @@ func migrate(ctx context.Context, connCfg *pgx.ConnConfig, schema string) error 
 		goose.WithLogger(goose.NopLogger()),
 	)
 	if err != nil {
-		return fmt.Errorf("migrations: %w", err)
+		return nil, fmt.Errorf("migrations: %w", err)
 	}
-	if _, err := provider.Up(ctx); err != nil {
-		return fmt.Errorf("apply migrations: %w", err)
-	}
-	return nil
+	return provider, nil
 }
 
 // migrationLockKey derives the advisory lock key from the schema, so that

@@ -29,8 +29,8 @@ const outcomeUpsertSQL = `
 		last_at = GREATEST(o.last_at, excluded.last_at)`
 
 // queueOutcomes queues a transaction's outcome rows, one upsert each, in
-// the global key order. Callers queue them after endpoint_stats, whose row
-// locks already order the transactions that touch one endpoint.
+// the global key order, after endpoint_stats (the last rows before them in
+// the store's lock order).
 func queueOutcomes(b *pgx.Batch, o ledger.OutcomeDeltas) {
 	for _, k := range o.Keys() {
 		c := o[k]

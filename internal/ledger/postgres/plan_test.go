@@ -91,12 +91,21 @@ var sortNode = regexp.MustCompile(`\bSort\b`)
 // idempotency reads look keys up in events_idempotency instead of
 // scanning every event, and the first unresolved exhausted delivery of an
 // endpoint comes from an index in its order instead of a sort of all of
-// them.
+// them. An endpoint's stats are one range of the stats' primary key.
 func TestPlansStayFlat(t *testing.T) {
 	schema := pgtest.NewSchema(t)
 	pgtest.OpenStore(t, schema)
 	conn := rawConn(t, schema)
 	fillHistory(t, conn, 50000, 2000)
+	// Every shard of 5,000 endpoints' stats.
+	if _, err := conn.Exec(context.Background(), `INSERT INTO endpoint_stats (endpoint_id, shard)
+		SELECT format('shop/s%s', i), g FROM generate_series(1, 5000) i, generate_series(0, $1::int - 1) g`,
+		postgres.StatsShards); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := conn.Exec(context.Background(), `ANALYZE endpoint_stats`); err != nil {
+		t.Fatal(err)
+	}
 
 	nss, keys := make([]string, 100), make([]string, 100)
 	for i := range keys {
@@ -118,6 +127,8 @@ func TestPlansStayFlat(t *testing.T) {
 		{"page of unresolved exhausted deliveries", postgres.ExhaustedPageSQL,
 			[]any{"shop/billing", int64(-1 << 63), int64(1<<63 - 1), int64(500), "dlv_x0000000500", none, none, 100},
 			"deliveries_exhausted", "deliveries"},
+		{"stats of an endpoint, summed over its shards", postgres.EndpointStatsSQL, []any{"shop/s1234"},
+			"endpoint_stats_pkey", "endpoint_stats"},
 	} {
 		for _, mode := range []string{"force_generic_plan", "force_custom_plan"} {
 			t.Run(tc.name+"/"+mode, func(t *testing.T) {

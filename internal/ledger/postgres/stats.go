@@ -3,11 +3,39 @@ package postgres
 import (
 	"context"
 	"fmt"
+	"math/rand/v2"
+	"sync/atomic"
 
 	"github.com/jackc/pgx/v5"
 
 	"github.com/hookkeeper/hookkeeper/internal/ledger"
 )
+
+// statsShards is how many rows (shards) of endpoint_stats hold one
+// endpoint's counters. Every write transaction of an endpoint (insert,
+// claim, record, acknowledgement, sweeps) changes its counters, and a
+// changed row stays locked until its transaction commits: with one row the
+// transactions of one endpoint ran one after the other. With statsShards
+// rows, a transaction adds its whole delta to one of them, so those of one
+// endpoint wait for each other only when they pick the same row.
+//
+// Why 16: one process has a handful of write streams per endpoint in
+// flight at once (ingest, claim, record and acknowledgement group commits,
+// sweeps), and the shards are dealt round-robin within a process, so its
+// transactions never meet on a row; a few replicas dealing independently
+// meet on a given row with probability 1/16 per pair. Reads sum at most 16
+// rows of one index range, and an endpoint has only the rows its writers
+// used.
+const statsShards = 16
+
+// statsShardNext deals shards round-robin to the process's transactions,
+// from a random start so that replicas do not walk the rows in step.
+var statsShardNext atomic.Uint32
+
+func init() { statsShardNext.Store(rand.Uint32()) }
+
+// nextStatsShard is the shard of the next transaction that writes stats.
+func nextStatsShard() int16 { return int16(statsShardNext.Add(1) % statsShards) }
 
 // applyStats writes a transaction's stats changes (see queueStats).
 func applyStats(ctx context.Context, tx pgx.Tx, s ledger.StatsDelta) error {
@@ -22,10 +50,32 @@ func applyStats(ctx context.Context, tx pgx.Tx, s ledger.StatsDelta) error {
 	return nil
 }
 
-// queueStats adds to b the statements that write a transaction's stats
-// changes: lock the rows in endpoint-ID order (the order every transaction
-// uses, so two never deadlock), then update them in one statement, which
-// does what ledger.StatsChange.Apply says.
+// queueStats adds to b the statement that writes a transaction's stats
+// changes, all of them to one shard (nextStatsShard) of every endpoint it
+// touches: one upsert, which takes the rows in endpoint-ID order (the
+// ORDER BY feeds the insert row by row, and each row is locked, or
+// inserted, as it comes; the first transaction that picks a shard creates
+// its row, EndpointUpsert creates shard 0). It does per row what
+// ledger.StatsChange.Apply says; EndpointStats combines the rows. (A lock
+// of the existing rows ahead of the upsert, as with one row per endpoint,
+// would take them out of order with the rows the upsert creates.)
+//
+// Why two transactions still never deadlock: order the rows by (endpoint
+// ID, shard). A transaction locks its stats rows in increasing order of
+// that key (one shard, endpoint IDs ascending), and takes them where the
+// store's global lock order puts endpoint_stats (doc.go): after its
+// endpoint, delivery, event, recovery item and retry budget rows, before
+// its outcome rows. So a transaction only ever waits for a lock that comes
+// after every lock it holds; along a chain of waits the locks only grow,
+// and no chain can close into a cycle. Two transactions on different
+// shards share no stats row; on the same shard they lock in endpoint-ID
+// order, as with one row per endpoint.
+//
+// last_failure_order (a sequence value drawn when a failure is written,
+// under the row's lock) orders failures of the same instant written to
+// different shards, so that the later transaction's reason wins, as on
+// one row. writes tells these
+// updates from those of a store older than migration 00011 (see there).
 func queueStats(b *pgx.Batch, s ledger.StatsDelta) {
 	ids := s.Endpoints()
 	if len(ids) == 0 {
@@ -42,41 +92,58 @@ func queueStats(b *pgx.Batch, s ledger.StatsDelta) {
 		}
 		successAt[i], failureAt[i], reasons[i] = nullNanos(d.SuccessAt), nullNanos(d.FailureAt), d.FailureReason
 	}
-	b.Queue(`SELECT 1 FROM endpoint_stats WHERE endpoint_id = ANY($1) ORDER BY endpoint_id FOR NO KEY UPDATE`, ids)
 	b.Queue(`
-		UPDATE endpoint_stats s SET
-			pending = s.pending + u.pending,
-			in_flight = s.in_flight + u.in_flight,
-			awaiting_ack = s.awaiting_ack + u.awaiting_ack,
-			delivered = s.delivered + u.delivered,
-			exhausted_unresolved = s.exhausted_unresolved + u.exhausted_unresolved,
-			cancelled = s.cancelled + u.cancelled,
-			last_success_at = GREATEST(s.last_success_at, u.success_at),
-			last_failure_at = GREATEST(s.last_failure_at, u.failure_at),
-			last_failure_reason = CASE
-				WHEN u.failure_at >= COALESCE(s.last_failure_at, u.failure_at) THEN u.failure_reason
-				ELSE s.last_failure_reason END
+		INSERT INTO endpoint_stats AS s (endpoint_id, shard, pending, in_flight, awaiting_ack, delivered,
+			exhausted_unresolved, cancelled, last_success_at, last_failure_at, last_failure_reason, last_failure_order)
+		SELECT u.endpoint_id, $11, u.pending, u.in_flight, u.awaiting_ack, u.delivered, u.exhausted_unresolved,
+			u.cancelled, u.success_at, u.failure_at,
+			CASE WHEN u.failure_at IS NULL THEN '' ELSE u.failure_reason END,
+			CASE WHEN u.failure_at IS NULL THEN 0 ELSE nextval('endpoint_stats_failure_order') END
 		FROM unnest($1::text[], $2::bigint[], $3::bigint[], $4::bigint[], $5::bigint[], $6::bigint[],
 			$7::bigint[], $8::bigint[], $9::bigint[], $10::text[])
 			AS u(endpoint_id, pending, in_flight, awaiting_ack, delivered, exhausted_unresolved,
 				cancelled, success_at, failure_at, failure_reason)
-		WHERE s.endpoint_id = u.endpoint_id`,
+		ORDER BY u.endpoint_id
+		ON CONFLICT (endpoint_id, shard) DO UPDATE SET
+			pending = s.pending + excluded.pending,
+			in_flight = s.in_flight + excluded.in_flight,
+			awaiting_ack = s.awaiting_ack + excluded.awaiting_ack,
+			delivered = s.delivered + excluded.delivered,
+			exhausted_unresolved = s.exhausted_unresolved + excluded.exhausted_unresolved,
+			cancelled = s.cancelled + excluded.cancelled,
+			last_success_at = GREATEST(s.last_success_at, excluded.last_success_at),
+			last_failure_at = GREATEST(s.last_failure_at, excluded.last_failure_at),
+			last_failure_reason = CASE
+				WHEN excluded.last_failure_at >= COALESCE(s.last_failure_at, excluded.last_failure_at)
+				THEN excluded.last_failure_reason ELSE s.last_failure_reason END,
+			last_failure_order = CASE
+				WHEN excluded.last_failure_at >= COALESCE(s.last_failure_at, excluded.last_failure_at)
+				THEN nextval('endpoint_stats_failure_order') ELSE s.last_failure_order END,
+			writes = s.writes + 1`,
 		ids, cols[ledger.CounterPending], cols[ledger.CounterInFlight], cols[ledger.CounterAwaitingAck],
 		cols[ledger.CounterDelivered], cols[ledger.CounterExhaustedUnresolved], cols[ledger.CounterCancelled],
-		successAt, failureAt, reasons)
+		successAt, failureAt, reasons, nextStatsShard())
 }
+
+// endpointStatsSQL combines an endpoint's shards (one index range of the
+// primary key): counters add up, the last success and failure are the
+// latest of any shard, and the failure reason comes with the latest
+// failure, ties going to the failure written last (last_failure_order),
+// then to the lowest shard. No row: the endpoint was never registered.
+const endpointStatsSQL = `
+	SELECT sum(pending)::bigint, sum(in_flight)::bigint, sum(awaiting_ack)::bigint, sum(delivered)::bigint,
+		sum(exhausted_unresolved)::bigint, sum(cancelled)::bigint, max(last_success_at), max(last_failure_at),
+		(array_agg(last_failure_reason ORDER BY last_failure_at DESC NULLS LAST, last_failure_order DESC, shard))[1]
+	FROM endpoint_stats WHERE endpoint_id = $1
+	GROUP BY endpoint_id`
 
 // EndpointStats implements ledger.Store. A deleted endpoint's counters stay
 // readable; only an endpoint never registered is ErrNotFound.
 func (s *Store) EndpointStats(ctx context.Context, endpointID string) (ledger.EndpointStats, error) {
 	st := ledger.EndpointStats{EndpointID: endpointID}
 	var successAt, failureAt *int64
-	err := s.pool.QueryRow(ctx, `
-		SELECT s.pending, s.in_flight, s.awaiting_ack, s.delivered, s.exhausted_unresolved, s.cancelled,
-			s.last_success_at, s.last_failure_at, s.last_failure_reason
-		FROM endpoint_stats s WHERE s.endpoint_id = $1`, endpointID,
-	).Scan(&st.Pending, &st.InFlight, &st.AwaitingAck, &st.Delivered, &st.ExhaustedUnresolved, &st.Cancelled,
-		&successAt, &failureAt, &st.LastFailureReason)
+	err := s.pool.QueryRow(ctx, endpointStatsSQL, endpointID).Scan(&st.Pending, &st.InFlight, &st.AwaitingAck,
+		&st.Delivered, &st.ExhaustedUnresolved, &st.Cancelled, &successAt, &failureAt, &st.LastFailureReason)
 	if err != nil {
 		return ledger.EndpointStats{}, translate("endpoint stats "+endpointID, err)
 	}

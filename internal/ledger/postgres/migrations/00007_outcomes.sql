@@ -2,8 +2,8 @@
 -- version and per hour, how many deliveries settled with each outcome on
 -- each attempt, and the time-to-delivery histogram of the delivered ones
 -- (ttd, ledger.TimeToDeliveryBounds). One row is upserted by the
--- transaction that settles a delivery, after endpoint_stats (whose row
--- lock already orders the transactions of one endpoint); OutcomePrune
+-- transaction that settles a delivery, after endpoint_stats (the lock
+-- order of doc.go); OutcomePrune
 -- removes old hours. Numbered 00006: 00005 is left to a change written in
 -- parallel.
 
