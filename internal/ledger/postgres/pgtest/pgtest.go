@@ -89,6 +89,48 @@ func NewSchema(t testing.TB) string {
 	return schema
 }
 
+// NewDatabase creates a database no other test uses, drops it when the
+// test ends, and returns its DSN. A test that needs VACUUM to remove what
+// it deleted uses one: PostgreSQL keeps a deleted row while any
+// transaction of the same database may still see it, and tests of other
+// packages run their transactions in the shared one meanwhile.
+func NewDatabase(t testing.TB) string {
+	t.Helper()
+	dsn := DSN(t)
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	name := "hk_test_" + hex.EncodeToString(b[:])
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	conn, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		t.Fatalf("create database: %v", err)
+	}
+	defer conn.Close(ctx)
+	if _, err := conn.Exec(ctx, "CREATE DATABASE "+name); err != nil {
+		t.Fatalf("create database %s: %v", name, err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		conn, err := pgx.Connect(ctx, dsn)
+		if err != nil {
+			t.Errorf("drop database %s: %v", name, err)
+			return
+		}
+		defer conn.Close(ctx)
+		if _, err := conn.Exec(ctx, "DROP DATABASE IF EXISTS "+name+" WITH (FORCE)"); err != nil {
+			t.Errorf("drop database %s: %v", name, err)
+		}
+	})
+	u, err := url.Parse(dsn)
+	if err != nil {
+		t.Fatalf("DSN: %v", err)
+	}
+	u.Path = "/" + name
+	return u.String()
+}
+
 // OpenStore opens a store on schema (see NewSchema) and closes it when the
 // test ends. Call it twice on one schema for two processes sharing a
 // ledger.
