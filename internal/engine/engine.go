@@ -130,6 +130,11 @@ type Engine struct {
 	// the claims, which take them in due order, instead of leasing them
 	// itself (handoff.go).
 	backlog atomic.Bool
+	// behind is set while the last claim took a full batch, due work
+	// probably left behind; a publish then waits for the next claim
+	// round (rounds) before it commits (yield).
+	behind atomic.Bool
+	rounds rounds
 	// running is what a publish needs to start attempts itself while Run
 	// runs (handoff.go).
 	running running
@@ -263,6 +268,9 @@ func (e *Engine) wakeBy(t time.Time) {
 // once (handoff.go); otherwise, or for what was not leased, it wakes the
 // claim loop. It implements httpapi.Publisher.
 func (e *Engine) Publish(ctx context.Context, params *ledger.EventInsertParams) (ledger.EventInsertResult, error) {
+	if e.behind.Load() {
+		e.yield(ctx)
+	}
 	params, reserved := e.offerLease(params)
 	out, err := e.publisher.Do(ctx, writeItem{event: params})
 	res := out.event
@@ -360,6 +368,7 @@ func (e *Engine) Run(ctx context.Context) error {
 // under attemptCtx. It returns how long to wait before the next claim: zero
 // when more work is probably ready.
 func (e *Engine) claimOnce(ctx, attemptCtx context.Context, wg *sync.WaitGroup) (time.Duration, error) {
+	defer e.rounds.end()
 	// The claim's workers are reserved before it runs, so what it claims
 	// starts at once even while publishes hand off theirs (handoff.go);
 	// without a backlog it leaves half of the free ones to them.
@@ -391,6 +400,7 @@ func (e *Engine) claimOnce(ctx, attemptCtx context.Context, wg *sync.WaitGroup) 
 	// Full endpoints count as backlog too: a publish to one would only
 	// lease a delivery to release it.
 	e.backlog.Store(len(claimed) == limit || len(full) > 0)
+	e.behind.Store(len(claimed) == limit)
 	started := 0
 	for i := range claimed {
 		reserved-- // start owns the slot now, and frees it if it starts nothing

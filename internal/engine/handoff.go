@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"sync"
+	"time"
 
 	"github.com/hookkeeper/hookkeeper/internal/ledger"
 )
@@ -135,4 +136,60 @@ func (e *Engine) handOff(res *ledger.EventInsertResult, err error) {
 	e.mu.Lock()
 	e.handoffs--
 	e.mu.Unlock()
+}
+
+// While the claims leave due work behind, ingest and delivery take turns:
+// a publish waits, before it commits, for the claim loop to end its next
+// round (a claim of up to a batch, or finding it cannot take any). Ingest
+// that the ledger accepts faster than the engine delivers would otherwise
+// queue deliveries without bound behind it; so did PostgreSQL at
+// saturation, where an insert costs the server a third of a record (ADR
+// 0012). Full endpoints do not count: one endpoint at its in-flight limit
+// must not slow everyone's ingest. The wait is bounded by IdleWait and by
+// the publisher's context.
+
+// rounds tells waiting publishes that a claim round ended.
+type rounds struct {
+	mu sync.Mutex
+	ch chan struct{} // closed at the end of the round in progress
+}
+
+// next returns a channel closed when the current claim round ends.
+func (r *rounds) next() <-chan struct{} {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.ch == nil {
+		r.ch = make(chan struct{})
+	}
+	return r.ch
+}
+
+// end ends the current round.
+func (r *rounds) end() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.ch != nil {
+		close(r.ch)
+		r.ch = nil
+	}
+}
+
+// yield waits for the next claim round while Run runs.
+func (e *Engine) yield(ctx context.Context) {
+	e.running.mu.RLock()
+	on := e.running.on
+	e.running.mu.RUnlock()
+	if !on {
+		return
+	}
+	e.opts.Metrics.observeYield()
+	round := e.rounds.next()
+	e.wake()
+	t := time.NewTimer(e.opts.IdleWait)
+	defer t.Stop()
+	select {
+	case <-round:
+	case <-ctx.Done():
+	case <-t.C:
+	}
 }

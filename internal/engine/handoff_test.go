@@ -2,6 +2,9 @@ package engine_test
 
 import (
 	"context"
+	"fmt"
+	"slices"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -19,6 +22,7 @@ type heldClaims struct {
 	armed   atomic.Bool
 	entered chan struct{}
 	release chan struct{}
+	ended   atomic.Int32 // claims returned
 }
 
 func (s *heldClaims) DeliveryClaim(ctx context.Context, p *ledger.DeliveryClaimParams) ([]ledger.ClaimedDelivery, error) {
@@ -26,6 +30,7 @@ func (s *heldClaims) DeliveryClaim(ctx context.Context, p *ledger.DeliveryClaimP
 		s.entered <- struct{}{}
 		<-s.release
 	}
+	defer s.ended.Add(1)
 	return s.Store.DeliveryClaim(ctx, p)
 }
 
@@ -63,6 +68,9 @@ func TestPublishHandsOffDuringAClaim(t *testing.T) {
 				}
 			}
 
+			// An engine starts with a backlog until its first claim finds
+			// the queue drained: hold a later one.
+			eventually(t, "a first claim", func() bool { return store.ended.Load() > 0 })
 			store.armed.Store(true)
 			select {
 			case <-store.entered:
@@ -162,4 +170,144 @@ func TestSlowRecordHoldsNoWorker(t *testing.T) {
 			})
 		})
 	}
+}
+
+// orderedStore is a real store that logs, in order, the claims it ends
+// and the inserts it begins; its nth claim (when hold is set) waits in the
+// call until the test releases it.
+type orderedStore struct {
+	ledger.Store
+	hold     int
+	claims   atomic.Int32
+	entered  chan struct{}
+	release  chan struct{}
+	mu       sync.Mutex
+	log      []string
+	inserted chan struct{}
+}
+
+func (s *orderedStore) note(what string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.log = append(s.log, what)
+}
+
+func (s *orderedStore) DeliveryClaim(ctx context.Context, p *ledger.DeliveryClaimParams) ([]ledger.ClaimedDelivery, error) {
+	n := int(s.claims.Add(1))
+	if n == s.hold {
+		s.entered <- struct{}{}
+		<-s.release
+	}
+	got, err := s.Store.DeliveryClaim(ctx, p)
+	s.note(fmt.Sprintf("claim %d took %d", n, len(got)))
+	return got, err
+}
+
+func (s *orderedStore) WriteMany(ctx context.Context, w *ledger.WriteBatch) (ledger.WriteResult, error) {
+	if len(w.Events) > 0 {
+		s.note("insert")
+		select {
+		case s.inserted <- struct{}{}:
+		default:
+		}
+	}
+	return s.Store.WriteMany(ctx, w)
+}
+
+// TestPublishYieldsWhileClaimsAreBehind: after a claim takes a full batch
+// (due work probably left behind), a publish waits for the claim loop's
+// next round before it commits, so that ingest cannot outrun delivery; it
+// is counted in hookkeeper_publish_yields_total. Two deliveries are due
+// when Run starts and a claim takes one at a time: the first claim is
+// full, and a publish made while the second is held commits only after
+// that claim ended.
+func TestPublishYieldsWhileClaimsAreBehind(t *testing.T) {
+	for _, sf := range stores() {
+		t.Run(sf.name, func(t *testing.T) {
+			t.Parallel()
+			store := &orderedStore{Store: sf.open(t), hold: 2, entered: make(chan struct{}),
+				release: make(chan struct{}), inserted: make(chan struct{}, 1)}
+			reg := prometheus.NewPedanticRegistry()
+			rcv := newReceiver(t, func(int) int { return 204 })
+			e, err := engine.New(engine.Options{Store: store, Metrics: engine.NewMetrics(reg, store),
+				ClaimBatch: 1, IdleWait: 2 * time.Minute})
+			if err != nil {
+				t.Fatal(err)
+			}
+			ep := endpoint(t, "yield", "orders", rcv.URL, []string{"order.created"}, policy(3, time.Second))
+			if _, err := e.RegisterEndpoint(context.Background(), ep); err != nil {
+				t.Fatal(err)
+			}
+			// Before Run, publishes cannot hand off: both wait for the claims.
+			first := publish(t, e, "yield", "order.created", `{"n":1}`)
+			second := publish(t, e, "yield", "order.created", `{"n":2}`)
+			<-store.inserted // drained: the next signal is the third publish's
+
+			ctx, cancel := context.WithCancel(context.Background())
+			done := make(chan struct{})
+			go func() {
+				defer close(done)
+				if err := e.Run(ctx); err != nil {
+					t.Errorf("Run: %v", err)
+				}
+				e.Close()
+			}()
+			var released atomic.Bool
+			releaseClaim := func() {
+				if released.CompareAndSwap(false, true) {
+					close(store.release)
+				}
+			}
+			t.Cleanup(func() { releaseClaim(); cancel(); <-done })
+			select {
+			case <-store.entered:
+			case <-time.After(2 * time.Minute):
+				t.Fatal("the second claim never came")
+			}
+
+			third := make(chan ledger.EventInsertResult, 1)
+			go func() { third <- publish(t, e, "yield", "order.created", `{"n":3}`) }()
+			eventually(t, "the publish yielding, or committing", func() bool {
+				select {
+				case <-store.inserted:
+					t.Fatal("a publish committed while the claims were behind, before the claim in progress ended")
+				default:
+				}
+				return counterTotal(t, reg, "hookkeeper_publish_yields_total") == 1
+			})
+			releaseClaim()
+			res := <-third
+			store.mu.Lock()
+			log := slices.Clone(store.log)
+			store.mu.Unlock()
+			// The claim loop may start its next claim before the publish
+			// commits: the third insert need only follow the held claim.
+			held := slices.Index(log, "claim 2 took 1")
+			insert3 := slices.Index(log[2:], "insert") + 2
+			if !slices.Equal(log[:3], []string{"insert", "insert", "claim 1 took 1"}) || held < 0 || insert3 < held {
+				t.Fatalf("store calls %q; want two inserts, the full first claim, the held claim, then the third insert", log)
+			}
+			eventually(t, "all three events delivered", func() bool {
+				return rcv.count(first.Event.ID) == 1 && rcv.count(second.Event.ID) == 1 && rcv.count(res.Event.ID) == 1
+			})
+		})
+	}
+}
+
+// counterTotal sums every series of a counter family (0 when absent).
+func counterTotal(t *testing.T, reg *prometheus.Registry, family string) float64 {
+	t.Helper()
+	families, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sum float64
+	for _, f := range families {
+		if f.GetName() == family {
+			for _, m := range f.GetMetric() {
+				sum += m.GetCounter().GetValue()
+			}
+		}
+	}
+	return sum
 }

@@ -21,6 +21,7 @@ type Metrics struct {
 	events          *prometheus.CounterVec
 	released        *prometheus.CounterVec
 	deferred        prometheus.Counter
+	yields          prometheus.Counter
 	scrubbed        prometheus.Counter
 	pruned          *prometheus.CounterVec
 	acks            *prometheus.CounterVec
@@ -65,6 +66,10 @@ func NewMetrics(reg prometheus.Registerer, store ledger.Store) *Metrics {
 		Name: "hookkeeper_retries_deferred_total",
 		Help: "Retries put off to the next minute because the endpoint's retry budget was spent (never dropped).",
 	})
+	m.yields = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "hookkeeper_publish_yields_total",
+		Help: "Publishes that waited for the next claim round before committing because the last claim left due deliveries behind (ingest yielding to delivery under saturation).",
+	})
 	m.scrubbed = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "hookkeeper_secrets_scrubbed_total",
 		Help: "Events whose one-time secrets were scrubbed after their grace period by the background sweep.",
@@ -81,7 +86,7 @@ func NewMetrics(reg prometheus.Registerer, store ledger.Store) *Metrics {
 		Name: "hookkeeper_recovery_items_total",
 		Help: "Recovery items by outcome: Retried, Reissued, AwaitingReissue, Refused or Dismissed.",
 	}, []string{"outcome", "reason"})
-	reg.MustRegister(m.deferred, m.scrubbed, m.pruned, m.acks, m.recovery)
+	reg.MustRegister(m.deferred, m.yields, m.scrubbed, m.pruned, m.acks, m.recovery)
 	reg.MustRegister(m.attempts, m.exhausted, m.attemptDuration, m.schedulingLag, m.events, m.released,
 		&statsCollector{store: store})
 	return m
@@ -131,6 +136,12 @@ func (m *Metrics) observePublish(res ledger.EventInsertResult, err error) {
 		m.events.WithLabelValues("duplicate").Inc()
 	default:
 		m.events.WithLabelValues("created").Inc()
+	}
+}
+
+func (m *Metrics) observeYield() {
+	if m != nil {
+		m.yields.Inc()
 	}
 }
 
