@@ -48,6 +48,7 @@ func (t Txn) Tx() pgx.Tx { return t.t }
 
 // Queue queues b for the transaction's next pipeline (txn.queue).
 func (t Txn) Queue(what string, b *pgx.Batch) { t.t.queue(what, b) }
+
 // StatsShards is the number of endpoint_stats rows of an endpoint.
 const StatsShards = statsShards
 
