@@ -59,10 +59,13 @@ func TestMetrics(t *testing.T) {
 	if res := limited(); !errors.Is(res.Err, ledger.ErrFanOutLimit) {
 		t.Fatalf("publish matching 2 endpoints with MaxFanOut 1: %v, want ErrFanOutLimit", res.Err)
 	}
-	eventually(t, "both deliveries settled", func() bool {
+	// The exhaustion is counted once its record committed, after the
+	// counters it wrote are visible: wait for both.
+	eventually(t, "both deliveries settled and the exhaustion counted", func() bool {
 		s1, _ := e.EndpointStats(ctx, "m/ok")
 		s2, _ := e.EndpointStats(ctx, "m/failing")
-		return s1.Delivered == 2 && s2.ExhaustedUnresolved == 1
+		return s1.Delivered == 2 && s2.ExhaustedUnresolved == 1 &&
+			counterTotal(t, reg, "hookkeeper_deliveries_exhausted_total") == 1
 	})
 
 	want := `
