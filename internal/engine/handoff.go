@@ -41,6 +41,13 @@ func (r *running) start(ctx, attemptCtx context.Context, wg *sync.WaitGroup) {
 	r.on, r.ctx, r.attemptCtx, r.wg = true, ctx, attemptCtx, wg
 }
 
+// isOn reports whether Run runs.
+func (r *running) isOn() bool {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	return r.on
+}
+
 // stop waits for hand-offs in progress; later ones release their
 // deliveries instead of starting them.
 func (r *running) stop() {
@@ -53,18 +60,7 @@ func (r *running) stop() {
 // reserved (reserved true) when the deliveries may be handed to this
 // engine, params unchanged otherwise.
 func (e *Engine) offerLease(params *ledger.EventInsertParams) (_ *ledger.EventInsertParams, reserved bool) {
-	if e.backlog.Load() {
-		return params, false
-	}
-	e.running.mu.RLock()
-	on := e.running.on
-	e.running.mu.RUnlock()
-	if !on {
-		return params, false
-	}
-	select {
-	case e.sem <- struct{}{}:
-	default:
+	if e.backlog.Load() || !e.running.isOn() || e.reserveWorkers(1) == 0 {
 		return params, false
 	}
 	leaseFor := e.leaseFor()
@@ -118,13 +114,9 @@ func (e *Engine) handOff(res *ledger.EventInsertResult, err error) {
 				e.release(c, c.Delivery.DueAt, "shutdown")
 				continue
 			}
-			if !slot {
-				select {
-				case e.sem <- struct{}{}:
-				default:
-					e.release(c, c.Delivery.DueAt, "workers_busy")
-					continue
-				}
+			if !slot && e.reserveWorkers(1) == 0 {
+				e.release(c, c.Delivery.DueAt, "workers_busy")
+				continue
 			}
 			slot = false
 			e.start(e.running.ctx, e.running.attemptCtx, e.running.wg, c)
@@ -176,10 +168,7 @@ func (r *rounds) end() {
 
 // yield waits for the next claim round while Run runs.
 func (e *Engine) yield(ctx context.Context) {
-	e.running.mu.RLock()
-	on := e.running.on
-	e.running.mu.RUnlock()
-	if !on {
+	if !e.running.isOn() {
 		return
 	}
 	e.opts.Metrics.observeYield()
