@@ -119,6 +119,12 @@ func start(t *testing.T, opts engine.Options) (running, <-chan struct{}) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return startEngine(t, e)
+}
+
+// startEngine is start for an engine the test made (and used) beforehand.
+func startEngine(t *testing.T, e *engine.Engine) (running, <-chan struct{}) {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() {

@@ -15,21 +15,49 @@ import (
 	"github.com/hookkeeper/hookkeeper/internal/ledger"
 )
 
-// heldClaims is a real store whose next DeliveryClaim, once armed, waits
-// inside the call until the test releases it.
-type heldClaims struct {
-	ledger.Store
+// gate holds one store call, once armed, until the test opens it.
+type gate struct {
 	armed   atomic.Bool
 	entered chan struct{}
 	release chan struct{}
-	ended   atomic.Int32 // claims returned
+	once    sync.Once
+}
+
+func newGate() *gate { return &gate{entered: make(chan struct{}), release: make(chan struct{})} }
+
+// pass holds the caller if the gate is armed (disarming it), until open.
+func (g *gate) pass() {
+	if g.armed.CompareAndSwap(true, false) {
+		g.entered <- struct{}{}
+		<-g.release
+	}
+}
+
+// held waits until a call is held.
+func (g *gate) held(t *testing.T, what string) {
+	t.Helper()
+	select {
+	case <-g.entered:
+	case <-time.After(2 * time.Minute):
+		t.Fatalf("%s never came", what)
+	}
+}
+
+// open lets the held call (and any later one) through; calling it again is
+// harmless. Register it as a cleanup after the engine's, so that it runs
+// first: a failure must not leave Run inside a held call.
+func (g *gate) open() { g.once.Do(func() { close(g.release) }) }
+
+// heldClaims is a real store whose next DeliveryClaim, once its gate is
+// armed, waits inside the call until the test opens the gate.
+type heldClaims struct {
+	ledger.Store
+	gate  *gate
+	ended atomic.Int32 // claims returned
 }
 
 func (s *heldClaims) DeliveryClaim(ctx context.Context, p *ledger.DeliveryClaimParams) ([]ledger.ClaimedDelivery, error) {
-	if s.armed.CompareAndSwap(true, false) {
-		s.entered <- struct{}{}
-		<-s.release
-	}
+	s.gate.pass()
 	defer s.ended.Add(1)
 	return s.Store.DeliveryClaim(ctx, p)
 }
@@ -44,17 +72,11 @@ func TestPublishHandsOffDuringAClaim(t *testing.T) {
 	for _, sf := range stores() {
 		t.Run(sf.name, func(t *testing.T) {
 			t.Parallel()
-			store := &heldClaims{Store: sf.open(t), entered: make(chan struct{}), release: make(chan struct{})}
-			var released atomic.Bool
-			releaseClaim := func() {
-				if released.CompareAndSwap(false, true) {
-					close(store.release)
-				}
-			}
+			store := &heldClaims{Store: sf.open(t), gate: newGate()}
 			reg := prometheus.NewPedanticRegistry()
 			rcv := newReceiver(t, func(int) int { return 204 })
 			e := run(t, engine.Options{Store: store, Metrics: engine.NewMetrics(reg, store), IdleWait: 5 * time.Millisecond})
-			t.Cleanup(releaseClaim) // runs before the engine's cleanup: a failure must not leave Run inside the claim
+			t.Cleanup(store.gate.open)
 			// A claim without a backlog may take up to half the free workers
 			// (64 of the default 128), so 100 slots leave room for hand-offs
 			// and 2 do not.
@@ -71,12 +93,8 @@ func TestPublishHandsOffDuringAClaim(t *testing.T) {
 			// An engine starts with a backlog until its first claim finds
 			// the queue drained: hold a later one.
 			eventually(t, "a first claim", func() bool { return store.ended.Load() > 0 })
-			store.armed.Store(true)
-			select {
-			case <-store.entered:
-			case <-time.After(2 * time.Minute):
-				t.Fatal("the claim loop never claimed")
-			}
+			store.gate.armed.Store(true)
+			store.gate.held(t, "the claim")
 			handed := publish(t, e, "handoff", "roomy.created", `{}`)
 			if len(handed.Leased) != 1 {
 				t.Fatalf("a publish during a claim leased %d deliveries to the engine; want 1", len(handed.Leased))
@@ -95,7 +113,7 @@ func TestPublishHandsOffDuringAClaim(t *testing.T) {
 					len(queued.Leased), queued.Deliveries[0].State)
 			}
 
-			releaseClaim()
+			store.gate.open()
 			eventually(t, "the scheduled delivery claimed and sent", func() bool { return rcv.count(queued.Event.ID) == 1 })
 			for _, reason := range []string{"max_in_flight", "workers_busy"} {
 				if got := counterValue(t, reg, "hookkeeper_deliveries_released_total", reason); got != 0 {
@@ -107,20 +125,17 @@ func TestPublishHandsOffDuringAClaim(t *testing.T) {
 }
 
 // heldRecords is a real store whose next write with attempt records, once
-// armed, waits until the test releases it. Being a plain wrapper it is not
-// a ledger.SerialWriter, so records have their own group commit and a held
-// record does not hold up inserts.
+// its gate is armed, waits until the test opens the gate. Being a plain
+// wrapper it is not a ledger.SerialWriter, so records have their own group
+// commit and a held record does not hold up inserts.
 type heldRecords struct {
 	ledger.Store
-	armed   atomic.Bool
-	entered chan struct{}
-	release chan struct{}
+	gate *gate
 }
 
 func (s *heldRecords) WriteMany(ctx context.Context, w *ledger.WriteBatch) (ledger.WriteResult, error) {
-	if len(w.Attempts) > 0 && s.armed.CompareAndSwap(true, false) {
-		s.entered <- struct{}{}
-		<-s.release
+	if len(w.Attempts) > 0 {
+		s.gate.pass()
 	}
 	return s.Store.WriteMany(ctx, w)
 }
@@ -133,28 +148,18 @@ func TestSlowRecordHoldsNoWorker(t *testing.T) {
 	for _, sf := range stores() {
 		t.Run(sf.name, func(t *testing.T) {
 			t.Parallel()
-			store := &heldRecords{Store: sf.open(t), entered: make(chan struct{}), release: make(chan struct{})}
-			var released atomic.Bool
-			releaseRecord := func() {
-				if released.CompareAndSwap(false, true) {
-					close(store.release)
-				}
-			}
+			store := &heldRecords{Store: sf.open(t), gate: newGate()}
 			rcv := newReceiver(t, func(int) int { return 204 })
 			e := run(t, engine.Options{Store: store, Workers: 1})
-			t.Cleanup(releaseRecord) // runs before the engine's cleanup: a failure must not leave a record held
+			t.Cleanup(store.gate.open)
 			ep := endpoint(t, "records", "orders", rcv.URL, []string{"order.created"}, policy(3, time.Second))
 			if _, err := e.RegisterEndpoint(context.Background(), ep); err != nil {
 				t.Fatal(err)
 			}
 
-			store.armed.Store(true)
+			store.gate.armed.Store(true)
 			first := publish(t, e, "records", "order.created", `{"n":1}`)
-			select {
-			case <-store.entered:
-			case <-time.After(2 * time.Minute):
-				t.Fatal("the first attempt was never recorded")
-			}
+			store.gate.held(t, "the first attempt's record")
 			second := publish(t, e, "records", "order.created", `{"n":2}`)
 			eventually(t, "the second event sent while the first's record is held", func() bool {
 				return rcv.count(second.Event.ID) == 1
@@ -163,7 +168,7 @@ func TestSlowRecordHoldsNoWorker(t *testing.T) {
 				t.Fatalf("the first event was sent %d times; want 1", got)
 			}
 
-			releaseRecord()
+			store.gate.open()
 			eventually(t, "both deliveries recorded", func() bool {
 				s, _ := e.EndpointStats(context.Background(), ep.ID)
 				return s.Delivered == 2
@@ -173,14 +178,12 @@ func TestSlowRecordHoldsNoWorker(t *testing.T) {
 }
 
 // orderedStore is a real store that logs, in order, the claims it ends
-// and the inserts it begins; its nth claim (when hold is set) waits in the
-// call until the test releases it.
+// and the inserts it begins; its claim number hold passes through gate.
 type orderedStore struct {
 	ledger.Store
 	hold     int
+	gate     *gate
 	claims   atomic.Int32
-	entered  chan struct{}
-	release  chan struct{}
 	mu       sync.Mutex
 	log      []string
 	inserted chan struct{}
@@ -195,8 +198,7 @@ func (s *orderedStore) note(what string) {
 func (s *orderedStore) DeliveryClaim(ctx context.Context, p *ledger.DeliveryClaimParams) ([]ledger.ClaimedDelivery, error) {
 	n := int(s.claims.Add(1))
 	if n == s.hold {
-		s.entered <- struct{}{}
-		<-s.release
+		s.gate.pass()
 	}
 	got, err := s.Store.DeliveryClaim(ctx, p)
 	s.note(fmt.Sprintf("claim %d took %d", n, len(got)))
@@ -225,8 +227,8 @@ func TestPublishYieldsWhileClaimsAreBehind(t *testing.T) {
 	for _, sf := range stores() {
 		t.Run(sf.name, func(t *testing.T) {
 			t.Parallel()
-			store := &orderedStore{Store: sf.open(t), hold: 2, entered: make(chan struct{}),
-				release: make(chan struct{}), inserted: make(chan struct{}, 1)}
+			store := &orderedStore{Store: sf.open(t), hold: 2, gate: newGate(), inserted: make(chan struct{}, 1)}
+			store.gate.armed.Store(true)
 			reg := prometheus.NewPedanticRegistry()
 			rcv := newReceiver(t, func(int) int { return 204 })
 			e, err := engine.New(engine.Options{Store: store, Metrics: engine.NewMetrics(reg, store),
@@ -243,27 +245,9 @@ func TestPublishYieldsWhileClaimsAreBehind(t *testing.T) {
 			second := publish(t, e, "yield", "order.created", `{"n":2}`)
 			<-store.inserted // drained: the next signal is the third publish's
 
-			ctx, cancel := context.WithCancel(context.Background())
-			done := make(chan struct{})
-			go func() {
-				defer close(done)
-				if err := e.Run(ctx); err != nil {
-					t.Errorf("Run: %v", err)
-				}
-				e.Close()
-			}()
-			var released atomic.Bool
-			releaseClaim := func() {
-				if released.CompareAndSwap(false, true) {
-					close(store.release)
-				}
-			}
-			t.Cleanup(func() { releaseClaim(); cancel(); <-done })
-			select {
-			case <-store.entered:
-			case <-time.After(2 * time.Minute):
-				t.Fatal("the second claim never came")
-			}
+			startEngine(t, e)
+			t.Cleanup(store.gate.open)
+			store.gate.held(t, "the second claim")
 
 			third := make(chan ledger.EventInsertResult, 1)
 			go func() { third <- publish(t, e, "yield", "order.created", `{"n":3}`) }()
@@ -275,7 +259,7 @@ func TestPublishYieldsWhileClaimsAreBehind(t *testing.T) {
 				}
 				return counterTotal(t, reg, "hookkeeper_publish_yields_total") == 1
 			})
-			releaseClaim()
+			store.gate.open()
 			res := <-third
 			store.mu.Lock()
 			log := slices.Clone(store.log)
