@@ -12,6 +12,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"fmt"
 	"net/url"
 	"os"
 	"sync"
@@ -69,23 +70,8 @@ func ping(dsn string) error {
 func NewSchema(t testing.TB) string {
 	t.Helper()
 	dsn := DSN(t)
-	var b [8]byte
-	_, _ = rand.Read(b[:])
-	schema := "hk_test_" + hex.EncodeToString(b[:])
-	t.Cleanup(func() {
-		// t.Context is already cancelled during cleanup.
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		conn, err := pgx.Connect(ctx, dsn)
-		if err != nil {
-			t.Errorf("drop schema %s: %v", schema, err)
-			return
-		}
-		defer conn.Close(ctx)
-		if _, err := conn.Exec(ctx, "DROP SCHEMA IF EXISTS "+schema+" CASCADE"); err != nil {
-			t.Errorf("drop schema %s: %v", schema, err)
-		}
-	})
+	schema := uniqueName()
+	execAtEnd(t, dsn, "DROP SCHEMA IF EXISTS "+schema+" CASCADE")
 	return schema
 }
 
@@ -97,38 +83,51 @@ func NewSchema(t testing.TB) string {
 func NewDatabase(t testing.TB) string {
 	t.Helper()
 	dsn := DSN(t)
-	var b [8]byte
-	_, _ = rand.Read(b[:])
-	name := "hk_test_" + hex.EncodeToString(b[:])
+	name := uniqueName()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	conn, err := pgx.Connect(ctx, dsn)
-	if err != nil {
-		t.Fatalf("create database: %v", err)
+	if err := execOn(ctx, dsn, "CREATE DATABASE "+name); err != nil {
+		t.Fatal(err)
 	}
-	defer conn.Close(ctx)
-	if _, err := conn.Exec(ctx, "CREATE DATABASE "+name); err != nil {
-		t.Fatalf("create database %s: %v", name, err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		conn, err := pgx.Connect(ctx, dsn)
-		if err != nil {
-			t.Errorf("drop database %s: %v", name, err)
-			return
-		}
-		defer conn.Close(ctx)
-		if _, err := conn.Exec(ctx, "DROP DATABASE IF EXISTS "+name+" WITH (FORCE)"); err != nil {
-			t.Errorf("drop database %s: %v", name, err)
-		}
-	})
+	execAtEnd(t, dsn, "DROP DATABASE IF EXISTS "+name+" WITH (FORCE)")
 	u, err := url.Parse(dsn)
 	if err != nil {
 		t.Fatalf("DSN: %v", err)
 	}
 	u.Path = "/" + name
 	return u.String()
+}
+
+// uniqueName is a schema or database name no other test uses.
+func uniqueName() string {
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	return "hk_test_" + hex.EncodeToString(b[:])
+}
+
+// execAtEnd runs sql on dsn when the test ends.
+func execAtEnd(t testing.TB, dsn, sql string) {
+	t.Cleanup(func() {
+		// t.Context is already cancelled during cleanup.
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if err := execOn(ctx, dsn, sql); err != nil {
+			t.Error(err)
+		}
+	})
+}
+
+// execOn runs sql on a connection of its own to dsn.
+func execOn(ctx context.Context, dsn, sql string) error {
+	conn, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		return fmt.Errorf("%s: %w", sql, err)
+	}
+	defer conn.Close(ctx)
+	if _, err := conn.Exec(ctx, sql); err != nil {
+		return fmt.Errorf("%s: %w", sql, err)
+	}
+	return nil
 }
 
 // OpenStore opens a store on schema (see NewSchema) and closes it when the
