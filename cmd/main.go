@@ -5,6 +5,7 @@
 package main
 
 import (
+	"cmp"
 	"crypto/tls"
 	"flag"
 	"os"
@@ -25,6 +26,7 @@ import (
 	"github.com/hookkeeper/hookkeeper/controllers"
 	"github.com/hookkeeper/hookkeeper/internal/dispatch"
 	"github.com/hookkeeper/hookkeeper/internal/engine"
+	"github.com/hookkeeper/hookkeeper/internal/groupcommit"
 	"github.com/hookkeeper/hookkeeper/internal/httpapi"
 	"github.com/hookkeeper/hookkeeper/internal/ledger"
 	"github.com/hookkeeper/hookkeeper/internal/ledger/ledgerstore"
@@ -49,7 +51,7 @@ func main() {
 		leaderElect                        bool
 		instance                           string
 		workers                            int
-		statusResync                       time.Duration
+		statusResync, commitDelay          time.Duration
 	)
 	flag.StringVar(&metricsAddr, "metrics-bind-address", "0", "Address the metrics endpoint binds to, such as :8443; \"0\" disables it.")
 	flag.BoolVar(&secureMetrics, "metrics-secure", true, "Serve metrics over HTTPS, for callers authorized by a SubjectAccessReview.")
@@ -66,6 +68,7 @@ func main() {
 	var deliveryAPIFlags deliveryAPIOptions // kubectl get deliveries (cmd/deliveryapi.go)
 	deliveryAPIFlags.bindFlags(flag.CommandLine)
 	flag.IntVar(&workers, "workers", 128, "Delivery attempts in progress at once, per replica.")
+	flag.DurationVar(&commitDelay, "commit-delay", engine.DefaultCommitDelay, "How long a ledger commit of publishes or attempt records may wait for more of them while they keep coming, so that several share one transaction and its fsync; 0 commits each as soon as the ledger is free.")
 	flag.DurationVar(&statusResync, "endpoint-status-resync", 0, "How often every WebhookEndpoint's counters are refreshed from the ledger (0: 30s to 60s, jittered); exhaustions are shown at once regardless.")
 	var destFlags destinationFlags
 	destFlags.bind(flag.CommandLine)
@@ -159,6 +162,7 @@ func main() {
 		Sender:      dispatch.NewGuardedSender(destinations),
 		Instance:    instance,
 		Workers:     workers,
+		WriteBatch:  groupcommit.Options{MaxDelay: cmp.Or(commitDelay, -1)},
 		Logger:      ctrl.Log.WithName("engine"),
 		Metrics:     engine.NewMetrics(ctrlmetrics.Registry, store),
 		OnExhausted: exhausted.Notify,

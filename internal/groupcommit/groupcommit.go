@@ -9,12 +9,14 @@
 // The committer starts the next commit as soon as the previous one
 // returns, with whatever queued during it. An idle system therefore commits
 // a lone item at once (no added latency), and a loaded one batches by
-// itself: the busier the store, the larger the batches. MaxDelay optionally
-// trades latency for larger batches by letting the committer wait for more
-// items, but the natural batching needs no timer. An item whose caller
-// can wait (DoLazy) instead waits, up to its own bound, for a commit that
-// another item triggers: writes nobody waits on ride in the commits of
-// those somebody does.
+// itself: the busier the store, the larger the batches. Between the two, a
+// steady rate whose items each find the committer free would pay a sync
+// per item; MaxDelay lets such a commit wait for the items that are coming,
+// but only while they come (the previous one arrived less than MaxDelay
+// before), so that an item after a quiet spell still commits at once. An
+// item whose caller can wait (DoLazy) instead waits, up to its own bound,
+// for a commit that another item triggers: writes nobody waits on ride in
+// the commits of those somebody does.
 //
 // Cancellation is ambiguous by nature. A caller whose context ends while
 // its item is queued gets ctx.Err(): if the committer had not yet taken the
@@ -43,9 +45,11 @@ const DefaultMaxBatch = 128
 type Options struct {
 	// MaxBatch caps the items per commit (default DefaultMaxBatch).
 	MaxBatch int
-	// MaxDelay, when positive, lets a batch that is not full wait until its
-	// first item has been queued for MaxDelay before it is committed. Zero
-	// commits as soon as the committer is free.
+	// MaxDelay, when positive, lets a batch that is not full wait for more
+	// items until its first has been queued for MaxDelay, if that item
+	// arrived less than MaxDelay after the Do before it: items coming that
+	// close together share a commit, and one after a quiet spell commits at
+	// once. Zero commits as soon as the committer is free.
 	MaxDelay time.Duration
 	// CommitTimeout, when positive, bounds each call of the commit function
 	// through its context.
@@ -67,8 +71,14 @@ type Batcher[Req, Res any] struct {
 	wake   chan struct{}     // capacity 1: "the queue or closed changed"
 	exited chan struct{}
 
+	// lastDo is when the last item of Do arrived (MaxDelay's "items are
+	// coming"); guarded by mu. Lazy items do not count: they ride anyway.
+	lastDo time.Time
+
 	// testHookQueued, when set before use, runs after an item is queued.
 	testHookQueued func()
+	// clock, when set before use, replaces time.Now for lastDo.
+	clock func() time.Time
 }
 
 // Call states: the committer and an abandoning caller race for a queued
@@ -112,7 +122,7 @@ func New[Req, Res any](fn func(context.Context, []Req) ([]Res, error), opts Opti
 // ErrClosed after Close, and ctx.Err() if ctx ends first, in which case the
 // item may or may not have been committed (see the package documentation).
 func (b *Batcher[Req, Res]) Do(ctx context.Context, req Req) (Res, error) {
-	return b.do(ctx, req, b.opts.MaxDelay)
+	return b.do(ctx, req, -1)
 }
 
 // DoLazy is Do for an item whose caller can wait: it may stay queued for up
@@ -123,6 +133,8 @@ func (b *Batcher[Req, Res]) DoLazy(ctx context.Context, req Req, within time.Dur
 	return b.do(ctx, req, max(within, b.opts.MaxDelay))
 }
 
+// do queues req with the given patience; a negative one marks an item of
+// Do, whose patience is MaxDelay while items are coming and zero otherwise.
 func (b *Batcher[Req, Res]) do(ctx context.Context, req Req, patience time.Duration) (Res, error) {
 	var zero Res
 	if err := ctx.Err(); err != nil {
@@ -133,6 +145,9 @@ func (b *Batcher[Req, Res]) do(ctx context.Context, req Req, patience time.Durat
 	if b.closed {
 		b.mu.Unlock()
 		return zero, ErrClosed
+	}
+	if patience < 0 {
+		c.patience = b.eagerPatience()
 	}
 	b.queue = append(b.queue, c)
 	b.mu.Unlock()
@@ -150,6 +165,23 @@ func (b *Batcher[Req, Res]) do(ctx context.Context, req Req, patience time.Durat
 		c.state.CompareAndSwap(stateQueued, stateAbandoned)
 		return zero, ctx.Err()
 	}
+}
+
+// eagerPatience is how long an item of Do may wait for company: MaxDelay
+// if the previous item of Do arrived less than MaxDelay before this one,
+// zero otherwise. b.mu must be held.
+func (b *Batcher[Req, Res]) eagerPatience() time.Duration {
+	now := time.Now
+	if b.clock != nil {
+		now = b.clock
+	}
+	t := now()
+	coming := !b.lastDo.IsZero() && t.Sub(b.lastDo) < b.opts.MaxDelay
+	b.lastDo = t
+	if coming {
+		return b.opts.MaxDelay
+	}
+	return 0
 }
 
 // Close refuses new work with ErrClosed, waits until every item already

@@ -356,21 +356,98 @@ func TestDoWithEndedContextQueuesNothing(t *testing.T) {
 	}
 }
 
-func TestMaxDelayWaitsForMore(t *testing.T) {
+// fakeClock is the arrival clock of a batcher under test.
+type fakeClock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+func (c *fakeClock) read() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+func (c *fakeClock) advance(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.now = c.now.Add(d)
+}
+
+// nextBatch returns the next batch g is asked to commit, failing the test
+// if none comes in a time far beyond anything the batcher waits for here.
+func nextBatch(t *testing.T, g *gate) []int {
+	t.Helper()
+	select {
+	case got := <-g.batches:
+		return got
+	case <-time.After(time.Minute):
+		t.Fatal("no commit: the batcher is waiting for more items")
+		return nil
+	}
+}
+
+func TestMaxDelayWaitsForMoreOnlyWhileItemsAreComing(t *testing.T) {
 	g := newGate()
-	// MaxDelay is far longer than the test: the batch is committed because
-	// it is full, not because the delay ran out.
+	// MaxDelay is far longer than the test: a batch that waits is
+	// committed because it is full, not because the delay ran out.
 	b, queued := newGated(t, g, Options{MaxBatch: 3, MaxDelay: time.Hour})
-	out := make(chan outcome, 3)
-	for i := range 3 {
+	clock := &fakeClock{now: time.Unix(1_700_000_000, 0)}
+	b.clock = clock.read
+	out := make(chan outcome, 5)
+	commitAlone := func(req int) {
+		t.Helper()
+		submit(context.Background(), b, req, out)
+		<-queued
+		if got := nextBatch(t, g); !slices.Equal(got, []int{req}) {
+			t.Fatalf("batch = %v, want %d committed at once, alone", got, req)
+		}
+		g.release <- nil
+		if o := <-out; o.err != nil {
+			t.Fatal(o.err)
+		}
+	}
+
+	commitAlone(0) // the first item: nothing is coming
+	clock.advance(2 * time.Hour)
+	commitAlone(1) // after a quiet spell longer than MaxDelay
+
+	// Items less than MaxDelay apart wait for each other.
+	for i := 2; i < 5; i++ {
+		clock.advance(time.Second)
 		submit(context.Background(), b, i, out)
 		<-queued
 	}
-	if got := <-g.batches; len(got) != 3 {
-		t.Fatalf("batch = %v, want all 3 items", got)
+	if got := nextBatch(t, g); !slices.Equal(got, []int{2, 3, 4}) {
+		t.Fatalf("batch = %v, want [2 3 4]: items a second apart share a commit", got)
 	}
 	g.release <- nil
 	for range 3 {
+		if o := <-out; o.err != nil {
+			t.Error(o.err)
+		}
+	}
+}
+
+func TestLazyItemsDoNotMakeAnEagerOneWait(t *testing.T) {
+	g := newGate()
+	b, queued := newGated(t, g, Options{MaxBatch: 10, MaxDelay: time.Hour})
+	clock := &fakeClock{now: time.Unix(1_700_000_000, 0)}
+	b.clock = clock.read
+	out := make(chan outcome, 2)
+	go func() {
+		res, err := b.DoLazy(context.Background(), 1, time.Hour)
+		out <- outcome{1, res, err}
+	}()
+	<-queued
+	clock.advance(time.Second)
+	submit(context.Background(), b, 2, out)
+	<-queued
+	if got := nextBatch(t, g); !slices.Equal(got, []int{1, 2}) {
+		t.Fatalf("batch = %v, want the lazy item riding with the eager one", got)
+	}
+	g.release <- nil
+	for range 2 {
 		if o := <-out; o.err != nil {
 			t.Error(o.err)
 		}
