@@ -7,7 +7,9 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -98,14 +100,17 @@ func runHistory(cfg config, bin, work string, h *historyResults) error {
 	}
 	defer t.close()
 	h.events = cfg.historyEvents
-	step(fmt.Sprintf("flat cost with %d events of history on SQLite", cfg.historyEvents))
-	sq := sqliteHistoryLedger(filepath.Join(work, "history.db"))
-	defer sq.cleanup()
-	if h.sqlite, err = historyOn(cfg, bin, t, sq); err != nil {
-		return err
+	stores := strings.Split(cfg.historyStores, ",")
+	if slices.Contains(stores, "sqlite") {
+		step(fmt.Sprintf("flat cost with %d events of history on SQLite", cfg.historyEvents))
+		sq := sqliteHistoryLedger(filepath.Join(work, "history.db"))
+		defer sq.cleanup()
+		if h.sqlite, err = historyOn(cfg, bin, t, sq); err != nil {
+			return err
+		}
+		sq.cleanup() // the disk back before the next store fills it
 	}
-	sq.cleanup() // the disk back before the next store fills it
-	if cfg.historySQLiteOnly {
+	if !slices.Contains(stores, "postgres") {
 		return nil
 	}
 	step(fmt.Sprintf("flat cost with %d events of history on PostgreSQL", cfg.historyEvents))

@@ -67,9 +67,10 @@ type config struct {
 	connections   int
 	costDuration  time.Duration
 	historyEvents int
-	// historySQLiteOnly runs the history step on SQLite alone (a 10M
-	// PostgreSQL preload takes most of an hour on 2 cores).
-	historySQLiteOnly bool
+	// historyStores are the stores the history step runs on (a 10M
+	// PostgreSQL preload takes most of an hour on 2 cores, so each may be
+	// run alone).
+	historyStores string
 }
 
 func (c config) runs(step string) bool {
@@ -95,7 +96,7 @@ func main() {
 	flag.IntVar(&cfg.connections, "connections", 64, "load client connections of the relay and cost runs")
 	flag.DurationVar(&cfg.costDuration, "cost-duration", 20*time.Second, "publishing time of each relay and cost run")
 	flag.IntVar(&cfg.historyEvents, "history-events", 10_000_000, "delivered events of history preloaded in the flat-cost runs")
-	flag.BoolVar(&cfg.historySQLiteOnly, "history-sqlite-only", false, "run the history step on SQLite only (with --steps history: figures are printed, not written)")
+	flag.StringVar(&cfg.historyStores, "history-stores", "sqlite,postgres", "stores the history step runs on (one alone: with --steps history, figures are printed, not written)")
 	flag.StringVar(&cfg.enginehost, "enginehost", "", "use this enginehost binary instead of building ./test/enginehost (to compare builds in one session)")
 	flag.Parse()
 	if err := run(cfg); err != nil {

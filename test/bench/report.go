@@ -152,6 +152,9 @@ func costSection(cfg config, r *results, notes string) string {
 	}
 	p("| store | preload | ledger on disk | throughput empty → history | engine CPU per event | server CPU per event | claim p50/p99 per batch | insert p50 | record p50 | floor: CPU per event and claim p50 within 15%% | | load average |\n|---|---|---|---|---|---|---|---|---|---|---|---|\n")
 	for _, s := range []historyStore{h.sqlite, h.postgres} {
+		if s.name == "" {
+			continue // not run (--history-stores)
+		}
 		cpu := func(r costRun) float64 { return float64(r.engineCPU + r.serverCPU) }
 		ok := within(cpu(s.full.sat), cpu(s.empty.sat), 0.15) &&
 			within(float64(s.full.ops.claim.p50), float64(s.empty.ops.claim.p50), 0.15)
