@@ -46,8 +46,11 @@ type costResults struct {
 	connections int
 	duration    time.Duration
 	relay       costRun
-	sqlite      storeCost
-	postgres    storeCost
+	// relay500 is the relay at a steady 500/s: what the two HTTP legs and
+	// the signature cost per event at that rate, with no storage at all.
+	relay500 costRun
+	sqlite   storeCost
+	postgres storeCost
 }
 
 // ledgerFor returns a fresh ledger for one engine process: a new SQLite
@@ -68,24 +71,27 @@ func postgresLedgers(dsn string, schemas *[]string) ledgerFor {
 	}
 }
 
-// measureRelay saturates the pass-through relay with the same client.
-func measureRelay(cfg config, t *tracker) (costRun, error) {
+// measureRelay saturates the pass-through relay with the same client, and
+// then meters its CPU at a steady 500/s, as the engine's.
+func measureRelay(cfg config, t *tracker) (sat, at500 costRun, _ error) {
 	rl, err := startRelay(t.url)
 	if err != nil {
-		return costRun{}, err
+		return costRun{}, costRun{}, err
 	}
 	defer rl.stop()
 	t.reset(maxEvents)
-	l := saturate(target{url: "http://" + rl.addr + "/hook", token: token}, "relay", cfg.connections, cfg.costDuration)
+	tg := target{url: "http://" + rl.addr + "/hook", token: token}
+	l := saturate(tg, "relay", cfg.connections, cfg.costDuration)
 	if err := l.err(); err != nil {
-		return costRun{}, fmt.Errorf("relay: %w", err)
+		return costRun{}, costRun{}, fmt.Errorf("relay: %w", err)
 	}
-	r := costRun{label: "relay", events: l.accepted, loadAvg: loadAvg(), lat: l.latencies(t)}
-	r.published = float64(l.accepted) / l.end.Sub(l.start).Seconds()
-	r.delivered = r.published
-	r.window = l.end.Sub(l.start)
-	fmt.Printf("  relay: %.0f events/s (load %s)\n", r.delivered, r.loadAvg)
-	return r, nil
+	sat = costRun{label: "relay", events: l.accepted, loadAvg: loadAvg(), lat: l.latencies(t)}
+	sat.published = float64(l.accepted) / l.end.Sub(l.start).Seconds()
+	sat.delivered = sat.published
+	sat.window = l.end.Sub(l.start)
+	fmt.Printf("  relay: %.0f events/s (load %s)\n", sat.delivered, sat.loadAvg)
+	at500, err = drive(cfg, t, "relay-500", rl.cmd.Process.Pid, tg, nil, 500)
+	return sat, at500, err
 }
 
 // measureEngine starts an engine on a ledger and drives it at rate
@@ -239,7 +245,7 @@ func runCost(cfg config, bin, work string, c *costResults) error {
 	defer t.close()
 	c.connections, c.duration = cfg.connections, cfg.costDuration
 	step(fmt.Sprintf("pass-through relay, %d connections", cfg.connections))
-	if c.relay, err = measureRelay(cfg, t); err != nil {
+	if c.relay, c.relay500, err = measureRelay(cfg, t); err != nil {
 		return err
 	}
 	step("cost per event on SQLite")

@@ -97,6 +97,8 @@ func costSection(cfg config, r *results, notes string) string {
 
 	p("\n### CPU per delivered event\n\n")
 	p("| store | load | engine CPU per event | of it user time | PostgreSQL server CPU per event | floor (engine) | | load average |\n|---|---|---|---|---|---|---|---|\n")
+	p("| none: the pass-through relay (two HTTP legs and the signature) | %s | %s | %.0f%% | | | | %s |\n",
+		c.relay500.load(), ms(c.relay500.engineCPU), 100*c.relay500.userShare, c.relay500.loadAvg)
 	for _, s := range []storeCost{c.sqlite, c.postgres} {
 		for _, run := range []costRun{s.saturation, s.at500, s.at1000} {
 			load := run.load()
