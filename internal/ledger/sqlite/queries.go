@@ -39,7 +39,7 @@ var writeSQL = struct {
 	statsApply,
 	pausedEndpoints, claimDue, claimExpired, claimBacklogged, claimDueOf, claimLease, claimedRows,
 	release, deliveryExists,
-	attemptTransition, attemptInsert string
+	attemptLeased, attemptInsert string
 }{
 	endpointUpsert: `INSERT INTO endpoints (` + endpointCols + `, deleted)
 		VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, 1, ?16, ?17, 0)
@@ -106,14 +106,11 @@ var writeSQL = struct {
 		RETURNING endpoint_id`,
 	deliveryExists: `SELECT 1 FROM deliveries WHERE id = ?1`,
 
-	// The lease check and the transition are one statement: no row means
-	// the caller does not hold the lease (or the delivery does not exist).
-	attemptTransition: `UPDATE deliveries SET
-			state = ?3, attempts = attempts + 1, first_attempt_at = coalesce(first_attempt_at, ?4),
-			due_at = coalesce(?5, due_at), ack_deadline = ?6, last_status = ?7, last_error = ?8,
-			exhaust_reason = ?9, resolution = ?10, terminal_at = ?11, lease_owner = '', lease_until = NULL
-		WHERE id = ?1 AND state = 'in_flight' AND lease_owner = ?2
-		RETURNING ` + deliveryCols,
+	// The lease check: the row a recorded attempt moves, with its rowid,
+	// or none when the caller does not hold the lease (or the delivery
+	// does not exist). The transition itself is attemptUpdateSQL.
+	attemptLeased: `SELECT rowid, ` + deliveryCols + ` FROM deliveries
+		WHERE id = ?1 AND state = 'in_flight' AND lease_owner = ?2`,
 	attemptInsert: `INSERT INTO attempts (delivery_id, number, owner, started_at, duration_ns, status_code, error, response_excerpt, recorded_at)
 		VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)`,
 }
@@ -157,6 +154,40 @@ func deliveryListSQL(endpoint, event, states, resolution bool) string {
 	return b.String()
 }
 
+// attemptUpdateSQL writes a recorded attempt's transition to the row ?1
+// (a rowid): every column ledger.AttemptTransition.Apply sets, with the
+// values Apply computed from the row as read (attemptLeased). SQLite
+// maintains every index that names a column the statement sets (in its
+// key or its partial-index predicate), so the two columns only the
+// transitions that end a delivery change are set only when they change:
+// exhaust_reason and resolution (?11, ?12; resolution has two indexes of
+// its own), and terminal_at (?13; deliveries_settled).
+func attemptUpdateSQL(resolution, terminal bool) string {
+	var b strings.Builder
+	b.WriteString(`UPDATE deliveries SET state = ?2, attempts = ?3, first_attempt_at = ?4, due_at = ?5,
+		ack_deadline = ?6, last_status = ?7, last_error = ?8, lease_owner = ?9, lease_until = ?10`)
+	if resolution {
+		b.WriteString(`, exhaust_reason = ?11, resolution = ?12`)
+	}
+	if terminal {
+		b.WriteString(`, terminal_at = ?13`)
+	}
+	b.WriteString(` WHERE rowid = ?1`)
+	return b.String()
+}
+
+// attemptUpdateKey maps what a transition changes to its statement.
+func attemptUpdateKey(resolution, terminal bool) int {
+	k := 0
+	if resolution {
+		k |= 1
+	}
+	if terminal {
+		k |= 2
+	}
+	return k
+}
+
 // writeStmts and readStmts hold the prepared statements.
 type (
 	writeStmts struct {
@@ -166,7 +197,9 @@ type (
 		statsApply,
 		pausedEndpoints, claimDue, claimExpired, claimBacklogged, claimDueOf, claimLease, claimedRows,
 		release, deliveryExists,
-		attemptTransition, attemptInsert *sql.Stmt
+		attemptLeased, attemptInsert *sql.Stmt
+		// attemptUpdate is indexed by attemptUpdateKey.
+		attemptUpdate [4]*sql.Stmt
 	}
 	readStmts struct {
 		endpointGet, endpointList, eventGet, deliveryGet, deliveryExists, attemptList, statsGet *sql.Stmt
@@ -217,7 +250,7 @@ func (s *Store) prepare(ctx context.Context) error {
 		{s.w, &s.ws.claimedRows, ws.claimedRows},
 		{s.w, &s.ws.release, ws.release},
 		{s.w, &s.ws.deliveryExists, ws.deliveryExists},
-		{s.w, &s.ws.attemptTransition, ws.attemptTransition},
+		{s.w, &s.ws.attemptLeased, ws.attemptLeased},
 		{s.w, &s.ws.attemptInsert, ws.attemptInsert},
 		{s.r, &s.rs.endpointGet, rs.endpointGet},
 		{s.r, &s.rs.endpointList, rs.endpointList},
@@ -236,6 +269,14 @@ func (s *Store) prepare(ctx context.Context) error {
 			return fmt.Errorf("prepare %q: %w", firstLine(p.text), err)
 		}
 		*p.dst = st
+	}
+	for k := range s.ws.attemptUpdate {
+		text := attemptUpdateSQL(k&1 != 0, k&2 != 0)
+		st, err := s.w.PrepareContext(ctx, text)
+		if err != nil {
+			return fmt.Errorf("prepare %q: %w", firstLine(text), err)
+		}
+		s.ws.attemptUpdate[k] = st
 	}
 	for k := range s.rs.deliveryList {
 		text := deliveryListSQL(k&1 != 0, k&2 != 0, k&4 != 0, k&8 != 0)
