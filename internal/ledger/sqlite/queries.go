@@ -19,6 +19,12 @@ const endpointCols = `id, namespace, name, url, event_types, signing_secrets, po
 const eventCols = `id, namespace, type, data, secrets, secret_names, secrets_scrubbed_at, reissue_of,
 	idempotency_key, body_hash, created_at, secrets_scrub_due, payload_pruned_at`
 
+// livePredicate is deliveries_live's predicate, word for word (migration 0011), so
+// that a query naming it may use that index: the states of a pending
+// delivery, as equalities (an IN list of more than two constants costs
+// SQLite an ephemeral table).
+const livePredicate = `(state = 'scheduled' OR state = 'in_flight' OR state = 'awaiting_ack')`
+
 const deliveryCols = `id, event_id, endpoint_id, state, due_at, lease_owner, lease_until, attempts,
 	first_attempt_at, ack_deadline, last_status, last_error, exhaust_reason, resolution, terminal_at, created_at,
 	retry_of, resolved_by`
@@ -55,7 +61,7 @@ var writeSQL = struct {
 	statsEnsure:    `INSERT INTO endpoint_stats (endpoint_id) VALUES (?1) ON CONFLICT (endpoint_id) DO NOTHING`,
 	endpointDelete: `UPDATE endpoints SET deleted = 1, updated_at = ?2 WHERE id = ?1 AND deleted = 0`,
 	deliveriesCancel: `UPDATE deliveries SET state = 'cancelled', terminal_at = ?2, lease_owner = '', lease_until = NULL
-		WHERE endpoint_id = ?1 AND state IN ('scheduled', 'in_flight', 'awaiting_ack')`,
+		WHERE endpoint_id = ?1 AND ` + livePredicate,
 
 	namespaceEndpoints:    `SELECT id, event_types, paused, version FROM endpoints WHERE namespace = ?1 AND deleted = 0 ORDER BY id`,
 	endpointForDeadLetter: `SELECT ep.namespace, ep.dead_letter, ep.owner, e.type FROM endpoints ep, events e WHERE ep.id = ?1 AND e.id = ?2`,
@@ -86,11 +92,11 @@ var writeSQL = struct {
 		WHERE state = 'in_flight' AND lease_until <= ?1 ORDER BY due_at, id LIMIT ?2`,
 	// The fallback when blocked endpoints hold the head of the queue: the
 	// endpoints with due work, then each one's earliest (?1 endpoint,
-	// ?2 now, ?3 limit). The repeated state term lets SQLite use the
-	// partial index deliveries_live.
+	// ?2 now, ?3 limit). state = 'scheduled' implies deliveries_live's
+	// predicate, so SQLite uses that partial index.
 	claimBacklogged: `SELECT endpoint_id FROM endpoint_stats WHERE pending > 0`,
 	claimDueOf: `SELECT id, endpoint_id, state, due_at FROM deliveries
-		WHERE endpoint_id = ?1 AND state IN ('scheduled', 'in_flight', 'awaiting_ack') AND state = 'scheduled' AND due_at <= ?2
+		WHERE endpoint_id = ?1 AND state = 'scheduled' AND due_at <= ?2
 		ORDER BY due_at, id LIMIT ?3`,
 	claimLease: `UPDATE deliveries SET state = 'in_flight', lease_owner = ?1, lease_until = ?2
 		WHERE id IN (SELECT value FROM json_each(?3))`,

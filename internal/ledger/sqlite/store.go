@@ -99,6 +99,13 @@ func Open(ctx context.Context, path string, opts ...Option) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open ledger %s: %w", abs, err)
 	}
+	// Migrations run on a connection of their own, closed before the
+	// store's open: one that changes the schema in place (0011) leaves
+	// the connection that ran it with the schema it had parsed before.
+	if err := migrateFile(ctx, dsn(abs, o, false)); err != nil {
+		_ = lock.release()
+		return nil, fmt.Errorf("open ledger %s: %w", abs, err)
+	}
 	w, err := sql.Open("sqlite", dsn(abs, o, false))
 	if err != nil {
 		_ = lock.release()
@@ -109,10 +116,6 @@ func Open(ctx context.Context, path string, opts ...Option) (*Store, error) {
 	w.SetConnMaxLifetime(0)
 	w.SetConnMaxIdleTime(0)
 	s := &Store{w: w, lock: lock}
-	if err := migrate(ctx, w); err != nil {
-		_ = s.Close()
-		return nil, fmt.Errorf("open ledger %s: %w", abs, err)
-	}
 
 	r, err := sql.Open("sqlite", dsn(abs, o, true))
 	if err != nil {
