@@ -108,9 +108,10 @@ func (s *Store) recordAttempt(t *wtx, p *ledger.AttemptRecordParams, ds ledger.S
 }
 
 // writeAttemptTransition writes d, the row rowid moved from before by an
-// AttemptTransition, with the attemptUpdate statement that sets no column
-// left as it was that only indexes of their own name; d's times become
-// what reading the row back would return.
+// AttemptTransition, with the attemptUpdate variant that leaves out the
+// columns with indexes of their own (resolution, terminal_at) that the
+// transition did not change. d's times become what reading the row back
+// returns.
 func (s *Store) writeAttemptTransition(t *wtx, rowid int64, before ledger.Delivery, d *ledger.Delivery) error {
 	stored(d)
 	resolution := d.ExhaustReason != before.ExhaustReason || d.Resolution != before.Resolution
