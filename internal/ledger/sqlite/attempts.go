@@ -72,15 +72,24 @@ func (s *Store) recordAttempt(t *wtx, p *ledger.AttemptRecordParams, ds ledger.S
 	if err != nil {
 		return ledger.AttemptRecordResult{Err: fmt.Errorf("%s: %w", op, err)}, nil
 	}
-	// One statement does what tr.Apply says (conformance: AttemptTransition).
+	// The row is read, moved by tr.Apply and written back by its rowid
+	// (conformance: AttemptTransition): no RETURNING, which costs SQLite
+	// an ephemeral table per statement.
 	a := p.Attempt
-	d, err := scanDelivery(t.stmt(s.ws.attemptTransition).QueryRowContext(t.ctx,
-		p.DeliveryID, p.Owner, string(tr.State), nanos(tr.FirstAttemptAt), nullNanos(tr.DueAt), nullNanosPtr(tr.AckDeadline),
-		int64(tr.LastStatus), tr.LastError, string(tr.Reason), string(tr.Resolution), nullNanosPtr(tr.TerminalAt)))
+	var rowid int64
+	var before ledger.Delivery
+	dest, finish := deliveryDest(&before)
+	err = t.stmt(s.ws.attemptLeased).QueryRowContext(t.ctx, p.DeliveryID, p.Owner).Scan(append([]any{&rowid}, dest...)...)
 	if errors.Is(err, sql.ErrNoRows) {
 		return ledger.AttemptRecordResult{Err: s.leaseLost(t, op, p.DeliveryID, p.Owner)}, nil
 	}
 	if err != nil {
+		return ledger.AttemptRecordResult{}, translate(op, err)
+	}
+	finish()
+	d := before
+	tr.Apply(&d)
+	if err := s.writeAttemptTransition(t, rowid, before, &d); err != nil {
 		return ledger.AttemptRecordResult{}, translate(op, err)
 	}
 	if _, err := t.stmt(s.ws.attemptInsert).ExecContext(t.ctx, d.ID, int64(d.Attempts), p.Owner, nanos(a.StartedAt),
@@ -96,6 +105,29 @@ func (s *Store) recordAttempt(t *wtx, p *ledger.AttemptRecordParams, ds ledger.S
 		}
 	}
 	return res, nil
+}
+
+// writeAttemptTransition writes d, the row rowid moved from before by an
+// AttemptTransition, with the attemptUpdate variant that leaves out the
+// columns with indexes of their own (resolution, terminal_at) that the
+// transition did not change. d's times become what reading the row back
+// returns.
+func (s *Store) writeAttemptTransition(t *wtx, rowid int64, before ledger.Delivery, d *ledger.Delivery) error {
+	stored(d)
+	resolution := d.ExhaustReason != before.ExhaustReason || d.Resolution != before.Resolution
+	terminal := !sameNanos(d.TerminalAt, before.TerminalAt)
+	args := []any{rowid, string(d.State), int64(d.Attempts), nullNanosPtr(d.FirstAttemptAt), nanos(d.DueAt),
+		nullNanosPtr(d.AckDeadline), int64(d.LastStatus), d.LastError, d.LeaseOwner, nullNanosPtr(d.LeaseUntil),
+		string(d.ExhaustReason), string(d.Resolution), nullNanosPtr(d.TerminalAt)}
+	switch {
+	case terminal: // ?13
+	case resolution:
+		args = args[:12]
+	default:
+		args = args[:10]
+	}
+	_, err := t.stmt(s.ws.attemptUpdate[attemptUpdateKey(resolution, terminal)]).ExecContext(t.ctx, args...)
+	return err
 }
 
 // deadLetter inserts the hookkeeper.delivery.exhausted event for the

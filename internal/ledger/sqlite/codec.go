@@ -170,6 +170,27 @@ func scanEvent(sc scanner) (ledger.Event, error) {
 	return ev, finish()
 }
 
+// sameNanos is true when a and b are stored as the same value.
+func sameNanos(a, b *time.Time) bool {
+	if a == nil || b == nil {
+		return a == b
+	}
+	return nanos(*a) == nanos(*b)
+}
+
+// stored sets d's times to what reading d back from its row returns
+// (UTC, no monotonic reading), so that a delivery computed in Go is the
+// one a query would answer.
+func stored(d *ledger.Delivery) {
+	d.DueAt, d.CreatedAt = fromNanos(nanos(d.DueAt)), fromNanos(nanos(d.CreatedAt))
+	for _, t := range []**time.Time{&d.LeaseUntil, &d.FirstAttemptAt, &d.AckDeadline, &d.TerminalAt} {
+		if *t != nil {
+			v := fromNanos(nanos(**t))
+			*t = &v
+		}
+	}
+}
+
 // deliveryDest returns scan destinations for deliveryCols and a function
 // that finishes the delivery once scanned.
 func deliveryDest(d *ledger.Delivery) ([]any, func()) {

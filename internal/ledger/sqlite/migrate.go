@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"embed"
+	"errors"
 	"fmt"
 	"io/fs"
 
@@ -14,6 +15,18 @@ import (
 //
 //go:embed migrations/*.sql
 var migrations embed.FS
+
+// migrateFile migrates the ledger of the connection string dsn on one
+// connection of its own, closed when it returns.
+func migrateFile(ctx context.Context, dsn string) (err error) {
+	db, err := sql.Open("sqlite", dsn)
+	if err != nil {
+		return fmt.Errorf("migrate: %w", err)
+	}
+	defer func() { err = errors.Join(err, db.Close()) }()
+	db.SetMaxOpenConns(1)
+	return migrate(ctx, db)
+}
 
 // migrate brings db to the latest schema with a goose Provider (no global
 // state), inside one transaction per migration.

@@ -17,7 +17,8 @@ var tableScan = regexp.MustCompile(`(?m)^SCAN (d|e|x|events|deliveries)\b`)
 // idempotency key is one lookup in events_idempotency, and a page of an
 // endpoint's unresolved exhausted deliveries (the refresh asks for the
 // first) walks deliveries_exhausted in (terminal_at, id) order and stops,
-// instead of collecting and sorting all of them (USE TEMP B-TREE).
+// instead of collecting and sorting all of them (USE TEMP B-TREE); the
+// live deliveries of one endpoint are found in deliveries_live.
 func TestPlansStayFlat(t *testing.T) {
 	s, err := Open(t.Context(), filepath.Join(t.TempDir(), "ledger.db"))
 	if err != nil {
@@ -33,6 +34,12 @@ func TestPlansStayFlat(t *testing.T) {
 			[]any{"shop/billing", int64(math.MinInt64), int64(math.MaxInt64), int64(math.MinInt64), "", "[]", "[]", 1}},
 		{"filtered page of unresolved exhausted deliveries", recoverySQL.exhaustedPage, "deliveries_exhausted",
 			[]any{"shop/billing", int64(0), int64(1000), int64(500), "dlv_1", `["dlv_2"]`, `["evt_1"]`, 100}},
+		// deliveries_live's predicate is the OR of the live states
+		// (migration 0011): a query uses it only if its WHERE clause
+		// implies that predicate.
+		{"due deliveries of a blocked endpoint", writeSQL.claimDueOf, "deliveries_live", []any{"shop/billing", int64(0), 10}},
+		{"live deliveries of a deleted endpoint", settleSQL.liveEvents, "deliveries_live", []any{"shop/billing"}},
+		{"cancel the live deliveries of a deleted endpoint", writeSQL.deliveriesCancel, "deliveries_live", []any{"shop/billing", int64(0)}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			plan := queryPlan(t, s, tc.sql, tc.args...)

@@ -19,6 +19,12 @@ const endpointCols = `id, namespace, name, url, event_types, signing_secrets, po
 const eventCols = `id, namespace, type, data, secrets, secret_names, secrets_scrubbed_at, reissue_of,
 	idempotency_key, body_hash, created_at, secrets_scrub_due, payload_pruned_at`
 
+// livePredicate is deliveries_live's predicate, word for word (migration 0011), so
+// that a query naming it may use that index: the states of a pending
+// delivery, as equalities (an IN list of more than two constants costs
+// SQLite an ephemeral table).
+const livePredicate = `(state = 'scheduled' OR state = 'in_flight' OR state = 'awaiting_ack')`
+
 const deliveryCols = `id, event_id, endpoint_id, state, due_at, lease_owner, lease_until, attempts,
 	first_attempt_at, ack_deadline, last_status, last_error, exhaust_reason, resolution, terminal_at, created_at,
 	retry_of, resolved_by`
@@ -39,7 +45,7 @@ var writeSQL = struct {
 	statsApply,
 	pausedEndpoints, claimDue, claimExpired, claimBacklogged, claimDueOf, claimLease, claimedRows,
 	release, deliveryExists,
-	attemptTransition, attemptInsert string
+	attemptLeased, attemptInsert string
 }{
 	endpointUpsert: `INSERT INTO endpoints (` + endpointCols + `, deleted)
 		VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, 1, ?16, ?17, 0)
@@ -55,7 +61,7 @@ var writeSQL = struct {
 	statsEnsure:    `INSERT INTO endpoint_stats (endpoint_id) VALUES (?1) ON CONFLICT (endpoint_id) DO NOTHING`,
 	endpointDelete: `UPDATE endpoints SET deleted = 1, updated_at = ?2 WHERE id = ?1 AND deleted = 0`,
 	deliveriesCancel: `UPDATE deliveries SET state = 'cancelled', terminal_at = ?2, lease_owner = '', lease_until = NULL
-		WHERE endpoint_id = ?1 AND state IN ('scheduled', 'in_flight', 'awaiting_ack')`,
+		WHERE endpoint_id = ?1 AND ` + livePredicate,
 
 	namespaceEndpoints:    `SELECT id, event_types, paused, version FROM endpoints WHERE namespace = ?1 AND deleted = 0 ORDER BY id`,
 	endpointForDeadLetter: `SELECT ep.namespace, ep.dead_letter, ep.owner, e.type FROM endpoints ep, events e WHERE ep.id = ?1 AND e.id = ?2`,
@@ -86,11 +92,11 @@ var writeSQL = struct {
 		WHERE state = 'in_flight' AND lease_until <= ?1 ORDER BY due_at, id LIMIT ?2`,
 	// The fallback when blocked endpoints hold the head of the queue: the
 	// endpoints with due work, then each one's earliest (?1 endpoint,
-	// ?2 now, ?3 limit). The repeated state term lets SQLite use the
-	// partial index deliveries_live.
+	// ?2 now, ?3 limit). state = 'scheduled' implies deliveries_live's
+	// predicate, so SQLite uses that partial index.
 	claimBacklogged: `SELECT endpoint_id FROM endpoint_stats WHERE pending > 0`,
 	claimDueOf: `SELECT id, endpoint_id, state, due_at FROM deliveries
-		WHERE endpoint_id = ?1 AND state IN ('scheduled', 'in_flight', 'awaiting_ack') AND state = 'scheduled' AND due_at <= ?2
+		WHERE endpoint_id = ?1 AND state = 'scheduled' AND due_at <= ?2
 		ORDER BY due_at, id LIMIT ?3`,
 	claimLease: `UPDATE deliveries SET state = 'in_flight', lease_owner = ?1, lease_until = ?2
 		WHERE id IN (SELECT value FROM json_each(?3))`,
@@ -106,14 +112,11 @@ var writeSQL = struct {
 		RETURNING endpoint_id`,
 	deliveryExists: `SELECT 1 FROM deliveries WHERE id = ?1`,
 
-	// The lease check and the transition are one statement: no row means
-	// the caller does not hold the lease (or the delivery does not exist).
-	attemptTransition: `UPDATE deliveries SET
-			state = ?3, attempts = attempts + 1, first_attempt_at = coalesce(first_attempt_at, ?4),
-			due_at = coalesce(?5, due_at), ack_deadline = ?6, last_status = ?7, last_error = ?8,
-			exhaust_reason = ?9, resolution = ?10, terminal_at = ?11, lease_owner = '', lease_until = NULL
-		WHERE id = ?1 AND state = 'in_flight' AND lease_owner = ?2
-		RETURNING ` + deliveryCols,
+	// The lease check: the row a recorded attempt moves, with its rowid,
+	// or none when the caller does not hold the lease (or the delivery
+	// does not exist). The transition itself is attemptUpdateSQL.
+	attemptLeased: `SELECT rowid, ` + deliveryCols + ` FROM deliveries
+		WHERE id = ?1 AND state = 'in_flight' AND lease_owner = ?2`,
 	attemptInsert: `INSERT INTO attempts (delivery_id, number, owner, started_at, duration_ns, status_code, error, response_excerpt, recorded_at)
 		VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)`,
 }
@@ -157,6 +160,40 @@ func deliveryListSQL(endpoint, event, states, resolution bool) string {
 	return b.String()
 }
 
+// attemptUpdateSQL writes a recorded attempt's transition to the row ?1
+// (a rowid): every column ledger.AttemptTransition.Apply sets, with the
+// values Apply computed from the row as read (attemptLeased). SQLite
+// maintains every index that names a column the statement sets (in its
+// key or its partial-index predicate), so the two columns only the
+// transitions that end a delivery change are set only when they change:
+// exhaust_reason and resolution (?11, ?12; resolution has two indexes of
+// its own), and terminal_at (?13; deliveries_settled).
+func attemptUpdateSQL(resolution, terminal bool) string {
+	var b strings.Builder
+	b.WriteString(`UPDATE deliveries SET state = ?2, attempts = ?3, first_attempt_at = ?4, due_at = ?5,
+		ack_deadline = ?6, last_status = ?7, last_error = ?8, lease_owner = ?9, lease_until = ?10`)
+	if resolution {
+		b.WriteString(`, exhaust_reason = ?11, resolution = ?12`)
+	}
+	if terminal {
+		b.WriteString(`, terminal_at = ?13`)
+	}
+	b.WriteString(` WHERE rowid = ?1`)
+	return b.String()
+}
+
+// attemptUpdateKey maps what a transition changes to its statement.
+func attemptUpdateKey(resolution, terminal bool) int {
+	k := 0
+	if resolution {
+		k |= 1
+	}
+	if terminal {
+		k |= 2
+	}
+	return k
+}
+
 // writeStmts and readStmts hold the prepared statements.
 type (
 	writeStmts struct {
@@ -166,7 +203,9 @@ type (
 		statsApply,
 		pausedEndpoints, claimDue, claimExpired, claimBacklogged, claimDueOf, claimLease, claimedRows,
 		release, deliveryExists,
-		attemptTransition, attemptInsert *sql.Stmt
+		attemptLeased, attemptInsert *sql.Stmt
+		// attemptUpdate is indexed by attemptUpdateKey.
+		attemptUpdate [4]*sql.Stmt
 	}
 	readStmts struct {
 		endpointGet, endpointList, eventGet, deliveryGet, deliveryExists, attemptList, statsGet *sql.Stmt
@@ -217,7 +256,7 @@ func (s *Store) prepare(ctx context.Context) error {
 		{s.w, &s.ws.claimedRows, ws.claimedRows},
 		{s.w, &s.ws.release, ws.release},
 		{s.w, &s.ws.deliveryExists, ws.deliveryExists},
-		{s.w, &s.ws.attemptTransition, ws.attemptTransition},
+		{s.w, &s.ws.attemptLeased, ws.attemptLeased},
 		{s.w, &s.ws.attemptInsert, ws.attemptInsert},
 		{s.r, &s.rs.endpointGet, rs.endpointGet},
 		{s.r, &s.rs.endpointList, rs.endpointList},
@@ -236,6 +275,14 @@ func (s *Store) prepare(ctx context.Context) error {
 			return fmt.Errorf("prepare %q: %w", firstLine(p.text), err)
 		}
 		*p.dst = st
+	}
+	for k := range s.ws.attemptUpdate {
+		text := attemptUpdateSQL(k&1 != 0, k&2 != 0)
+		st, err := s.w.PrepareContext(ctx, text)
+		if err != nil {
+			return fmt.Errorf("prepare %q: %w", firstLine(text), err)
+		}
+		s.ws.attemptUpdate[k] = st
 	}
 	for k := range s.rs.deliveryList {
 		text := deliveryListSQL(k&1 != 0, k&2 != 0, k&4 != 0, k&8 != 0)

@@ -23,7 +23,7 @@ var _ ledger.Settlement = (*Store)(nil)
 
 // pendingOf is true when the event e.id has a delivery still pending.
 const pendingOf = `EXISTS (SELECT 1 FROM deliveries p WHERE p.event_id = %s
-	AND p.state IN ('scheduled', 'in_flight', 'awaiting_ack'))`
+	AND (p.state = 'scheduled' OR p.state = 'in_flight' OR p.state = 'awaiting_ack'))`
 
 func pending(eventID string) string { return fmt.Sprintf(pendingOf, eventID) }
 
@@ -50,8 +50,7 @@ var settleSQL = struct {
 			secrets_scrub_due = CASE WHEN cand.grace > 0 THEN cand.now + cand.grace END
 		FROM cand WHERE events.id = cand.id`,
 	// The deliveries an endpoint's deletion cancels, with their events.
-	liveEvents: `SELECT event_id, state FROM deliveries
-		WHERE endpoint_id = ?1 AND state IN ('scheduled', 'in_flight', 'awaiting_ack')`,
+	liveEvents: `SELECT event_id, state FROM deliveries WHERE endpoint_id = ?1 AND ` + livePredicate,
 	// An event that reached no endpoint keeps no secret and ages under the
 	// default retention.
 	undelivered: `UPDATE events SET undelivered = 1, secrets = NULL,

@@ -48,6 +48,7 @@ func TestOpenConfiguresConnections(t *testing.T) {
 		{"foreign keys", "foreign_keys", "1", true},
 		{"busy timeout", "busy_timeout", "5000", true},
 		{"deleted content is zeroed", "secure_delete", "1", true},
+		{"checkpoints every 16 MiB of WAL", "wal_autocheckpoint", strconv.Itoa(walCheckpointPages), true},
 		{"readers on WAL", "journal_mode", "wal", false},
 		{"readers cannot write", "query_only", "1", false},
 		{"readers check foreign keys too", "foreign_keys", "1", false},
