@@ -12,7 +12,7 @@
 -- Kinds Of Table Schema Changes", https://sqlite.org/lang_altertable.html):
 -- every stored row satisfies both forms, so no row is rewritten. The index
 -- is dropped and created again, which also moves the schema cookie, so that
--- every connection reloads the schema. TestSchemaHasNoInLists checks both.
+-- every connection reloads the schema. TestSchemaHasNoLongInLists checks both.
 
 -- +goose Up
 PRAGMA writable_schema = ON;
