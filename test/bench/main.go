@@ -71,7 +71,12 @@ type config struct {
 	// PostgreSQL preload takes most of an hour on 2 cores, so each may be
 	// run alone).
 	historyStores string
+	// costStores are the stores the cost step runs on after the relay.
+	costStores string
 }
+
+// bothStores is the default of --cost-stores and --history-stores.
+const bothStores = "sqlite,postgres"
 
 func (c config) runs(step string) bool {
 	for _, s := range strings.Split(c.steps, ",") {
@@ -96,7 +101,8 @@ func main() {
 	flag.IntVar(&cfg.connections, "connections", 64, "load client connections of the relay and cost runs")
 	flag.DurationVar(&cfg.costDuration, "cost-duration", 20*time.Second, "publishing time of each relay and cost run")
 	flag.IntVar(&cfg.historyEvents, "history-events", 10_000_000, "delivered events of history preloaded in the flat-cost runs")
-	flag.StringVar(&cfg.historyStores, "history-stores", "sqlite,postgres", "stores the history step runs on (one alone: with --steps history, figures are printed, not written)")
+	flag.StringVar(&cfg.historyStores, "history-stores", bothStores, "stores the history step runs on (one alone: figures are printed, not written)")
+	flag.StringVar(&cfg.costStores, "cost-stores", bothStores, "stores the cost step runs on after the relay (one alone: figures are printed, not written)")
 	flag.StringVar(&cfg.enginehost, "enginehost", "", "use this enginehost binary instead of building ./test/enginehost (to compare builds in one session)")
 	flag.Parse()
 	if err := run(cfg); err != nil {
@@ -251,7 +257,7 @@ func run(cfg config) error {
 			return err
 		}
 	}
-	if cfg.steps != allSteps {
+	if cfg.steps != allSteps || cfg.historyStores != bothStores || cfg.costStores != bothStores {
 		fmt.Println("not all steps ran: results not written")
 		return nil
 	}
