@@ -28,6 +28,7 @@ func (s *Store) AttemptRecordMany(ctx context.Context, params []*ledger.AttemptR
 	}
 	var results []ledger.AttemptRecordResult
 	err := s.tx(ctx, op, func(tx *txn) error {
+		tx.genericPlans()
 		var err error
 		results, err = record(ctx, tx, params, nil)
 		return err // COMMIT rides with record's writes
@@ -133,7 +134,8 @@ func record(ctx context.Context, tx *txn, params []*ledger.AttemptRecordParams, 
 // lockForRecord locks, in the global order, the endpoints of the batch's
 // deliveries and their dead-letter endpoints (FOR KEY SHARE, so neither is
 // deleted under the transaction), then the deliveries (FOR UPDATE), both in
-// ID order.
+// ID order. The endpoints are one IN over a UNION, so that each is looked up
+// by its key (an OR of two INs reads every endpoint).
 func lockForRecord(ctx context.Context, tx pgx.Tx, params []*ledger.AttemptRecordParams) (map[string]recordEndpoint, map[string]*lockedDelivery, error) {
 	ids := make([]string, 0, len(params))
 	for _, p := range params {
@@ -147,10 +149,11 @@ func lockForRecord(ctx context.Context, tx pgx.Tx, params []*ledger.AttemptRecor
 	b := &pgx.Batch{}
 	b.Queue(`
 		SELECT id, namespace, dead_letter, owner FROM endpoints
-		WHERE deleted_at IS NULL AND (
-			id IN (SELECT endpoint_id FROM deliveries WHERE id = ANY($1))
-			OR id IN (SELECT ep.dead_letter FROM endpoints ep JOIN deliveries d ON d.endpoint_id = ep.id
-				WHERE d.id = ANY($1)))
+		WHERE deleted_at IS NULL AND id IN (
+			SELECT endpoint_id FROM deliveries WHERE id = ANY($1)
+			UNION
+			SELECT ep.dead_letter FROM endpoints ep JOIN deliveries d ON d.endpoint_id = ep.id
+				WHERE d.id = ANY($1))
 		ORDER BY id
 		FOR KEY SHARE`, ids).Query(func(rows pgx.Rows) error {
 		var id string

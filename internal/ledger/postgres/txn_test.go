@@ -103,13 +103,14 @@ func TestRoundTrips(t *testing.T) {
 				return s.DeliveryRelease(ctx, &ledger.DeliveryReleaseParams{DeliveryID: c.Delivery.ID, Owner: "w", DueAt: at(time.Hour), Now: at(time.Hour)})
 			}
 		}
-		before := rt.count()
+		before, statements := rt.count(), rt.statements()
 		if err := run(); err != nil {
 			t.Fatalf("%s: %v", tc.name, err)
 		}
 		if got := rt.count() - before; got != tc.want {
 			t.Errorf("%s: %d round trips, want %d", tc.name, got, tc.want)
 		}
+		t.Logf("%s: %d statements", tc.name, rt.statements()-statements)
 	}
 }
 
