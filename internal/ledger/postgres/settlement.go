@@ -177,7 +177,7 @@ func (s *Store) ackApply(ctx context.Context, op, id string, tr ledger.AckTransi
 			b.Queue(insertEventsSQL, deadLetters.args()...)
 		}
 		settled := ledger.SettledEvents{}
-		settled.Note(*d, now)
+		noteSettled(settled, cur, *d, now)
 		queueSettle(b, settled)
 		queueStats(b, delta)
 		queueOutcomes(b, ledger.OutcomeDeltas{}.With(*d, now))
