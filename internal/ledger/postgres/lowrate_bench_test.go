@@ -23,23 +23,47 @@ import (
 // events per second), and the CPU the server's backends spend per call
 // (read from /proc, so the server must run on this machine; 0 otherwise).
 // Run it with a fixed count, e.g. -benchtime=2000x.
-func BenchmarkLowRate(b *testing.B) {
+func BenchmarkLowRate(b *testing.B) { benchmarkLowRate(b, false) }
+
+// BenchmarkLowRateAnalyzed is BenchmarkLowRate on tables with statistics
+// (ANALYZE after the setup), as autovacuum keeps them on a ledger in
+// service: the server chooses its plans, and whether to plan a statement
+// anew on every execution, from them.
+func BenchmarkLowRateAnalyzed(b *testing.B) { benchmarkLowRate(b, true) }
+
+func benchmarkLowRate(b *testing.B, analyze bool) {
 	const pace = 4 * time.Millisecond
 	for _, n := range []int{1, 10} {
 		suffix := ""
 		if n > 1 {
 			suffix = strconv.Itoa(n)
 		}
-		b.Run("insert"+suffix, func(b *testing.B) { benchmarkPacedInsert(b, pace, n) })
-		b.Run("record"+suffix, func(b *testing.B) { benchmarkPacedRecord(b, pace, n) })
+		b.Run("insert"+suffix, func(b *testing.B) { benchmarkPacedInsert(b, pace, n, analyze) })
+		b.Run("record"+suffix, func(b *testing.B) { benchmarkPacedRecord(b, pace, n, analyze) })
 	}
 }
 
-// benchmarkPacedInsert inserts n events of one endpoint per call.
-func benchmarkPacedInsert(b *testing.B, pace time.Duration, n int) {
+// analyzeLedger gives the ledger's tables statistics.
+func analyzeLedger(b *testing.B, s *postgres.Store) {
+	b.Helper()
+	if _, err := s.Pool().Exec(context.Background(), `ANALYZE events, event_secrets, deliveries, endpoints,
+		attempts, endpoint_stats, retry_budgets, outcome_buckets`); err != nil {
+		b.Fatalf("analyze: %v", err)
+	}
+}
+
+// benchmarkPacedInsert inserts n events of one endpoint per call; with
+// analyze, into a ledger of 2,000 events with statistics.
+func benchmarkPacedInsert(b *testing.B, pace time.Duration, n int, analyze bool) {
 	s := pgtest.NewSchemaStore(b)
 	upsert(b, s, endpoint("shop", "all", "*"))
 	ctx := context.Background()
+	if analyze {
+		for range 20 {
+			insert(b, s, events(100, "shop", t0))
+		}
+		analyzeLedger(b, s)
+	}
 	batches := make([][]*ledger.EventInsertParams, b.N)
 	for i := range batches {
 		for range n {
@@ -53,8 +77,9 @@ func benchmarkPacedInsert(b *testing.B, pace time.Duration, n int) {
 	})
 }
 
-// benchmarkPacedRecord records n delivered first attempts per call.
-func benchmarkPacedRecord(b *testing.B, pace time.Duration, n int) {
+// benchmarkPacedRecord records n delivered first attempts per call; with
+// analyze, the ledger's tables have statistics.
+func benchmarkPacedRecord(b *testing.B, pace time.Duration, n int, analyze bool) {
 	s := pgtest.NewSchemaStore(b)
 	upsert(b, s, endpoint("shop", "all", "*"))
 	ctx := context.Background()
@@ -65,6 +90,9 @@ func benchmarkPacedRecord(b *testing.B, pace time.Duration, n int) {
 	claimed, err := s.DeliveryClaim(ctx, &ledger.DeliveryClaimParams{Owner: "w", Now: t0, LeaseFor: time.Hour, Limit: total})
 	if err != nil || len(claimed) != total {
 		b.Fatalf("DeliveryClaim = %d, %v", len(claimed), err)
+	}
+	if analyze {
+		analyzeLedger(b, s)
 	}
 	params := make([]*ledger.AttemptRecordParams, len(claimed))
 	for i, c := range claimed {
