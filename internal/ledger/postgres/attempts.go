@@ -148,7 +148,8 @@ func record(ctx context.Context, tx *txn, params []*ledger.AttemptRecordParams, 
 // deliveries and their dead-letter endpoints (FOR KEY SHARE, so neither is
 // deleted under the transaction), then the deliveries (FOR UPDATE), both in
 // ID order. The endpoints are one IN over a UNION, so that each is looked up
-// by its key (an OR of two INs reads every endpoint).
+// by its key (an OR of two INs reads every endpoint), and the deliveries'
+// endpoints are read once for both sides (src).
 func lockForRecord(ctx context.Context, tx pgx.Tx, params []*ledger.AttemptRecordParams) (map[string]recordEndpoint, map[string]*lockedDelivery, error) {
 	ids := make([]string, 0, len(params))
 	for _, p := range params {
@@ -161,12 +162,12 @@ func lockForRecord(ctx context.Context, tx pgx.Tx, params []*ledger.AttemptRecor
 	deliveries := make(map[string]*lockedDelivery, len(ids))
 	b := &pgx.Batch{}
 	b.Queue(`
+		WITH src AS (SELECT DISTINCT endpoint_id FROM deliveries WHERE id = ANY($1))
 		SELECT id, namespace, dead_letter, owner FROM endpoints
 		WHERE deleted_at IS NULL AND id IN (
-			SELECT endpoint_id FROM deliveries WHERE id = ANY($1)
+			SELECT endpoint_id FROM src
 			UNION
-			SELECT ep.dead_letter FROM endpoints ep JOIN deliveries d ON d.endpoint_id = ep.id
-				WHERE d.id = ANY($1))
+			SELECT ep.dead_letter FROM endpoints ep JOIN src ON src.endpoint_id = ep.id)
 		ORDER BY id
 		FOR KEY SHARE`, ids).Query(func(rows pgx.Rows) error {
 		var id string
