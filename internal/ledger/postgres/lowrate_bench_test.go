@@ -16,54 +16,100 @@ import (
 	"github.com/hookkeeper/hookkeeper/internal/ledger/postgres/pgtest"
 )
 
-// BenchmarkLowRate measures one event at a time, paced (every 4 ms, about
-// 250 operations per second), as an engine at a low rate writes: the
-// latency of a single-event EventInsertMany and a single-record
-// AttemptRecordMany (p50 and p99) and the CPU the server's backends spend
-// per operation (read from /proc, so the server must run on this machine;
-// 0 otherwise). Run it with a fixed count, e.g. -benchtime=2000x.
-func BenchmarkLowRate(b *testing.B) {
+// BenchmarkLowRate measures calls paced every 4 ms (about 250 calls per
+// second), as an engine at a low rate writes: the latency of an
+// EventInsertMany and an AttemptRecordMany (p50 and p99) of one item, and of
+// ten (insert10, record10: what a group commit gathers at a few thousand
+// events per second), and the CPU the server's backends spend per call
+// (read from /proc, so the server must run on this machine; 0 otherwise).
+// Run it with a fixed count, e.g. -benchtime=2000x.
+func BenchmarkLowRate(b *testing.B) { benchmarkLowRate(b, false) }
+
+// BenchmarkLowRateAnalyzed is BenchmarkLowRate on tables with statistics
+// (ANALYZE after the setup), as autovacuum keeps them on a ledger in
+// service: the server chooses its plans, and whether to plan a statement
+// anew on every execution, from them.
+func BenchmarkLowRateAnalyzed(b *testing.B) { benchmarkLowRate(b, true) }
+
+func benchmarkLowRate(b *testing.B, analyze bool) {
 	const pace = 4 * time.Millisecond
-	b.Run("insert", func(b *testing.B) {
-		s := pgtest.NewSchemaStore(b)
-		upsert(b, s, endpoint("shop", "all", "*"))
-		ctx := context.Background()
-		batches := make([][]*ledger.EventInsertParams, b.N)
-		for i := range batches {
-			batches[i] = []*ledger.EventInsertParams{event("shop", "order.created", t0, 1024)}
+	for _, n := range []int{1, 10} {
+		suffix := ""
+		if n > 1 {
+			suffix = strconv.Itoa(n)
 		}
-		insert(b, s, events(1, "shop", t0)) // warm the statement cache
-		paced(b, s, pace, func(i int) error {
-			_, err := s.EventInsertMany(ctx, batches[i])
-			return err
-		})
-	})
-	b.Run("record", func(b *testing.B) {
-		s := pgtest.NewSchemaStore(b)
-		upsert(b, s, endpoint("shop", "all", "*"))
-		ctx := context.Background()
-		for i := 0; i < b.N+1; i += 100 {
+		b.Run("insert"+suffix, func(b *testing.B) { benchmarkPacedInsert(b, pace, n, analyze) })
+		b.Run("record"+suffix, func(b *testing.B) { benchmarkPacedRecord(b, pace, n, analyze) })
+	}
+}
+
+// analyzeLedger gives the ledger's tables statistics.
+func analyzeLedger(b *testing.B, s *postgres.Store) {
+	b.Helper()
+	if _, err := s.Pool().Exec(context.Background(), `ANALYZE events, event_secrets, deliveries, endpoints,
+		attempts, endpoint_stats, retry_budgets, outcome_buckets`); err != nil {
+		b.Fatalf("analyze: %v", err)
+	}
+}
+
+// benchmarkPacedInsert inserts n events of one endpoint per call; with
+// analyze, into a ledger of 2,000 events with statistics.
+func benchmarkPacedInsert(b *testing.B, pace time.Duration, n int, analyze bool) {
+	s := pgtest.NewSchemaStore(b)
+	upsert(b, s, endpoint("shop", "all", "*"))
+	ctx := context.Background()
+	if analyze {
+		for range 20 {
 			insert(b, s, events(100, "shop", t0))
 		}
-		claimed, err := s.DeliveryClaim(ctx, &ledger.DeliveryClaimParams{Owner: "w", Now: t0, LeaseFor: time.Hour, Limit: b.N + 1})
-		if err != nil || len(claimed) != b.N+1 {
-			b.Fatalf("DeliveryClaim = %d, %v", len(claimed), err)
+		analyzeLedger(b, s)
+	}
+	batches := make([][]*ledger.EventInsertParams, b.N)
+	for i := range batches {
+		for range n {
+			batches[i] = append(batches[i], event("shop", "order.created", t0, 1024))
 		}
-		params := make([]*ledger.AttemptRecordParams, len(claimed))
-		for i, c := range claimed {
-			params[i] = &ledger.AttemptRecordParams{DeliveryID: c.Delivery.ID, Owner: "w", Now: t0,
-				Attempt: ledger.Attempt{StartedAt: t0, StatusCode: 204}, Next: ledger.Next{State: ledger.StateDelivered}}
-		}
-		if _, err := s.AttemptRecordMany(ctx, params[b.N:]); err != nil { // warm the statement cache
-			b.Fatal(err)
-		}
-		paced(b, s, pace, func(i int) error {
-			res, err := s.AttemptRecordMany(ctx, params[i:i+1])
+	}
+	insert(b, s, events(n, "shop", t0)) // warm the statement cache
+	paced(b, s, pace, func(i int) error {
+		_, err := s.EventInsertMany(ctx, batches[i])
+		return err
+	})
+}
+
+// benchmarkPacedRecord records n delivered first attempts per call; with
+// analyze, the ledger's tables have statistics.
+func benchmarkPacedRecord(b *testing.B, pace time.Duration, n int, analyze bool) {
+	s := pgtest.NewSchemaStore(b)
+	upsert(b, s, endpoint("shop", "all", "*"))
+	ctx := context.Background()
+	total := (b.N + 1) * n
+	for i := 0; i < total; i += 100 {
+		insert(b, s, events(min(100, total-i), "shop", t0))
+	}
+	claimed, err := s.DeliveryClaim(ctx, &ledger.DeliveryClaimParams{Owner: "w", Now: t0, LeaseFor: time.Hour, Limit: total})
+	if err != nil || len(claimed) != total {
+		b.Fatalf("DeliveryClaim = %d, %v", len(claimed), err)
+	}
+	if analyze {
+		analyzeLedger(b, s)
+	}
+	params := make([]*ledger.AttemptRecordParams, len(claimed))
+	for i, c := range claimed {
+		params[i] = &ledger.AttemptRecordParams{DeliveryID: c.Delivery.ID, Owner: "w", Now: t0,
+			Attempt: ledger.Attempt{StartedAt: t0, StatusCode: 204}, Next: ledger.Next{State: ledger.StateDelivered}}
+	}
+	if _, err := s.AttemptRecordMany(ctx, params[b.N*n:]); err != nil { // warm the statement cache
+		b.Fatal(err)
+	}
+	paced(b, s, pace, func(i int) error {
+		res, err := s.AttemptRecordMany(ctx, params[i*n:(i+1)*n])
+		for _, r := range res {
 			if err == nil {
-				err = res[0].Err
+				err = r.Err
 			}
-			return err
-		})
+		}
+		return err
 	})
 }
 

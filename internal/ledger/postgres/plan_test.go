@@ -4,11 +4,14 @@ import (
 	"context"
 	"fmt"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/hookkeeper/hookkeeper/internal/ledger"
 	"github.com/hookkeeper/hookkeeper/internal/ledger/postgres"
 	"github.com/hookkeeper/hookkeeper/internal/ledger/postgres/pgtest"
 )
@@ -146,4 +149,120 @@ func TestPlansStayFlat(t *testing.T) {
 			})
 		}
 	}
+}
+
+// bigTables grow with the ledger's history: no statement of a write path
+// may read all of one.
+var bigTables = []string{"events", "event_secrets", "deliveries", "attempts", "endpoints", "endpoint_stats",
+	"retry_budgets", "outcome_buckets"}
+
+// TestGenericPlansStayFlat checks the statements of the write paths that
+// run their generic plans (txn.genericPlans: inserts, with and without an
+// idempotency key, attempt records and what WriteMany combines of them):
+// taken from the wire as the store prepares them, each one's generic plan
+// on a ledger with history walks indexes instead of scanning a table that
+// grows. A statement added to these paths is checked without being listed.
+func TestGenericPlansStayFlat(t *testing.T) {
+	var rt roundTrips
+	schema := pgtest.NewSchema(t)
+	s := pgtest.OpenStore(t, schema, postgres.WithDialFunc(rt.dial))
+	ctx := t.Context()
+	upsert(t, s, endpoint("shop", "all", "*"))
+	rt.prepared()
+
+	keyed := event("shop", "order.created", t0, 64)
+	keyed.IdempotencyKey = "k1"
+	insert(t, s, events(3, "shop", t0))
+	insert(t, s, []*ledger.EventInsertParams{keyed})
+	hot := rt.prepared()
+	claimed, err := s.DeliveryClaim(ctx, &ledger.DeliveryClaimParams{Owner: "w", Now: t0, LeaseFor: time.Hour, Limit: 4})
+	if err != nil || len(claimed) != 4 {
+		t.Fatalf("DeliveryClaim = %d, %v; want 4", len(claimed), err)
+	}
+	rt.prepared()
+	var records []*ledger.AttemptRecordParams
+	for i, c := range claimed {
+		p := &ledger.AttemptRecordParams{DeliveryID: c.Delivery.ID, Owner: "w", Now: t0,
+			Attempt: ledger.Attempt{StartedAt: t0, StatusCode: 204}, Next: ledger.Next{State: ledger.StateDelivered}}
+		if i%2 == 1 {
+			p.Attempt.StatusCode, p.Next = 500, ledger.Next{State: ledger.StateScheduled, DueAt: at(time.Minute)}
+		}
+		records = append(records, p)
+	}
+	res, err := s.AttemptRecordMany(ctx, records)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range res {
+		if r.Err != nil {
+			t.Fatal(r.Err)
+		}
+	}
+	hot = append(hot, rt.prepared()...)
+
+	conn := rawConn(t, schema)
+	fillHistory(t, conn, 50000, 2000)
+	// 5,000 more endpoints like shop/all in other namespaces, and secrets
+	// for every fifth event.
+	for _, q := range []string{
+		`INSERT INTO endpoints SELECT (jsonb_populate_record(e, jsonb_build_object('id', 'ns' || i % 50 || '/h' || i,
+			'namespace', 'ns' || i % 50, 'name', 'h' || i))).*
+			FROM endpoints e, generate_series(1, 5000) i WHERE e.id = 'shop/all'`,
+		`INSERT INTO event_secrets (event_id, value)
+			SELECT format('evt_h%s', lpad(i::text, 10, '0')), '\x00' FROM generate_series(1, 50000, 5) i`,
+		`ANALYZE`,
+	} {
+		if _, err := conn.Exec(ctx, q); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	slices.Sort(hot)
+	hot = slices.Compact(hot)
+	if !slices.Contains(hot, postgres.GenericPlansSQL) {
+		t.Errorf("the write paths did not ask for generic plans (%q); statements:\n%s", postgres.GenericPlansSQL, strings.Join(hot, "\n"))
+	}
+	checked := 0
+	for _, sql := range hot {
+		if !strings.Contains(sql, "$1") {
+			continue // BEGIN, SET LOCAL, COMMIT: no plan of their own
+		}
+		checked++
+		plan := genericPlan(t, conn, sql)
+		for _, table := range bigTables {
+			if regexp.MustCompile(`Seq Scan on ` + table + `\b`).MatchString(plan) {
+				t.Errorf("the generic plan scans all of %s:\n%s\n%s", table, sql, plan)
+			}
+		}
+	}
+	if checked < 10 {
+		t.Errorf("checked %d statements of the write paths, want at least 10:\n%s", checked, strings.Join(hot, "\n"))
+	}
+}
+
+// genericPlan returns the generic plan of sql: the plan does not depend on
+// the arguments, so they are all NULL. The simple protocol throughout, as
+// DEALLOCATE ALL drops the connection's cached statements too.
+func genericPlan(t *testing.T, conn *pgx.Conn, sql string) string {
+	t.Helper()
+	ctx := context.Background()
+	for _, q := range []string{`SET plan_cache_mode = force_generic_plan`, `DEALLOCATE ALL`, `PREPARE plan_check AS ` + sql} {
+		if _, err := conn.Exec(ctx, q); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	var n int
+	if err := conn.QueryRow(ctx, `SELECT cardinality(parameter_types) FROM pg_prepared_statements WHERE name = 'plan_check'`,
+		pgx.QueryExecModeSimpleProtocol).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	rows, err := conn.Query(ctx, `EXPLAIN EXECUTE plan_check(`+strings.TrimSuffix(strings.Repeat("NULL, ", n), ", ")+`)`,
+		pgx.QueryExecModeSimpleProtocol)
+	if err != nil {
+		t.Fatalf("explain %s: %v", sql, err)
+	}
+	lines, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		t.Fatalf("explain %s: %v", sql, err)
+	}
+	return strings.Join(lines, "\n")
 }

@@ -1,9 +1,11 @@
 package postgres_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/binary"
 	"net"
+	"sync"
 	"sync/atomic"
 )
 
@@ -12,24 +14,52 @@ import (
 // one Execute, or a simple-protocol Query other than the pool's liveness
 // ping. A pipeline that only prepares statements (pgx's statement cache,
 // once per connection and statement) does not count, so the count does
-// not depend on which pooled connection served the call.
-type roundTrips struct{ n atomic.Int64 }
+// not depend on which pooled connection served the call. It also counts
+// the statements executed (Execute messages) and keeps the text of every
+// statement prepared (Parse messages).
+type roundTrips struct {
+	n, executed atomic.Int64
+	mu          sync.Mutex
+	parsed      []string
+}
 
 func (c *roundTrips) count() int64 { return c.n.Load() }
+
+// statements is how many statements the connections executed.
+func (c *roundTrips) statements() int64 { return c.executed.Load() }
+
+// prepared returns the texts of the statements prepared since the last
+// call, and forgets them.
+func (c *roundTrips) prepared() []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := c.parsed
+	c.parsed = nil
+	return out
+}
+
+func (c *roundTrips) parse(body []byte) {
+	// Parse: the statement's name and its text, each ending with a zero.
+	_, rest, _ := bytes.Cut(body, []byte{0})
+	sql, _, _ := bytes.Cut(rest, []byte{0})
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.parsed = append(c.parsed, string(sql))
+}
 
 func (c *roundTrips) dial(ctx context.Context, network, addr string) (net.Conn, error) {
 	conn, err := (&net.Dialer{}).DialContext(ctx, network, addr)
 	if err != nil {
 		return nil, err
 	}
-	return &countingConn{Conn: conn, n: &c.n}, nil
+	return &countingConn{Conn: conn, rt: c}, nil
 }
 
 // countingConn parses the messages a client writes (the frontend protocol:
 // an untyped startup message, then type byte and length).
 type countingConn struct {
 	net.Conn
-	n        *atomic.Int64
+	rt       *roundTrips
 	started  bool   // the startup message went out
 	buf      []byte // an incomplete message
 	executed bool   // an Execute since the last Sync
@@ -57,16 +87,19 @@ func (c *countingConn) Write(p []byte) (int, error) {
 			break
 		}
 		switch typ, body := c.buf[0], c.buf[5:n]; typ {
+		case 'P':
+			c.rt.parse(body)
 		case 'E':
 			c.executed = true
+			c.rt.executed.Add(1)
 		case 'S':
 			if c.executed {
-				c.n.Add(1)
+				c.rt.n.Add(1)
 			}
 			c.executed = false
 		case 'Q':
 			if string(body) != "-- ping\x00" {
-				c.n.Add(1)
+				c.rt.n.Add(1)
 			}
 		}
 		c.buf = c.buf[n:]
