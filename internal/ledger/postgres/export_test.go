@@ -18,7 +18,6 @@ const (
 	DeliveriesByKeySQL = deliveriesByKeySQL
 	ExhaustedPageSQL   = exhaustedPageSQL
 	EndpointStatsSQL   = endpointStatsSQL
-	GenericPlansSQL    = genericPlansSQL
 )
 
 // MaxTxTries is how often the store runs a transaction that conflicts.
