@@ -57,23 +57,32 @@ func fillHistory(t testing.TB, conn *pgx.Conn, n, exhausted int) {
 // generic plan shows as the server would run it.
 func explain(t *testing.T, conn *pgx.Conn, mode, sql string, args ...any) string {
 	t.Helper()
-	ctx := context.Background()
-	if _, err := conn.Exec(ctx, `SET plan_cache_mode = `+mode); err != nil {
-		t.Fatal(err)
+	prepareCheck(t, conn, mode, sql)
+	return explainCheck(t, conn, sql, args...)
+}
+
+// prepareCheck prepares sql as plan_check under plan_cache_mode mode. The
+// simple protocol throughout, as DEALLOCATE ALL drops the connection's
+// cached statements too.
+func prepareCheck(t *testing.T, conn *pgx.Conn, mode, sql string) {
+	t.Helper()
+	for _, q := range []string{`SET plan_cache_mode = ` + mode, `DEALLOCATE ALL`, `PREPARE plan_check AS ` + sql} {
+		if _, err := conn.Exec(context.Background(), q, pgx.QueryExecModeSimpleProtocol); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
 	}
-	if _, err := conn.Exec(ctx, `DEALLOCATE ALL`); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := conn.Exec(ctx, `PREPARE plan_check AS `+sql); err != nil {
-		t.Fatalf("prepare %s: %v", sql, err)
-	}
+}
+
+// explainCheck returns the plan of plan_check (sql) run with args.
+func explainCheck(t *testing.T, conn *pgx.Conn, sql string, args ...any) string {
+	t.Helper()
 	marks := make([]string, len(args))
 	for i := range marks {
 		marks[i] = fmt.Sprintf("$%d", i+1)
 	}
 	// The simple protocol writes the arguments as literals of the
 	// statement's parameter types.
-	rows, err := conn.Query(ctx, `EXPLAIN EXECUTE plan_check(`+strings.Join(marks, ", ")+`)`,
+	rows, err := conn.Query(context.Background(), `EXPLAIN EXECUTE plan_check(`+strings.Join(marks, ", ")+`)`,
 		append([]any{pgx.QueryExecModeSimpleProtocol}, args...)...)
 	if err != nil {
 		t.Fatalf("explain %s: %v", sql, err)
@@ -238,29 +247,14 @@ func TestGenericPlansStayFlat(t *testing.T) {
 }
 
 // genericPlan returns the generic plan of sql: the plan does not depend on
-// the arguments, so they are all NULL. The simple protocol throughout, as
-// DEALLOCATE ALL drops the connection's cached statements too.
+// the arguments, so they are all NULL.
 func genericPlan(t *testing.T, conn *pgx.Conn, sql string) string {
 	t.Helper()
-	ctx := context.Background()
-	for _, q := range []string{`SET plan_cache_mode = force_generic_plan`, `DEALLOCATE ALL`, `PREPARE plan_check AS ` + sql} {
-		if _, err := conn.Exec(ctx, q); err != nil {
-			t.Fatalf("%s: %v", q, err)
-		}
-	}
+	prepareCheck(t, conn, "force_generic_plan", sql)
 	var n int
-	if err := conn.QueryRow(ctx, `SELECT cardinality(parameter_types) FROM pg_prepared_statements WHERE name = 'plan_check'`,
+	if err := conn.QueryRow(context.Background(), `SELECT cardinality(parameter_types) FROM pg_prepared_statements WHERE name = 'plan_check'`,
 		pgx.QueryExecModeSimpleProtocol).Scan(&n); err != nil {
 		t.Fatal(err)
 	}
-	rows, err := conn.Query(ctx, `EXPLAIN EXECUTE plan_check(`+strings.TrimSuffix(strings.Repeat("NULL, ", n), ", ")+`)`,
-		pgx.QueryExecModeSimpleProtocol)
-	if err != nil {
-		t.Fatalf("explain %s: %v", sql, err)
-	}
-	lines, err := pgx.CollectRows(rows, pgx.RowTo[string])
-	if err != nil {
-		t.Fatalf("explain %s: %v", sql, err)
-	}
-	return strings.Join(lines, "\n")
+	return explainCheck(t, conn, sql, make([]any, n)...)
 }
