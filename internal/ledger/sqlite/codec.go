@@ -15,14 +15,6 @@ import (
 
 func nanos(t time.Time) int64 { return t.UnixNano() }
 
-// nullNanos is NULL for the zero time.
-func nullNanos(t time.Time) any {
-	if t.IsZero() {
-		return nil
-	}
-	return t.UnixNano()
-}
-
 // nullNanosPtr is NULL for nil.
 func nullNanosPtr(t *time.Time) any {
 	if t == nil {
