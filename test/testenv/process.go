@@ -29,9 +29,9 @@ func BuildManager(dir string) (string, error) {
 
 // RunKubectl runs the kubectl at path against kubeconfig, with stdin when
 // it is not empty, and returns what it printed. The error carries
-// kubectl's stderr.
+// kubectl's stderr. A kubectl that hangs is killed after KubectlLimit.
 func RunKubectl(path, kubeconfig, stdin string, args ...string) (string, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), KubectlLimit(args))
 	defer cancel()
 	cmd := exec.CommandContext(ctx, path, append([]string{"--kubeconfig", kubeconfig}, args...)...)
 	if stdin != "" {
@@ -46,6 +46,22 @@ func RunKubectl(path, kubeconfig, stdin string, args ...string) (string, error) 
 		return stdout.String(), fmt.Errorf("kubectl %s: %w", strings.Join(args, " "), err)
 	}
 	return stdout.String(), nil
+}
+
+// KubectlLimit is how long RunKubectl lets kubectl run with args: two
+// minutes, or half a minute more than a --timeout it was given (kubectl
+// wait), so that kubectl's own timeout, whose error names what it waited
+// for, is the one that ends a long wait.
+func KubectlLimit(args []string) time.Duration {
+	limit := 2 * time.Minute
+	for _, a := range args {
+		if v, ok := strings.CutPrefix(a, "--timeout="); ok {
+			if d, err := time.ParseDuration(v); err == nil {
+				limit = max(limit, d+30*time.Second)
+			}
+		}
+	}
+	return limit
 }
 
 // FreeAddr returns a loopback address with a port that was free a moment
