@@ -93,10 +93,9 @@ func (t *txn) send(ctx context.Context, b *pgx.Batch, commit bool) pgx.BatchResu
 		return pgx.FailedBatchResults(b, errTxnEnded)
 	}
 	p := &pgx.Batch{}
-	var head int // BEGIN and what goes with it
-	if !t.begun {
+	begin := !t.begun
+	if begin {
 		p.Queue(beginSQL)
-		head = p.Len()
 	}
 	pending := t.pending
 	t.pending = nil
@@ -118,7 +117,7 @@ func (t *txn) send(ctx context.Context, b *pgx.Batch, commit bool) pgx.BatchResu
 	}
 	t.begun = true
 	br := t.conn.SendBatch(ctx, p)
-	for range head {
+	if begin {
 		if _, err := br.Exec(); err != nil {
 			_ = br.Close()
 			return pgx.FailedBatchResults(b, fmt.Errorf("begin: %w", err))
