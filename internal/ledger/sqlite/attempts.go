@@ -126,7 +126,7 @@ func (s *Store) writeAttemptTransition(t *wtx, rowid int64, before ledger.Delive
 	default:
 		args = args[:10]
 	}
-	_, err := t.stmt(s.ws.attemptUpdate[attemptUpdateKey(resolution, terminal)]).ExecContext(t.ctx, args...)
+	_, err := t.stmt(s.ws.attemptUpdate[variantKey(resolution, terminal)]).ExecContext(t.ctx, args...)
 	return err
 }
 

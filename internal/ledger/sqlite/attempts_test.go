@@ -70,7 +70,7 @@ func TestAttemptUpdateVariants(t *testing.T) {
 			}
 			want := before
 			tr.Apply(&want)
-			used[attemptUpdateKey(want.ExhaustReason != before.ExhaustReason || want.Resolution != before.Resolution,
+			used[variantKey(want.ExhaustReason != before.ExhaustReason || want.Resolution != before.Resolution,
 				!sameNanos(want.TerminalAt, before.TerminalAt))] = true
 			got, err := s.AttemptRecordMany(ctx, []*ledger.AttemptRecordParams{p})
 			if err != nil || got[0].Err != nil {

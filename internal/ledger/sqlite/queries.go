@@ -182,18 +182,6 @@ func attemptUpdateSQL(resolution, terminal bool) string {
 	return b.String()
 }
 
-// attemptUpdateKey maps what a transition changes to its statement.
-func attemptUpdateKey(resolution, terminal bool) int {
-	k := 0
-	if resolution {
-		k |= 1
-	}
-	if terminal {
-		k |= 2
-	}
-	return k
-}
-
 // writeStmts and readStmts hold the prepared statements.
 type (
 	writeStmts struct {
@@ -204,23 +192,25 @@ type (
 		pausedEndpoints, claimDue, claimExpired, claimBacklogged, claimDueOf, claimLease, claimedRows,
 		release, deliveryExists,
 		attemptLeased, attemptInsert *sql.Stmt
-		// attemptUpdate is indexed by attemptUpdateKey.
+		// attemptUpdate is indexed by variantKey(resolution, terminal).
 		attemptUpdate [4]*sql.Stmt
 	}
 	readStmts struct {
 		endpointGet, endpointList, eventGet, deliveryGet, deliveryExists, attemptList, statsGet *sql.Stmt
 		// The claim's candidate queries, for NextDueAt.
 		pausedEndpoints, claimDue, claimBacklogged, claimDueOf *sql.Stmt
-		// deliveryList is indexed by the filter bits (see deliveryListKey).
+		// deliveryList is indexed by variantKey(endpoint, event, states, resolution).
 		deliveryList [16]*sql.Stmt
 	}
 )
 
-// deliveryListKey maps DeliveryList's filters to its statement.
-func deliveryListKey(endpoint, event, states, resolution bool) int {
+// variantKey is the index of a statement variant among those prepared for
+// each combination of its optional parts (attemptUpdate, deliveryList):
+// bit i set when part i is present.
+func variantKey(on ...bool) int {
 	k := 0
-	for i, on := range []bool{endpoint, event, states, resolution} {
-		if on {
+	for i, o := range on {
+		if o {
 			k |= 1 << i
 		}
 	}
@@ -276,23 +266,29 @@ func (s *Store) prepare(ctx context.Context) error {
 		}
 		*p.dst = st
 	}
-	for k := range s.ws.attemptUpdate {
-		text := attemptUpdateSQL(k&1 != 0, k&2 != 0)
-		st, err := s.w.PrepareContext(ctx, text)
-		if err != nil {
-			return fmt.Errorf("prepare %q: %w", firstLine(text), err)
-		}
-		s.ws.attemptUpdate[k] = st
+	if err := prepareVariants(ctx, s.w, s.ws.attemptUpdate[:], func(k int) string {
+		return attemptUpdateSQL(k&1 != 0, k&2 != 0)
+	}); err != nil {
+		return err
 	}
-	for k := range s.rs.deliveryList {
-		text := deliveryListSQL(k&1 != 0, k&2 != 0, k&4 != 0, k&8 != 0)
-		st, err := s.r.PrepareContext(ctx, text)
-		if err != nil {
-			return fmt.Errorf("prepare %q: %w", firstLine(text), err)
-		}
-		s.rs.deliveryList[k] = st
+	if err := prepareVariants(ctx, s.r, s.rs.deliveryList[:], func(k int) string {
+		return deliveryListSQL(k&1 != 0, k&2 != 0, k&4 != 0, k&8 != 0)
+	}); err != nil {
+		return err
 	}
 	return s.prepareRecovery(ctx)
+}
+
+// prepareVariants prepares dst[k] from text(k) for every variant k.
+func prepareVariants(ctx context.Context, db *sql.DB, dst []*sql.Stmt, text func(k int) string) error {
+	for k := range dst {
+		st, err := db.PrepareContext(ctx, text(k))
+		if err != nil {
+			return fmt.Errorf("prepare %q: %w", firstLine(text(k)), err)
+		}
+		dst[k] = st
+	}
+	return nil
 }
 
 // firstLine shortens a statement for an error message.

@@ -28,7 +28,7 @@ func (s *Store) DeliveryList(ctx context.Context, p *ledger.DeliveryListParams) 
 		}
 		states = string(b)
 	}
-	st := s.rs.deliveryList[deliveryListKey(p.EndpointID != "", p.EventID != "", len(p.States) > 0, p.Resolution != "")]
+	st := s.rs.deliveryList[variantKey(p.EndpointID != "", p.EventID != "", len(p.States) > 0, p.Resolution != "")]
 	rows, err := st.QueryContext(ctx, p.EndpointID, p.EventID, states, string(p.Resolution), p.AfterID, ledger.ListLimit(p.Limit))
 	if err != nil {
 		return nil, translate("list deliveries", err)
