@@ -248,14 +248,13 @@ func runCost(cfg config, bin, work string, c *costResults) error {
 	if c.relay, c.relay500, err = measureRelay(cfg, t); err != nil {
 		return err
 	}
-	stores := strings.Split(cfg.costStores, ",")
-	if slices.Contains(stores, "sqlite") {
+	if listed(cfg.costStores, "sqlite") {
 		step("cost per event on SQLite")
 		if c.sqlite, err = measureStore(cfg, bin, t, sqliteLedgers(work), "sqlite"); err != nil {
 			return err
 		}
 	}
-	if !slices.Contains(stores, "postgres") {
+	if !listed(cfg.costStores, "postgres") {
 		return nil
 	}
 	step("cost per event on PostgreSQL")

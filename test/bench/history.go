@@ -7,9 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"slices"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -100,8 +98,7 @@ func runHistory(cfg config, bin, work string, h *historyResults) error {
 	}
 	defer t.close()
 	h.events = cfg.historyEvents
-	stores := strings.Split(cfg.historyStores, ",")
-	if slices.Contains(stores, "sqlite") {
+	if listed(cfg.historyStores, "sqlite") {
 		step(fmt.Sprintf("flat cost with %d events of history on SQLite", cfg.historyEvents))
 		sq := sqliteHistoryLedger(filepath.Join(work, "history.db"))
 		defer sq.cleanup()
@@ -110,7 +107,7 @@ func runHistory(cfg config, bin, work string, h *historyResults) error {
 		}
 		sq.cleanup() // the disk back before the next store fills it
 	}
-	if !slices.Contains(stores, "postgres") {
+	if !listed(cfg.historyStores, "postgres") {
 		return nil
 	}
 	step(fmt.Sprintf("flat cost with %d events of history on PostgreSQL", cfg.historyEvents))

@@ -78,14 +78,10 @@ type config struct {
 // bothStores is the default of --cost-stores and --history-stores.
 const bothStores = "sqlite,postgres"
 
-func (c config) runs(step string) bool {
-	for _, s := range strings.Split(c.steps, ",") {
-		if s == step {
-			return true
-		}
-	}
-	return false
-}
+func (c config) runs(step string) bool { return listed(c.steps, step) }
+
+// listed reports whether name is an item of the comma-separated list.
+func listed(list, name string) bool { return slices.Contains(strings.Split(list, ","), name) }
 
 func main() {
 	var cfg config
