@@ -127,14 +127,13 @@ type Engine struct {
 	// publisher and recorder group-commit ingest and attempt records; on
 	// a serial store they are one batcher (writes.go).
 	publisher, recorder *groupcommit.Batcher[writeItem, writeOutcome]
-	wakeCh              chan struct{}
+	// alarm wakes the claim loop for work that is due before it would
+	// look again.
+	alarm *alarm
 	// sem holds a slot per attempt sending (Workers); records holds one
 	// per attempt whose outcome is being recorded, so that a slow commit
 	// holds no worker and bounds the records pending instead.
 	sem, records chan struct{}
-	// sleepUntil is when the idle claim loop plans to look again (unix
-	// nanoseconds); work due earlier wakes it.
-	sleepUntil atomic.Int64
 	// backlog is set while the last claim found more due work than it
 	// took (or could take none): a publish then leaves its deliveries to
 	// the claims, which take them in due order, instead of leasing them
@@ -232,7 +231,7 @@ func New(opts Options) (*Engine, error) {
 	e := &Engine{
 		opts:      opts,
 		store:     opts.Store,
-		wakeCh:    make(chan struct{}, 1),
+		alarm:     newAlarm(),
 		sem:       make(chan struct{}, opts.Workers),
 		records:   make(chan struct{}, 2*opts.Workers),
 		endpoints: map[string]*endpointState{},
@@ -261,19 +260,10 @@ func randomSuffix() string {
 func (e *Engine) Owner() string { return e.opts.Owner }
 
 // wake makes the claim loop look for work now.
-func (e *Engine) wake() {
-	select {
-	case e.wakeCh <- struct{}{}:
-	default:
-	}
-}
+func (e *Engine) wake() { e.alarm.ring() }
 
-// wakeBy wakes the claim loop if it plans to sleep past t.
-func (e *Engine) wakeBy(t time.Time) {
-	if t.UnixNano() < e.sleepUntil.Load() {
-		e.wake()
-	}
-}
+// wakeBy makes the claim loop look again by t, when work comes due.
+func (e *Engine) wakeBy(t time.Time) { e.alarm.by(t) }
 
 // Publish commits an event (group-committed with concurrent calls). While
 // Run runs with a free worker and no backlog, the event's deliveries are
@@ -364,16 +354,18 @@ func (e *Engine) Run(ctx context.Context) error {
 		if wait == 0 {
 			continue
 		}
-		e.sleepUntil.Store(e.opts.Clock.Now().Add(wait).UnixNano())
-		timer.Reset(wait)
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-e.wakeCh:
-		case <-timer.C:
+		if wait = e.alarm.plan(e.opts.Clock.Now(), wait); wait > 0 {
+			timer.Reset(wait)
+			select {
+			case <-ctx.Done():
+				e.alarm.woke()
+				return nil
+			case <-e.alarm.ch:
+			case <-timer.C:
+			}
+			timer.Stop()
 		}
-		e.sleepUntil.Store(0)
-		timer.Stop()
+		e.alarm.woke()
 	}
 }
 
