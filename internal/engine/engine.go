@@ -130,10 +130,11 @@ type Engine struct {
 	// alarm wakes the claim loop for work that is due before it would
 	// look again.
 	alarm *alarm
-	// sem holds a slot per attempt sending (Workers); records holds one
-	// per attempt whose outcome is being recorded, so that a slow commit
-	// holds no worker and bounds the records pending instead.
-	sem, records chan struct{}
+	// workers holds a slot per attempt sending (workers.go); records holds
+	// one per attempt whose outcome is being recorded, so that a slow
+	// commit holds no worker and bounds the records pending instead.
+	workers *workers
+	records chan struct{}
 	// backlog is set while the last claim found more due work than it
 	// took (or could take none): a publish then leaves its deliveries to
 	// the claims, which take them in due order, instead of leasing them
@@ -233,10 +234,10 @@ func New(opts Options) (*Engine, error) {
 		store:     opts.Store,
 		alarm:     newAlarm(),
 		admission: newAdmission(opts.ClaimBatch),
-		sem:       make(chan struct{}, opts.Workers),
 		records:   make(chan struct{}, 2*opts.Workers),
 		endpoints: map[string]*endpointState{},
 	}
+	e.workers = newWorkers(opts.Workers, e.wake)
 	e.backlog.Store(true) // until the first claim finds the queue drained
 	e.publisher = groupcommit.New(e.commitWrites, opts.WriteBatch)
 	e.recorder = e.publisher
@@ -377,18 +378,20 @@ func (e *Engine) claimOnce(ctx, attemptCtx context.Context, wg *sync.WaitGroup) 
 	// The claim's workers are reserved before it runs, so what it claims
 	// starts at once even while publishes hand off theirs (handoff.go);
 	// without a backlog it leaves half of the free ones to them.
-	want := min(cap(e.sem)-len(e.sem), e.opts.ClaimBatch)
-	if !e.backlog.Load() {
-		want = (want + 1) / 2
-	}
-	limit := e.reserveWorkers(want)
+	limit := e.workers.reserveOrWake(func() int {
+		want := min(e.workers.idle(), e.opts.ClaimBatch)
+		if !e.backlog.Load() {
+			want = (want + 1) / 2
+		}
+		return want
+	})
 	if limit == 0 {
 		// Nor does it admit a publish while behind (handoff.go).
 		e.backlog.Store(true)
-		return e.opts.IdleWait, nil // a finishing attempt wakes us sooner
+		return e.opts.IdleWait, nil // the next worker freed wakes us sooner
 	}
 	reserved := limit
-	defer func() { e.freeWorkers(reserved) }()
+	defer func() { e.workers.free(reserved) }()
 	now := e.opts.Clock.Now()
 	full, slots := e.beginClaim(limit)
 	defer e.endClaim()
@@ -413,7 +416,7 @@ func (e *Engine) claimOnce(ctx, attemptCtx context.Context, wg *sync.WaitGroup) 
 			started++
 		}
 	}
-	e.freeWorkers(reserved)
+	e.workers.free(reserved)
 	reserved = 0
 	e.endClaim()
 	// A full claim that started nothing (its deliveries released: rate
@@ -442,26 +445,6 @@ func (e *Engine) claimOnce(ctx, attemptCtx context.Context, wg *sync.WaitGroup) 
 	return wait, nil
 }
 
-// reserveWorkers takes up to n free worker slots without waiting and
-// returns how many it took.
-func (e *Engine) reserveWorkers(n int) int {
-	for i := range n {
-		select {
-		case e.sem <- struct{}{}:
-		default:
-			return i
-		}
-	}
-	return n
-}
-
-// freeWorkers returns n reserved worker slots.
-func (e *Engine) freeWorkers(n int) {
-	for range n {
-		<-e.sem
-	}
-}
-
 // start begins the attempt for a leased delivery under attemptCtx, or
 // releases it when its endpoint is at its in-flight or rate limit. It
 // reports whether an attempt started. The caller has reserved a worker
@@ -470,7 +453,7 @@ func (e *Engine) freeWorkers(n int) {
 func (e *Engine) start(ctx, attemptCtx context.Context, wg *sync.WaitGroup, c *ledger.ClaimedDelivery) (started bool) {
 	defer func() {
 		if !started {
-			<-e.sem
+			e.workers.free(1)
 		}
 	}()
 	now := e.opts.Clock.Now()
@@ -529,12 +512,11 @@ func (e *Engine) start(ctx, attemptCtx context.Context, wg *sync.WaitGroup, c *l
 			wasFull := st.cfg.MaxInFlight > 0 && st.inFlight >= st.cfg.MaxInFlight
 			st.inFlight--
 			e.mu.Unlock()
-			workersFull := len(e.sem) == cap(e.sem)
-			<-e.sem
+			e.workers.free(1)
 			// Only a freed slot the claim loop was waiting for is worth a
-			// claim now; waking on every completion would turn each attempt
-			// into a claim transaction.
-			if wasFull || workersFull {
+			// claim now (the worker slot wakes it in free); waking on every
+			// completion would turn each attempt into a claim transaction.
+			if wasFull {
 				e.wake()
 			}
 		})

@@ -60,7 +60,7 @@ func (r *running) stop() {
 // reserved (reserved true) when the deliveries may be handed to this
 // engine, params unchanged otherwise.
 func (e *Engine) offerLease(params *ledger.EventInsertParams) (_ *ledger.EventInsertParams, reserved bool) {
-	if e.backlog.Load() || !e.running.isOn() || e.reserveWorkers(1) == 0 {
+	if e.backlog.Load() || !e.running.isOn() || e.workers.reserve(1) == 0 {
 		return params, false
 	}
 	leaseFor := e.leaseFor()
@@ -114,7 +114,7 @@ func (e *Engine) handOff(res *ledger.EventInsertResult, err error) {
 				e.release(c, c.Delivery.DueAt, "shutdown")
 				continue
 			}
-			if !slot && e.reserveWorkers(1) == 0 {
+			if !slot && e.workers.reserve(1) == 0 {
 				e.release(c, c.Delivery.DueAt, "workers_busy")
 				continue
 			}
@@ -123,7 +123,7 @@ func (e *Engine) handOff(res *ledger.EventInsertResult, err error) {
 		}
 	}
 	if slot {
-		<-e.sem
+		e.workers.free(1)
 	}
 	e.mu.Lock()
 	e.handoffs--
