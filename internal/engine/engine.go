@@ -141,10 +141,10 @@ type Engine struct {
 	// itself (handoff.go).
 	backlog atomic.Bool
 	// behind is set while the last claim took a full batch, due work
-	// probably left behind; a publish then waits for a claim to start a
-	// delivery (admission) before it commits (yield).
-	behind    atomic.Bool
-	admission *admission
+	// probably left behind; a publish then waits for the next claim
+	// round (rounds) before it commits (yield).
+	behind atomic.Bool
+	rounds rounds
 	// running is what a publish needs to start attempts itself while Run
 	// runs (handoff.go).
 	running running
@@ -233,7 +233,6 @@ func New(opts Options) (*Engine, error) {
 		opts:      opts,
 		store:     opts.Store,
 		alarm:     newAlarm(),
-		admission: newAdmission(opts.ClaimBatch),
 		records:   make(chan struct{}, 2*opts.Workers),
 		endpoints: map[string]*endpointState{},
 	}
@@ -375,6 +374,7 @@ func (e *Engine) Run(ctx context.Context) error {
 // under attemptCtx. It returns how long to wait before the next claim: zero
 // when more work is probably ready.
 func (e *Engine) claimOnce(ctx, attemptCtx context.Context, wg *sync.WaitGroup) (time.Duration, error) {
+	defer e.rounds.end()
 	// The claim's workers are reserved before it runs, so what it claims
 	// starts at once even while publishes hand off theirs (handoff.go);
 	// without a backlog it leaves half of the free ones to them.
@@ -386,7 +386,6 @@ func (e *Engine) claimOnce(ctx, attemptCtx context.Context, wg *sync.WaitGroup) 
 		return want
 	})
 	if limit == 0 {
-		// Nor does it admit a publish while behind (handoff.go).
 		e.backlog.Store(true)
 		return e.opts.IdleWait, nil // the next worker freed wakes us sooner
 	}
@@ -409,6 +408,7 @@ func (e *Engine) claimOnce(ctx, attemptCtx context.Context, wg *sync.WaitGroup) 
 	// Full endpoints count as backlog too: a publish to one would only
 	// lease a delivery to release it.
 	e.backlog.Store(len(claimed) == limit || len(full) > 0)
+	e.behind.Store(len(claimed) == limit)
 	started := 0
 	for i := range claimed {
 		reserved-- // start owns the slot now, and frees it if it starts nothing
@@ -419,15 +419,6 @@ func (e *Engine) claimOnce(ctx, attemptCtx context.Context, wg *sync.WaitGroup) 
 	e.workers.free(reserved)
 	reserved = 0
 	e.endClaim()
-	// A full claim that started nothing (its deliveries released: rate
-	// limits, budgets) is no reason to hold ingest back.
-	behind := len(claimed) == limit && started > 0
-	e.behind.Store(behind)
-	if behind {
-		e.admission.grant(started)
-	} else {
-		e.admission.open()
-	}
 	if len(claimed) == limit && started > 0 {
 		return 0, nil
 	}

@@ -131,95 +131,54 @@ func (e *Engine) handOff(res *ledger.EventInsertResult, err error) {
 }
 
 // While the claims leave due work behind, ingest and delivery take turns:
-// a publish waits, before it commits, until a claim starts a delivery
-// (each one started admits one publish) or the claims catch up. Ingest
+// a publish waits, before it commits, for the claim loop to end its next
+// round (a claim of up to a batch, or finding it cannot take any). Ingest
 // that the ledger accepts faster than the engine delivers would otherwise
 // queue deliveries without bound behind it; so did PostgreSQL at
 // saturation, where an insert costs the server a third of a record (ADR
-// 0012). A claim that finds no free worker admits nothing: the workers
-// wait for their records' commits, which ingest competes with. (Admitting
-// a publish per claim round instead let a whole round of publishes
-// through for each claim that took nothing, and delivery starved.) Full
-// endpoints do not count: one endpoint at its in-flight limit must not
-// slow everyone's ingest. The wait is bounded by IdleWait and by the
-// publisher's context.
+// 0012). Full endpoints do not count: one endpoint at its in-flight limit
+// must not slow everyone's ingest. The wait is bounded by IdleWait and by
+// the publisher's context.
 
-// admission admits publishes while the claims are behind.
-type admission struct {
-	// credits holds one per delivery a claim started while behind.
-	credits chan struct{}
-	mu      sync.Mutex
-	// caughtUp is closed when a claim leaves nothing behind.
-	caughtUp chan struct{}
+// rounds tells waiting publishes that a claim round ended.
+type rounds struct {
+	mu sync.Mutex
+	ch chan struct{} // closed at the end of the round in progress
 }
 
-func newAdmission(size int) *admission {
-	return &admission{credits: make(chan struct{}, size)}
+// next returns a channel closed when the current claim round ends.
+func (r *rounds) next() <-chan struct{} {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.ch == nil {
+		r.ch = make(chan struct{})
+	}
+	return r.ch
 }
 
-// grant admits n publishes (beyond the credits' capacity, none).
-func (a *admission) grant(n int) {
-	for range n {
-		select {
-		case a.credits <- struct{}{}:
-		default:
-			return
-		}
+// end ends the current round.
+func (r *rounds) end() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.ch != nil {
+		close(r.ch)
+		r.ch = nil
 	}
 }
 
-// open admits every waiting publish and drops unspent credits: the claims
-// caught up.
-func (a *admission) open() {
-	a.mu.Lock()
-	if a.caughtUp != nil {
-		close(a.caughtUp)
-		a.caughtUp = nil
-	}
-	a.mu.Unlock()
-	for {
-		select {
-		case <-a.credits:
-		default:
-			return
-		}
-	}
-}
-
-// caughtUpCh returns a channel closed when the claims next catch up.
-func (a *admission) caughtUpCh() <-chan struct{} {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	if a.caughtUp == nil {
-		a.caughtUp = make(chan struct{})
-	}
-	return a.caughtUp
-}
-
-// wait waits to be admitted, for ctx, or for timeout; it reports whether
-// it was admitted.
-func (a *admission) wait(ctx context.Context, timeout time.Duration) bool {
-	caughtUp := a.caughtUpCh()
-	t := time.NewTimer(timeout)
-	defer t.Stop()
-	select {
-	case <-a.credits:
-		return true
-	case <-caughtUp:
-		return true
-	case <-ctx.Done():
-	case <-t.C:
-	}
-	return false
-}
-
-// yield waits for a claim to start a delivery, or for the claims to catch
-// up, while Run runs.
+// yield waits for the next claim round while Run runs.
 func (e *Engine) yield(ctx context.Context) {
 	if !e.running.isOn() {
 		return
 	}
 	e.opts.Metrics.observeYield()
+	round := e.rounds.next()
 	e.wake()
-	e.admission.wait(ctx, e.opts.IdleWait)
+	t := time.NewTimer(e.opts.IdleWait)
+	defer t.Stop()
+	select {
+	case <-round:
+	case <-ctx.Done():
+	case <-t.C:
+	}
 }
