@@ -68,7 +68,7 @@ func NewMetrics(reg prometheus.Registerer, store ledger.Store) *Metrics {
 	})
 	m.yields = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "hookkeeper_publish_yields_total",
-		Help: "Publishes that waited for a claim to start a delivery before committing because the last claim left due deliveries behind (ingest yielding to delivery under saturation).",
+		Help: "Publishes that waited for the next claim round before committing because the last claim left due deliveries behind (ingest yielding to delivery under saturation).",
 	})
 	m.scrubbed = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "hookkeeper_secrets_scrubbed_total",
