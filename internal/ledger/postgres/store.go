@@ -16,6 +16,10 @@ import (
 // use, and several Stores (in one process or many) may share a database.
 type Store struct {
 	pool *pgxpool.Pool
+	// stopAnalyze ends the analysis of young tables (analyze.go), and
+	// analyzed is closed when it has ended.
+	stopAnalyze context.CancelFunc
+	analyzed    chan struct{}
 }
 
 var _ ledger.Store = (*Store)(nil)
@@ -86,11 +90,19 @@ func Open(ctx context.Context, dsn string, opts ...Option) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open postgres ledger: %w", err)
 	}
-	return &Store{pool: pool}, nil
+	actx, stop := context.WithCancel(context.Background())
+	s := &Store{pool: pool, stopAnalyze: stop, analyzed: make(chan struct{})}
+	go func() {
+		defer close(s.analyzed)
+		analyzeYoung(actx, pool)
+	}()
+	return s, nil
 }
 
 // Close releases the pool's connections.
 func (s *Store) Close() error {
+	s.stopAnalyze()
+	<-s.analyzed
 	s.pool.Close()
 	return nil
 }
