@@ -359,7 +359,6 @@ func (e *Engine) Run(ctx context.Context) error {
 			timer.Reset(wait)
 			select {
 			case <-ctx.Done():
-				e.alarm.woke()
 				return nil
 			case <-e.alarm.ch:
 			case <-timer.C:

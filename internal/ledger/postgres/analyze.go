@@ -4,6 +4,7 @@ import (
 	"context"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
@@ -52,43 +53,37 @@ func analyzeYoung(ctx context.Context, pool *pgxpool.Pool) {
 			return
 		case <-t.C:
 		}
-		young, _ := analyzeYoungOnce(ctx, pool)
-		if !young {
+		if !analyzeYoungOnce(ctx, pool) {
 			return
 		}
 	}
 }
 
 // analyzeYoungOnce analyses the hot tables that need it and reports
-// whether any hot table is still young.
-func analyzeYoungOnce(ctx context.Context, pool *pgxpool.Pool) (young bool, err error) {
-	rows, err := pool.Query(ctx, `SELECT c.relname, c.reltuples::bigint, s.n_mod_since_analyze
+// whether any hot table is still young (after an error: true, to look
+// again next time).
+func analyzeYoungOnce(ctx context.Context, pool *pgxpool.Pool) (young bool) {
+	rows, _ := pool.Query(ctx, `SELECT c.relname, c.reltuples::bigint, s.n_mod_since_analyze
 		FROM pg_class c JOIN pg_stat_user_tables s ON s.relid = c.oid
 		WHERE c.relnamespace = current_schema()::regnamespace AND c.relname = ANY($1)`, hotTables)
-	if err != nil {
-		return true, err
-	}
 	var due []string
-	for rows.Next() {
-		var name string
-		var n, changed int64
-		if err := rows.Scan(&name, &n, &changed); err != nil {
-			rows.Close()
-			return true, err
-		}
+	var name string
+	var n, changed int64
+	_, err := pgx.ForEachRow(rows, []any{&name, &n, &changed}, func() error {
 		young = young || n < youngRows
 		if needsAnalyze(n, changed) {
 			due = append(due, name)
 		}
+		return nil
+	})
+	if err != nil {
+		return true
 	}
-	if err := rows.Err(); err != nil {
-		return true, err
-	}
-	for _, name := range due {
-		// name is one of hotTables: no quoting needed.
-		if _, err := pool.Exec(ctx, "ANALYZE "+name); err != nil {
-			return true, err
+	for _, table := range due {
+		// table is one of hotTables: no quoting needed.
+		if _, err := pool.Exec(ctx, "ANALYZE "+table); err != nil {
+			return true
 		}
 	}
-	return young, nil
+	return young
 }
