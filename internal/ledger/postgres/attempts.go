@@ -28,6 +28,7 @@ func (s *Store) AttemptRecordMany(ctx context.Context, params []*ledger.AttemptR
 	}
 	var results []ledger.AttemptRecordResult
 	err := s.tx(ctx, op, func(tx *txn) error {
+		tx.genericPlans()
 		var err error
 		results, err = record(ctx, tx, params, nil)
 		return err // COMMIT rides with record's writes

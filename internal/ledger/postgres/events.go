@@ -29,6 +29,7 @@ func (s *Store) EventInsertMany(ctx context.Context, params []*ledger.EventInser
 	}
 	var results []ledger.EventInsertResult
 	err := s.tx(ctx, op, func(tx *txn) error {
+		tx.genericPlans()
 		var err error
 		delta := ledger.StatsDelta{}
 		if results, err = ingest(ctx, tx, params, delta); err != nil {
@@ -64,6 +65,7 @@ func (s *Store) WriteMany(ctx context.Context, w *ledger.WriteBatch) (ledger.Wri
 		return res, nil
 	}
 	err := s.tx(ctx, op, func(tx *txn) error {
+		tx.genericPlans()
 		delta := ledger.StatsDelta{}
 		var err error
 		if res.Attempts, err = record(ctx, tx, w.Attempts, delta); err != nil {

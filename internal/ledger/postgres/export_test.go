@@ -18,6 +18,7 @@ const (
 	DeliveriesByKeySQL = deliveriesByKeySQL
 	ExhaustedPageSQL   = exhaustedPageSQL
 	EndpointStatsSQL   = endpointStatsSQL
+	GenericPlansSQL    = genericPlansSQL
 )
 
 // MaxTxTries is how often the store runs a transaction that conflicts.

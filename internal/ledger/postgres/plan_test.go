@@ -165,12 +165,11 @@ func TestPlansStayFlat(t *testing.T) {
 var bigTables = []string{"events", "event_secrets", "deliveries", "attempts", "endpoints", "endpoint_stats",
 	"retry_budgets", "outcome_buckets"}
 
-// TestGenericPlansStayFlat checks the statements of the write paths
-// (inserts, with and without an idempotency key, attempt records and what
-// WriteMany combines of them), which the server may run by their generic
-// plan once it has seen a few executions of a prepared statement: taken
-// from the wire as the store prepares them, each one's generic plan on a
-// ledger with history walks indexes instead of scanning a table that
+// TestGenericPlansStayFlat checks the statements of the write paths that
+// run their generic plans (txn.genericPlans: inserts, with and without an
+// idempotency key, attempt records and what WriteMany combines of them):
+// taken from the wire as the store prepares them, each one's generic plan
+// on a ledger with history walks indexes instead of scanning a table that
 // grows. A statement added to these paths is checked without being listed.
 func TestGenericPlansStayFlat(t *testing.T) {
 	var rt roundTrips
@@ -228,10 +227,13 @@ func TestGenericPlansStayFlat(t *testing.T) {
 	}
 	slices.Sort(hot)
 	hot = slices.Compact(hot)
+	if !slices.Contains(hot, postgres.GenericPlansSQL) {
+		t.Errorf("the write paths did not ask for generic plans (%q); statements:\n%s", postgres.GenericPlansSQL, strings.Join(hot, "\n"))
+	}
 	checked := 0
 	for _, sql := range hot {
 		if !strings.Contains(sql, "$1") {
-			continue // BEGIN, COMMIT: no plan of their own
+			continue // BEGIN, SET LOCAL, COMMIT: no plan of their own
 		}
 		checked++
 		plan := genericPlan(t, conn, sql)

@@ -144,6 +144,7 @@ func (s *Store) AckTimeoutRecord(ctx context.Context, p *ledger.AckTimeoutParams
 func (s *Store) ackApply(ctx context.Context, op, id string, tr ledger.AckTransition, deadline bool, now time.Time) (ledger.AckResult, error) {
 	var res ledger.AckResult
 	err := s.tx(ctx, op, func(tx *txn) error {
+		tx.genericPlans()
 		res = ledger.AckResult{}
 		endpoints, deliveries, err := lockForRecord(ctx, tx, []*ledger.AttemptRecordParams{{DeliveryID: id}})
 		if err != nil {

@@ -17,6 +17,19 @@ import (
 // its lock).
 const beginSQL = "BEGIN ISOLATION LEVEL READ COMMITTED"
 
+// genericPlansSQL makes the transaction's prepared statements run their
+// generic plan (planned once per connection and statement) instead of a
+// custom plan per execution. The server prefers a custom plan whenever the
+// generic one looks costlier, which for a statement over an array
+// parameter (id = ANY($1), unnest($1)) it always does, since its size is
+// unknown: every execution of the record path's statements was planned
+// anew, most of the server's time per record. A generic plan lives until
+// an ANALYZE of its tables, so one made while they were nearly empty
+// (a sequential scan) ends when the store analyses them as they grow
+// (analyze.go). SET LOCAL ends with the transaction, so the pool's other
+// users keep the default.
+const genericPlansSQL = "SET LOCAL plan_cache_mode = force_generic_plan"
+
 // errTxnEnded refuses a statement after the transaction committed, or after
 // its BEGIN failed.
 var errTxnEnded = errors.New("the transaction has ended")
@@ -48,9 +61,20 @@ type txn struct {
 	begun   bool               // BEGIN was sent
 	done    bool               // committed or aborted
 	pending []*pgx.QueuedQuery // queued writes, not sent yet
+	generic bool               // run the statements' generic plans (genericPlans)
 }
 
 var _ pgx.Tx = (*txn)(nil)
+
+// genericPlans makes the transaction run the generic plans of its
+// statements (genericPlansSQL), from its first statement on: for the hot
+// write paths, whose statements TestGenericPlansStayFlat checks on a
+// ledger with history. Called before anything is sent.
+func (t *txn) genericPlans() {
+	if !t.begun {
+		t.generic = true
+	}
+}
 
 // queue adds b's statements to the transaction's next pipeline: for writes
 // whose answers nothing before COMMIT needs. Their callbacks run when that
@@ -96,6 +120,9 @@ func (t *txn) send(ctx context.Context, b *pgx.Batch, commit bool) pgx.BatchResu
 	begin := !t.begun
 	if begin {
 		p.Queue(beginSQL)
+		if t.generic {
+			p.Queue(genericPlansSQL)
+		}
 	}
 	pending := t.pending
 	t.pending = nil
@@ -118,9 +145,15 @@ func (t *txn) send(ctx context.Context, b *pgx.Batch, commit bool) pgx.BatchResu
 	t.begun = true
 	br := t.conn.SendBatch(ctx, p)
 	if begin {
-		if _, err := br.Exec(); err != nil {
-			_ = br.Close()
-			return pgx.FailedBatchResults(b, fmt.Errorf("begin: %w", err))
+		heads := 1
+		if t.generic {
+			heads = 2
+		}
+		for range heads {
+			if _, err := br.Exec(); err != nil {
+				_ = br.Close()
+				return pgx.FailedBatchResults(b, fmt.Errorf("begin: %w", err))
+			}
 		}
 	}
 	for _, qq := range pending {

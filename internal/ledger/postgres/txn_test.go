@@ -334,3 +334,38 @@ func TestTxnCancelled(t *testing.T) {
 		}
 	})
 }
+
+// TestGenericPlansEndWithTheTransaction checks that the generic plans of
+// the write paths (SET LOCAL) do not outlive their transactions: every
+// pooled connection is back at the server's default afterwards, so that
+// the reads, whose optional filters need custom plans, keep them.
+func TestGenericPlansEndWithTheTransaction(t *testing.T) {
+	s := pgtest.NewSchemaStore(t)
+	ctx := t.Context()
+	upsert(t, s, endpoint("shop", "all", "*"))
+	insert(t, s, events(2, "shop", t0))
+	claimed, err := s.DeliveryClaim(ctx, &ledger.DeliveryClaimParams{Owner: "w", Now: t0, LeaseFor: time.Hour, Limit: 2})
+	if err != nil || len(claimed) != 2 {
+		t.Fatalf("DeliveryClaim = %d, %v; want 2", len(claimed), err)
+	}
+	res, err := s.AttemptRecordMany(ctx, []*ledger.AttemptRecordParams{{DeliveryID: claimed[0].Delivery.ID, Owner: "w", Now: t0,
+		Attempt: ledger.Attempt{StartedAt: t0, StatusCode: 204}, Next: ledger.Next{State: ledger.StateDelivered}}})
+	if err != nil || res[0].Err != nil {
+		t.Fatalf("AttemptRecordMany: %v, %v", err, res[0].Err)
+	}
+	conns := s.Pool().AcquireAllIdle(ctx)
+	if len(conns) == 0 {
+		t.Fatal("no idle connection")
+	}
+	for _, c := range conns {
+		var mode string
+		err := c.QueryRow(ctx, `SHOW plan_cache_mode`).Scan(&mode)
+		c.Release()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if mode != "auto" {
+			t.Errorf("a pooled connection has plan_cache_mode %q after the write paths, want auto", mode)
+		}
+	}
+}
