@@ -192,6 +192,8 @@ func run(cfg config) error {
 	defer os.RemoveAll(work)
 	if cfg.profileDir == "" {
 		cfg.profileDir = work
+	} else if err := os.MkdirAll(cfg.profileDir, 0o755); err != nil {
+		return fmt.Errorf("profile directory: %w", err)
 	}
 	bin := cfg.enginehost
 	if bin == "" {
