@@ -155,10 +155,11 @@ func breakdown(profile string) string {
 	if err != nil {
 		return "(no profile: " + err.Error() + ")"
 	}
+	lines := strings.Split(string(out), "\n")
 	var parts []string
 	for _, st := range profileStages {
 	stage:
-		for _, line := range strings.Split(string(out), "\n") {
+		for _, line := range lines {
 			f := strings.Fields(line)
 			if len(f) < 6 {
 				continue

@@ -61,19 +61,19 @@ type txn struct {
 	begun   bool               // BEGIN was sent
 	done    bool               // committed or aborted
 	pending []*pgx.QueuedQuery // queued writes, not sent yet
-	generic bool               // run the statements' generic plans (genericPlans)
 }
 
 var _ pgx.Tx = (*txn)(nil)
 
 // genericPlans makes the transaction run the generic plans of its
-// statements (genericPlansSQL), from its first statement on: for the hot
+// statements (genericPlansSQL): queued, it rides in the first pipeline
+// right after BEGIN, ahead of every statement sent after it. For the hot
 // write paths, whose statements TestGenericPlansStayFlat checks on a
-// ledger with history. Called before anything is sent.
+// ledger with history; called before anything else is sent or queued.
 func (t *txn) genericPlans() {
-	if !t.begun {
-		t.generic = true
-	}
+	b := &pgx.Batch{}
+	b.Queue(genericPlansSQL)
+	t.queue("generic plans", b)
 }
 
 // queue adds b's statements to the transaction's next pipeline: for writes
@@ -120,9 +120,6 @@ func (t *txn) send(ctx context.Context, b *pgx.Batch, commit bool) pgx.BatchResu
 	begin := !t.begun
 	if begin {
 		p.Queue(beginSQL)
-		if t.generic {
-			p.Queue(genericPlansSQL)
-		}
 	}
 	pending := t.pending
 	t.pending = nil
@@ -145,15 +142,9 @@ func (t *txn) send(ctx context.Context, b *pgx.Batch, commit bool) pgx.BatchResu
 	t.begun = true
 	br := t.conn.SendBatch(ctx, p)
 	if begin {
-		heads := 1
-		if t.generic {
-			heads = 2
-		}
-		for range heads {
-			if _, err := br.Exec(); err != nil {
-				_ = br.Close()
-				return pgx.FailedBatchResults(b, fmt.Errorf("begin: %w", err))
-			}
+		if _, err := br.Exec(); err != nil {
+			_ = br.Close()
+			return pgx.FailedBatchResults(b, fmt.Errorf("begin: %w", err))
 		}
 	}
 	for _, qq := range pending {
