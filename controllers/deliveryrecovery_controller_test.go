@@ -65,8 +65,12 @@ func completed(key client.ObjectKey) *hookv1.DeliveryRecovery {
 }
 
 func deliveriesOf(eventID string) []ledger.Delivery {
-	ds, err := store.DeliveryList(ctx, &ledger.DeliveryListParams{EventID: eventID})
+	vs, err := store.DeliveryBrowse(ctx, &ledger.DeliveryBrowseParams{EventID: eventID})
 	Expect(err).NotTo(HaveOccurred())
+	ds := make([]ledger.Delivery, 0, len(vs))
+	for _, v := range vs {
+		ds = append(ds, v.Delivery)
+	}
 	return ds
 }
 

@@ -12,14 +12,13 @@ import (
 
 	"github.com/hookkeeper/hookkeeper/api/delivery/v1alpha1"
 	"github.com/hookkeeper/hookkeeper/internal/httpapi"
-	"github.com/hookkeeper/hookkeeper/internal/kubeauth"
 	"github.com/hookkeeper/hookkeeper/internal/ledger"
 )
 
-// The permission a create checks is the HTTP API's, as kubeauth asks it.
+// The permission a create checks is the HTTP API's.
 func TestPublishPermissionIsTheHTTPAPIs(t *testing.T) {
-	if PublishGroup != kubeauth.Group || PublishResource != kubeauth.ResourceEvents {
-		t.Errorf("create checks %s.%s, the HTTP API checks %s.%s", PublishResource, PublishGroup, kubeauth.ResourceEvents, kubeauth.Group)
+	if PublishGroup != httpapi.PublishGroup || PublishResource != httpapi.ResourceEvents {
+		t.Errorf("create checks %s.%s, the HTTP API checks %s.%s", PublishResource, PublishGroup, httpapi.ResourceEvents, httpapi.PublishGroup)
 	}
 }
 

@@ -68,13 +68,24 @@ func authError(err, sentinel error, status int, code Code, message string) *apiE
 	return &apiError{status: status, code: code, message: message, cause: err}
 }
 
-// Verbs and resources checked by the handler. Publishing needs create on
-// events; every read needs get on the resource read.
+// What the handler authorises. Publishing needs create on
+// events.hookkeeper.dev (a name for RBAC only). Reading is authorised as
+// the aggregated API delivery.hookkeeper.dev authorises the same read, so
+// that one role grants or refuses it at both doors: get or list on
+// deliveries or webhookevents, and for an event's data get on
+// webhookevents/data (docs/adr/0014).
 const (
-	VerbCreate         = "create"
-	VerbGet            = "get"
-	ResourceEvents     = "events"
-	ResourceDeliveries = "deliveries"
+	VerbCreate = "create"
+	VerbGet    = "get"
+	VerbList   = "list"
+
+	PublishGroup   = "hookkeeper.dev"
+	ResourceEvents = "events"
+
+	HistoryGroup          = "delivery.hookkeeper.dev"
+	ResourceDeliveries    = "deliveries"
+	ResourceWebhookEvents = "webhookevents"
+	SubresourceData       = "data"
 )
 
 // Principal is an authenticated caller, shaped like a Kubernetes user so
@@ -88,12 +99,29 @@ type Principal struct {
 	Extra map[string][]string
 }
 
-// Access is what a request wants to do. Name is empty for publish and list.
+// Access is what a request wants to do, as Kubernetes resource attributes.
+// Name is empty for publish and list.
 type Access struct {
-	Verb      string
-	Resource  string
-	Namespace string
-	Name      string
+	Verb        string
+	Group       string
+	Resource    string
+	Subresource string
+	Namespace   string
+	Name        string
+}
+
+type principalKey struct{}
+
+// withPrincipal returns ctx carrying the authenticated caller, for handlers
+// that authorise more than their route (event data).
+func withPrincipal(ctx context.Context, p Principal) context.Context {
+	return context.WithValue(ctx, principalKey{}, p)
+}
+
+// principalFrom returns the caller withPrincipal stored.
+func principalFrom(ctx context.Context) (Principal, bool) {
+	p, ok := ctx.Value(principalKey{}).(Principal)
+	return p, ok
 }
 
 // Auth authenticates requests and authorizes what they do. The Kubernetes

@@ -101,56 +101,38 @@ type fakeReader struct {
 	attempts   map[string][]ledger.Attempt
 	owners     map[string]string // endpoint ID → owner
 	err        error
-	ownersErr  error
-	lastList   *ledger.DeliveryListParams
+	lastList   *ledger.DeliveryBrowseParams
 }
 
-func (f *fakeReader) EventGet(_ context.Context, id string) (ledger.Event, error) {
+func (f *fakeReader) EventBrowse(_ context.Context, p *ledger.EventBrowseParams) ([]ledger.Event, error) {
 	if f.err != nil {
-		return ledger.Event{}, f.err
+		return nil, f.err
 	}
-	ev, ok := f.events[id]
-	if !ok {
-		return ledger.Event{}, fmt.Errorf("event %s: %w", id, ledger.ErrNotFound)
-	}
-	return ev, nil
-}
-
-func (f *fakeReader) DeliveryGet(_ context.Context, id string) (ledger.Delivery, error) {
-	if f.err != nil {
-		return ledger.Delivery{}, f.err
-	}
-	for _, d := range f.deliveries {
-		if d.ID == id {
-			return d, nil
+	var out []ledger.Event
+	for _, ev := range f.events {
+		if (p.ID == "" || ev.ID == p.ID) && (p.Namespace == "" || ev.Namespace == p.Namespace) &&
+			(p.Type == "" || ev.Type == p.Type) && ev.ID > p.AfterID {
+			ev.Secrets = nil // EventBrowse never reads secrets
+			out = append(out, ev)
 		}
 	}
-	return ledger.Delivery{}, fmt.Errorf("delivery %s: %w", id, ledger.ErrNotFound)
+	slices.SortFunc(out, func(a, b ledger.Event) int { return cmp.Compare(a.ID, b.ID) })
+	return out[:min(len(out), ledger.ListLimit(p.Limit))], nil
 }
 
-func (f *fakeReader) DeliveryList(_ context.Context, p *ledger.DeliveryListParams) ([]ledger.Delivery, error) {
+func (f *fakeReader) DeliveryBrowse(_ context.Context, p *ledger.DeliveryBrowseParams) ([]ledger.DeliveryView, error) {
 	f.lastList = p
 	if f.err != nil {
 		return nil, f.err
 	}
-	var out []ledger.Delivery
+	var out []ledger.DeliveryView
 	for _, d := range f.deliveries {
-		if (p.EndpointID == "" || d.EndpointID == p.EndpointID) && (p.EventID == "" || d.EventID == p.EventID) &&
-			(len(p.States) == 0 || slices.Contains(p.States, d.State)) && d.ID > p.AfterID && len(out) < p.Limit {
-			out = append(out, d)
-		}
-	}
-	return out, nil
-}
-
-func (f *fakeReader) EndpointOwners(_ context.Context, ids []string) (map[string]string, error) {
-	if f.err != nil || f.ownersErr != nil {
-		return nil, cmp.Or(f.err, f.ownersErr)
-	}
-	out := map[string]string{}
-	for _, id := range ids {
-		if o, ok := f.owners[id]; ok {
-			out[id] = o
+		namespace, _, _ := strings.Cut(d.EndpointID, "/")
+		if (p.ID == "" || d.ID == p.ID) && (p.Namespace == "" || namespace == p.Namespace) &&
+			(p.EndpointID == "" || d.EndpointID == p.EndpointID) && (p.EventID == "" || d.EventID == p.EventID) &&
+			(len(p.States) == 0 || slices.Contains(p.States, d.State)) &&
+			(p.Resolution == "" || d.Resolution == p.Resolution) && d.ID > p.AfterID && len(out) < ledger.ListLimit(p.Limit) {
+			out = append(out, ledger.DeliveryView{Delivery: d, Namespace: namespace, EndpointOwner: f.owners[d.EndpointID]})
 		}
 	}
 	return out, nil
@@ -170,6 +152,7 @@ type recordingAuth struct {
 	mu       sync.Mutex
 	accesses []Access
 	deny     bool
+	denyData bool // deny get on webhookevents/data only
 	authnErr error
 	authzErr error
 }
@@ -188,7 +171,7 @@ func (a *recordingAuth) Authorize(ctx context.Context, p Principal, acc Access) 
 	switch {
 	case a.authzErr != nil:
 		return a.authzErr
-	case a.deny:
+	case a.deny, a.denyData && acc.Subresource == SubresourceData:
 		return fmt.Errorf("policy says no: %w", ErrForbidden)
 	}
 	return a.StaticTokens.Authorize(ctx, p, acc)

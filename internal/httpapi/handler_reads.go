@@ -14,8 +14,11 @@ import (
 	"github.com/hookkeeper/hookkeeper/internal/ledger"
 )
 
-// Read API. An object of another namespace answers exactly as a missing
-// one (404), so that namespaces do not learn of each other's objects.
+// Read API: an adapter on the ledger's one read model (ledger.Browser),
+// authorised as the aggregated API delivery.hookkeeper.dev authorises the
+// same reads (docs/adr/0014). An object of another namespace answers
+// exactly as a missing one (404), so that namespaces do not learn of each
+// other's objects.
 
 // Limits of the delivery list.
 const (
@@ -24,9 +27,10 @@ const (
 	maxIDLength      = 128 // longer IDs are unknown without asking the store
 )
 
-// EventView is an event as the read API shows it: data included, secrets
-// never; SecretNames and SecretsScrubbed say what it carried and whether
-// the secrets are gone.
+// EventView is an event as the read API shows it: secrets never, data only
+// to a caller who may get webhookevents/data (DataHidden says it was
+// withheld); SecretNames and SecretsScrubbed say what it carried and
+// whether the secrets are gone.
 type EventView struct {
 	ID              string          `json:"id"`
 	Namespace       string          `json:"namespace"`
@@ -37,7 +41,8 @@ type EventView struct {
 	SecretNames     []string        `json:"secretNames"`
 	SecretsScrubbed bool            `json:"secretsScrubbed"`
 	SecretsScrubAt  *time.Time      `json:"secretsScrubAt,omitempty"`
-	Data            json.RawMessage `json:"data"` // null once the payload retention expired
+	Data            json.RawMessage `json:"data"` // null once the payload retention expired, or hidden
+	DataHidden      bool            `json:"dataHidden,omitempty"`
 }
 
 // DeliveryView is a delivery as the read API shows it.
@@ -83,14 +88,23 @@ type AttemptList struct {
 	Items []AttemptView `json:"items"`
 }
 
-// getEvent serves GET /v1/namespaces/{namespace}/events/{id}.
+// getEvent serves GET /v1/namespaces/{namespace}/events/{id}: the event as
+// the aggregated API's get of a webhookevent shows it, its data only to a
+// caller who may also get webhookevents/data in the namespace.
 func (h *Handler) getEvent(w http.ResponseWriter, r *http.Request, ns string) error {
 	id := r.PathValue("id")
-	ev, err := h.event(r, ns, id)
-	if err != nil {
-		return err
+	if id == "" || len(id) > maxIDLength {
+		return notFound("event", id)
 	}
-	return writeJSON(w, http.StatusOK, EventView{
+	es, err := h.cfg.Reader.EventBrowse(r.Context(), &ledger.EventBrowseParams{ID: id, Namespace: ns, Limit: 1})
+	if err != nil {
+		return internalError(fmt.Errorf("reading event %s: %w", id, err))
+	}
+	if len(es) == 0 {
+		return notFound("event", id)
+	}
+	ev := es[0]
+	view := EventView{
 		ID:              ev.ID,
 		Namespace:       ev.Namespace,
 		Type:            ev.Type,
@@ -98,10 +112,38 @@ func (h *Handler) getEvent(w http.ResponseWriter, r *http.Request, ns string) er
 		ReissueOf:       ev.ReissueOf,
 		IdempotencyKey:  ev.IdempotencyKey,
 		SecretNames:     nonNil(ev.SecretNames),
-		SecretsScrubbed: len(ev.SecretNames) > 0 && len(ev.Secrets) == 0,
+		SecretsScrubbed: len(ev.SecretNames) > 0 && ev.SecretsScrubAt != nil,
 		SecretsScrubAt:  utc(ev.SecretsScrubAt),
-		Data:            ev.Data,
+	}
+	if len(ev.Data) > 0 {
+		show, err := h.mayReadData(r, ns)
+		if err != nil {
+			return err
+		}
+		if show {
+			view.Data = ev.Data
+		} else {
+			view.DataHidden = true
+		}
+	}
+	return writeJSON(w, http.StatusOK, view)
+}
+
+// mayReadData asks the Auth whether the caller may get webhookevents/data
+// in ns: the one permission both doors require for event data.
+func (h *Handler) mayReadData(r *http.Request, ns string) (bool, error) {
+	p, _ := principalFrom(r.Context())
+	err := h.cfg.Auth.Authorize(r.Context(), p, Access{
+		Verb: VerbGet, Group: HistoryGroup, Resource: ResourceWebhookEvents, Subresource: SubresourceData, Namespace: ns,
 	})
+	switch {
+	case err == nil:
+		return true, nil
+	case errors.Is(err, ErrForbidden):
+		return false, nil
+	default:
+		return false, authError(err, ErrForbidden, http.StatusForbidden, CodeForbidden, "")
+	}
 }
 
 // getDelivery serves GET /v1/namespaces/{namespace}/deliveries/{id}.
@@ -110,25 +152,7 @@ func (h *Handler) getDelivery(w http.ResponseWriter, r *http.Request, ns string)
 	if err != nil {
 		return err
 	}
-	owners, err := h.owners(r, []ledger.Delivery{d})
-	if err != nil {
-		return err
-	}
-	return writeJSON(w, http.StatusOK, deliveryView(ns, &d, owners))
-}
-
-// owners reads the owners of the endpoints of ds.
-func (h *Handler) owners(r *http.Request, ds []ledger.Delivery) (map[string]string, error) {
-	ids := make([]string, 0, len(ds))
-	for i := range ds {
-		ids = append(ids, ds[i].EndpointID)
-	}
-	slices.Sort(ids)
-	owners, err := h.cfg.Reader.EndpointOwners(r.Context(), slices.Compact(ids))
-	if err != nil {
-		return nil, internalError(fmt.Errorf("reading endpoint owners: %w", err))
-	}
-	return owners, nil
+	return writeJSON(w, http.StatusOK, deliveryView(&d))
 }
 
 // listAttempts serves GET /v1/namespaces/{namespace}/deliveries/{id}/attempts.
@@ -156,10 +180,9 @@ func (h *Handler) listAttempts(w http.ResponseWriter, r *http.Request, ns string
 }
 
 // listDeliveries serves GET /v1/namespaces/{namespace}/deliveries with
-// query parameters endpoint, event (at least one is required: the ledger
-// lists by endpoint or event, and that is what keeps the list inside the
-// namespace), state (repeated or comma-separated), resolution, after and
-// limit.
+// query parameters endpoint, event, state (repeated or comma-separated),
+// resolution, after and limit: a page of the namespace's deliveries in ID
+// order, as the aggregated API lists them.
 func (h *Handler) listDeliveries(w http.ResponseWriter, r *http.Request, ns string) error {
 	q, err := url.ParseQuery(r.URL.RawQuery)
 	if err != nil {
@@ -169,29 +192,13 @@ func (h *Handler) listDeliveries(w http.ResponseWriter, r *http.Request, ns stri
 	if err != nil {
 		return err
 	}
-	out := DeliveryList{Items: []DeliveryView{}}
-	if params.EventID != "" {
-		// The event must be of this namespace; if not, there is nothing
-		// to list (and nothing to reveal).
-		if _, err := h.event(r, ns, params.EventID); err != nil {
-			if ae := asAPIError(err); ae.code == CodeNotFound {
-				return writeJSON(w, http.StatusOK, out)
-			}
-			return err
-		}
-	}
-	ds, err := h.cfg.Reader.DeliveryList(r.Context(), params)
+	ds, err := h.cfg.Reader.DeliveryBrowse(r.Context(), params)
 	if err != nil {
 		return internalError(fmt.Errorf("listing deliveries: %w", err))
 	}
-	owners, err := h.owners(r, ds)
-	if err != nil {
-		return err
-	}
+	out := DeliveryList{Items: make([]DeliveryView, 0, len(ds))}
 	for i := range ds {
-		if inNamespace(ns, ds[i].EndpointID) { // defence in depth
-			out.Items = append(out.Items, deliveryView(ns, &ds[i], owners))
-		}
+		out.Items = append(out.Items, deliveryView(&ds[i]))
 	}
 	if len(ds) > 0 && len(ds) >= params.Limit {
 		out.NextAfter = ds[len(ds)-1].ID
@@ -199,7 +206,7 @@ func (h *Handler) listDeliveries(w http.ResponseWriter, r *http.Request, ns stri
 	return writeJSON(w, http.StatusOK, out)
 }
 
-func deliveryListParams(ns string, q url.Values) (*ledger.DeliveryListParams, error) {
+func deliveryListParams(ns string, q url.Values) (*ledger.DeliveryBrowseParams, error) {
 	known := []string{"endpoint", "event", "state", "resolution", "after", "limit"}
 	if err := knownParams(q, known); err != nil {
 		return nil, err
@@ -214,7 +221,7 @@ func deliveryListParams(ns string, q url.Values) (*ledger.DeliveryListParams, er
 			return "", badRequest(CodeInvalidField, name, "query parameter %s must be given once", name)
 		}
 	}
-	p := &ledger.DeliveryListParams{Limit: DefaultListLimit}
+	p := &ledger.DeliveryBrowseParams{Namespace: ns, Limit: DefaultListLimit}
 	endpoint, err := one("endpoint")
 	if err != nil {
 		return nil, err
@@ -227,9 +234,6 @@ func deliveryListParams(ns string, q url.Values) (*ledger.DeliveryListParams, er
 	}
 	if p.EventID, err = one("event"); err != nil {
 		return nil, err
-	}
-	if p.EndpointID == "" && p.EventID == "" {
-		return nil, badRequest(CodeInvalidField, "endpoint", "endpoint or event is required: deliveries are listed per endpoint or per event")
 	}
 	for _, v := range q["state"] {
 		for s := range strings.SplitSeq(v, ",") {
@@ -301,44 +305,27 @@ func knownParams(q url.Values, known []string) error {
 		unknown[0], strings.Join(known, ", "))
 }
 
-// event returns the event id of namespace ns, or a 404.
-func (h *Handler) event(r *http.Request, ns, id string) (ledger.Event, error) {
-	if id == "" || len(id) > maxIDLength {
-		return ledger.Event{}, notFound("event", id)
-	}
-	ev, err := h.cfg.Reader.EventGet(r.Context(), id)
-	switch {
-	case errors.Is(err, ledger.ErrNotFound), err == nil && ev.Namespace != ns:
-		return ledger.Event{}, notFound("event", id)
-	case err != nil:
-		return ledger.Event{}, internalError(fmt.Errorf("reading event %s: %w", id, err))
-	}
-	return ev, nil
-}
-
 // delivery returns the delivery id of namespace ns, or a 404.
-func (h *Handler) delivery(r *http.Request, ns, id string) (ledger.Delivery, error) {
+func (h *Handler) delivery(r *http.Request, ns, id string) (ledger.DeliveryView, error) {
 	if id == "" || len(id) > maxIDLength {
-		return ledger.Delivery{}, notFound("delivery", id)
+		return ledger.DeliveryView{}, notFound("delivery", id)
 	}
-	d, err := h.cfg.Reader.DeliveryGet(r.Context(), id)
-	switch {
-	case errors.Is(err, ledger.ErrNotFound), err == nil && !inNamespace(ns, d.EndpointID):
-		return ledger.Delivery{}, notFound("delivery", id)
-	case err != nil:
-		return ledger.Delivery{}, internalError(fmt.Errorf("reading delivery %s: %w", id, err))
+	ds, err := h.cfg.Reader.DeliveryBrowse(r.Context(), &ledger.DeliveryBrowseParams{ID: id, Namespace: ns, Limit: 1})
+	if err != nil {
+		return ledger.DeliveryView{}, internalError(fmt.Errorf("reading delivery %s: %w", id, err))
 	}
-	return d, nil
+	if len(ds) == 0 {
+		return ledger.DeliveryView{}, notFound("delivery", id)
+	}
+	return ds[0], nil
 }
 
-func inNamespace(ns, endpointID string) bool { return strings.HasPrefix(endpointID, ns+"/") }
-
-func deliveryView(ns string, d *ledger.Delivery, owners map[string]string) DeliveryView {
+func deliveryView(d *ledger.DeliveryView) DeliveryView {
 	return DeliveryView{
 		ID:             d.ID,
 		Event:          d.EventID,
-		Endpoint:       endpointName(ns, d.EndpointID),
-		Owner:          owners[d.EndpointID],
+		Endpoint:       endpointName(d.Namespace, d.EndpointID),
+		Owner:          d.EndpointOwner,
 		State:          d.State,
 		Attempts:       d.Attempts,
 		DueAt:          d.DueAt.UTC(),

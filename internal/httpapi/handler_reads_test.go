@@ -31,9 +31,9 @@ func readEnv(t *testing.T) *env {
 	scrubAt := testNow.Add(time.Hour)
 	e.reader.events = map[string]ledger.Event{
 		evtA: {ID: evtA, Namespace: ns, Type: "fan.confirm", Data: json.RawMessage(`{"email":"a@example.com"}`),
-			Secrets: sensitive.Bytes(`{"code":"TOPSECRET"}`), SecretNames: []string{"code"}, IdempotencyKey: "k1",
+			Secrets: sensitive.Bytes(`{"code":"TOPSECRET"}`), SecretNames: []string{"code"}, IdempotencyKey: "k1", CreatedAt: testNow},
+		evtS: {ID: evtS, Namespace: ns, Type: "fan.confirm", Data: json.RawMessage(`{}`), SecretNames: []string{"code"},
 			SecretsScrubAt: &scrubAt, CreatedAt: testNow},
-		evtS: {ID: evtS, Namespace: ns, Type: "fan.confirm", Data: json.RawMessage(`{}`), SecretNames: []string{"code"}, CreatedAt: testNow},
 		evtO: {ID: evtO, Namespace: "other", Type: "x", Data: json.RawMessage(`{"theirs":true}`), CreatedAt: testNow},
 	}
 	e.reader.deliveries = []ledger.Delivery{
@@ -67,7 +67,7 @@ func TestGetEvent(t *testing.T) {
 	}
 	v := decode[EventView](t, rec)
 	if v.ID != evtA || v.Namespace != ns || v.Type != "fan.confirm" || string(v.Data) != `{"email":"a@example.com"}` ||
-		!slices.Equal(v.SecretNames, []string{"code"}) || v.SecretsScrubbed || v.SecretsScrubAt == nil || v.IdempotencyKey != "k1" {
+		!slices.Equal(v.SecretNames, []string{"code"}) || v.SecretsScrubbed || v.SecretsScrubAt != nil || v.IdempotencyKey != "k1" || v.DataHidden {
 		t.Errorf("view = %+v", v)
 	}
 	if strings.Contains(rec.Body.String(), "TOPSECRET") {
@@ -75,16 +75,35 @@ func TestGetEvent(t *testing.T) {
 	}
 
 	v = decode[EventView](t, get(t, e, "/v1/namespaces/shop/events/"+evtS))
-	if !v.SecretsScrubbed {
+	if !v.SecretsScrubbed || v.SecretsScrubAt == nil {
 		t.Errorf("scrubbed event shows secretsScrubbed=false: %+v", v)
 	}
+	// The route needs get on webhookevents, the data get on
+	// webhookevents/data, as in the aggregated API.
+	data := Access{Verb: VerbGet, Group: HistoryGroup, Resource: ResourceWebhookEvents, Subresource: SubresourceData, Namespace: ns}
 	want := []Access{
-		{Verb: VerbGet, Resource: ResourceEvents, Namespace: ns, Name: evtA},
-		{Verb: VerbGet, Resource: ResourceEvents, Namespace: ns, Name: evtS},
+		{Verb: VerbGet, Group: HistoryGroup, Resource: ResourceWebhookEvents, Namespace: ns, Name: evtA}, data,
+		{Verb: VerbGet, Group: HistoryGroup, Resource: ResourceWebhookEvents, Namespace: ns, Name: evtS}, data,
 	}
 	if !slices.Equal(e.auth.accesses, want) {
 		t.Errorf("accesses %+v, want %+v", e.auth.accesses, want)
 	}
+}
+
+// TestEventDataNeedsTheDataPermission: without get on webhookevents/data
+// the event answers without its data, and says so; a failure to decide is
+// not an answer without data but the Auth's error.
+func TestEventDataNeedsTheDataPermission(t *testing.T) {
+	e := readEnv(t)
+	e.auth.denyData = true
+	rec := get(t, e, "/v1/namespaces/shop/events/"+evtA)
+	v := decode[EventView](t, rec)
+	if rec.Code != http.StatusOK || (v.Data != nil && string(v.Data) != "null") || !v.DataHidden || strings.Contains(rec.Body.String(), "a@example.com") {
+		t.Errorf("without the data permission: %d %s", rec.Code, rec.Body)
+	}
+	e = readEnv(t)
+	e.auth.authzErr = &UnavailableError{RetryAfter: time.Second, Reason: "the Kubernetes API is unreachable"}
+	wantError(t, get(t, e, "/v1/namespaces/shop/events/"+evtA), http.StatusServiceUnavailable, CodeUnavailable, "")
 }
 
 func TestGetDeliveryAndAttempts(t *testing.T) {
@@ -112,7 +131,7 @@ func TestGetDeliveryAndAttempts(t *testing.T) {
 	if a := decode[AttemptList](t, get(t, e, "/v1/namespaces/shop/deliveries/"+dlv1+"/attempts")); a.Items == nil || len(a.Items) != 0 {
 		t.Errorf("no attempts: %+v, want an empty list", a)
 	}
-	if got := e.auth.accesses[0]; got != (Access{Verb: VerbGet, Resource: ResourceDeliveries, Namespace: ns, Name: dlv2}) {
+	if got := e.auth.accesses[0]; got != (Access{Verb: VerbGet, Group: HistoryGroup, Resource: ResourceDeliveries, Namespace: ns, Name: dlv2}) {
 		t.Errorf("access = %+v", got)
 	}
 }
@@ -157,24 +176,26 @@ func TestListDeliveries(t *testing.T) {
 		name       string
 		query      string
 		want       []string
-		wantParams ledger.DeliveryListParams
+		wantParams ledger.DeliveryBrowseParams
 		nextAfter  string
 	}{
 		{"by endpoint", "endpoint=billing", []string{dlv1, dlv3},
-			ledger.DeliveryListParams{EndpointID: "shop/billing", Limit: DefaultListLimit}, ""},
+			ledger.DeliveryBrowseParams{EndpointID: "shop/billing", Limit: DefaultListLimit}, ""},
 		{"by event", "event=" + evtA, []string{dlv1, dlv2},
-			ledger.DeliveryListParams{EventID: evtA, Limit: DefaultListLimit}, ""},
+			ledger.DeliveryBrowseParams{EventID: evtA, Limit: DefaultListLimit}, ""},
 		{"states, repeated and comma-separated", "endpoint=billing&state=scheduled,delivered&state=exhausted&state=scheduled", []string{dlv1, dlv3},
-			ledger.DeliveryListParams{EndpointID: "shop/billing", States: []ledger.DeliveryState{"scheduled", "delivered", "exhausted"}, Limit: DefaultListLimit}, ""},
-		{"resolution", "event=" + evtA + "&resolution=unresolved", []string{dlv1, dlv2},
-			ledger.DeliveryListParams{EventID: evtA, Resolution: ledger.ResolutionUnresolved, Limit: DefaultListLimit}, ""},
+			ledger.DeliveryBrowseParams{EndpointID: "shop/billing", States: []ledger.DeliveryState{"scheduled", "delivered", "exhausted"}, Limit: DefaultListLimit}, ""},
+		{"resolution", "event=" + evtA + "&resolution=unresolved", []string{dlv2},
+			ledger.DeliveryBrowseParams{EventID: evtA, Resolution: ledger.ResolutionUnresolved, Limit: DefaultListLimit}, ""},
 		{"first page", "endpoint=billing&limit=1", []string{dlv1},
-			ledger.DeliveryListParams{EndpointID: "shop/billing", Limit: 1}, dlv1},
+			ledger.DeliveryBrowseParams{EndpointID: "shop/billing", Limit: 1}, dlv1},
 		{"next page", "endpoint=billing&limit=1&after=" + dlv1, []string{dlv3},
-			ledger.DeliveryListParams{EndpointID: "shop/billing", AfterID: dlv1, Limit: 1}, dlv3},
+			ledger.DeliveryBrowseParams{EndpointID: "shop/billing", AfterID: dlv1, Limit: 1}, dlv3},
 		{"past the end", "endpoint=billing&limit=1&after=" + dlv3, []string{},
-			ledger.DeliveryListParams{EndpointID: "shop/billing", AfterID: dlv3, Limit: 1}, ""},
-		{"unknown event", "event=evt_01zzzzzzzzzzzzzzzzzzzzzzzz", []string{}, ledger.DeliveryListParams{}, ""},
+			ledger.DeliveryBrowseParams{EndpointID: "shop/billing", AfterID: dlv3, Limit: 1}, ""},
+		{"unknown event", "event=evt_01zzzzzzzzzzzzzzzzzzzzzzzz", []string{}, ledger.DeliveryBrowseParams{}, ""},
+		{"the whole namespace", "", []string{dlv1, dlv2, dlv3},
+			ledger.DeliveryBrowseParams{Namespace: ns, Limit: DefaultListLimit}, ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -205,7 +226,7 @@ func TestListDeliveries(t *testing.T) {
 			}
 			if tt.wantParams.Limit != 0 {
 				p := e.reader.lastList
-				if p == nil || p.EndpointID != tt.wantParams.EndpointID || p.EventID != tt.wantParams.EventID || !slices.Equal(p.States, tt.wantParams.States) ||
+				if p == nil || p.Namespace != ns || p.EndpointID != tt.wantParams.EndpointID || p.EventID != tt.wantParams.EventID || !slices.Equal(p.States, tt.wantParams.States) ||
 					p.Resolution != tt.wantParams.Resolution || p.AfterID != tt.wantParams.AfterID || p.Limit != tt.wantParams.Limit {
 					t.Errorf("params = %+v, want %+v", p, tt.wantParams)
 				}
@@ -220,8 +241,6 @@ func TestListDeliveriesRefusals(t *testing.T) {
 		code  Code
 		field string
 	}{
-		{"", CodeInvalidField, "endpoint"},
-		{"state=scheduled", CodeInvalidField, "endpoint"},
 		{"endpoint=billing&endpont=x", CodeUnknownField, "endpont"},
 		{"endpoint=billing&endpoint=audit", CodeInvalidField, "endpoint"},
 		{"endpoint=Billing", CodeInvalidField, "endpoint"},
@@ -258,15 +277,6 @@ func TestReadFailures(t *testing.T) {
 		if strings.Contains(rec.Body.String(), "10.0.0.7") {
 			t.Errorf("%s: answer leaks the internal error", p)
 		}
-	}
-	// The owners cannot be read: the delivery reads fail whole.
-	for _, p := range paths[1:] {
-		if strings.HasSuffix(p, "/attempts") {
-			continue
-		}
-		e := readEnv(t)
-		e.reader.ownersErr = errBackend
-		wantError(t, get(t, e, p), http.StatusInternalServerError, CodeInternal, "")
 	}
 	e := readEnv(t)
 	e.auth.deny = true

@@ -1,5 +1,7 @@
 // Package httpapi is hookkeeper's HTTP API: producers publish events into
-// the ledger, and tooling reads events, deliveries and attempts back.
+// the ledger, and tooling reads events, deliveries and attempts back
+// through an adapter on the ledger's one read model, under the aggregated
+// API's permissions (docs/adr/0014).
 //
 // A publish is answered only once the event and its deliveries are
 // committed (group-committed with concurrent publishes), so a 201 means the
@@ -79,6 +81,7 @@ type route struct {
 	method   string
 	path     string
 	verb     string
+	group    string
 	resource string
 	nameVar  string // path variable naming the object, if any
 	fn       handlerFunc
@@ -107,11 +110,12 @@ func New(cfg Config) (*Handler, error) {
 
 	const ns = "/v1/namespaces/{namespace}"
 	routes := []route{
-		{http.MethodPost, ns + "/events", VerbCreate, ResourceEvents, "", h.publish},
-		{http.MethodGet, ns + "/events/{id}", VerbGet, ResourceEvents, "id", h.getEvent},
-		{http.MethodGet, ns + "/deliveries", VerbGet, ResourceDeliveries, "", h.listDeliveries},
-		{http.MethodGet, ns + "/deliveries/{id}", VerbGet, ResourceDeliveries, "id", h.getDelivery},
-		{http.MethodGet, ns + "/deliveries/{id}/attempts", VerbGet, ResourceDeliveries, "id", h.listAttempts},
+		{http.MethodPost, ns + "/events", VerbCreate, PublishGroup, ResourceEvents, "", h.publish},
+		{http.MethodGet, ns + "/events/{id}", VerbGet, HistoryGroup, ResourceWebhookEvents, "id", h.getEvent},
+		{http.MethodGet, ns + "/deliveries", VerbList, HistoryGroup, ResourceDeliveries, "", h.listDeliveries},
+		{http.MethodGet, ns + "/deliveries/{id}", VerbGet, HistoryGroup, ResourceDeliveries, "id", h.getDelivery},
+		// Attempts are part of a delivery, as in the aggregated API's get.
+		{http.MethodGet, ns + "/deliveries/{id}/attempts", VerbGet, HistoryGroup, ResourceDeliveries, "id", h.listAttempts},
 	}
 	for _, rt := range routes {
 		h.mux.Handle(rt.method+" "+rt.path, h.serve(rt))
@@ -203,7 +207,7 @@ func (h *Handler) serve(rt route) http.HandlerFunc {
 				"namespace must be a DNS-1123 label: at most 63 lower-case letters, digits or '-', starting and ending with a letter or digit"))
 			return
 		}
-		access := Access{Verb: rt.verb, Resource: rt.resource, Namespace: ns}
+		access := Access{Verb: rt.verb, Group: rt.group, Resource: rt.resource, Namespace: ns}
 		if rt.nameVar != "" {
 			access.Name = r.PathValue(rt.nameVar)
 		}
@@ -212,7 +216,7 @@ func (h *Handler) serve(rt route) http.HandlerFunc {
 				fmt.Sprintf("user %q may not %s %s in namespace %q", p.Username, rt.verb, rt.resource, ns)))
 			return
 		}
-		if err := rt.fn(w, r, ns); err != nil {
+		if err := rt.fn(w, r.WithContext(withPrincipal(r.Context(), p)), ns); err != nil {
 			h.fail(w, log, err)
 		}
 	}

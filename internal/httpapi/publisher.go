@@ -14,13 +14,8 @@ type Publisher interface {
 	Publish(ctx context.Context, params *ledger.EventInsertParams) (ledger.EventInsertResult, error)
 }
 
-// Reader is the part of ledger.Store the read API needs.
+// Reader is the ledger's one read model, as the aggregated API reads it.
 type Reader interface {
-	EventGet(ctx context.Context, id string) (ledger.Event, error)
-	DeliveryGet(ctx context.Context, id string) (ledger.Delivery, error)
-	DeliveryList(ctx context.Context, params *ledger.DeliveryListParams) ([]ledger.Delivery, error)
+	ledger.Browser
 	AttemptList(ctx context.Context, deliveryID string) ([]ledger.Attempt, error)
-	// EndpointOwners names the owner of each endpoint that has one, so
-	// that a delivery shows whom to ask about it.
-	EndpointOwners(ctx context.Context, ids []string) (map[string]string, error)
 }

@@ -146,7 +146,7 @@ func TestFanOutLimitThroughSQLite(t *testing.T) {
 		refusal.Error.Code != CodeFanOutLimit || refusal.Error.Field != "type" {
 		t.Fatalf("publish matching 3 endpoints with a limit of 2: %d %s", status, answer)
 	}
-	if ds, err := api.store.DeliveryList(t.Context(), &ledger.DeliveryListParams{Limit: 10}); err != nil || len(ds) != 0 {
+	if ds, err := api.store.DeliveryBrowse(t.Context(), &ledger.DeliveryBrowseParams{Limit: 10}); err != nil || len(ds) != 0 {
 		t.Fatalf("after the refusal the ledger holds %d deliveries (%v), want none", len(ds), err)
 	}
 	if status, answer := publish("invoice.paid"); status != http.StatusCreated {
@@ -175,7 +175,7 @@ func TestAddressedPublishThroughSQLite(t *testing.T) {
 	if len(a.Deliveries) != 1 || a.Deliveries[0].Endpoint != "billing" {
 		t.Fatalf("deliveries %+v, want one, to billing (audit subscribes to *, billing not to hookkeeper.test)", a.Deliveries)
 	}
-	if ds, err := api.store.DeliveryList(t.Context(), &ledger.DeliveryListParams{EventID: a.ID, Limit: 10}); err != nil || len(ds) != 1 || ds[0].EndpointID != "shop/billing" {
+	if ds, err := api.store.DeliveryBrowse(t.Context(), &ledger.DeliveryBrowseParams{EventID: a.ID, Limit: 10}); err != nil || len(ds) != 1 || ds[0].EndpointID != "shop/billing" {
 		t.Fatalf("the ledger holds %+v (%v), want one delivery to shop/billing", ds, err)
 	}
 	if status, answer := publish(test, "test-1"); status != http.StatusOK || !strings.Contains(answer, a.ID) {
@@ -192,7 +192,7 @@ func TestAddressedPublishThroughSQLite(t *testing.T) {
 			t.Errorf("addressed to %s: %d %s, want 422 UnknownEndpoint on endpoint", name, status, answer)
 		}
 	}
-	if ds, err := api.store.DeliveryList(t.Context(), &ledger.DeliveryListParams{Limit: 10}); err != nil || len(ds) != 1 {
+	if ds, err := api.store.DeliveryBrowse(t.Context(), &ledger.DeliveryBrowseParams{Limit: 10}); err != nil || len(ds) != 1 {
 		t.Errorf("after the refusals the ledger holds %d deliveries (%v), want 1", len(ds), err)
 	}
 }

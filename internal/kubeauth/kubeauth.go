@@ -9,19 +9,12 @@
 // Kubernetes packages (see test/architecture), and nothing else under
 // internal/ imports it.
 //
-// What each route needs, in Kubernetes terms (httpapi.Access → SAR):
-//
-//   - publishing (POST /v1/namespaces/{ns}/events): verb create on
-//     resource events in group hookkeeper.dev in namespace {ns}. No such
-//     resource is served: RBAC rules can name it anyway, and the
-//     ClusterRole hookkeeper-event-publisher grants it.
-//   - every read (events, deliveries, attempts): verb get on
-//     webhookendpoints in group hookkeeper.dev in namespace {ns}, without a
-//     resource name. A delivery or event is read through the endpoints of
-//     its namespace; the object read is named by a ledger ID, not by an
-//     endpoint name, so a Role limited by resourceNames does not grant it.
-//     The ClusterRoles hookkeeper-delivery-reader and the built-in view
-//     role (which aggregates webhookendpoints-viewer-role) grant it.
+// Each route names what it needs in Kubernetes terms (httpapi.Access), and
+// the SubjectAccessReview asks exactly that: create on events.hookkeeper.dev
+// to publish (a resource named for RBAC only, granted by the ClusterRole
+// hookkeeper-event-publisher), and for reads the permissions of the
+// aggregated API delivery.hookkeeper.dev, event data included (see
+// internal/httpapi and docs/adr/0014).
 //
 // Decisions are cached briefly (see Options): a revoked token or a removed
 // RoleBinding takes effect within the TTLs. Caches are keyed by an HMAC of
@@ -65,19 +58,6 @@ import (
 // manifests` puts these rules into its ClusterRole.
 // +kubebuilder:rbac:groups=authentication.k8s.io,resources=tokenreviews,verbs=create
 // +kubebuilder:rbac:groups=authorization.k8s.io,resources=subjectaccessreviews,verbs=create
-
-// Group is the API group of the resources checked.
-const Group = "hookkeeper.dev"
-
-// Resources named in SubjectAccessReviews.
-const (
-	// ResourceEvents is what a publisher needs create on. It is not a
-	// served resource (Kubernetes' own events are in the groups "" and
-	// events.k8s.io): a name for RBAC rules only.
-	ResourceEvents = "events"
-	// ResourceWebhookEndpoints is what a reader needs get on.
-	ResourceWebhookEndpoints = "webhookendpoints"
-)
 
 // Defaults of Options.
 const (
@@ -487,19 +467,18 @@ func reviewFailure(what string, err error) error {
 	return &httpapi.UnavailableError{RetryAfter: retry, Reason: "the Kubernetes API could not review the request now", Err: err}
 }
 
-// resourceAttributes maps what a route asks for to what RBAC checks (see
-// the package documentation). Anything unmapped is refused.
+// resourceAttributes is what RBAC checks for acc: the attributes the route
+// names, as they are. An access that names no namespace, verb, group or
+// resource is refused.
 func resourceAttributes(acc httpapi.Access) (*authzv1.ResourceAttributes, error) {
 	if acc.Namespace == "" {
 		return nil, fmt.Errorf("no namespace to authorize in: %w", httpapi.ErrForbidden)
 	}
-	switch {
-	case acc.Verb == httpapi.VerbCreate && acc.Resource == httpapi.ResourceEvents:
-		return &authzv1.ResourceAttributes{Namespace: acc.Namespace, Verb: "create", Group: Group, Resource: ResourceEvents}, nil
-	case acc.Verb == httpapi.VerbGet && (acc.Resource == httpapi.ResourceEvents || acc.Resource == httpapi.ResourceDeliveries):
-		return &authzv1.ResourceAttributes{Namespace: acc.Namespace, Verb: "get", Group: Group, Resource: ResourceWebhookEndpoints}, nil
+	if acc.Verb == "" || acc.Group == "" || acc.Resource == "" {
+		return nil, fmt.Errorf("no Kubernetes permission names %s on %s.%s: %w", acc.Verb, acc.Resource, acc.Group, httpapi.ErrForbidden)
 	}
-	return nil, fmt.Errorf("no Kubernetes permission grants %s on %s: %w", acc.Verb, acc.Resource, httpapi.ErrForbidden)
+	return &authzv1.ResourceAttributes{Namespace: acc.Namespace, Verb: acc.Verb, Group: acc.Group,
+		Resource: acc.Resource, Subresource: acc.Subresource, Name: acc.Name}, nil
 }
 
 // authzKeyParts is everything a SubjectAccessReview decision depends on.

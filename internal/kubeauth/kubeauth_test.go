@@ -267,7 +267,7 @@ func TestCachesNeverHoldTheToken(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, _ = a.Authenticate(request(badToken))
-	if err := a.Authorize(t.Context(), p, httpapi.Access{Verb: httpapi.VerbCreate, Resource: httpapi.ResourceEvents, Namespace: "shop"}); err != nil {
+	if err := a.Authorize(t.Context(), p, httpapi.Access{Verb: httpapi.VerbCreate, Group: httpapi.PublishGroup, Resource: httpapi.ResourceEvents, Namespace: "shop"}); err != nil {
 		t.Fatal(err)
 	}
 	if a.authn.len() != 1 || a.rejected.len() != 1 || a.authz.len() != 1 {
@@ -413,12 +413,14 @@ func TestAuthorizeAsksForTheMappedPermission(t *testing.T) {
 		access httpapi.Access
 		want   authzv1.ResourceAttributes
 	}{
-		{httpapi.Access{Verb: httpapi.VerbCreate, Resource: httpapi.ResourceEvents, Namespace: "shop"},
+		{httpapi.Access{Verb: httpapi.VerbCreate, Group: httpapi.PublishGroup, Resource: httpapi.ResourceEvents, Namespace: "shop"},
 			authzv1.ResourceAttributes{Namespace: "shop", Verb: "create", Group: "hookkeeper.dev", Resource: "events"}},
-		{httpapi.Access{Verb: httpapi.VerbGet, Resource: httpapi.ResourceEvents, Namespace: "shop", Name: "evt_1"},
-			authzv1.ResourceAttributes{Namespace: "shop", Verb: "get", Group: "hookkeeper.dev", Resource: "webhookendpoints"}},
-		{httpapi.Access{Verb: httpapi.VerbGet, Resource: httpapi.ResourceDeliveries, Namespace: "tools"},
-			authzv1.ResourceAttributes{Namespace: "tools", Verb: "get", Group: "hookkeeper.dev", Resource: "webhookendpoints"}},
+		{httpapi.Access{Verb: httpapi.VerbGet, Group: httpapi.HistoryGroup, Resource: httpapi.ResourceWebhookEvents, Namespace: "shop", Name: "evt_1"},
+			authzv1.ResourceAttributes{Namespace: "shop", Verb: "get", Group: "delivery.hookkeeper.dev", Resource: "webhookevents", Name: "evt_1"}},
+		{httpapi.Access{Verb: httpapi.VerbGet, Group: httpapi.HistoryGroup, Resource: httpapi.ResourceWebhookEvents, Subresource: httpapi.SubresourceData, Namespace: "shop"},
+			authzv1.ResourceAttributes{Namespace: "shop", Verb: "get", Group: "delivery.hookkeeper.dev", Resource: "webhookevents", Subresource: "data"}},
+		{httpapi.Access{Verb: httpapi.VerbList, Group: httpapi.HistoryGroup, Resource: httpapi.ResourceDeliveries, Namespace: "tools"},
+			authzv1.ResourceAttributes{Namespace: "tools", Verb: "list", Group: "delivery.hookkeeper.dev", Resource: "deliveries"}},
 	} {
 		if err := a.Authorize(t.Context(), p, tc.access); err != nil {
 			t.Fatalf("%+v: %v", tc.access, err)
@@ -433,12 +435,14 @@ func TestAuthorizeAsksForTheMappedPermission(t *testing.T) {
 		}
 	}
 
-	// Anything else is refused without asking.
+	// An access that does not name a whole permission is refused without
+	// asking.
 	before := sar.count()
 	for _, acc := range []httpapi.Access{
-		{Verb: "delete", Resource: httpapi.ResourceEvents, Namespace: "shop"},
-		{Verb: httpapi.VerbCreate, Resource: httpapi.ResourceDeliveries, Namespace: "shop"},
-		{Verb: httpapi.VerbCreate, Resource: httpapi.ResourceEvents},
+		{Verb: httpapi.VerbCreate, Resource: httpapi.ResourceEvents, Namespace: "shop"},
+		{Group: httpapi.PublishGroup, Resource: httpapi.ResourceEvents, Namespace: "shop"},
+		{Verb: httpapi.VerbCreate, Group: httpapi.PublishGroup, Namespace: "shop"},
+		{Verb: httpapi.VerbCreate, Group: httpapi.PublishGroup, Resource: httpapi.ResourceEvents},
 	} {
 		if err := a.Authorize(t.Context(), p, acc); !errors.Is(err, httpapi.ErrForbidden) {
 			t.Errorf("%+v: %v", acc, err)
@@ -455,7 +459,7 @@ func TestAuthorizeCachesDecisions(t *testing.T) {
 	clock := newClock()
 	a := newAuth(t, &fakeTokenReviews{}, sar, clock, nil)
 	p := httpapi.Principal{Username: "alice", Groups: []string{"b", "a"}}
-	publish := httpapi.Access{Verb: httpapi.VerbCreate, Resource: httpapi.ResourceEvents, Namespace: "shop"}
+	publish := httpapi.Access{Verb: httpapi.VerbCreate, Group: httpapi.PublishGroup, Resource: httpapi.ResourceEvents, Namespace: "shop"}
 
 	if err := a.Authorize(t.Context(), p, publish); !errors.Is(err, httpapi.ErrForbidden) {
 		t.Fatalf("denied: %v", err)
@@ -492,7 +496,7 @@ func TestAuthorizeCachesDecisions(t *testing.T) {
 			t.Errorf("%+v shared alice's decision: %v", other, err)
 		}
 	}
-	if err := a.Authorize(t.Context(), p, httpapi.Access{Verb: httpapi.VerbCreate, Resource: httpapi.ResourceEvents, Namespace: "other"}); !errors.Is(err, httpapi.ErrForbidden) {
+	if err := a.Authorize(t.Context(), p, httpapi.Access{Verb: httpapi.VerbCreate, Group: httpapi.PublishGroup, Resource: httpapi.ResourceEvents, Namespace: "other"}); !errors.Is(err, httpapi.ErrForbidden) {
 		t.Errorf("another namespace shared the decision: %v", err)
 	}
 	clock.Advance(time.Millisecond)
@@ -505,7 +509,7 @@ func TestAuthorizeEvaluationErrorDeniesWithoutCaching(t *testing.T) {
 	sar := &fakeSARs{evalErr: "webhook authorizer timed out"}
 	a := newAuth(t, &fakeTokenReviews{}, sar, newClock(), nil)
 	p := httpapi.Principal{Username: "alice"}
-	publish := httpapi.Access{Verb: httpapi.VerbCreate, Resource: httpapi.ResourceEvents, Namespace: "shop"}
+	publish := httpapi.Access{Verb: httpapi.VerbCreate, Group: httpapi.PublishGroup, Resource: httpapi.ResourceEvents, Namespace: "shop"}
 	for range 2 {
 		if err := a.Authorize(t.Context(), p, publish); !errors.Is(err, httpapi.ErrForbidden) {
 			t.Fatal(err)
@@ -519,7 +523,7 @@ func TestAuthorizeEvaluationErrorDeniesWithoutCaching(t *testing.T) {
 func TestAuthorizeAPIErrorIsUnavailable(t *testing.T) {
 	sar := &fakeSARs{err: apierrors.NewServiceUnavailable("the server is currently unable to handle the request")}
 	a := newAuth(t, &fakeTokenReviews{}, sar, newClock(), nil)
-	err := a.Authorize(t.Context(), httpapi.Principal{Username: "alice"}, httpapi.Access{Verb: httpapi.VerbGet, Resource: httpapi.ResourceEvents, Namespace: "shop"})
+	err := a.Authorize(t.Context(), httpapi.Principal{Username: "alice"}, httpapi.Access{Verb: httpapi.VerbGet, Group: httpapi.HistoryGroup, Resource: httpapi.ResourceWebhookEvents, Namespace: "shop"})
 	if _, ok := errors.AsType[*httpapi.UnavailableError](err); !ok || errors.Is(err, httpapi.ErrForbidden) {
 		t.Errorf("err = %v, want an UnavailableError", err)
 	}
@@ -602,16 +606,10 @@ type nopStore struct{}
 func (nopStore) Publish(context.Context, *ledger.EventInsertParams) (ledger.EventInsertResult, error) {
 	return ledger.EventInsertResult{}, errors.New("not implemented")
 }
-func (nopStore) EventGet(context.Context, string) (ledger.Event, error) {
-	return ledger.Event{}, ledger.ErrNotFound
-}
-func (nopStore) DeliveryGet(context.Context, string) (ledger.Delivery, error) {
-	return ledger.Delivery{}, ledger.ErrNotFound
-}
-func (nopStore) DeliveryList(context.Context, *ledger.DeliveryListParams) ([]ledger.Delivery, error) {
+func (nopStore) EventBrowse(context.Context, *ledger.EventBrowseParams) ([]ledger.Event, error) {
 	return nil, nil
 }
-func (nopStore) EndpointOwners(context.Context, []string) (map[string]string, error) {
+func (nopStore) DeliveryBrowse(context.Context, *ledger.DeliveryBrowseParams) ([]ledger.DeliveryView, error) {
 	return nil, nil
 }
 func (nopStore) AttemptList(context.Context, string) ([]ledger.Attempt, error) {

@@ -122,9 +122,6 @@ type Store interface {
 	EventGet(ctx context.Context, id string) (Event, error)
 	// DeliveryGet returns one delivery, or ErrNotFound.
 	DeliveryGet(ctx context.Context, id string) (Delivery, error)
-	// DeliveryList lists deliveries by filter, ordered by ID, paginated with
-	// AfterID.
-	DeliveryList(ctx context.Context, params *DeliveryListParams) ([]Delivery, error)
 	// AttemptList returns a delivery's attempts in order.
 	AttemptList(ctx context.Context, deliveryID string) ([]Attempt, error)
 	// EndpointStats returns an endpoint's counters, or ErrNotFound.
@@ -547,17 +544,6 @@ type DeadLetterData struct {
 	LastStatus  int           `json:"lastStatus,omitempty"`
 	LastError   string        `json:"lastError,omitempty"`
 	ExhaustedAt time.Time     `json:"exhaustedAt"`
-}
-
-// DeliveryListParams filters DeliveryList; zero fields do not filter.
-type DeliveryListParams struct {
-	EndpointID string
-	EventID    string
-	States     []DeliveryState
-	Resolution Resolution
-	AfterID    string
-	// Limit defaults to 100 and is capped at 1000.
-	Limit int
 }
 
 // EndpointStats are an endpoint's counters.

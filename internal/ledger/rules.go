@@ -9,13 +9,13 @@ import (
 // apply identically, so that the SQLite and PostgreSQL drivers cannot drift
 // apart on details the conformance suite checks.
 
-// Delivery list limits (DeliveryListParams.Limit).
+// List limits (the Limit of DeliveryBrowseParams and EventBrowseParams).
 const (
 	DefaultListLimit = 100
 	MaxListLimit     = 1000
 )
 
-// ListLimit returns the effective DeliveryList limit: DefaultListLimit when
+// ListLimit returns the effective list limit: DefaultListLimit when
 // unset, at most MaxListLimit.
 func ListLimit(limit int) int {
 	switch {

@@ -125,7 +125,7 @@ func exerciseAttempts(t *testing.T, newStore func(t *testing.T) ledger.Store) {
 				d.LastError != "dial tcp: connection refused" || d.LastStatus != 0 || d.Attempts != 1 {
 				t.Fatalf("exhausted delivery: %+v", d)
 			}
-			got := f.list(ledger.DeliveryListParams{Resolution: ledger.ResolutionUnresolved})
+			got := f.list(ledger.DeliveryBrowseParams{Resolution: ledger.ResolutionUnresolved})
 			wantEqual(t, "unresolved deliveries", idsOf(got), []string{id})
 		},
 		"WrongOwnerIsRefusedPerItem": func(t *testing.T, f *fixture) {
@@ -265,7 +265,7 @@ func testDeadLetter(t *testing.T, f *fixture) {
 		Reason: ledger.ExhaustGone, Attempts: 1, LastStatus: 410, LastError: "endpoint is gone", ExhaustedAt: now,
 	})
 	// Exactly one delivery of it: not fanned out to subscribers of "*".
-	wantEqual(t, "deliveries of the dead-letter event", f.list(ledger.DeliveryListParams{EventID: dl.EventID}), []ledger.Delivery{want})
+	wantEqual(t, "deliveries of the dead-letter event", f.list(ledger.DeliveryBrowseParams{EventID: dl.EventID}), []ledger.Delivery{want})
 	f.wantCounts("shop/dlq", counts{Pending: 1})
 	f.wantCounts("shop/firehose", counts{Pending: 1})
 
@@ -300,7 +300,7 @@ func testDeadLetterMissing(t *testing.T, f *fixture) {
 			t.Fatalf("dead letter %q: err %v dead letter %+v, want none", dlName, res.Err, res.DeadLetter)
 		}
 	}
-	if got := f.list(ledger.DeliveryListParams{States: []ledger.DeliveryState{ledger.StateScheduled}}); len(got) != 0 {
+	if got := f.list(ledger.DeliveryBrowseParams{States: []ledger.DeliveryState{ledger.StateScheduled}}); len(got) != 0 {
 		t.Fatalf("scheduled deliveries after exhausting without a dead-letter endpoint: %v", idsOf(got))
 	}
 }

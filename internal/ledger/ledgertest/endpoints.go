@@ -192,7 +192,7 @@ func testEndpointDelete(t *testing.T, f *fixture) {
 		}
 	}
 	// History stays.
-	if hist := f.list(ledger.DeliveryListParams{EndpointID: gone.ID}); len(hist) != 5 {
+	if hist := f.list(ledger.DeliveryBrowseParams{EndpointID: gone.ID}); len(hist) != 5 {
 		t.Fatalf("deliveries of the deleted endpoint: %d, want 5", len(hist))
 	}
 	if att, err := f.s.AttemptList(f.ctx, ids[0]); err != nil || len(att) != 1 {

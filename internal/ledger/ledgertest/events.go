@@ -128,7 +128,7 @@ func exerciseEvents(t *testing.T, newStore func(t *testing.T) ledger.Store) {
 			wantEqual(t, "replayed deliveries", byID(res.Deliveries), byID(current))
 			_, err := f.s.EventGet(f.ctx, again.ID)
 			wantErr(t, "EventGet of the replay's own ID", err, ledger.ErrNotFound)
-			if all := f.list(ledger.DeliveryListParams{}); len(all) != 2 {
+			if all := f.list(ledger.DeliveryBrowseParams{}); len(all) != 2 {
 				t.Fatalf("deliveries after replay: %d, want 2", len(all))
 			}
 			f.wantCounts("shop/three", counts{})
@@ -243,8 +243,8 @@ func testFanOut(t *testing.T, f *fixture) {
 		}
 		seen[d.ID] = true
 	}
-	listed := f.list(ledger.DeliveryListParams{EventID: res.Event.ID})
-	wantEqual(t, "DeliveryList by event", listed, byID(res.Deliveries))
+	listed := f.list(ledger.DeliveryBrowseParams{EventID: res.Event.ID})
+	wantEqual(t, "DeliveryBrowse by event", listed, byID(res.Deliveries))
 
 	// "prefix.*" matches below the prefix only; "*" everything.
 	wantEqual(t, "endpoints for order", endpointsOf(f.publish("shop", "order", now).Deliveries),

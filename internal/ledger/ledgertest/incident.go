@@ -108,7 +108,7 @@ func testCrowdRelay(t *testing.T, f *fixture) {
 		t.Fatal(err)
 	}
 	wantEqual(t, "the original attempts", atts, origAttempts)
-	wantEqual(t, "the original event's deliveries", idsOf(f.list(ledger.DeliveryListParams{EventID: ev.Event.ID})), []string{id})
+	wantEqual(t, "the original event's deliveries", idsOf(f.list(ledger.DeliveryBrowseParams{EventID: ev.Event.ID})), []string{id})
 	if again := f.apply("dr-retry", id, ledger.RecoveryRetry, later); !again.Replayed || again.Reason != ledger.RefusedReissueRequired {
 		t.Fatalf("repeated retry: %+v", again)
 	}

@@ -270,11 +270,15 @@ func (f *fixture) delivery(id string) ledger.Delivery {
 }
 
 // list lists deliveries.
-func (f *fixture) list(p ledger.DeliveryListParams) []ledger.Delivery {
+func (f *fixture) list(p ledger.DeliveryBrowseParams) []ledger.Delivery {
 	f.t.Helper()
-	got, err := f.s.DeliveryList(f.ctx, &p)
+	views, err := f.s.DeliveryBrowse(f.ctx, &p)
 	if err != nil {
-		f.t.Fatalf("DeliveryList(%+v): %v", p, err)
+		f.t.Fatalf("DeliveryBrowse(%+v): %v", p, err)
+	}
+	var got []ledger.Delivery
+	for _, v := range views {
+		got = append(got, v.Delivery)
 	}
 	return got
 }

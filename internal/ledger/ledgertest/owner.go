@@ -93,7 +93,7 @@ func exerciseOwner(t *testing.T, newStore func(t *testing.T) ledger.Store) {
 			}
 			// The first dead letter is history: it keeps the owner it named.
 			var again ledger.DeadLetterData
-			dl := f.list(ledger.DeliveryListParams{EndpointID: "shop/dlq"})
+			dl := f.list(ledger.DeliveryBrowseParams{EndpointID: "shop/dlq"})
 			if len(dl) != 2 {
 				t.Fatalf("dead-letter deliveries = %d, want 2", len(dl))
 			}

@@ -16,8 +16,8 @@ func exerciseReads(t *testing.T, newStore func(t *testing.T) ledger.Store) {
 			wantErr(t, "DeliveryGet", err, ledger.ErrNotFound)
 			_, err = f.s.AttemptList(f.ctx, "dlv_unknown")
 			wantErr(t, "AttemptList", err, ledger.ErrNotFound)
-			if got := f.list(ledger.DeliveryListParams{EndpointID: "shop/unknown"}); len(got) != 0 {
-				t.Fatalf("DeliveryList of an unknown endpoint: %v", idsOf(got))
+			if got := f.list(ledger.DeliveryBrowseParams{EndpointID: "shop/unknown"}); len(got) != 0 {
+				t.Fatalf("DeliveryBrowse of an unknown endpoint: %v", idsOf(got))
 			}
 		},
 		"AttemptListOfNewDeliveryIsEmpty": func(t *testing.T, f *fixture) {
@@ -28,22 +28,22 @@ func exerciseReads(t *testing.T, newStore func(t *testing.T) ledger.Store) {
 				t.Fatalf("AttemptList = %v, %v; want none", got, err)
 			}
 		},
-		"DeliveryListFilters": testDeliveryListFilters,
-		"DeliveryListPages": func(t *testing.T, f *fixture) {
+		"DeliveryBrowseFilters": testDeliveryListFilters,
+		"DeliveryBrowsePages": func(t *testing.T, f *fixture) {
 			f.upsert(endpoint("shop", "all", "*"), t0)
 			f.upsert(endpoint("shop", "two", "*"), t0)
 			for i := range 7 {
 				f.publish("shop", "order.created", at(time.Duration(i)*time.Millisecond))
 			}
-			all := f.list(ledger.DeliveryListParams{})
+			all := f.list(ledger.DeliveryBrowseParams{})
 			if len(all) != 14 {
-				t.Fatalf("DeliveryList: %d deliveries, want 14", len(all))
+				t.Fatalf("DeliveryBrowse: %d deliveries, want 14", len(all))
 			}
-			wantEqual(t, "DeliveryList is ordered by ID", idsOf(all), idsOf(byID(all)))
+			wantEqual(t, "DeliveryBrowse is ordered by ID", idsOf(all), idsOf(byID(all)))
 			var paged []ledger.Delivery
 			after := ""
 			for range 20 {
-				page := f.list(ledger.DeliveryListParams{AfterID: after, Limit: 3})
+				page := f.list(ledger.DeliveryBrowseParams{AfterID: after, Limit: 3})
 				if len(page) > 3 {
 					t.Fatalf("page of %d deliveries with Limit 3", len(page))
 				}
@@ -54,34 +54,34 @@ func exerciseReads(t *testing.T, newStore func(t *testing.T) ledger.Store) {
 				after = page[len(page)-1].ID
 			}
 			wantEqual(t, "pages", paged, all)
-			mine := f.list(ledger.DeliveryListParams{EndpointID: "shop/two", AfterID: all[6].ID})
+			mine := f.list(ledger.DeliveryBrowseParams{EndpointID: "shop/two", AfterID: all[6].ID})
 			for _, d := range mine {
 				if d.EndpointID != "shop/two" || d.ID <= all[6].ID {
-					t.Fatalf("DeliveryList by endpoint after %s returned %+v", all[6].ID, d)
+					t.Fatalf("DeliveryBrowse by endpoint after %s returned %+v", all[6].ID, d)
 				}
 			}
 		},
-		"DeliveryListLimits": func(t *testing.T, f *fixture) {
+		"DeliveryBrowseLimits": func(t *testing.T, f *fixture) {
 			f.upsert(endpoint("shop", "all", "*"), t0)
 			var batch []*ledger.EventInsertParams
 			for i := range ledger.MaxListLimit + 5 {
 				batch = append(batch, event("shop", "order.created", at(time.Duration(i)*time.Microsecond)))
 			}
 			f.insert(batch...)
-			if got := f.list(ledger.DeliveryListParams{}); len(got) != 100 {
-				t.Fatalf("DeliveryList without Limit: %d deliveries, want 100", len(got))
+			if got := f.list(ledger.DeliveryBrowseParams{}); len(got) != 100 {
+				t.Fatalf("DeliveryBrowse without Limit: %d deliveries, want 100", len(got))
 			}
-			if got := f.list(ledger.DeliveryListParams{Limit: 5}); len(got) != 5 {
-				t.Fatalf("DeliveryList with Limit 5: %d deliveries", len(got))
+			if got := f.list(ledger.DeliveryBrowseParams{Limit: 5}); len(got) != 5 {
+				t.Fatalf("DeliveryBrowse with Limit 5: %d deliveries", len(got))
 			}
-			if got := f.list(ledger.DeliveryListParams{Limit: 5000}); len(got) != 1000 {
-				t.Fatalf("DeliveryList with Limit 5000: %d deliveries, want the cap of 1000", len(got))
+			if got := f.list(ledger.DeliveryBrowseParams{Limit: 5000}); len(got) != 1000 {
+				t.Fatalf("DeliveryBrowse with Limit 5000: %d deliveries, want the cap of 1000", len(got))
 			}
 		},
 	})
 }
 
-// testDeliveryListFilters checks each filter of DeliveryList alone and
+// testDeliveryListFilters checks each filter of DeliveryBrowse alone and
 // combined.
 func testDeliveryListFilters(t *testing.T, f *fixture) {
 	f.upsert(endpoint("shop", "a", "*"), t0)
@@ -99,20 +99,20 @@ func testDeliveryListFilters(t *testing.T, f *fixture) {
 	sorted := func(ids ...string) []string { return idsOf(byID(deliveriesOf(f, ids))) }
 	for _, tc := range []struct {
 		name string
-		p    ledger.DeliveryListParams
+		p    ledger.DeliveryBrowseParams
 		want []string
 	}{
-		{"all", ledger.DeliveryListParams{}, sorted(a1, b1, a2, b2)},
-		{"endpoint", ledger.DeliveryListParams{EndpointID: "shop/a"}, sorted(a1, a2)},
-		{"event", ledger.DeliveryListParams{EventID: ev2.Event.ID}, sorted(a2, b2)},
-		{"one state", ledger.DeliveryListParams{States: []ledger.DeliveryState{ledger.StateInFlight}}, sorted(a2)},
-		{"states", ledger.DeliveryListParams{States: []ledger.DeliveryState{ledger.StateScheduled, ledger.StateDelivered}}, sorted(a1, b2)},
-		{"resolution", ledger.DeliveryListParams{Resolution: ledger.ResolutionUnresolved}, sorted(b1)},
-		{"endpoint and state", ledger.DeliveryListParams{EndpointID: "shop/b", States: []ledger.DeliveryState{ledger.StateScheduled}}, sorted(b2)},
-		{"event and endpoint", ledger.DeliveryListParams{EndpointID: "shop/b", EventID: ev1.Event.ID}, sorted(b1)},
-		{"no match", ledger.DeliveryListParams{EndpointID: "shop/a", Resolution: ledger.ResolutionUnresolved}, nil},
+		{"all", ledger.DeliveryBrowseParams{}, sorted(a1, b1, a2, b2)},
+		{"endpoint", ledger.DeliveryBrowseParams{EndpointID: "shop/a"}, sorted(a1, a2)},
+		{"event", ledger.DeliveryBrowseParams{EventID: ev2.Event.ID}, sorted(a2, b2)},
+		{"one state", ledger.DeliveryBrowseParams{States: []ledger.DeliveryState{ledger.StateInFlight}}, sorted(a2)},
+		{"states", ledger.DeliveryBrowseParams{States: []ledger.DeliveryState{ledger.StateScheduled, ledger.StateDelivered}}, sorted(a1, b2)},
+		{"resolution", ledger.DeliveryBrowseParams{Resolution: ledger.ResolutionUnresolved}, sorted(b1)},
+		{"endpoint and state", ledger.DeliveryBrowseParams{EndpointID: "shop/b", States: []ledger.DeliveryState{ledger.StateScheduled}}, sorted(b2)},
+		{"event and endpoint", ledger.DeliveryBrowseParams{EndpointID: "shop/b", EventID: ev1.Event.ID}, sorted(b1)},
+		{"no match", ledger.DeliveryBrowseParams{EndpointID: "shop/a", Resolution: ledger.ResolutionUnresolved}, nil},
 	} {
-		wantEqual(t, "DeliveryList "+tc.name, idsOf(f.list(tc.p)), tc.want)
+		wantEqual(t, "DeliveryBrowse "+tc.name, idsOf(f.list(tc.p)), tc.want)
 	}
 }
 

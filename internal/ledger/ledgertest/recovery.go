@@ -147,7 +147,7 @@ type ledgerSnapshot struct {
 
 func (f *fixture) snapshot(endpoints ...string) ledgerSnapshot {
 	f.t.Helper()
-	s := ledgerSnapshot{Deliveries: f.list(ledger.DeliveryListParams{Limit: ledger.MaxListLimit}), Counts: map[string]counts{}}
+	s := ledgerSnapshot{Deliveries: f.list(ledger.DeliveryBrowseParams{Limit: ledger.MaxListLimit}), Counts: map[string]counts{}}
 	for _, ep := range endpoints {
 		st := f.stats(ep)
 		s.Counts[ep] = counts{st.Pending, st.InFlight, st.AwaitingAck, st.Delivered, st.ExhaustedUnresolved, st.Cancelled}
@@ -252,7 +252,7 @@ func testRecoveryReissueCopy(t *testing.T, f *fixture) {
 		ID: p.NewEventID, Namespace: "shop", Type: "order.created", Data: canon(t, ev.Event.Data),
 		ReissueOf: ev.Event.ID, CreatedAt: now,
 	})
-	wantEqual(t, "the copy's deliveries (one, to the same endpoint)", f.list(ledger.DeliveryListParams{EventID: p.NewEventID}), []ledger.Delivery{{
+	wantEqual(t, "the copy's deliveries (one, to the same endpoint)", f.list(ledger.DeliveryBrowseParams{EventID: p.NewEventID}), []ledger.Delivery{{
 		ID: p.NewDeliveryID, EventID: p.NewEventID, EndpointID: ep, State: ledger.StateScheduled, DueAt: now, CreatedAt: now,
 	}})
 	resolved := orig
@@ -302,7 +302,7 @@ func testRecoveryReissueRequest(t *testing.T, f *fixture) {
 		OriginalEventID: ev.Event.ID, EventType: "order.created", DeliveryID: orig.ID, Endpoint: ep,
 		Operation: "op-r", SecretNames: []string{"confirmToken"},
 	})
-	reqDeliveries := f.list(ledger.DeliveryListParams{EventID: req.ID})
+	reqDeliveries := f.list(ledger.DeliveryBrowseParams{EventID: req.ID})
 	wantEqual(t, "the request's subscribers", endpointsOf(reqDeliveries), []string{audit, producer})
 	for _, d := range reqDeliveries {
 		if d.State != ledger.StateScheduled || !d.DueAt.Equal(now) {
@@ -415,7 +415,7 @@ func testRecoveryDismiss(t *testing.T, f *fixture) {
 	resolved.Resolution, resolved.ResolvedBy = ledger.ResolutionDismissed, "op-d"
 	wantEqual(t, "the original after dismissal", f.delivery(orig.ID), resolved)
 	f.wantCounts(ep, counts{})
-	if got := f.list(ledger.DeliveryListParams{}); len(got) != 1 {
+	if got := f.list(ledger.DeliveryBrowseParams{}); len(got) != 1 {
 		t.Fatalf("deliveries after a dismissal: %v", idsOf(got))
 	}
 	f.wantReplay(p, it, ep)

@@ -210,7 +210,7 @@ func testAckRejected(t *testing.T, f *fixture) {
 		DeliveryID: d.ID, EventID: ev.Event.ID, EventType: "order.created", Endpoint: "shop/cb", Owner: "payments@example.com",
 		Reason: ledger.ExhaustAckRejected, Attempts: 1, LastStatus: 202, LastError: kept, ExhaustedAt: now,
 	})
-	wantEqual(t, "unresolved deliveries", idsOf(f.list(ledger.DeliveryListParams{Resolution: ledger.ResolutionUnresolved})), []string{d.ID})
+	wantEqual(t, "unresolved deliveries", idsOf(f.list(ledger.DeliveryBrowseParams{Resolution: ledger.ResolutionUnresolved})), []string{d.ID})
 	f.wantCounts("shop/cb", counts{ExhaustedUnresolved: 1})
 	f.wantCounts("shop/dlq", counts{Pending: 1})
 	st := f.stats("shop/cb")

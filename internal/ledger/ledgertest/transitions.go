@@ -206,7 +206,7 @@ func testPruneRule(t *testing.T, f *fixture) {
 	for _, id := range events {
 		e := f.getEvent(id)
 		facts := &ledger.PruneFacts{CreatedAt: e.CreatedAt, PayloadPruned: e.PayloadPrunedAt != nil}
-		for _, d := range f.list(ledger.DeliveryListParams{EventID: id}) {
+		for _, d := range f.list(ledger.DeliveryBrowseParams{EventID: id}) {
 			facts.Deliveries = append(facts.Deliveries, ledger.PruneDelivery{
 				State: d.State, Resolution: d.Resolution, TerminalAt: d.TerminalAt, Policy: policies[d.EndpointID]})
 		}
@@ -249,7 +249,7 @@ func testSecretsRule(t *testing.T, f *fixture) {
 	}
 	// facts reads what the rule needs to know of event id now.
 	facts := func(id string) (pending bool, longest time.Duration) {
-		for _, d := range f.list(ledger.DeliveryListParams{EventID: id}) {
+		for _, d := range f.list(ledger.DeliveryBrowseParams{EventID: id}) {
 			pending = pending || !d.State.Terminal()
 			longest = max(longest, grace[d.EndpointID])
 		}

@@ -108,7 +108,7 @@ func TestIdempotencyKeyRaceAcrossProcesses(t *testing.T) {
 					t.Fatalf("second result: %+v; want a duplicate of %s", second, mine.ID)
 				}
 			}
-			ds, err := s.DeliveryList(ctx, &ledger.DeliveryListParams{EventID: mine.ID})
+			ds, err := s.DeliveryBrowse(ctx, &ledger.DeliveryBrowseParams{EventID: mine.ID})
 			if err != nil || len(ds) != tc.wantStored {
 				t.Fatalf("deliveries of the batch's event: %d, %v; want %d", len(ds), err, tc.wantStored)
 			}

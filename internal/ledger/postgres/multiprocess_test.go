@@ -125,9 +125,9 @@ func claimAll(t *testing.T, s ledger.Store, owner string, now time.Time) []ledge
 func schemaCheck(t *testing.T, s ledger.Store, schema string, inFlight int) {
 	t.Helper()
 	wantCountersMatchRecount(t, s, schema)
-	ds, err := s.DeliveryList(context.Background(), &ledger.DeliveryListParams{States: []ledger.DeliveryState{ledger.StateInFlight}, Limit: ledger.MaxListLimit})
+	ds, err := s.DeliveryBrowse(context.Background(), &ledger.DeliveryBrowseParams{States: []ledger.DeliveryState{ledger.StateInFlight}, Limit: ledger.MaxListLimit})
 	if err != nil {
-		t.Fatalf("DeliveryList: %v", err)
+		t.Fatalf("DeliveryBrowse: %v", err)
 	}
 	if len(ds) != inFlight {
 		t.Fatalf("%d deliveries in flight, want %d", len(ds), inFlight)

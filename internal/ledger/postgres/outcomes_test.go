@@ -49,7 +49,7 @@ func TestTwoStoresLoseNoOutcome(t *testing.T) {
 	wg.Wait()
 
 	// Both stores acknowledge the waiting deliveries at once.
-	waiting, err := stores[0].DeliveryList(ctx, &ledger.DeliveryListParams{States: []ledger.DeliveryState{ledger.StateAwaitingAck}, Limit: 1000})
+	waiting, err := stores[0].DeliveryBrowse(ctx, &ledger.DeliveryBrowseParams{States: []ledger.DeliveryState{ledger.StateAwaitingAck}, Limit: 1000})
 	if err != nil {
 		t.Fatal(err)
 	}

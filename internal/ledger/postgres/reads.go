@@ -2,8 +2,6 @@ package postgres
 
 import (
 	"context"
-	"fmt"
-	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -60,53 +58,6 @@ func (s *Store) DeliveryGet(ctx context.Context, id string) (ledger.Delivery, er
 	}
 	d, err := pgx.CollectExactlyOneRow(rows, scanDelivery)
 	return d, translate("get delivery "+id, err)
-}
-
-// DeliveryList implements ledger.Store.
-func (s *Store) DeliveryList(ctx context.Context, params *ledger.DeliveryListParams) ([]ledger.Delivery, error) {
-	const op = "list deliveries"
-	if params == nil {
-		params = &ledger.DeliveryListParams{}
-	}
-	var (
-		where []string
-		args  []any
-	)
-	cond := func(sql string, arg any) {
-		args = append(args, arg)
-		where = append(where, fmt.Sprintf(sql, len(args)))
-	}
-	if params.EndpointID != "" {
-		cond("d.endpoint_id = $%d", params.EndpointID)
-	}
-	if params.EventID != "" {
-		cond("d.event_id = $%d", params.EventID)
-	}
-	if len(params.States) > 0 {
-		states := make([]string, len(params.States))
-		for i, st := range params.States {
-			states[i] = string(st)
-		}
-		cond("d.state = ANY($%d)", states)
-	}
-	if params.Resolution != "" {
-		cond("d.resolution = $%d", string(params.Resolution))
-	}
-	if params.AfterID != "" {
-		cond("d.id > $%d", params.AfterID)
-	}
-	sql := `SELECT ` + deliveryColumns + ` FROM deliveries d`
-	if len(where) > 0 {
-		sql += ` WHERE ` + strings.Join(where, " AND ")
-	}
-	args = append(args, ledger.ListLimit(params.Limit))
-	sql += fmt.Sprintf(` ORDER BY d.id LIMIT $%d`, len(args))
-	rows, err := s.pool.Query(ctx, sql, args...)
-	if err != nil {
-		return nil, translate(op, err)
-	}
-	ds, err := pgx.CollectRows(rows, scanDelivery)
-	return ds, translate(op, err)
 }
 
 // AttemptList implements ledger.Store. An unknown delivery is ErrNotFound;

@@ -137,29 +137,6 @@ var readSQL = struct {
 		FROM endpoint_stats WHERE endpoint_id = ?1`,
 }
 
-// deliveryListSQL builds DeliveryList's query from fixed fragments: only
-// the filters in use appear, so SQLite picks the index that fits them.
-// Arguments: ?1 endpoint, ?2 event, ?3 states (JSON), ?4 resolution,
-// ?5 after ID, ?6 limit.
-func deliveryListSQL(endpoint, event, states, resolution bool) string {
-	var b strings.Builder
-	b.WriteString(`SELECT ` + deliveryCols + ` FROM deliveries WHERE id > ?5`)
-	if endpoint {
-		b.WriteString(` AND endpoint_id = ?1`)
-	}
-	if event {
-		b.WriteString(` AND event_id = ?2`)
-	}
-	if states {
-		b.WriteString(` AND state IN (SELECT value FROM json_each(?3))`)
-	}
-	if resolution {
-		b.WriteString(` AND resolution = ?4`)
-	}
-	b.WriteString(` ORDER BY id LIMIT ?6`)
-	return b.String()
-}
-
 // attemptUpdateSQL writes a recorded attempt's transition to the row ?1
 // (a rowid): every column ledger.AttemptTransition.Apply sets, with the
 // values Apply computed from the row as read (attemptLeased). SQLite
@@ -199,13 +176,11 @@ type (
 		endpointGet, endpointList, eventGet, deliveryGet, deliveryExists, attemptList, statsGet *sql.Stmt
 		// The claim's candidate queries, for NextDueAt.
 		pausedEndpoints, claimDue, claimBacklogged, claimDueOf *sql.Stmt
-		// deliveryList is indexed by variantKey(endpoint, event, states, resolution).
-		deliveryList [16]*sql.Stmt
 	}
 )
 
 // variantKey is the index of a statement variant among those prepared for
-// each combination of its optional parts (attemptUpdate, deliveryList):
+// each combination of its optional parts (attemptUpdate):
 // bit i set when part i is present.
 func variantKey(on ...bool) int {
 	k := 0
@@ -268,11 +243,6 @@ func (s *Store) prepare(ctx context.Context) error {
 	}
 	if err := prepareVariants(ctx, s.w, s.ws.attemptUpdate[:], func(k int) string {
 		return attemptUpdateSQL(k&1 != 0, k&2 != 0)
-	}); err != nil {
-		return err
-	}
-	if err := prepareVariants(ctx, s.r, s.rs.deliveryList[:], func(k int) string {
-		return deliveryListSQL(k&1 != 0, k&2 != 0, k&4 != 0, k&8 != 0)
 	}); err != nil {
 		return err
 	}

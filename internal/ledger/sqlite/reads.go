@@ -2,8 +2,6 @@ package sqlite
 
 import (
 	"context"
-	"encoding/json"
-	"fmt"
 	"time"
 
 	"github.com/hookkeeper/hookkeeper/internal/ledger"
@@ -16,28 +14,6 @@ func (s *Store) DeliveryGet(ctx context.Context, id string) (ledger.Delivery, er
 		return ledger.Delivery{}, translate("get delivery "+id, err)
 	}
 	return d, nil
-}
-
-// DeliveryList implements ledger.Store.
-func (s *Store) DeliveryList(ctx context.Context, p *ledger.DeliveryListParams) ([]ledger.Delivery, error) {
-	states := "[]"
-	if len(p.States) > 0 {
-		b, err := json.Marshal(p.States)
-		if err != nil {
-			return nil, fmt.Errorf("list deliveries: %w", err)
-		}
-		states = string(b)
-	}
-	st := s.rs.deliveryList[variantKey(p.EndpointID != "", p.EventID != "", len(p.States) > 0, p.Resolution != "")]
-	rows, err := st.QueryContext(ctx, p.EndpointID, p.EventID, states, string(p.Resolution), p.AfterID, ledger.ListLimit(p.Limit))
-	if err != nil {
-		return nil, translate("list deliveries", err)
-	}
-	out, err := collectDeliveries(rows)
-	if err != nil {
-		return nil, translate("list deliveries", err)
-	}
-	return out, nil
 }
 
 // AttemptList implements ledger.Store.
