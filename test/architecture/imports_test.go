@@ -8,65 +8,8 @@ import (
 	"testing"
 )
 
-// kubernetesAdapters are the packages under internal/ that may import
-// Kubernetes. internal/kubeauth is the adapter that implements the HTTP
-// API's Auth with TokenReview and SubjectAccessReview; internal/servingcert
-// keeps the manager's serving certificate in a Secret and an APIService's
-// caBundle current; internal/deliveryapi (and its generated OpenAPI
-// definitions) serves the ledger's history as an aggregated Kubernetes API.
-// They are not part of the engine, and no engine package may import them
-// (if one did, its Kubernetes dependencies would show up below and fail the
-// test).
-var kubernetesAdapters = map[string]bool{
-	"github.com/hookkeeper/hookkeeper/internal/kubeauth":            true,
-	"github.com/hookkeeper/hookkeeper/internal/servingcert":         true,
-	"github.com/hookkeeper/hookkeeper/internal/deliveryapi":         true,
-	"github.com/hookkeeper/hookkeeper/internal/deliveryapi/openapi": true,
-}
-
-// TestEngineImportsNoKubernetes keeps the delivery engine (everything under
-// internal/ but the adapters above) free of Kubernetes packages: the
-// controllers drive it through its Go API, so it can be tested,
-// benchmarked and reasoned about alone.
-func TestEngineImportsNoKubernetes(t *testing.T) {
-	list := exec.Command("go", "list", "github.com/hookkeeper/hookkeeper/internal/...")
-	out, err := list.CombinedOutput()
-	if err != nil {
-		t.Fatalf("go list: %v\n%s", err, out)
-	}
-	var engine []string
-	for _, pkg := range strings.Fields(string(out)) {
-		if !kubernetesAdapters[pkg] {
-			engine = append(engine, pkg)
-		}
-	}
-	if len(engine) < 5 {
-		t.Fatalf("go list found only %d engine packages under internal/", len(engine))
-	}
-	for adapter := range kubernetesAdapters {
-		if !strings.Contains(string(out), adapter+"\n") {
-			t.Errorf("the adapter %s no longer exists: drop it from kubernetesAdapters", adapter)
-		}
-	}
-
-	cmd := exec.Command("go", append([]string{"list", "-deps", "-f", `{{if not .Standard}}{{.ImportPath}}{{end}}`}, engine...)...)
-	out, err = cmd.CombinedOutput()
-	if err != nil {
-		t.Fatalf("go list: %v\n%s", err, out)
-	}
-	deps := strings.Fields(string(out))
-	if len(deps) < 10 {
-		t.Fatalf("go list found only %d dependencies; is ./internal/... empty?", len(deps))
-	}
-	for _, dep := range deps {
-		if strings.HasPrefix(dep, "k8s.io/") || strings.HasPrefix(dep, "sigs.k8s.io/") {
-			t.Errorf("the engine (internal/ without the Kubernetes adapters) depends on the Kubernetes package %s", dep)
-		}
-		if kubernetesAdapters[dep] {
-			t.Errorf("the engine imports the Kubernetes adapter %s", dep)
-		}
-	}
-}
+// Which packages may import Kubernetes is said by folder in house.json
+// (TestKubernetesStaysInItsWings).
 
 // TestServingCertUsesOnlyTheCertificateSeamOfAPIServer keeps
 // internal/servingcert's use of k8s.io/apiserver to the interface through
