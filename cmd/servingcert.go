@@ -32,7 +32,7 @@ type servingCertOptions struct {
 }
 
 func (o *servingCertOptions) bindFlags(fs *flag.FlagSet) {
-	fs.StringVar(&o.secret, "serving-cert-secret", "", "Secret in which the manager keeps a CA and the serving certificate of the HTTP API and the aggregated API: created if absent, rotated before expiry, shared by every replica (docs/operations.md, \"Certificates\"). Empty: no self-provisioned certificate (use --api-tls-cert-file).")
+	fs.StringVar(&o.secret, "serving-cert-secret", "", "Secret in which the manager keeps a CA and the serving certificate of the HTTP API and the aggregated API: created if absent, rotated before expiry, shared by every replica (docs/operations/certificates.md). Empty: no self-provisioned certificate (use --api-tls-cert-file).")
 	fs.StringVar(&o.namespace, "serving-cert-namespace", "", "Namespace of --serving-cert-secret; empty means the manager's own (POD_NAMESPACE, else the ServiceAccount's namespace).")
 	fs.StringVar(&o.services, "serving-cert-services", "hookkeeper-api,hookkeeper-delivery-api", "Comma-separated Services (in the namespace of --serving-cert-secret) the certificate is for: each as <name>.<namespace>.svc and <name>.<namespace>.svc.<cluster-domain>.")
 	fs.StringVar(&o.clusterDomain, "cluster-domain", "cluster.local", "The cluster's DNS domain, for the certificate's names.")

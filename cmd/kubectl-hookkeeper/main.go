@@ -326,7 +326,7 @@ func progressLine(rec *hookv1.DeliveryRecovery) string {
 		state, c.Matched, c.Retried, c.Reissued, c.Refused, c.Dismissed, c.Delivered, c.FailedAgain, msg)
 }
 
-// rotateSecret starts a rotation the way docs/operations.md describes: a
+// rotateSecret starts a rotation the way docs/operations/rotating-signing-secrets.md describes: a
 // generated Secret loses its key (the operator writes a new one); a
 // referenced Secret gets a new whsec_ value. The previous secret stays
 // valid for the endpoint's grace period. The new value is never printed.

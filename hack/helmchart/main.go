@@ -490,7 +490,7 @@ ledger:
       name: ""
       key: dsn
 
-# Destinations endpoints may deliver to (docs/operations.md, "Safe destinations").
+# Destinations endpoints may deliver to (docs/operations/safe-destinations.md).
 safeDestinations:
   allowedCIDRs: []
   clusterServiceCIDRs: []

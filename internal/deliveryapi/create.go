@@ -31,7 +31,7 @@ type Publisher interface {
 
 // The HTTP API's permission to publish, as internal/kubeauth asks it: create
 // on events in group hookkeeper.dev in the namespace. A create of a
-// webhookevent needs it besides create on webhookevents (docs/adr/0012).
+// webhookevent needs it besides create on webhookevents (docs/adr/0013).
 const (
 	PublishGroup    = "hookkeeper.dev"
 	PublishResource = "events"

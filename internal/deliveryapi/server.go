@@ -41,7 +41,7 @@ type Config struct {
 	Now func() time.Time
 	// Publisher, when set, makes webhookevents creatable: a create is a
 	// publish through the HTTP API's path (httpapi.Ingest), with its
-	// permission checked besides RBAC's (docs/adr/0012). Nil: read-only.
+	// permission checked besides RBAC's (docs/adr/0013). Nil: read-only.
 	Publisher Publisher
 }
 

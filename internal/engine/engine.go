@@ -114,7 +114,7 @@ type Options struct {
 // may wait for more of them while they keep coming (groupcommit's
 // MaxDelay). At a steady rate that would otherwise commit one event at a
 // time, a few milliseconds let several share a transaction and its fsync,
-// which is most of what an event costs the ledger there (ADR 0012); an
+// which is most of what an event costs the ledger there (ADR 0027); an
 // event after a quiet spell commits at once.
 const DefaultCommitDelay = 2 * time.Millisecond
 

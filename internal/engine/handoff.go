@@ -136,7 +136,7 @@ func (e *Engine) handOff(res *ledger.EventInsertResult, err error) {
 // that the ledger accepts faster than the engine delivers would otherwise
 // queue deliveries without bound behind it; so did PostgreSQL at
 // saturation, where an insert costs the server a third of a record (ADR
-// 0012). Full endpoints do not count: one endpoint at its in-flight limit
+// 0026). Full endpoints do not count: one endpoint at its in-flight limit
 // must not slow everyone's ingest. The wait is bounded by IdleWait and by
 // the publisher's context.
 

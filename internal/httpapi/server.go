@@ -38,7 +38,7 @@ const (
 
 // Defaults of ServerOptions, sized so that the worst case of both fits
 // the manager's 512 MiB memory limit beside the engine and the controllers
-// (docs/operations.md, "Memory"): a connection stalled mid-headers holds
+// (docs/operations/sizing.md#memory): a connection stalled mid-headers holds
 // about 90 KiB, and a publish body up to about 24 times its size while it
 // is parsed (a body of small JSON objects or numbers is the worst).
 const (

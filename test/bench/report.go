@@ -200,7 +200,7 @@ func costSection(cfg config, r *results, notes string) string {
 	for _, s := range []diskStore{d.sqlite, d.postgres} {
 		p("| %s | %.0f B | %.0f B | %.0f B |\n", s.name, s.written, s.prunedInUse, s.prunedCompacted)
 	}
-	p("\nThe sizing table in docs/operations.md follows these figures.\n")
+	p("\nThe sizing table in [operations/sizing.md](operations/sizing.md) follows these figures.\n")
 
 	m := &r.manager
 	p("\n### The real manager against enginehost\n\n")

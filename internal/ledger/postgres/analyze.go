@@ -14,7 +14,7 @@ import (
 // deliveries hold a few hundred rows scan them whole, and are kept until
 // an ANALYZE invalidates them. Autovacuum analyses at most once a minute
 // (autovacuum_naptime), so a new ledger under load spent two to four times
-// more of the server's CPU per event for its first minute (ADR 0012). The
+// more of the server's CPU per event for its first minute (ADR 0031). The
 // store analyses its hot tables itself while they are young, whenever one
 // has doubled since its last analysis; past youngRows autovacuum's own
 // thresholds keep up, and a doubling takes long enough not to matter.

@@ -68,7 +68,7 @@ const (
 	// readerCacheKiB is each reader's page cache. The caches live outside
 	// the Go heap, where GOMEMLIMIT does not reach, and fill as the
 	// delivery API reads the ledger: small per reader keeps the process
-	// inside its memory limit (docs/operations.md#memory), while the
+	// inside its memory limit (docs/operations/sizing.md#memory), while the
 	// kernel's page cache still serves the pages they miss.
 	readerCacheKiB = 8 << 10
 	// walCheckpointPages is the WAL size (4 KiB pages) at which a commit
