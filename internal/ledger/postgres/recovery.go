@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -44,37 +43,35 @@ const budgetPruneSQL = `
 		SELECT endpoint_id, minute FROM retry_budgets WHERE endpoint_id = $1 AND minute < $2
 		FOR UPDATE SKIP LOCKED)`
 
-// RetryBudgetAcquire implements ledger.Recovery. The first retry taken in
-// a minute also deletes the endpoint's buckets older than
-// ledger.BudgetRetention.
+// RetryBudgetAcquire implements ledger.Recovery (ledger.RetryBudgetAcquire
+// runs the transaction).
 func (s *Store) RetryBudgetAcquire(ctx context.Context, p *ledger.RetryBudgetParams) (bool, error) {
-	if p == nil {
-		return false, errors.New("acquire retry budget: nil params")
+	return ledger.RetryBudgetAcquire(ctx, driver{s}, p)
+}
+
+// RetryBudgetTx implements ledger.BudgetTransactor.
+func (d driver) RetryBudgetTx(ctx context.Context, op string, fn func(ledger.BudgetStatements) error) error {
+	return d.tx(ctx, op, func(tx *txn) error { return fn(budgetTx{tx}) })
+}
+
+// budgetTx runs ledger.BudgetStatements in one transaction.
+type budgetTx struct{ tx *txn }
+
+// RetryBudgetTake implements ledger.BudgetStatements.
+func (b budgetTx) RetryBudgetTake(ctx context.Context, p *ledger.RetryBudgetParams, minute int64) (int64, bool, error) {
+	var retries int64
+	err := b.tx.QueryRow(ctx, budgetAcquireSQL, p.EndpointID, minute,
+		int64(p.Budget.RatioPercent), int64(p.Budget.MinPerMinute)).Scan(&retries)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return 0, false, nil // spent
 	}
-	op := "acquire retry budget of " + p.EndpointID
-	minute := ledger.BudgetMinute(p.Now)
-	var ok bool
-	err := s.tx(ctx, op, func(tx *txn) error {
-		ok = false
-		var retries int64
-		err := tx.QueryRow(ctx, budgetAcquireSQL, p.EndpointID, minute,
-			int64(p.Budget.RatioPercent), int64(p.Budget.MinPerMinute)).Scan(&retries)
-		if errors.Is(err, pgx.ErrNoRows) {
-			return nil // spent
-		}
-		if err != nil {
-			return err
-		}
-		ok = retries > 0
-		if retries == 1 {
-			old := minute - int64(ledger.BudgetRetention/time.Minute)
-			if _, err := tx.Exec(ctx, budgetPruneSQL, p.EndpointID, old); err != nil {
-				return fmt.Errorf("delete old buckets: %w", err)
-			}
-		}
-		return nil
-	})
-	return ok, err
+	return retries, err == nil, err
+}
+
+// RetryBudgetPrune implements ledger.BudgetStatements.
+func (b budgetTx) RetryBudgetPrune(ctx context.Context, endpointID string, before int64) error {
+	_, err := b.tx.Exec(ctx, budgetPruneSQL, endpointID, before)
+	return err
 }
 
 // queueFirstAttempts adds to b the statement that adds a transaction's
@@ -434,4 +431,5 @@ func completeReissues(ctx context.Context, tx pgx.Tx, results []ledger.EventInse
 var (
 	_ ledger.ExhaustedPager     = driver{}
 	_ ledger.RecoveryTransactor = driver{}
+	_ ledger.BudgetTransactor   = driver{}
 )

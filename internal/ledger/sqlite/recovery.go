@@ -138,36 +138,43 @@ func applyFirstAttempts(t *wtx, st *sql.Stmt, fa ledger.FirstAttempts) error {
 	return nil
 }
 
-// RetryBudgetAcquire implements ledger.Recovery. The first retry taken in
-// a minute also deletes the endpoint's buckets older than
-// ledger.BudgetRetention.
+// RetryBudgetAcquire implements ledger.Recovery (ledger.RetryBudgetAcquire
+// runs the transaction).
 func (s *Store) RetryBudgetAcquire(ctx context.Context, p *ledger.RetryBudgetParams) (bool, error) {
-	if p == nil {
-		return false, errors.New("acquire retry budget: nil params")
-	}
-	op := "acquire retry budget of " + p.EndpointID
-	minute := ledger.BudgetMinute(p.Now)
-	var ok bool
-	err := s.write(ctx, op, func(t *wtx) error {
-		var retries int64
-		err := t.stmt(s.rc.budgetAcquire).QueryRowContext(t.ctx, p.EndpointID, minute,
-			int64(p.Budget.RatioPercent), int64(p.Budget.MinPerMinute)).Scan(&retries)
-		if errors.Is(err, sql.ErrNoRows) {
-			return nil // spent
-		}
-		if err != nil {
-			return translate(op, err)
-		}
-		ok = retries > 0
-		if retries == 1 {
-			old := minute - int64(ledger.BudgetRetention/time.Minute)
-			if _, err := t.stmt(s.rc.budgetPrune).ExecContext(t.ctx, p.EndpointID, old); err != nil {
-				return translate(op+": delete old buckets", err)
-			}
+	return ledger.RetryBudgetAcquire(ctx, driver{s}, p)
+}
+
+// RetryBudgetTx implements ledger.BudgetTransactor: one write transaction.
+func (d driver) RetryBudgetTx(ctx context.Context, op string, fn func(ledger.BudgetStatements) error) error {
+	return d.write(ctx, op, func(t *wtx) error {
+		if err := fn(budgetTx{d.Store, t}); err != nil {
+			return fmt.Errorf("%s: %w", op, err)
 		}
 		return nil
 	})
-	return ok, err
+}
+
+// budgetTx runs ledger.BudgetStatements in one write transaction.
+type budgetTx struct {
+	s *Store
+	t *wtx
+}
+
+// RetryBudgetTake implements ledger.BudgetStatements.
+func (b budgetTx) RetryBudgetTake(_ context.Context, p *ledger.RetryBudgetParams, minute int64) (int64, bool, error) {
+	var retries int64
+	err := b.t.stmt(b.s.rc.budgetAcquire).QueryRowContext(b.t.ctx, p.EndpointID, minute,
+		int64(p.Budget.RatioPercent), int64(p.Budget.MinPerMinute)).Scan(&retries)
+	if errors.Is(err, sql.ErrNoRows) {
+		return 0, false, nil // spent
+	}
+	return retries, err == nil, translate("take a retry", err)
+}
+
+// RetryBudgetPrune implements ledger.BudgetStatements.
+func (b budgetTx) RetryBudgetPrune(_ context.Context, endpointID string, before int64) error {
+	_, err := b.t.stmt(b.s.rc.budgetPrune).ExecContext(b.t.ctx, endpointID, before)
+	return translate("delete old buckets", err)
 }
 
 // jsonIDs encodes a filter list for json_each; "[]" means no filter.
@@ -456,4 +463,5 @@ func (s *Store) completeReissues(t *wtx, results []ledger.EventInsertResult, ds 
 var (
 	_ ledger.ExhaustedPager     = driver{}
 	_ ledger.RecoveryTransactor = driver{}
+	_ ledger.BudgetTransactor   = driver{}
 )
