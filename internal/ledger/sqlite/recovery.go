@@ -147,7 +147,7 @@ func (s *Store) RetryBudgetAcquire(ctx context.Context, p *ledger.RetryBudgetPar
 // RetryBudgetTx implements ledger.BudgetTransactor: one write transaction.
 func (d driver) RetryBudgetTx(ctx context.Context, op string, fn func(ledger.BudgetStatements) error) error {
 	return d.write(ctx, op, func(t *wtx) error {
-		if err := fn(budgetTx{d.Store, t}); err != nil {
+		if err := fn(budgetTx{t}); err != nil {
 			return fmt.Errorf("%s: %w", op, err)
 		}
 		return nil
@@ -155,15 +155,12 @@ func (d driver) RetryBudgetTx(ctx context.Context, op string, fn func(ledger.Bud
 }
 
 // budgetTx runs ledger.BudgetStatements in one write transaction.
-type budgetTx struct {
-	s *Store
-	t *wtx
-}
+type budgetTx struct{ t *wtx }
 
 // RetryBudgetTake implements ledger.BudgetStatements.
 func (b budgetTx) RetryBudgetTake(_ context.Context, p *ledger.RetryBudgetParams, minute int64) (int64, bool, error) {
 	var retries int64
-	err := b.t.stmt(b.s.rc.budgetAcquire).QueryRowContext(b.t.ctx, p.EndpointID, minute,
+	err := b.t.stmt(b.t.s.rc.budgetAcquire).QueryRowContext(b.t.ctx, p.EndpointID, minute,
 		int64(p.Budget.RatioPercent), int64(p.Budget.MinPerMinute)).Scan(&retries)
 	if errors.Is(err, sql.ErrNoRows) {
 		return 0, false, nil // spent
@@ -173,7 +170,7 @@ func (b budgetTx) RetryBudgetTake(_ context.Context, p *ledger.RetryBudgetParams
 
 // RetryBudgetPrune implements ledger.BudgetStatements.
 func (b budgetTx) RetryBudgetPrune(_ context.Context, endpointID string, before int64) error {
-	_, err := b.t.stmt(b.s.rc.budgetPrune).ExecContext(b.t.ctx, endpointID, before)
+	_, err := b.t.stmt(b.t.s.rc.budgetPrune).ExecContext(b.t.ctx, endpointID, before)
 	return translate("delete old buckets", err)
 }
 
@@ -304,7 +301,7 @@ func (s *Store) RecoveryApply(ctx context.Context, p *ledger.RecoveryApplyParams
 // which the single writer makes atomic.
 func (d driver) RecoveryTx(ctx context.Context, op string, fn func(ledger.RecoveryStatements) error) error {
 	return d.write(ctx, op, func(t *wtx) error {
-		if err := fn(recoveryTx{d.Store, t}); err != nil {
+		if err := fn(recoveryTx{t}); err != nil {
 			return fmt.Errorf("%s: %w", op, err)
 		}
 		return nil
@@ -312,15 +309,12 @@ func (d driver) RecoveryTx(ctx context.Context, op string, fn func(ledger.Recove
 }
 
 // recoveryTx runs ledger.RecoveryStatements in one write transaction.
-type recoveryTx struct {
-	s *Store
-	t *wtx
-}
+type recoveryTx struct{ t *wtx }
 
 // RecoveryRead implements ledger.RecoveryStatements.
 func (r recoveryTx) RecoveryRead(_ context.Context, p *ledger.RecoveryApplyParams) (ledger.RecoveryRead, error) {
 	var rd ledger.RecoveryRead
-	got, err := scanItem(r.t.stmt(r.s.rc.itemGet).QueryRowContext(r.t.ctx, p.OperationKey, p.DeliveryID))
+	got, err := scanItem(r.t.stmt(r.t.s.rc.itemGet).QueryRowContext(r.t.ctx, p.OperationKey, p.DeliveryID))
 	switch {
 	case err == nil:
 		rd.Recorded = &got
@@ -336,7 +330,7 @@ func (r recoveryTx) RecoveryRead(_ context.Context, p *ledger.RecoveryApplyParam
 		eDest, eFinish = eventDest(&f.Event)
 	)
 	dest := append(append(dDest, eDest...), &policy, &f.EndpointDeleted, &firstAttempt)
-	err = r.t.stmt(r.s.rc.facts).QueryRowContext(r.t.ctx, p.DeliveryID).Scan(dest...)
+	err = r.t.stmt(r.t.s.rc.facts).QueryRowContext(r.t.ctx, p.DeliveryID).Scan(dest...)
 	if errors.Is(err, sql.ErrNoRows) {
 		return rd, nil
 	}
@@ -357,7 +351,7 @@ func (r recoveryTx) RecoveryRead(_ context.Context, p *ledger.RecoveryApplyParam
 
 // LiveEndpoints implements ledger.RecoveryStatements.
 func (r recoveryTx) LiveEndpoints(_ context.Context, namespace string) ([]ledger.NamespaceEndpoint, error) {
-	subs, err := r.s.subscribers(r.t, namespace)
+	subs, err := r.t.s.subscribers(r.t, namespace)
 	if err != nil {
 		return nil, err
 	}
@@ -370,7 +364,7 @@ func (r recoveryTx) LiveEndpoints(_ context.Context, namespace string) ([]ledger
 
 // RecoveryWrite implements ledger.RecoveryStatements.
 func (r recoveryTx) RecoveryWrite(_ context.Context, w *ledger.RecoveryWrite) error {
-	s, t, now := r.s, r.t, nanos(w.Now)
+	s, t, now := r.t.s, r.t, nanos(w.Now)
 	if w.Event != nil {
 		if err := s.storeEvent(t, *w.Event); err != nil {
 			return err

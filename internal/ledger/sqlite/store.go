@@ -211,6 +211,9 @@ type wtx struct {
 	ctx   context.Context
 	tx    *sql.Tx
 	bound map[*sql.Stmt]*sql.Stmt
+	// s is the store, for the statement adapters of package ledger's
+	// orchestration (one pointer each, so they allocate nothing).
+	s *Store
 }
 
 // stmt returns st bound to the transaction. The writer has one connection,
@@ -234,7 +237,7 @@ func (s *Store) write(ctx context.Context, op string, fn func(t *wtx) error) err
 	// Statements run without the caller's cancellation: database/sql
 	// already rolls the transaction back if ctx ends, and a cancellable
 	// context costs the driver a goroutine per statement.
-	t := &wtx{ctx: context.WithoutCancel(ctx), tx: tx, bound: make(map[*sql.Stmt]*sql.Stmt, 8)}
+	t := &wtx{ctx: context.WithoutCancel(ctx), tx: tx, bound: make(map[*sql.Stmt]*sql.Stmt, 8), s: s}
 	if err := fn(t); err != nil {
 		_ = tx.Rollback()
 		return err
