@@ -46,12 +46,8 @@ func AckRecord(ctx context.Context, st AckStatements, p *AckRecordParams) (AckRe
 	if p == nil {
 		return AckResult{}, errors.New("acknowledge delivery: nil params")
 	}
-	op := "acknowledge delivery " + p.DeliveryID
 	tr, err := p.Transition()
-	if err != nil {
-		return AckResult{}, fmt.Errorf("%s: %w", op, err)
-	}
-	return st.AckApply(ctx, AckApplyParams{Op: op, DeliveryID: p.DeliveryID, Transition: tr, Now: p.Now})
+	return applyAck(ctx, st, AckApplyParams{Op: "acknowledge delivery " + p.DeliveryID, DeliveryID: p.DeliveryID, Transition: tr, Now: p.Now}, err)
 }
 
 // AckTimeoutRecord implements Settlement.AckTimeoutRecord over st.
@@ -59,12 +55,18 @@ func AckTimeoutRecord(ctx context.Context, st AckStatements, p *AckTimeoutParams
 	if p == nil {
 		return AckResult{}, errors.New("acknowledgement timeout: nil params")
 	}
-	op := "acknowledgement timeout of delivery " + p.DeliveryID
 	tr, err := p.Transition()
-	if err != nil {
-		return AckResult{}, fmt.Errorf("%s: %w", op, err)
+	return applyAck(ctx, st, AckApplyParams{
+		Op: "acknowledgement timeout of delivery " + p.DeliveryID, DeliveryID: p.DeliveryID, Transition: tr, Timeout: true, Now: p.Now,
+	}, err)
+}
+
+// applyAck applies a, unless its transition could not be made (invalid).
+func applyAck(ctx context.Context, st AckStatements, a AckApplyParams, invalid error) (AckResult, error) {
+	if invalid != nil {
+		return AckResult{}, fmt.Errorf("%s: %w", a.Op, invalid)
 	}
-	return st.AckApply(ctx, AckApplyParams{Op: op, DeliveryID: p.DeliveryID, Transition: tr, Timeout: true, Now: p.Now})
+	return st.AckApply(ctx, a)
 }
 
 // AckHold implements HeldAcks.AckHold over st: an acknowledgement that

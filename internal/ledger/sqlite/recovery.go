@@ -146,12 +146,7 @@ func (s *Store) RetryBudgetAcquire(ctx context.Context, p *ledger.RetryBudgetPar
 
 // RetryBudgetTx implements ledger.BudgetTransactor: one write transaction.
 func (d driver) RetryBudgetTx(ctx context.Context, op string, fn func(ledger.BudgetStatements) error) error {
-	return d.write(ctx, op, func(t *wtx) error {
-		if err := fn(budgetTx{t}); err != nil {
-			return fmt.Errorf("%s: %w", op, err)
-		}
-		return nil
-	})
+	return d.writeOp(ctx, op, func(t *wtx) error { return fn(budgetTx{t}) })
 }
 
 // budgetTx runs ledger.BudgetStatements in one write transaction.
@@ -191,12 +186,9 @@ func (s *Store) ExhaustedList(ctx context.Context, p *ledger.ExhaustedListParams
 
 // ExhaustedPage implements ledger.ExhaustedPager on the read pool.
 func (d driver) ExhaustedPage(ctx context.Context, p *ledger.ExhaustedPageParams) ([]ledger.ExhaustedDelivery, error) {
-	ids, err := jsonIDs(p.DeliveryIDs)
-	if err != nil {
-		return nil, fmt.Errorf("read page: %w", err)
-	}
-	events, err := jsonIDs(p.EventIDs)
-	if err != nil {
+	ids, idsErr := jsonIDs(p.DeliveryIDs)
+	events, eventsErr := jsonIDs(p.EventIDs)
+	if err := errors.Join(idsErr, eventsErr); err != nil {
 		return nil, fmt.Errorf("read page: %w", err)
 	}
 	from, to, afterAt, afterID := p.UnixNanoBounds()
@@ -300,12 +292,7 @@ func (s *Store) RecoveryApply(ctx context.Context, p *ledger.RecoveryApplyParams
 // RecoveryTx implements ledger.RecoveryTransactor: one write transaction,
 // which the single writer makes atomic.
 func (d driver) RecoveryTx(ctx context.Context, op string, fn func(ledger.RecoveryStatements) error) error {
-	return d.write(ctx, op, func(t *wtx) error {
-		if err := fn(recoveryTx{t}); err != nil {
-			return fmt.Errorf("%s: %w", op, err)
-		}
-		return nil
-	})
+	return d.writeOp(ctx, op, func(t *wtx) error { return fn(recoveryTx{t}) })
 }
 
 // recoveryTx runs ledger.RecoveryStatements in one write transaction.

@@ -247,3 +247,14 @@ func (s *Store) write(ctx context.Context, op string, fn func(t *wtx) error) err
 	}
 	return nil
 }
+
+// writeOp is write for fn whose errors lack op (package ledger's
+// orchestration, which names no driver operation): it prefixes them.
+func (s *Store) writeOp(ctx context.Context, op string, fn func(t *wtx) error) error {
+	return s.write(ctx, op, func(t *wtx) error {
+		if err := fn(t); err != nil {
+			return fmt.Errorf("%s: %w", op, err)
+		}
+		return nil
+	})
+}
