@@ -38,6 +38,11 @@ import (
 //     SecretsScrubDue to now + that period for SecretsScrubDue to finish.
 //   - Errors are the sentinels below (wrapped with context) or driver errors
 //     wrapped with context; drivers translate native errors in one place.
+//   - What both drivers do alike beyond one statement runs once, in this
+//     package, over narrow statement interfaces that each driver implements:
+//     Prune's stages (prune.go), ExhaustedList's pages (exhausted.go), the
+//     acknowledgement preambles (acks.go), RecoveryApply's plan
+//     (recovery.go) and RetryBudgetAcquire's transaction (budget.go).
 type Store interface {
 	// Lifecycle: acknowledgements, secrets, retention, budgets, recovery.
 	Lifecycle

@@ -2,32 +2,29 @@ package postgres
 
 import (
 	"context"
-	"errors"
-	"fmt"
 
 	"github.com/jackc/pgx/v5"
 
 	"github.com/hookkeeper/hookkeeper/internal/ledger"
 )
 
-// AckHold implements ledger.HeldAcks. It locks the delivery row, as
-// AttemptRecordMany does, so that it is ordered with the attempt's record
-// on every replica: either the record committed first (the delivery is
-// awaiting_ack and the caller applies the acknowledgement) or the record's
-// caller finds the held acknowledgement once it committed.
+// AckHold implements ledger.HeldAcks.
 func (s *Store) AckHold(ctx context.Context, p *ledger.AckRecordParams) (ledger.Delivery, error) {
-	if p == nil {
-		return ledger.Delivery{}, errors.New("hold acknowledgement: nil params")
-	}
-	op := "hold acknowledgement of delivery " + p.DeliveryID
-	if _, err := p.Transition(); err != nil {
-		return ledger.Delivery{}, fmt.Errorf("%s: %w", op, err)
-	}
+	return ledger.AckHold(ctx, driver{s}, p)
+}
+
+// AckHoldInsert implements ledger.AckStatements. It locks the delivery
+// row, as AttemptRecordMany does, so that it is ordered with the
+// attempt's record on every replica: either the record committed first
+// (the delivery is awaiting_ack and the caller applies the
+// acknowledgement) or the record's caller finds the held acknowledgement
+// once it committed.
+func (dr driver) AckHoldInsert(ctx context.Context, op string, p *ledger.AckRecordParams) (ledger.Delivery, bool, error) {
 	var (
 		d    ledger.Delivery
 		held bool
 	)
-	err := s.tx(ctx, op, func(tx *txn) error {
+	err := dr.tx(ctx, op, func(tx *txn) error {
 		held = false
 		rows, err := tx.Query(ctx, `SELECT `+deliveryColumns+` FROM deliveries d WHERE d.id = $1 FOR UPDATE`, p.DeliveryID)
 		if err != nil {
@@ -48,12 +45,9 @@ func (s *Store) AckHold(ctx context.Context, p *ledger.AckRecordParams) (ledger.
 		return err
 	})
 	if err != nil {
-		return ledger.Delivery{}, err
+		return ledger.Delivery{}, false, err
 	}
-	if !held {
-		return d, fmt.Errorf("%s (state %s): %w", op, d.State, ledger.ErrNotInFlight)
-	}
-	return d, nil
+	return d, held, nil
 }
 
 // AckHeldTake implements ledger.HeldAcks: one statement, so that two
@@ -82,3 +76,5 @@ func (s *Store) AckHeldTake(ctx context.Context, ids []string) ([]ledger.AckReco
 }
 
 var _ ledger.HeldAcks = (*Store)(nil)
+
+var _ ledger.AckStatements = driver{}

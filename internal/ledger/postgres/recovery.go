@@ -5,13 +5,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"math"
 	"slices"
-	"time"
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/hookkeeper/hookkeeper/internal/eventtype"
 	"github.com/hookkeeper/hookkeeper/internal/ledger"
 )
 
@@ -46,37 +43,35 @@ const budgetPruneSQL = `
 		SELECT endpoint_id, minute FROM retry_budgets WHERE endpoint_id = $1 AND minute < $2
 		FOR UPDATE SKIP LOCKED)`
 
-// RetryBudgetAcquire implements ledger.Recovery. The first retry taken in
-// a minute also deletes the endpoint's buckets older than
-// ledger.BudgetRetention.
+// RetryBudgetAcquire implements ledger.Recovery (ledger.RetryBudgetAcquire
+// runs the transaction).
 func (s *Store) RetryBudgetAcquire(ctx context.Context, p *ledger.RetryBudgetParams) (bool, error) {
-	if p == nil {
-		return false, errors.New("acquire retry budget: nil params")
+	return ledger.RetryBudgetAcquire(ctx, driver{s}, p)
+}
+
+// RetryBudgetTx implements ledger.BudgetTransactor.
+func (d driver) RetryBudgetTx(ctx context.Context, op string, fn func(ledger.BudgetStatements) error) error {
+	return d.tx(ctx, op, func(tx *txn) error { return fn(budgetTx{tx}) })
+}
+
+// budgetTx runs ledger.BudgetStatements in one transaction.
+type budgetTx struct{ tx *txn }
+
+// RetryBudgetTake implements ledger.BudgetStatements.
+func (b budgetTx) RetryBudgetTake(ctx context.Context, p *ledger.RetryBudgetParams, minute int64) (int64, bool, error) {
+	var retries int64
+	err := b.tx.QueryRow(ctx, budgetAcquireSQL, p.EndpointID, minute,
+		int64(p.Budget.RatioPercent), int64(p.Budget.MinPerMinute)).Scan(&retries)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return 0, false, nil // spent
 	}
-	op := "acquire retry budget of " + p.EndpointID
-	minute := ledger.BudgetMinute(p.Now)
-	var ok bool
-	err := s.tx(ctx, op, func(tx *txn) error {
-		ok = false
-		var retries int64
-		err := tx.QueryRow(ctx, budgetAcquireSQL, p.EndpointID, minute,
-			int64(p.Budget.RatioPercent), int64(p.Budget.MinPerMinute)).Scan(&retries)
-		if errors.Is(err, pgx.ErrNoRows) {
-			return nil // spent
-		}
-		if err != nil {
-			return err
-		}
-		ok = retries > 0
-		if retries == 1 {
-			old := minute - int64(ledger.BudgetRetention/time.Minute)
-			if _, err := tx.Exec(ctx, budgetPruneSQL, p.EndpointID, old); err != nil {
-				return fmt.Errorf("delete old buckets: %w", err)
-			}
-		}
-		return nil
-	})
-	return ok, err
+	return retries, err == nil, err
+}
+
+// RetryBudgetPrune implements ledger.BudgetStatements.
+func (b budgetTx) RetryBudgetPrune(ctx context.Context, endpointID string, before int64) error {
+	_, err := b.tx.Exec(ctx, budgetPruneSQL, endpointID, before)
+	return err
 }
 
 // queueFirstAttempts adds to b the statement that adds a transaction's
@@ -115,74 +110,46 @@ const exhaustedPageSQL = `
 	ORDER BY d.terminal_at, d.id
 	LIMIT $8`
 
-// ExhaustedList implements ledger.Recovery. Event-type patterns are matched
-// in Go (eventtype.MatchAny, as fan-out does), so it reads pages until the
-// limit is filled or the endpoint's unresolved deliveries run out.
+// ExhaustedList implements ledger.Recovery (ledger.ExhaustedList walks
+// the pages).
 func (s *Store) ExhaustedList(ctx context.Context, p *ledger.ExhaustedListParams) ([]ledger.ExhaustedDelivery, error) {
-	if p == nil {
-		return nil, errors.New("list exhausted deliveries: nil params")
-	}
-	op := "list exhausted deliveries of " + p.EndpointID
-	after, before := int64(math.MinInt64), int64(math.MaxInt64)
-	if !p.ExhaustedAfter.IsZero() {
-		after = nanos(p.ExhaustedAfter)
-	}
-	if !p.ExhaustedBefore.IsZero() {
-		before = nanos(p.ExhaustedBefore)
-	}
-	var ids, events []string
+	return ledger.ExhaustedList(ctx, driver{s}, p)
+}
+
+// ExhaustedPage implements ledger.ExhaustedPager.
+func (d driver) ExhaustedPage(ctx context.Context, p *ledger.ExhaustedPageParams) ([]ledger.ExhaustedDelivery, error) {
+	var ids, events []string // NULL: no filter
 	if len(p.DeliveryIDs) > 0 {
 		ids = p.DeliveryIDs
 	}
 	if len(p.EventIDs) > 0 {
 		events = p.EventIDs
 	}
-	limit := ledger.ExhaustedLimit(p.Limit)
-	page := limit
-	if len(p.EventTypes) > 0 {
-		page = max(limit, 256)
+	from, to, afterAt, afterID := p.UnixNanoBounds()
+	rows, err := d.pool.Query(ctx, exhaustedPageSQL, p.EndpointID, from, to, afterAt, afterID, ids, events, p.Limit)
+	if err != nil {
+		return nil, translate("read page", err)
 	}
 	var (
-		out   []ledger.ExhaustedDelivery
-		keyAt = int64(math.MinInt64)
-		keyID = ""
+		out                []ledger.ExhaustedDelivery
+		r                  deliveryRow
+		typ                string
+		names              []byte
+		hasSecrets, pruned bool
+		created            int64
+		firstAttempt       *int64
 	)
-	for {
-		rows, err := s.pool.Query(ctx, exhaustedPageSQL, p.EndpointID, after, before, keyAt, keyID, ids, events, page)
-		if err != nil {
-			return nil, translate(op, err)
+	_, err = pgx.ForEachRow(rows, append(r.dests(), &typ, &names, &hasSecrets, &pruned, &created, &firstAttempt), func() error {
+		dv := r.value()
+		var secretNames []string
+		if err := json.Unmarshal(names, &secretNames); err != nil {
+			return fmt.Errorf("secret names of event %s: %w", dv.EventID, err)
 		}
-		var (
-			n                  int
-			r                  deliveryRow
-			typ                string
-			names              []byte
-			hasSecrets, pruned bool
-			created            int64
-			firstAttempt       *int64
-		)
-		_, err = pgx.ForEachRow(rows, append(r.dests(), &typ, &names, &hasSecrets, &pruned, &created, &firstAttempt), func() error {
-			n++
-			d := r.value()
-			keyAt, keyID = nanos(*d.TerminalAt), d.ID
-			if len(out) == limit || (len(p.EventTypes) > 0 && !eventtype.MatchAny(p.EventTypes, typ)) {
-				return nil
-			}
-			var secretNames []string
-			if err := json.Unmarshal(names, &secretNames); err != nil {
-				return fmt.Errorf("secret names of event %s: %w", d.EventID, err)
-			}
-			replayFrom := ledger.ReplayFrom(fromNullNanos(firstAttempt), fromNanos(created))
-			out = append(out, ledger.NewExhaustedDelivery(d, typ, secretNames, hasSecrets, pruned, replayFrom))
-			return nil
-		})
-		if err != nil {
-			return nil, translate(op, err)
-		}
-		if len(out) == limit || n < page {
-			return out, nil
-		}
-	}
+		replayFrom := ledger.ReplayFrom(fromNullNanos(firstAttempt), fromNanos(created))
+		out = append(out, ledger.NewExhaustedDelivery(dv, typ, secretNames, hasSecrets, pruned, replayFrom))
+		return nil
+	})
+	return out, translate("read page", err)
 }
 
 // itemColumns lists a recovery item as itemRow scans it, with the state of
@@ -242,159 +209,90 @@ func (s *Store) RecoveryOperationStart(ctx context.Context, p *ledger.RecoveryOp
 	return out, nil
 }
 
-// RecoveryApply implements ledger.Recovery. One transaction, two round
-// trips: BEGIN, lock and read (the namespace's endpoints, the delivery, the
-// recorded item), decide (ledger.PlanRecovery), write and COMMIT.
+// RecoveryApply implements ledger.Recovery (ledger.RecoveryApply decides
+// and plans the rows). One transaction, two round trips: BEGIN, lock and
+// read (RecoveryRead), then write and COMMIT (RecoveryWrite).
 func (s *Store) RecoveryApply(ctx context.Context, p *ledger.RecoveryApplyParams) (ledger.RecoveryItem, error) {
-	if err := ledger.ValidateRecoveryApply(p); err != nil {
-		return ledger.RecoveryItem{}, err
-	}
-	op := "recovery " + p.OperationKey + " of delivery " + p.DeliveryID
-	var item ledger.RecoveryItem
-	err := s.tx(ctx, op, func(tx *txn) error {
-		var err error
-		item, err = applyRecovery(ctx, tx, p)
-		return err
-	})
-	if err != nil {
-		return ledger.RecoveryItem{}, err
-	}
-	return item, nil
+	return ledger.RecoveryApply(ctx, driver{s}, p)
 }
 
-// recoveryRead is what the first round trip of RecoveryApply reads.
-type recoveryRead struct {
-	facts    ledger.RecoveryFacts
-	found    bool // the delivery exists
-	recorded *ledger.RecoveryItem
-	// live are the live endpoints of the delivery's namespace.
-	live []fanoutEndpoint
+// RecoveryTx implements ledger.RecoveryTransactor.
+func (d driver) RecoveryTx(ctx context.Context, op string, fn func(ledger.RecoveryStatements) error) error {
+	return d.tx(ctx, op, func(tx *txn) error { return fn(&recoveryTx{tx: tx}) })
 }
 
-func applyRecovery(ctx context.Context, tx *txn, p *ledger.RecoveryApplyParams) (ledger.RecoveryItem, error) {
-	rd, err := readForRecovery(ctx, tx, p)
-	if err != nil {
-		return ledger.RecoveryItem{}, err
-	}
-	if rd.recorded != nil {
-		it := *rd.recorded
-		it.Replayed = true
-		return it, nil
-	}
-	if !rd.found {
-		return ledger.RecoveryItem{}, fmt.Errorf("delivery %s: %w", p.DeliveryID, ledger.ErrNotFound)
-	}
-	f := &rd.facts
-	step, reason, err := ledger.PlanRecovery(p.Action, f, p.Now)
-	if err != nil {
-		return ledger.RecoveryItem{}, err
-	}
+// recoveryTx runs ledger.RecoveryStatements in one transaction; the live
+// endpoints of the delivery's namespace ride with the first round trip.
+type recoveryTx struct {
+	tx   *txn
+	live []ledger.NamespaceEndpoint
+}
 
-	orig := &f.Delivery
-	now := fromNanos(nanos(p.Now))
-	newEventID, newDeliveryID := p.NewIDs()
-	item := ledger.RecoveryItem{
-		OperationKey: p.OperationKey, DeliveryID: orig.ID, EventID: orig.EventID, Action: p.Action,
-		Reason: reason, CreatedAt: now,
-	}
-	var (
-		requestEventID string
-		events         eventBatch
-		delta          = ledger.StatsDelta{}
-		b              = &pgx.Batch{}
-	)
-	switch step {
-	case ledger.StepRetry:
-		d := scheduledDelivery(orig.EventID, orig.EndpointID, now)
-		d.ID, d.RetryOf = newDeliveryID, orig.ID
-		b.Queue(`
-			INSERT INTO deliveries (id, event_id, endpoint_id, state, attempts, due_at, lease_owner,
-				last_status, last_error, exhaust_reason, resolution, created_at, retry_of)
-			VALUES ($1, $2, $3, 'scheduled', 0, $4, '', 0, '', '', '', $4, $5)`,
-			d.ID, d.EventID, d.EndpointID, nanos(now), d.RetryOf)
-		delta.Add(orig.EndpointID, ledger.StateScheduled, ledger.ResolutionNone, 1)
-		item.NewDeliveryID, item.NewDeliveryState = d.ID, ledger.StateScheduled
-	case ledger.StepReissueCopy:
-		e := ledger.Event{
-			ID: newEventID, Namespace: f.Event.Namespace, Type: f.Event.Type, Data: f.Event.Data,
-			ReissueOf: f.Event.ID, CreatedAt: now,
-		}
-		d := scheduledDelivery(e.ID, orig.EndpointID, now)
-		d.ID = newDeliveryID
-		if err := events.add(e, []ledger.Delivery{d}); err != nil {
-			return ledger.RecoveryItem{}, err
-		}
-		delta.Add(orig.EndpointID, ledger.StateScheduled, ledger.ResolutionNone, 1)
-		item.NewEventID, item.NewDeliveryID, item.NewDeliveryState = e.ID, d.ID, ledger.StateScheduled
-	case ledger.StepReissueRequest:
-		var handlers []ledger.Delivery
-		for _, ep := range rd.live {
-			if eventtype.MatchAny(ep.eventTypes, ledger.ReissueRequestedEventType) {
-				handlers = append(handlers, scheduledDelivery(newEventID, ep.id, now))
-			}
-		}
-		if len(handlers) == 0 {
-			step, item.Reason = ledger.StepRefuse, ledger.RefusedNoReissueHandler
-			break
-		}
-		data, err := json.Marshal(ledger.NewReissueRequestData(orig, &f.Event, p.OperationKey))
-		if err != nil {
-			return ledger.RecoveryItem{}, fmt.Errorf("reissue request for %s: %w", orig.ID, err)
-		}
-		e := ledger.Event{
-			ID: newEventID, Namespace: f.Event.Namespace, Type: ledger.ReissueRequestedEventType, Data: data, CreatedAt: now,
-		}
-		if err := events.add(e, handlers); err != nil {
-			return ledger.RecoveryItem{}, err
-		}
-		for _, h := range handlers {
-			delta.Add(h.EndpointID, ledger.StateScheduled, ledger.ResolutionNone, 1)
-		}
-		requestEventID, item.NewEventID = e.ID, e.ID
-	}
-	item.Outcome = step.Outcome()
+// LiveEndpoints implements ledger.RecoveryStatements: the endpoints that
+// RecoveryRead locked.
+func (r *recoveryTx) LiveEndpoints(context.Context, string) ([]ledger.NamespaceEndpoint, error) {
+	return r.live, nil
+}
 
-	if !events.empty() {
+// RecoveryWrite implements ledger.RecoveryStatements: the writes are
+// queued to ride with COMMIT.
+func (r *recoveryTx) RecoveryWrite(_ context.Context, w *ledger.RecoveryWrite) error {
+	b, now := &pgx.Batch{}, nanos(w.Now)
+	if w.Event != nil {
+		var events eventBatch
+		if err := events.add(*w.Event, w.Deliveries); err != nil {
+			return err
+		}
 		b.Queue(insertEventsSQL, events.args()...)
+	} else {
+		for _, d := range w.Deliveries {
+			b.Queue(`
+				INSERT INTO deliveries (id, event_id, endpoint_id, state, attempts, due_at, lease_owner,
+					last_status, last_error, exhaust_reason, resolution, created_at, retry_of)
+				VALUES ($1, $2, $3, 'scheduled', 0, $4, '', 0, '', '', '', $4, $5)`,
+				d.ID, d.EventID, d.EndpointID, nanos(d.DueAt), d.RetryOf)
+		}
 	}
-	if res := step.Resolution(); res != ledger.ResolutionNone {
+	if w.Resolution != ledger.ResolutionNone {
 		// The delivery is locked and was checked: this updates it.
 		b.Queue(`UPDATE deliveries SET resolution = $2, resolved_by = $3, resolved_at = $4
 			WHERE id = $1 AND state = 'exhausted' AND resolution = 'unresolved'`,
-			orig.ID, string(res), p.OperationKey, nanos(now))
-		delta.Move(orig.EndpointID, orig.State, orig.Resolution, orig.State, res)
+			w.Original.ID, string(w.Resolution), w.Item.OperationKey, now)
 	}
+	it := &w.Item
 	b.Queue(`
 		INSERT INTO recovery_items (operation_key, delivery_id, event_id, endpoint_id, action, outcome, reason,
 			new_event_id, new_delivery_id, request_event_id, created_at)
 		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)`,
-		item.OperationKey, item.DeliveryID, item.EventID, orig.EndpointID, string(item.Action), string(item.Outcome),
-		item.Reason, item.NewEventID, item.NewDeliveryID, requestEventID, nanos(now))
-	queueStats(b, delta)
-	tx.queue("apply recovery", b) // with COMMIT
-	return item, nil
+		it.OperationKey, it.DeliveryID, it.EventID, w.Original.EndpointID, string(it.Action), string(it.Outcome),
+		it.Reason, it.NewEventID, it.NewDeliveryID, w.RequestEventID, now)
+	queueStats(b, w.Stats)
+	r.tx.queue("apply recovery", b) // with COMMIT
+	return nil
 }
 
-// readForRecovery locks, in the global order, the live endpoints of the
-// delivery's namespace (FOR KEY SHARE: none is deleted under the
-// transaction, so a reissue request's fan-out and a retry's target stay
-// valid), the delivery (FOR UPDATE: concurrent recoveries of it queue) and
-// its event (FOR SHARE: a scrub, which locks it FOR UPDATE, cannot remove
-// the secrets between this check and the retry it allows),
-// then reads the item recorded for (operation, delivery), which a
-// recovery that held the lock before may have just committed.
-func readForRecovery(ctx context.Context, tx pgx.Tx, p *ledger.RecoveryApplyParams) (*recoveryRead, error) {
-	rd := &recoveryRead{}
-	f := &rd.facts
+// RecoveryRead implements ledger.RecoveryStatements. It locks, in the
+// global order, the live endpoints of the delivery's namespace (FOR KEY
+// SHARE: none is deleted under the transaction, so a reissue request's
+// fan-out and a retry's target stay valid), the delivery (FOR UPDATE:
+// concurrent recoveries of it queue) and its event (FOR SHARE: a scrub,
+// which locks it FOR UPDATE, cannot remove the secrets between this check
+// and the retry it allows), then reads the item recorded for (operation,
+// delivery), which a recovery that held the lock before may have just
+// committed.
+func (r *recoveryTx) RecoveryRead(ctx context.Context, p *ledger.RecoveryApplyParams) (ledger.RecoveryRead, error) {
+	var rd ledger.RecoveryRead
+	r.live = nil
+	f := &rd.Facts
 	b := &pgx.Batch{}
 	b.Queue(`
 		SELECT id, event_types FROM endpoints
 		WHERE namespace = (SELECT e.namespace FROM deliveries d JOIN events e ON e.id = d.event_id WHERE d.id = $1)
 			AND deleted_at IS NULL
 		ORDER BY id FOR KEY SHARE`, p.DeliveryID).Query(func(rows pgx.Rows) error {
-		var ep fanoutEndpoint
-		_, err := pgx.ForEachRow(rows, []any{&ep.id, &ep.eventTypes}, func() error {
-			rd.live = append(rd.live, ep)
+		var ep ledger.NamespaceEndpoint
+		_, err := pgx.ForEachRow(rows, []any{&ep.ID, &ep.EventTypes}, func() error {
+			r.live = append(r.live, ep)
 			return nil
 		})
 		return err
@@ -414,7 +312,7 @@ func readForRecovery(ctx context.Context, tx pgx.Tx, p *ledger.RecoveryApplyPara
 			firstAttempt *int64
 		)
 		_, err := pgx.ForEachRow(rows, append(append(dr.dests(), er.dests()...), &policy, &f.EndpointDeleted, &firstAttempt), func() error {
-			rd.found = true
+			rd.Found = true
 			f.Delivery = dr.value()
 			ev, err := er.value()
 			if err != nil {
@@ -433,12 +331,12 @@ func readForRecovery(ctx context.Context, tx pgx.Tx, p *ledger.RecoveryApplyPara
 		p.OperationKey, p.DeliveryID).Query(func(rows pgx.Rows) error {
 		items, err := pgx.CollectRows(rows, scanItem)
 		if len(items) > 0 {
-			rd.recorded = &items[0]
+			rd.Recorded = &items[0]
 		}
 		return err
 	})
-	if err := tx.SendBatch(ctx, b).Close(); err != nil {
-		return nil, fmt.Errorf("read delivery for recovery: %w", err)
+	if err := r.tx.SendBatch(ctx, b).Close(); err != nil {
+		return rd, fmt.Errorf("read delivery for recovery: %w", err)
 	}
 	return rd, nil
 }
@@ -449,12 +347,7 @@ func readForRecovery(ctx context.Context, tx pgx.Tx, p *ledger.RecoveryApplyPara
 // and its original delivery is resolved as reissued. Batches without
 // ReissueOf cost nothing; with some, two round trips.
 func completeReissues(ctx context.Context, tx pgx.Tx, results []ledger.EventInsertResult, delta ledger.StatsDelta) error {
-	var originals []string
-	for i := range results {
-		if r := &results[i]; r.Err == nil && !r.Duplicate && r.Event.ReissueOf != "" && !slices.Contains(originals, r.Event.ReissueOf) {
-			originals = append(originals, r.Event.ReissueOf)
-		}
-	}
+	originals := ledger.ReissueOriginals(results)
 	if len(originals) == 0 {
 		return nil
 	}
@@ -489,17 +382,11 @@ func completeReissues(ctx context.Context, tx pgx.Tx, results []ledger.EventInse
 	// the earliest one.
 	resolver := map[string]int{} // delivery → index in items
 	for i, w := range items {
-		j := slices.IndexFunc(results, func(r ledger.EventInsertResult) bool {
-			return r.Err == nil && !r.Duplicate && r.Event.ReissueOf == w.event
-		})
-		repl := &results[j]
-		ops[i], dlvs[i], newEvents[i], ats[i] = w.operation, w.delivery, repl.Event.ID, nanos(repl.Event.CreatedAt)
-		for _, d := range repl.Deliveries {
-			if d.EndpointID == w.endpoint {
-				newDeliveries[i] = d.ID
-				break
-			}
+		repl, newDelivery := ledger.Replacement(results, w.event, w.endpoint)
+		if repl == nil {
+			return fmt.Errorf("complete reissues: no replacement of event %s in the batch", w.event)
 		}
+		ops[i], dlvs[i], newEvents[i], newDeliveries[i], ats[i] = w.operation, w.delivery, repl.ID, newDelivery, nanos(repl.CreatedAt)
 		if k, ok := resolver[w.delivery]; !ok || w.seq < items[k].seq {
 			resolver[w.delivery] = i
 		}
@@ -540,3 +427,9 @@ func completeReissues(ctx context.Context, tx pgx.Tx, results []ledger.EventInse
 	}
 	return nil
 }
+
+var (
+	_ ledger.ExhaustedPager     = driver{}
+	_ ledger.RecoveryTransactor = driver{}
+	_ ledger.BudgetTransactor   = driver{}
+)

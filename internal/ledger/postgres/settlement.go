@@ -2,9 +2,7 @@ package postgres
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"slices"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -112,36 +110,19 @@ func queueUndelivered(tx *txn, results []ledger.EventInsertResult, inserted map[
 
 // AckRecord implements ledger.Settlement.
 func (s *Store) AckRecord(ctx context.Context, p *ledger.AckRecordParams) (ledger.AckResult, error) {
-	if p == nil {
-		return ledger.AckResult{}, errors.New("acknowledge delivery: nil params")
-	}
-	op := "acknowledge delivery " + p.DeliveryID
-	tr, err := p.Transition()
-	if err != nil {
-		return ledger.AckResult{}, fmt.Errorf("%s: %w", op, err)
-	}
-	return s.ackApply(ctx, op, p.DeliveryID, tr, false, p.Now)
+	return ledger.AckRecord(ctx, driver{s}, p)
 }
 
 // AckTimeoutRecord implements ledger.Settlement.
 func (s *Store) AckTimeoutRecord(ctx context.Context, p *ledger.AckTimeoutParams) (ledger.AckResult, error) {
-	if p == nil {
-		return ledger.AckResult{}, errors.New("acknowledgement timeout: nil params")
-	}
-	op := "acknowledgement timeout of delivery " + p.DeliveryID
-	tr, err := p.Transition()
-	if err != nil {
-		return ledger.AckResult{}, fmt.Errorf("%s: %w", op, err)
-	}
-	return s.ackApply(ctx, op, p.DeliveryID, tr, true, p.Now)
+	return ledger.AckTimeoutRecord(ctx, driver{s}, p)
 }
 
-// ackApply moves a delivery awaiting its acknowledgement through tr, with
-// its counters, dead letter and secrets, in one transaction of two round
-// trips (BEGIN rides with the locks, COMMIT with the writes), locking like
-// AttemptRecordMany. A timeout (deadline) applies only
-// once the delivery's AckDeadline is at or before now.
-func (s *Store) ackApply(ctx context.Context, op, id string, tr ledger.AckTransition, deadline bool, now time.Time) (ledger.AckResult, error) {
+// AckApply implements ledger.AckStatements in one transaction of two
+// round trips (BEGIN rides with the locks, COMMIT with the writes),
+// locking like AttemptRecordMany.
+func (dr driver) AckApply(ctx context.Context, p ledger.AckApplyParams) (ledger.AckResult, error) {
+	s, op, id, tr, deadline, now := dr.Store, p.Op, p.DeliveryID, p.Transition, p.Timeout, p.Now
 	var res ledger.AckResult
 	err := s.tx(ctx, op, func(tx *txn) error {
 		tx.genericPlans()
@@ -363,60 +344,32 @@ func (g pruneStage) pruneSQL() string {
 		) SELECT count(*) FROM pruned`
 }
 
-// Prune implements ledger.Settlement. Evidence goes first (an event past
-// both retentions is deleted, not pruned twice), then payloads, within
-// one Limit.
+// Prune implements ledger.Settlement (ledger.Prune walks the stages).
 func (s *Store) Prune(ctx context.Context, p *ledger.PruneParams) (ledger.PruneResult, error) {
-	var res ledger.PruneResult
-	if p == nil {
-		return res, errors.New("prune: nil params")
-	}
-	left := p.PruneLimit()
-	for _, g := range ledger.PruneStages {
-		if left == 0 {
-			break
-		}
-		n, err := s.pruneStage(ctx, pruneStage{g}, p, left)
-		if err != nil {
-			return res, err
-		}
-		if g.Evidence {
-			res.EventsDeleted += n
-		} else {
-			res.PayloadsPruned += n
-		}
-		left -= n
-	}
-	return res, nil
+	return ledger.Prune(ctx, driver{s}, p)
 }
 
-// pruneStage prunes up to limit events of one stage and returns how many.
-func (s *Store) pruneStage(ctx context.Context, g pruneStage, p *ledger.PruneParams, limit int) (int, error) {
-	op, def := "prune payloads", g.Default(p)
-	if g.Evidence {
-		op = "prune evidence"
-	}
-	now := nanos(p.Now)
-	rows, err := s.pool.Query(ctx, g.candidatesSQL(), now, limit, int64(def))
+// PruneCandidates implements ledger.PruneStatements without locks.
+func (d driver) PruneCandidates(ctx context.Context, g ledger.PruneStage, p *ledger.PruneParams, limit int) ([]string, error) {
+	rows, err := d.pool.Query(ctx, pruneStage{g}.candidatesSQL(), nanos(p.Now), limit, int64(g.Default(p)))
 	if err != nil {
-		return 0, translate(op, err)
+		return nil, translate(g.Op(), err)
 	}
 	ids, err := pgx.CollectRows(rows, pgx.RowTo[string])
-	if err != nil {
-		return 0, translate(op, err)
-	}
-	slices.Sort(ids)
-	ids = slices.Compact(ids)
-	if len(ids) == 0 {
-		return 0, nil
-	}
+	return ids, translate(g.Op(), err)
+}
+
+// PruneApply implements ledger.PruneStatements: one transaction locks the
+// candidates' deliveries and events (in the global order), checks them
+// again on what committed meanwhile and prunes, in one round trip.
+func (d driver) PruneApply(ctx context.Context, g ledger.PruneStage, p *ledger.PruneParams, ids []string) (int, error) {
 	var n int
-	err = s.tx(ctx, op, func(tx *txn) error {
+	err := d.tx(ctx, g.Op(), func(tx *txn) error {
 		n = 0
 		b := &pgx.Batch{}
 		b.Queue(`SELECT 1 FROM deliveries WHERE event_id = ANY($1) ORDER BY id FOR UPDATE`, ids)
 		b.Queue(`SELECT 1 FROM events WHERE id = ANY($1) ORDER BY id FOR UPDATE`, ids)
-		b.Queue(g.pruneSQL(), now, ids, int64(def)).QueryRow(func(row pgx.Row) error { return row.Scan(&n) })
+		b.Queue(pruneStage{g}.pruneSQL(), nanos(p.Now), ids, int64(g.Default(p))).QueryRow(func(row pgx.Row) error { return row.Scan(&n) })
 		tx.queue("prune", b) // BEGIN, the statements and COMMIT: one round trip
 		return nil
 	})
@@ -425,3 +378,5 @@ func (s *Store) pruneStage(ctx context.Context, g pruneStage, p *ledger.PrunePar
 	}
 	return n, nil
 }
+
+var _ ledger.PruneStatements = driver{}

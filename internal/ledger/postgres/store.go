@@ -12,6 +12,13 @@ import (
 	"github.com/hookkeeper/hookkeeper/internal/ledger"
 )
 
+// driver is the Store as package ledger's orchestration sees it: the
+// statements behind the walks and preambles both drivers share (Prune's
+// stages, ExhaustedList's pages, the acknowledgement transactions,
+// RecoveryApply's reads and write); the Store's methods hand their params
+// to that orchestration. One pointer: as an interface it allocates nothing.
+type driver struct{ *Store }
+
 // Store is a ledger.Store backed by PostgreSQL. It is safe for concurrent
 // use, and several Stores (in one process or many) may share a database.
 type Store struct {

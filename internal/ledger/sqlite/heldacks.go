@@ -2,27 +2,24 @@ package sqlite
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strings"
 
 	"github.com/hookkeeper/hookkeeper/internal/ledger"
 )
 
-// AckHold implements ledger.HeldAcks. The single writer orders it with the
-// attempt's record: either the record committed first (the delivery is
-// awaiting_ack and the caller applies the acknowledgement) or the record
-// finds the held acknowledgement.
+// AckHold implements ledger.HeldAcks.
 func (s *Store) AckHold(ctx context.Context, p *ledger.AckRecordParams) (ledger.Delivery, error) {
-	if p == nil {
-		return ledger.Delivery{}, errors.New("hold acknowledgement: nil params")
-	}
-	op := "hold acknowledgement of delivery " + p.DeliveryID
-	if _, err := p.Transition(); err != nil {
-		return ledger.Delivery{}, fmt.Errorf("%s: %w", op, err)
-	}
+	return ledger.AckHold(ctx, driver{s}, p)
+}
+
+// AckHoldInsert implements ledger.AckStatements. The single writer orders
+// it with the attempt's record: either the record committed first (the
+// delivery is awaiting_ack and the caller applies the acknowledgement) or
+// the record finds the held acknowledgement.
+func (dr driver) AckHoldInsert(ctx context.Context, op string, p *ledger.AckRecordParams) (ledger.Delivery, bool, error) {
 	var held bool
-	err := s.write(ctx, op, func(t *wtx) error {
+	err := dr.write(ctx, op, func(t *wtx) error {
 		var state, mode string
 		err := t.tx.QueryRowContext(t.ctx, `SELECT d.state, e.ack_mode FROM deliveries d
 			JOIN endpoints e ON e.id = d.endpoint_id WHERE d.id = ?1`, p.DeliveryID).Scan(&state, &mode)
@@ -40,16 +37,13 @@ func (s *Store) AckHold(ctx context.Context, p *ledger.AckRecordParams) (ledger.
 		return translate(op, err)
 	})
 	if err != nil {
-		return ledger.Delivery{}, err
+		return ledger.Delivery{}, false, err
 	}
-	d, err := s.DeliveryGet(ctx, p.DeliveryID)
+	d, err := dr.DeliveryGet(ctx, p.DeliveryID)
 	if err != nil {
-		return ledger.Delivery{}, fmt.Errorf("%s: %w", op, err)
+		return ledger.Delivery{}, false, fmt.Errorf("%s: %w", op, err)
 	}
-	if !held {
-		return d, fmt.Errorf("%s (state %s): %w", op, d.State, ledger.ErrNotInFlight)
-	}
-	return d, nil
+	return d, held, nil
 }
 
 // AckHeldTake implements ledger.HeldAcks. It looks on a read connection
@@ -100,3 +94,5 @@ func (s *Store) AckHeldTake(ctx context.Context, ids []string) ([]ledger.AckReco
 }
 
 var _ ledger.HeldAcks = (*Store)(nil)
+
+var _ ledger.AckStatements = driver{}

@@ -6,11 +6,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"math"
-	"slices"
 	"time"
 
-	"github.com/hookkeeper/hookkeeper/internal/eventtype"
 	"github.com/hookkeeper/hookkeeper/internal/ledger"
 )
 
@@ -141,36 +138,35 @@ func applyFirstAttempts(t *wtx, st *sql.Stmt, fa ledger.FirstAttempts) error {
 	return nil
 }
 
-// RetryBudgetAcquire implements ledger.Recovery. The first retry taken in
-// a minute also deletes the endpoint's buckets older than
-// ledger.BudgetRetention.
+// RetryBudgetAcquire implements ledger.Recovery (ledger.RetryBudgetAcquire
+// runs the transaction).
 func (s *Store) RetryBudgetAcquire(ctx context.Context, p *ledger.RetryBudgetParams) (bool, error) {
-	if p == nil {
-		return false, errors.New("acquire retry budget: nil params")
+	return ledger.RetryBudgetAcquire(ctx, driver{s}, p)
+}
+
+// RetryBudgetTx implements ledger.BudgetTransactor: one write transaction.
+func (d driver) RetryBudgetTx(ctx context.Context, op string, fn func(ledger.BudgetStatements) error) error {
+	return d.writeOp(ctx, op, func(t *wtx) error { return fn(budgetTx{t}) })
+}
+
+// budgetTx runs ledger.BudgetStatements in one write transaction.
+type budgetTx struct{ t *wtx }
+
+// RetryBudgetTake implements ledger.BudgetStatements.
+func (b budgetTx) RetryBudgetTake(_ context.Context, p *ledger.RetryBudgetParams, minute int64) (int64, bool, error) {
+	var retries int64
+	err := b.t.stmt(b.t.s.rc.budgetAcquire).QueryRowContext(b.t.ctx, p.EndpointID, minute,
+		int64(p.Budget.RatioPercent), int64(p.Budget.MinPerMinute)).Scan(&retries)
+	if errors.Is(err, sql.ErrNoRows) {
+		return 0, false, nil // spent
 	}
-	op := "acquire retry budget of " + p.EndpointID
-	minute := ledger.BudgetMinute(p.Now)
-	var ok bool
-	err := s.write(ctx, op, func(t *wtx) error {
-		var retries int64
-		err := t.stmt(s.rc.budgetAcquire).QueryRowContext(t.ctx, p.EndpointID, minute,
-			int64(p.Budget.RatioPercent), int64(p.Budget.MinPerMinute)).Scan(&retries)
-		if errors.Is(err, sql.ErrNoRows) {
-			return nil // spent
-		}
-		if err != nil {
-			return translate(op, err)
-		}
-		ok = retries > 0
-		if retries == 1 {
-			old := minute - int64(ledger.BudgetRetention/time.Minute)
-			if _, err := t.stmt(s.rc.budgetPrune).ExecContext(t.ctx, p.EndpointID, old); err != nil {
-				return translate(op+": delete old buckets", err)
-			}
-		}
-		return nil
-	})
-	return ok, err
+	return retries, err == nil, translate("take a retry", err)
+}
+
+// RetryBudgetPrune implements ledger.BudgetStatements.
+func (b budgetTx) RetryBudgetPrune(_ context.Context, endpointID string, before int64) error {
+	_, err := b.t.stmt(b.t.s.rc.budgetPrune).ExecContext(b.t.ctx, endpointID, before)
+	return translate("delete old buckets", err)
 }
 
 // jsonIDs encodes a filter list for json_each; "[]" means no filter.
@@ -182,72 +178,27 @@ func jsonIDs(ids []string) (string, error) {
 	return string(b), err
 }
 
-// ExhaustedList implements ledger.Recovery. Event-type patterns are matched
-// in Go (eventtype.MatchAny, as fan-out does), so it reads pages until the
-// limit is filled or the endpoint's unresolved deliveries run out.
+// ExhaustedList implements ledger.Recovery (ledger.ExhaustedList walks
+// the pages).
 func (s *Store) ExhaustedList(ctx context.Context, p *ledger.ExhaustedListParams) ([]ledger.ExhaustedDelivery, error) {
-	if p == nil {
-		return nil, errors.New("list exhausted deliveries: nil params")
-	}
-	op := "list exhausted deliveries of " + p.EndpointID
-	q := exhaustedQuery{p: p, limit: ledger.ExhaustedLimit(p.Limit), after: math.MinInt64, before: math.MaxInt64}
-	var err error
-	if q.ids, err = jsonIDs(p.DeliveryIDs); err != nil {
-		return nil, fmt.Errorf("%s: %w", op, err)
-	}
-	if q.events, err = jsonIDs(p.EventIDs); err != nil {
-		return nil, fmt.Errorf("%s: %w", op, err)
-	}
-	if !p.ExhaustedAfter.IsZero() {
-		q.after = nanos(p.ExhaustedAfter)
-	}
-	if !p.ExhaustedBefore.IsZero() {
-		q.before = nanos(p.ExhaustedBefore)
-	}
-	q.page = q.limit
-	if len(p.EventTypes) > 0 {
-		q.page = max(q.limit, 256)
-	}
-	var out []ledger.ExhaustedDelivery
-	key := exhaustedKey{at: math.MinInt64}
-	for {
-		n, err := s.exhaustedPage(ctx, &q, &key, &out)
-		if err != nil {
-			return nil, fmt.Errorf("%s: %w", op, err)
-		}
-		if len(out) == q.limit || n < q.page {
-			return out, nil
-		}
-	}
+	return ledger.ExhaustedList(ctx, driver{s}, p)
 }
 
-// exhaustedQuery is an ExhaustedList call's fixed arguments.
-type exhaustedQuery struct {
-	p             *ledger.ExhaustedListParams
-	ids, events   string // JSON arrays, "[]" for no filter
-	after, before int64  // the TerminalAt window
-	limit, page   int
-}
-
-// exhaustedKey is where a page of ExhaustedList starts: after this
-// (terminal_at, id).
-type exhaustedKey struct {
-	at int64
-	id string
-}
-
-// exhaustedPage reads one page after key, appends the deliveries that match
-// the type patterns to out (up to the limit), moves key past what it read
-// and returns how many rows it read.
-func (s *Store) exhaustedPage(ctx context.Context, q *exhaustedQuery, key *exhaustedKey, out *[]ledger.ExhaustedDelivery) (int, error) {
-	rows, err := s.rc.exhaustedPage.QueryContext(ctx, q.p.EndpointID, q.after, q.before, key.at, key.id, q.ids, q.events, q.page)
+// ExhaustedPage implements ledger.ExhaustedPager on the read pool.
+func (d driver) ExhaustedPage(ctx context.Context, p *ledger.ExhaustedPageParams) ([]ledger.ExhaustedDelivery, error) {
+	ids, idsErr := jsonIDs(p.DeliveryIDs)
+	events, eventsErr := jsonIDs(p.EventIDs)
+	if err := errors.Join(idsErr, eventsErr); err != nil {
+		return nil, fmt.Errorf("read page: %w", err)
+	}
+	from, to, afterAt, afterID := p.UnixNanoBounds()
+	rows, err := d.rc.exhaustedPage.QueryContext(ctx, p.EndpointID, from, to, afterAt, afterID, ids, events, p.Limit)
 	if err != nil {
-		return 0, translate("read", err)
+		return nil, translate("read page", err)
 	}
 	defer rows.Close()
-	n := 0
-	for len(*out) < q.limit && rows.Next() {
-		n++
+	var out []ledger.ExhaustedDelivery
+	for rows.Next() {
 		var (
 			d                  ledger.Delivery
 			typ, names         string
@@ -258,20 +209,16 @@ func (s *Store) exhaustedPage(ctx context.Context, q *exhaustedQuery, key *exhau
 		)
 		dDest, dFinish := deliveryDest(&d)
 		if err := rows.Scan(append(dDest, &typ, &names, &hasSecrets, &pruned, &created, &firstAttempt)...); err != nil {
-			return n, translate("read", err)
+			return nil, translate("read page", err)
 		}
 		dFinish()
-		key.at, key.id = nanos(*d.TerminalAt), d.ID
-		if len(q.p.EventTypes) > 0 && !eventtype.MatchAny(q.p.EventTypes, typ) {
-			continue
-		}
 		if err := json.Unmarshal([]byte(names), &secretNames); err != nil {
-			return n, fmt.Errorf("secret names of event %s: %w", d.EventID, err)
+			return nil, fmt.Errorf("secret names of event %s: %w", d.EventID, err)
 		}
 		replayFrom := ledger.ReplayFrom(fromNullNanos(firstAttempt), fromNanos(created))
-		*out = append(*out, ledger.NewExhaustedDelivery(d, typ, secretNames, hasSecrets, pruned, replayFrom))
+		out = append(out, ledger.NewExhaustedDelivery(d, typ, secretNames, hasSecrets, pruned, replayFrom))
 	}
-	return n, translate("read", rows.Err())
+	return out, translate("read page", rows.Err())
 }
 
 // scanItem scans itemCols.
@@ -336,169 +283,109 @@ func (s *Store) RecoveryOperationStart(ctx context.Context, p *ledger.RecoveryOp
 	return out, nil
 }
 
-// RecoveryApply implements ledger.Recovery.
+// RecoveryApply implements ledger.Recovery (ledger.RecoveryApply decides
+// and plans the rows).
 func (s *Store) RecoveryApply(ctx context.Context, p *ledger.RecoveryApplyParams) (ledger.RecoveryItem, error) {
-	if err := ledger.ValidateRecoveryApply(p); err != nil {
-		return ledger.RecoveryItem{}, err
-	}
-	op := "recovery " + p.OperationKey + " of delivery " + p.DeliveryID
-	var item ledger.RecoveryItem
-	err := s.write(ctx, op, func(t *wtx) error {
-		got, err := scanItem(t.stmt(s.rc.itemGet).QueryRowContext(t.ctx, p.OperationKey, p.DeliveryID))
-		switch {
-		case err == nil:
-			got.Replayed = true
-			item = got
-			return nil
-		case !errors.Is(err, sql.ErrNoRows):
-			return translate(op, err)
-		}
-		f, err := s.recoveryFacts(t, p.DeliveryID)
-		if err != nil {
-			return translate(op, err)
-		}
-		step, reason, err := ledger.PlanRecovery(p.Action, &f, p.Now)
-		if err != nil {
-			return err
-		}
-		item, err = s.applyStep(t, p, &f, step, reason)
-		return err
-	})
-	if err != nil {
-		return ledger.RecoveryItem{}, err
-	}
-	return item, nil
+	return ledger.RecoveryApply(ctx, driver{s}, p)
 }
 
-// recoveryFacts gathers what PlanRecovery decides on.
-func (s *Store) recoveryFacts(t *wtx, deliveryID string) (ledger.RecoveryFacts, error) {
+// RecoveryTx implements ledger.RecoveryTransactor: one write transaction,
+// which the single writer makes atomic.
+func (d driver) RecoveryTx(ctx context.Context, op string, fn func(ledger.RecoveryStatements) error) error {
+	return d.writeOp(ctx, op, func(t *wtx) error { return fn(recoveryTx{t}) })
+}
+
+// recoveryTx runs ledger.RecoveryStatements in one write transaction.
+type recoveryTx struct{ t *wtx }
+
+// RecoveryRead implements ledger.RecoveryStatements.
+func (r recoveryTx) RecoveryRead(_ context.Context, p *ledger.RecoveryApplyParams) (ledger.RecoveryRead, error) {
+	var rd ledger.RecoveryRead
+	got, err := scanItem(r.t.stmt(r.t.s.rc.itemGet).QueryRowContext(r.t.ctx, p.OperationKey, p.DeliveryID))
+	switch {
+	case err == nil:
+		rd.Recorded = &got
+		return rd, nil
+	case !errors.Is(err, sql.ErrNoRows):
+		return rd, translate("read recovery item", err)
+	}
 	var (
-		f              ledger.RecoveryFacts
+		f              = &rd.Facts
 		policy         string
 		firstAttempt   sql.NullInt64
 		dDest, dFinish = deliveryDest(&f.Delivery)
 		eDest, eFinish = eventDest(&f.Event)
 	)
 	dest := append(append(dDest, eDest...), &policy, &f.EndpointDeleted, &firstAttempt)
-	if err := t.stmt(s.rc.facts).QueryRowContext(t.ctx, deliveryID).Scan(dest...); err != nil {
-		return f, err
+	err = r.t.stmt(r.t.s.rc.facts).QueryRowContext(r.t.ctx, p.DeliveryID).Scan(dest...)
+	if errors.Is(err, sql.ErrNoRows) {
+		return rd, nil
+	}
+	if err != nil {
+		return rd, translate("read delivery for recovery", err)
 	}
 	dFinish()
 	if err := eFinish(); err != nil {
-		return f, err
+		return rd, err
 	}
 	if err := json.Unmarshal([]byte(policy), &f.Policy); err != nil {
-		return f, fmt.Errorf("policy of endpoint %s: %w", f.Delivery.EndpointID, err)
+		return rd, fmt.Errorf("policy of endpoint %s: %w", f.Delivery.EndpointID, err)
 	}
 	f.ReplayFrom = ledger.ReplayFrom(fromNullNanos(firstAttempt), f.Event.CreatedAt)
-	return f, nil
+	rd.Found = true
+	return rd, nil
 }
 
-// applyStep carries out step for the delivery of f, records the item and
-// returns it.
-func (s *Store) applyStep(t *wtx, p *ledger.RecoveryApplyParams, f *ledger.RecoveryFacts, step ledger.RecoveryStep, reason string) (ledger.RecoveryItem, error) {
-	orig := &f.Delivery
-	now := p.Now.UTC()
-	newEventID, newDeliveryID := p.NewIDs()
-	item := ledger.RecoveryItem{
-		OperationKey: p.OperationKey, DeliveryID: orig.ID, EventID: orig.EventID, Action: p.Action,
-		Reason: reason, CreatedAt: now,
-	}
-	var requestEventID string
-	ds := ledger.StatsDelta{}
-	switch step {
-	case ledger.StepRetry:
-		if _, err := t.stmt(s.rc.deliveryInsertAs).ExecContext(t.ctx, newDeliveryID, orig.EventID, orig.EndpointID,
-			nanos(now), orig.ID); err != nil {
-			return item, translate("retry delivery "+orig.ID, err)
-		}
-		ds.Add(orig.EndpointID, ledger.StateScheduled, ledger.ResolutionNone, 1)
-		item.NewDeliveryID, item.NewDeliveryState = newDeliveryID, ledger.StateScheduled
-	case ledger.StepReissueCopy:
-		ev := ledger.Event{
-			ID: newEventID, Namespace: f.Event.Namespace, Type: f.Event.Type, Data: f.Event.Data,
-			ReissueOf: f.Event.ID, CreatedAt: now,
-		}
-		if err := s.storeEvent(t, ev); err != nil {
-			return item, err
-		}
-		if _, err := t.stmt(s.rc.deliveryInsertAs).ExecContext(t.ctx, newDeliveryID, ev.ID, orig.EndpointID,
-			nanos(now), ""); err != nil {
-			return item, translate("reissue delivery "+orig.ID, err)
-		}
-		ds.Add(orig.EndpointID, ledger.StateScheduled, ledger.ResolutionNone, 1)
-		item.NewEventID, item.NewDeliveryID, item.NewDeliveryState = ev.ID, newDeliveryID, ledger.StateScheduled
-	case ledger.StepReissueRequest:
-		handlers, err := s.reissueHandlers(t, f.Event.Namespace)
-		if err != nil {
-			return item, err
-		}
-		if len(handlers) == 0 {
-			step, item.Reason = ledger.StepRefuse, ledger.RefusedNoReissueHandler
-			break
-		}
-		data, err := json.Marshal(ledger.NewReissueRequestData(orig, &f.Event, p.OperationKey))
-		if err != nil {
-			return item, fmt.Errorf("reissue request for %s: %w", orig.ID, err)
-		}
-		ev := ledger.Event{
-			ID: newEventID, Namespace: f.Event.Namespace, Type: ledger.ReissueRequestedEventType, Data: data, CreatedAt: now,
-		}
-		if err := s.storeEvent(t, ev); err != nil {
-			return item, err
-		}
-		for _, h := range handlers {
-			if _, err := s.storeDelivery(t, ev.ID, h, now); err != nil {
-				return item, err
-			}
-			ds.Add(h, ledger.StateScheduled, ledger.ResolutionNone, 1)
-		}
-		requestEventID, item.NewEventID = ev.ID, ev.ID
-	}
-	item.Outcome = step.Outcome()
-
-	if res := step.Resolution(); res != ledger.ResolutionNone {
-		if err := s.resolve(t, orig, res, p.OperationKey, now, ds); err != nil {
-			return item, err
-		}
-	}
-	if _, err := t.stmt(s.rc.itemInsert).ExecContext(t.ctx, item.OperationKey, item.DeliveryID, item.EventID,
-		orig.EndpointID, string(item.Action), string(item.Outcome), item.Reason, item.NewEventID, item.NewDeliveryID,
-		requestEventID, nanos(now)); err != nil {
-		return item, translate("record recovery item", err)
-	}
-	return item, applyStats(t, s.ws.statsApply, ds)
-}
-
-// reissueHandlers returns the live endpoints of namespace subscribed to
-// hookkeeper.reissue.requested.
-func (s *Store) reissueHandlers(t *wtx, namespace string) ([]string, error) {
-	subs, err := s.subscribers(t, namespace)
+// LiveEndpoints implements ledger.RecoveryStatements.
+func (r recoveryTx) LiveEndpoints(_ context.Context, namespace string) ([]ledger.NamespaceEndpoint, error) {
+	subs, err := r.t.s.subscribers(r.t, namespace)
 	if err != nil {
 		return nil, err
 	}
-	var out []string
-	for _, sub := range subs {
-		if eventtype.MatchAny(sub.patterns, ledger.ReissueRequestedEventType) {
-			out = append(out, sub.id)
-		}
+	out := make([]ledger.NamespaceEndpoint, len(subs))
+	for i, sub := range subs {
+		out[i] = ledger.NamespaceEndpoint{ID: sub.id, EventTypes: sub.patterns}
 	}
 	return out, nil
 }
 
-// resolve gives the exhausted delivery d resolution res if it is still
-// unresolved, and counts it out of exhausted-unresolved.
-func (s *Store) resolve(t *wtx, d *ledger.Delivery, res ledger.Resolution, operation string, now time.Time, ds ledger.StatsDelta) error {
-	r, err := t.stmt(s.rc.resolve).ExecContext(t.ctx, d.ID, string(res), operation, nanos(now))
+// RecoveryWrite implements ledger.RecoveryStatements.
+func (r recoveryTx) RecoveryWrite(_ context.Context, w *ledger.RecoveryWrite) error {
+	s, t, now := r.t.s, r.t, nanos(w.Now)
+	if w.Event != nil {
+		if err := s.storeEvent(t, *w.Event); err != nil {
+			return err
+		}
+	}
+	for _, d := range w.Deliveries {
+		if _, err := t.stmt(s.rc.deliveryInsertAs).ExecContext(t.ctx, d.ID, d.EventID, d.EndpointID,
+			nanos(d.DueAt), d.RetryOf); err != nil {
+			return translate("insert delivery of event "+d.EventID+" to "+d.EndpointID, err)
+		}
+	}
+	if w.Resolution != ledger.ResolutionNone {
+		if _, err := s.resolveExec(t, w.Original.ID, w.Resolution, w.Item.OperationKey, w.Now); err != nil {
+			return err
+		}
+	}
+	it := &w.Item
+	if _, err := t.stmt(s.rc.itemInsert).ExecContext(t.ctx, it.OperationKey, it.DeliveryID, it.EventID,
+		w.Original.EndpointID, string(it.Action), string(it.Outcome), it.Reason, it.NewEventID, it.NewDeliveryID,
+		w.RequestEventID, now); err != nil {
+		return translate("record recovery item", err)
+	}
+	return applyStats(t, s.ws.statsApply, w.Stats)
+}
+
+// resolveExec gives the exhausted delivery id resolution res if it is
+// still unresolved, and reports whether it did.
+func (s *Store) resolveExec(t *wtx, id string, res ledger.Resolution, operation string, now time.Time) (bool, error) {
+	r, err := t.stmt(s.rc.resolve).ExecContext(t.ctx, id, string(res), operation, nanos(now))
 	if err != nil {
-		return translate("resolve delivery "+d.ID, err)
+		return false, translate("resolve delivery "+id, err)
 	}
-	if n, err := r.RowsAffected(); err != nil {
-		return translate("resolve delivery "+d.ID, err)
-	} else if n == 1 {
-		ds.Move(d.EndpointID, ledger.StateExhausted, ledger.ResolutionUnresolved, ledger.StateExhausted, res)
-	}
-	return nil
+	n, err := r.RowsAffected()
+	return n == 1, translate("resolve delivery "+id, err)
 }
 
 // completeReissues completes the recovery items waiting for a replacement
@@ -507,12 +394,7 @@ func (s *Store) resolve(t *wtx, d *ledger.Delivery, res ledger.Resolution, opera
 // and its original delivery is resolved as reissued. Batches without
 // ReissueOf cost nothing.
 func (s *Store) completeReissues(t *wtx, results []ledger.EventInsertResult, ds ledger.StatsDelta) error {
-	var originals []string
-	for i := range results {
-		if r := &results[i]; r.Err == nil && !r.Duplicate && r.Event.ReissueOf != "" {
-			originals = append(originals, r.Event.ReissueOf)
-		}
-	}
+	originals := ledger.ReissueOriginals(results)
 	if len(originals) == 0 {
 		return nil
 	}
@@ -539,26 +421,28 @@ func (s *Store) completeReissues(t *wtx, results []ledger.EventInsertResult, ds 
 		return translate(op, err)
 	}
 	for _, w := range items {
-		i := slices.IndexFunc(results, func(r ledger.EventInsertResult) bool {
-			return r.Err == nil && !r.Duplicate && r.Event.ReissueOf == w.event
-		})
-		repl := &results[i]
-		newDelivery := ""
-		for _, d := range repl.Deliveries {
-			if d.EndpointID == w.endpoint {
-				newDelivery = d.ID
-				break
-			}
+		repl, newDelivery := ledger.Replacement(results, w.event, w.endpoint)
+		if repl == nil {
+			return fmt.Errorf("%s: no replacement of event %s in the batch", op, w.event)
 		}
-		at := repl.Event.CreatedAt
-		if _, err := t.stmt(s.rc.itemComplete).ExecContext(t.ctx, w.operation, w.delivery, repl.Event.ID, newDelivery,
+		at := repl.CreatedAt
+		if _, err := t.stmt(s.rc.itemComplete).ExecContext(t.ctx, w.operation, w.delivery, repl.ID, newDelivery,
 			nanos(at)); err != nil {
 			return translate(op, err)
 		}
-		orig := ledger.Delivery{ID: w.delivery, EndpointID: w.endpoint}
-		if err := s.resolve(t, &orig, ledger.ResolutionReissued, w.operation, at, ds); err != nil {
+		resolved, err := s.resolveExec(t, w.delivery, ledger.ResolutionReissued, w.operation, at)
+		if err != nil {
 			return err
+		}
+		if resolved {
+			ds.Move(w.endpoint, ledger.StateExhausted, ledger.ResolutionUnresolved, ledger.StateExhausted, ledger.ResolutionReissued)
 		}
 	}
 	return nil
 }
+
+var (
+	_ ledger.ExhaustedPager     = driver{}
+	_ ledger.RecoveryTransactor = driver{}
+	_ ledger.BudgetTransactor   = driver{}
+)

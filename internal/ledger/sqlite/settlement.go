@@ -160,39 +160,28 @@ func (s *Store) markUndelivered(t *wtx, ev *ledger.Event, now time.Time) error {
 
 // AckRecord implements ledger.Settlement.
 func (s *Store) AckRecord(ctx context.Context, p *ledger.AckRecordParams) (ledger.AckResult, error) {
-	if p == nil {
-		return ledger.AckResult{}, errors.New("acknowledge delivery: nil params")
-	}
-	op := "acknowledge delivery " + p.DeliveryID
-	tr, err := p.Transition()
-	if err != nil {
-		return ledger.AckResult{}, fmt.Errorf("%s: %w", op, err)
-	}
-	return s.ackApply(ctx, op, p.DeliveryID, tr, nil, p.Now)
+	return ledger.AckRecord(ctx, driver{s}, p)
 }
 
 // AckTimeoutRecord implements ledger.Settlement.
 func (s *Store) AckTimeoutRecord(ctx context.Context, p *ledger.AckTimeoutParams) (ledger.AckResult, error) {
-	if p == nil {
-		return ledger.AckResult{}, errors.New("acknowledgement timeout: nil params")
-	}
-	op := "acknowledgement timeout of delivery " + p.DeliveryID
-	tr, err := p.Transition()
-	if err != nil {
-		return ledger.AckResult{}, fmt.Errorf("%s: %w", op, err)
-	}
-	return s.ackApply(ctx, op, p.DeliveryID, tr, nanos(p.Now), p.Now)
+	return ledger.AckTimeoutRecord(ctx, driver{s}, p)
 }
 
-// ackApply moves a delivery awaiting its acknowledgement through tr, with
-// its counters, dead letter and secrets, in one transaction. deadline is
-// the instant its deadline must have passed (a timeout), or nil.
-func (s *Store) ackApply(ctx context.Context, op, id string, tr ledger.AckTransition, deadline any, now time.Time) (ledger.AckResult, error) {
+// AckApply implements ledger.AckStatements: one write transaction, whose
+// update applies only to a delivery still awaiting_ack (and, for a
+// timeout, past its deadline).
+func (dr driver) AckApply(ctx context.Context, p ledger.AckApplyParams) (ledger.AckResult, error) {
+	s, op, id, tr, now := dr.Store, p.Op, p.DeliveryID, p.Transition, p.Now
 	var (
 		res                    ledger.AckResult
 		dueAt, reason, resol   any
 		lastError, terminalAtN any
+		deadline               any
 	)
+	if p.Timeout {
+		deadline = nanos(now)
+	}
 	if tr.State == ledger.StateScheduled {
 		dueAt = nanos(tr.DueAt)
 	}
@@ -261,20 +250,9 @@ func (s *Store) SecretsScrubDue(ctx context.Context, now time.Time, limit int) (
 		if err != nil {
 			return translate(op, err)
 		}
-		var ids []string
-		for rows.Next() {
-			var id string
-			if err := rows.Scan(&id); err != nil {
-				_ = rows.Close()
-				return translate(op, err)
-			}
-			ids = append(ids, id)
-		}
-		if err := rows.Close(); err != nil {
+		ids, err := collectIDs(rows)
+		if err != nil || len(ids) == 0 {
 			return translate(op, err)
-		}
-		if len(ids) == 0 {
-			return nil
 		}
 		idsJSON, err := json.Marshal(ids)
 		if err != nil {
@@ -402,87 +380,57 @@ var (
 	}
 )
 
-// Prune implements ledger.Settlement. Evidence goes first (an event past
-// both retentions is deleted, not pruned twice), then payloads, within
-// one Limit.
+// Prune implements ledger.Settlement (ledger.Prune walks the stages).
 func (s *Store) Prune(ctx context.Context, p *ledger.PruneParams) (ledger.PruneResult, error) {
-	var res ledger.PruneResult
-	if p == nil {
-		return res, errors.New("prune: nil params")
-	}
-	left := p.PruneLimit()
-	for _, g := range ledger.PruneStages {
-		if left == 0 {
-			break
-		}
-		n, err := s.pruneStage(ctx, pruneStage{g}, p, left)
-		if err != nil {
-			return res, err
-		}
-		if g.Evidence {
-			res.EventsDeleted += n
-		} else {
-			res.PayloadsPruned += n
-		}
-		left -= n
-	}
-	return res, nil
+	return ledger.Prune(ctx, driver{s}, p)
 }
 
-// pruneStage prunes up to limit events of one stage and returns how many.
-func (s *Store) pruneStage(ctx context.Context, g pruneStage, p *ledger.PruneParams, limit int) (int, error) {
-	op, def, stmts := "prune payloads", g.Default(p), prunePayloadSQL
-	if g.Evidence {
-		op, stmts = "prune evidence", pruneEvidenceSQL
-	}
-	now := nanos(p.Now)
-	rows, err := s.r.QueryContext(ctx, g.candidatesSQL(), now, limit, int64(def))
+// PruneCandidates implements ledger.PruneStatements on the read pool.
+func (d driver) PruneCandidates(ctx context.Context, g ledger.PruneStage, p *ledger.PruneParams, limit int) ([]string, error) {
+	rows, err := d.r.QueryContext(ctx, pruneStage{g}.candidatesSQL(), nanos(p.Now), limit, int64(g.Default(p)))
 	if err != nil {
-		return 0, translate(op, err)
+		return nil, translate(g.Op(), err)
 	}
+	ids, err := collectIDs(rows)
+	return ids, translate(g.Op(), err)
+}
+
+// collectIDs reads rows of one ID and closes them.
+func collectIDs(rows *sql.Rows) ([]string, error) {
+	defer rows.Close()
 	var ids []string
-	seen := map[string]bool{}
 	for rows.Next() {
 		var id string
 		if err := rows.Scan(&id); err != nil {
-			_ = rows.Close()
-			return 0, translate(op, err)
+			return nil, err
 		}
-		if !seen[id] {
-			seen[id] = true
-			ids = append(ids, id)
-		}
+		ids = append(ids, id)
 	}
-	if err := rows.Close(); err != nil {
-		return 0, translate(op, err)
+	return ids, rows.Err()
+}
+
+// PruneApply implements ledger.PruneStatements: the write transaction
+// checks the candidates again and runs the stage's statements on those
+// that still qualify.
+func (d driver) PruneApply(ctx context.Context, g ledger.PruneStage, p *ledger.PruneParams, ids []string) (int, error) {
+	op, stmts := g.Op(), prunePayloadSQL
+	if g.Evidence {
+		stmts = pruneEvidenceSQL
 	}
-	if len(ids) == 0 {
-		return 0, nil
-	}
+	now := nanos(p.Now)
 	idsJSON, err := json.Marshal(ids)
 	if err != nil {
 		return 0, fmt.Errorf("%s: %w", op, err)
 	}
 	var n int
-	err = s.write(ctx, op, func(t *wtx) error {
-		rows, err := t.tx.QueryContext(t.ctx, g.recheckSQL(), now, limit, int64(def), string(idsJSON))
+	err = d.write(ctx, op, func(t *wtx) error {
+		rows, err := t.tx.QueryContext(t.ctx, pruneStage{g}.recheckSQL(), now, len(ids), int64(g.Default(p)), string(idsJSON))
 		if err != nil {
 			return translate(op, err)
 		}
-		var keep []string
-		for rows.Next() {
-			var id string
-			if err := rows.Scan(&id); err != nil {
-				_ = rows.Close()
-				return translate(op, err)
-			}
-			keep = append(keep, id)
-		}
-		if err := rows.Close(); err != nil {
+		keep, err := collectIDs(rows)
+		if err != nil || len(keep) == 0 {
 			return translate(op, err)
-		}
-		if len(keep) == 0 {
-			return nil
 		}
 		keepJSON, err := json.Marshal(keep)
 		if err != nil {
@@ -502,3 +450,5 @@ func (s *Store) pruneStage(ctx context.Context, g pruneStage, p *ledger.PrunePar
 	})
 	return n, err
 }
+
+var _ ledger.PruneStatements = driver{}

@@ -29,6 +29,13 @@ import (
 	"github.com/hookkeeper/hookkeeper/internal/ledger"
 )
 
+// driver is the Store as package ledger's orchestration sees it: the
+// statements behind the walks and preambles both drivers share (Prune's
+// stages, ExhaustedList's pages, the acknowledgement transactions,
+// RecoveryApply's reads and write); the Store's methods hand their params
+// to that orchestration. One pointer: as an interface it allocates nothing.
+type driver struct{ *Store }
+
 // Store is the SQLite ledger. It is safe for concurrent use.
 type Store struct {
 	w  *sql.DB // one connection: the single writer
@@ -204,6 +211,9 @@ type wtx struct {
 	ctx   context.Context
 	tx    *sql.Tx
 	bound map[*sql.Stmt]*sql.Stmt
+	// s is the store, for the statement adapters of package ledger's
+	// orchestration (one pointer each, so they allocate nothing).
+	s *Store
 }
 
 // stmt returns st bound to the transaction. The writer has one connection,
@@ -227,7 +237,7 @@ func (s *Store) write(ctx context.Context, op string, fn func(t *wtx) error) err
 	// Statements run without the caller's cancellation: database/sql
 	// already rolls the transaction back if ctx ends, and a cancellable
 	// context costs the driver a goroutine per statement.
-	t := &wtx{ctx: context.WithoutCancel(ctx), tx: tx, bound: make(map[*sql.Stmt]*sql.Stmt, 8)}
+	t := &wtx{ctx: context.WithoutCancel(ctx), tx: tx, bound: make(map[*sql.Stmt]*sql.Stmt, 8), s: s}
 	if err := fn(t); err != nil {
 		_ = tx.Rollback()
 		return err
@@ -236,4 +246,15 @@ func (s *Store) write(ctx context.Context, op string, fn func(t *wtx) error) err
 		return translate(op+": commit", err)
 	}
 	return nil
+}
+
+// writeOp is write for fn whose errors lack op (package ledger's
+// orchestration, which names no driver operation): it prefixes them.
+func (s *Store) writeOp(ctx context.Context, op string, fn func(t *wtx) error) error {
+	return s.write(ctx, op, func(t *wtx) error {
+		if err := fn(t); err != nil {
+			return fmt.Errorf("%s: %w", op, err)
+		}
+		return nil
+	})
 }
