@@ -187,6 +187,14 @@ func main() {
 		setupLog.Error(err, "unable to create controller", "controller", "WebhookEndpoint")
 		os.Exit(1)
 	}
+	if err := (&controllers.SigningSecretReconciler{
+		Client:    mgr.GetClient(),
+		APIReader: mgr.GetAPIReader(),
+		Engine:    eng,
+	}).SetupWithManager(mgr); err != nil {
+		setupLog.Error(err, "unable to create controller", "controller", "SigningSecret")
+		os.Exit(1)
+	}
 	if err := (&controllers.DeliveryRecoveryReconciler{
 		Client:   mgr.GetClient(),
 		Engine:   eng,

@@ -23,19 +23,19 @@ func TestRetryBudgetCondition(t *testing.T) {
 	budget := &ledger.RetryBudget{RatioPercent: 10, MinPerMinute: 5}
 	for _, tc := range []struct {
 		name     string
-		d        budgetDeferrals
+		d        ledger.DeferralStreak
 		budget   *ledger.RetryBudget
 		status   metav1.ConditionStatus
 		reason   string
 		mentions []string
 	}{
-		{"never deferred", budgetDeferrals{}, budget, metav1.ConditionFalse, hookv1.ReasonWithinBudget, []string{"no retry was deferred"}},
-		{"no budget", budgetDeferrals{}, nil, metav1.ConditionFalse, hookv1.ReasonWithinBudget, []string{"sets no retry budget"}},
-		{"deferring now", budgetDeferrals{Count: 42, First: now.Add(-5 * time.Minute), Last: now.Add(-10 * time.Second)}, budget,
+		{"never deferred", ledger.DeferralStreak{}, budget, metav1.ConditionFalse, hookv1.ReasonWithinBudget, []string{"no retry was deferred"}},
+		{"no budget", ledger.DeferralStreak{}, nil, metav1.ConditionFalse, hookv1.ReasonWithinBudget, []string{"sets no retry budget"}},
+		{"deferring now", ledger.DeferralStreak{Count: 42, First: now.Add(-5 * time.Minute), Last: now.Add(-10 * time.Second)}, budget,
 			metav1.ConditionTrue, hookv1.ReasonRetriesDeferred, []string{"42 retries deferred", "since 2026-12-01T09:55:00Z", "10% of the minute's first attempts plus 5 retries per minute", "never dropped"}},
-		{"last deferral at the window's edge", budgetDeferrals{Count: 1, First: now.Add(-budgetDeferralWindow), Last: now.Add(-budgetDeferralWindow)}, budget,
+		{"last deferral at the window's edge", ledger.DeferralStreak{Count: 1, First: now.Add(-ledger.DeferralWindow), Last: now.Add(-ledger.DeferralWindow)}, budget,
 			metav1.ConditionTrue, hookv1.ReasonRetriesDeferred, nil},
-		{"deferrals stopped", budgetDeferrals{Count: 42, First: now.Add(-time.Hour), Last: now.Add(-budgetDeferralWindow - time.Second)}, budget,
+		{"deferrals stopped", ledger.DeferralStreak{Count: 42, First: now.Add(-time.Hour), Last: now.Add(-ledger.DeferralWindow - time.Second)}, budget,
 			metav1.ConditionFalse, hookv1.ReasonWithinBudget, nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

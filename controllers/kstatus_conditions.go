@@ -8,13 +8,10 @@ import (
 )
 
 // The conditions kstatus (Flux, `kubectl wait`, cli-utils) reads before any
-// other: Stalled=True computes Failed with its message, Reconciling=True
-// computes InProgress. Without them kstatus reads Ready=False as InProgress
-// forever and a DeliveryRecovery (no Ready) as Current while it runs.
-const (
-	ConditionStalled     = "Stalled"
-	ConditionReconciling = "Reconciling"
-)
+// other (hookv1.ConditionStalled, hookv1.ConditionReconciling): Stalled=True
+// computes Failed with its message, Reconciling=True computes InProgress.
+// Without them kstatus reads Ready=False as InProgress forever and a
+// DeliveryRecovery (no Ready) as Current while it runs.
 
 // transientReadyReasons are Ready=False reasons the operator gets past by
 // itself (a retried reconcile, the namespace going away): not Stalled.
@@ -30,10 +27,10 @@ var transientReadyReasons = map[string]bool{
 func stalledFromReady(conds *[]metav1.Condition) {
 	ready := meta.FindStatusCondition(*conds, hookv1.ConditionReady)
 	if ready == nil || ready.Status != metav1.ConditionFalse || transientReadyReasons[ready.Reason] {
-		meta.RemoveStatusCondition(conds, ConditionStalled)
+		meta.RemoveStatusCondition(conds, hookv1.ConditionStalled)
 		return
 	}
-	meta.SetStatusCondition(conds, metav1.Condition{Type: ConditionStalled, Status: metav1.ConditionTrue,
+	meta.SetStatusCondition(conds, metav1.Condition{Type: hookv1.ConditionStalled, Status: metav1.ConditionTrue,
 		Reason: ready.Reason, Message: ready.Message, ObservedGeneration: ready.ObservedGeneration, LastTransitionTime: ready.LastTransitionTime})
 }
 
@@ -47,7 +44,7 @@ func kstatusRecoveryConditions(conds *[]metav1.Condition, state hookv1.RecoveryS
 	switch state {
 	case hookv1.RecoveryFailed:
 		if f := meta.FindStatusCondition(*conds, hookv1.ConditionFailed); f != nil {
-			stalled = &metav1.Condition{Type: ConditionStalled, Status: metav1.ConditionTrue,
+			stalled = &metav1.Condition{Type: hookv1.ConditionStalled, Status: metav1.ConditionTrue,
 				Reason: f.Reason, Message: f.Message, ObservedGeneration: generation, LastTransitionTime: f.LastTransitionTime}
 		}
 	case hookv1.RecoveryComplete:
@@ -56,10 +53,10 @@ func kstatusRecoveryConditions(conds *[]metav1.Condition, state hookv1.RecoveryS
 		if c := meta.FindStatusCondition(*conds, hookv1.ConditionComplete); c != nil {
 			reason, message = c.Reason, c.Message
 		}
-		reconciling = &metav1.Condition{Type: ConditionReconciling, Status: metav1.ConditionTrue,
+		reconciling = &metav1.Condition{Type: hookv1.ConditionReconciling, Status: metav1.ConditionTrue,
 			Reason: reason, Message: message, ObservedGeneration: generation, LastTransitionTime: now}
 	}
-	for typ, c := range map[string]*metav1.Condition{ConditionStalled: stalled, ConditionReconciling: reconciling} {
+	for typ, c := range map[string]*metav1.Condition{hookv1.ConditionStalled: stalled, hookv1.ConditionReconciling: reconciling} {
 		if c == nil {
 			meta.RemoveStatusCondition(conds, typ)
 		} else {

@@ -33,10 +33,10 @@ func TestStalledFromReady(t *testing.T) {
 		// A Stalled left from before must go when Ready no longer warrants it.
 		conds := []metav1.Condition{
 			{Type: hookv1.ConditionReady, Status: c.status, Reason: c.reason, Message: "why " + c.reason, ObservedGeneration: 4, LastTransitionTime: now},
-			{Type: ConditionStalled, Status: metav1.ConditionTrue, Reason: "Old", Message: "old", LastTransitionTime: now},
+			{Type: hookv1.ConditionStalled, Status: metav1.ConditionTrue, Reason: "Old", Message: "old", LastTransitionTime: now},
 		}
 		stalledFromReady(&conds)
-		s := meta.FindStatusCondition(conds, ConditionStalled)
+		s := meta.FindStatusCondition(conds, hookv1.ConditionStalled)
 		switch {
 		case !c.wantStalled && s != nil:
 			t.Errorf("Ready=%s/%s: Stalled %+v, want none", c.status, c.reason, s)
@@ -63,8 +63,8 @@ func TestKstatusRecoveryConditions(t *testing.T) {
 		setRecoveryConditions(st, 2, hookv1.RecoveryFailed, hookv1.ReasonSpecConflict, "before", now)
 		setRecoveryConditions(st, 2, hookv1.RecoveryRunning, hookv1.ReasonRunning, "before", now)
 		setRecoveryConditions(st, 2, c.state, c.wantReason, c.wantMessage, now)
-		r := meta.FindStatusCondition(st.Conditions, ConditionReconciling)
-		s := meta.FindStatusCondition(st.Conditions, ConditionStalled)
+		r := meta.FindStatusCondition(st.Conditions, hookv1.ConditionReconciling)
+		s := meta.FindStatusCondition(st.Conditions, hookv1.ConditionStalled)
 		if (r != nil) != c.reconciling || (s != nil) != c.stalled {
 			t.Errorf("%s: Reconciling %+v, Stalled %+v; want Reconciling %v, Stalled %v", c.state, r, s, c.reconciling, c.stalled)
 			continue

@@ -89,9 +89,9 @@ const (
 // buckets (all its endpoints, any generation) are known at now; horizon is
 // its worst-case horizon and maxAttempts its bound (0: none).
 func horizonFitCondition(policy *hookv1.RetryPolicy, buckets []ledger.OutcomeBucket, maxAttempts int, horizon time.Duration, now time.Time) metav1.Condition {
-	previous := ""
+	previous := evidence.InsufficientEvidence
 	if c := meta.FindStatusCondition(policy.Status.Conditions, hookv1.ConditionHorizonFit); c != nil {
-		previous = c.Reason
+		previous = findingOf[c.Reason]
 	}
 	a := evidence.Advise(evidence.AdviceInput{
 		Buckets: buckets, Generation: policy.Generation, Now: now,
@@ -99,13 +99,37 @@ func horizonFitCondition(policy *hookv1.RetryPolicy, buckets []ledger.OutcomeBuc
 	})
 	return metav1.Condition{
 		Type:               hookv1.ConditionHorizonFit,
-		Status:             metav1.ConditionStatus(a.Status),
-		Reason:             a.Reason,
+		Status:             verdictStatus[a.Status],
+		Reason:             findingReason[a.Finding],
 		Message:            a.Message,
 		ObservedGeneration: policy.Generation,
 		LastTransitionTime: metav1.NewTime(now),
 	}
 }
+
+// findingReason maps what the evidence found onto the HorizonFit
+// condition's reasons (api/v1alpha1 is their one source); findingOf is its
+// inverse, for the hysteresis. An unknown reason reads as no finding.
+var (
+	findingReason = map[evidence.Finding]string{
+		evidence.InsufficientEvidence: hookv1.ReasonInsufficientEvidence,
+		evidence.HorizonFits:          hookv1.ReasonHorizonFits,
+		evidence.TailRecoversNothing:  hookv1.ReasonTailRecoversNothing,
+		evidence.HorizonTooShort:      hookv1.ReasonHorizonTooShort,
+	}
+	findingOf = func() map[string]evidence.Finding {
+		m := make(map[string]evidence.Finding, len(findingReason))
+		for f, r := range findingReason {
+			m[r] = f
+		}
+		return m
+	}()
+	verdictStatus = map[evidence.Verdict]metav1.ConditionStatus{
+		evidence.Unknown:    metav1.ConditionUnknown,
+		evidence.Fits:       metav1.ConditionTrue,
+		evidence.DoesNotFit: metav1.ConditionFalse,
+	}
+)
 
 // setPolicyEvidence gathers the policy's buckets and sets its evidence and
 // HorizonFit condition; without an evidence source it does nothing.
@@ -143,17 +167,11 @@ func (r *RetryPolicyReconciler) evidenceResync() time.Duration {
 	return defaultEvidenceResync
 }
 
-// setEndpointEvidence sets the endpoint's own evidence; without an evidence
-// source it does nothing, and a failed read keeps the evidence shown.
-func (r *WebhookEndpointReconciler) setEndpointEvidence(ctx context.Context, ep *hookv1.WebhookEndpoint, before *hookv1.WebhookEndpoint, now time.Time) error {
-	ep.Status.Evidence = before.Status.Evidence
-	if r.Evidence == nil {
-		return nil
+// endpointEvidence is the endpoint's status.evidence: drawn from its
+// buckets when they were read, else what the status showed.
+func endpointEvidence(shown *hookv1.DeliveryEvidence, obs *endpointObservation) *hookv1.DeliveryEvidence {
+	if !obs.EvidenceRead {
+		return shown
 	}
-	buckets, err := readEvidence(ctx, r.Evidence, ledger.OutcomeListParams{EndpointID: ledger.EndpointID(ep.Namespace, ep.Name)}, now)
-	if err != nil {
-		return err
-	}
-	ep.Status.Evidence = deliveryEvidence(buckets, now)
-	return nil
+	return deliveryEvidence(obs.Evidence, obs.Now)
 }

@@ -9,31 +9,20 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
-	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	hookv1 "github.com/hookkeeper/hookkeeper/api/v1alpha1"
 	"github.com/hookkeeper/hookkeeper/internal/sensitive"
-	"github.com/hookkeeper/hookkeeper/internal/signing"
 )
 
-// signingSecrets is the lifecycle of the endpoints' signing secrets, and
-// the only writer of Secrets: it generates the Secret of an endpoint without
-// spec.signingSecretRef (and a new secret when its key is removed: a
-// rotation), reads the referenced Secret, and remembers the secret a
-// rotation replaced for its grace period (signingsecret_rotation.go plans
-// it). Secrets are read through the API reader, not the cache: the
-// controller watches Secrets' metadata only, so that the operator does not
-// hold every Secret of the cluster in memory. No value read here is ever
-// logged or put into a message.
-type signingSecrets struct {
-	// client creates and updates Secrets.
-	client client.Client
-	// reader reads Secrets from the API server.
-	reader client.Reader
-}
+// Reading an endpoint's signing secret from its Secrets, for both
+// controllers that need it: the WebhookEndpoint controller, which only
+// reads, and the signing-secret controller (signingsecret_controller.go),
+// the only writer of Secrets. Secrets are read through the API reader, not
+// the cache: the controllers watch Secrets' metadata only, so that the
+// operator does not hold every Secret of the cluster in memory. No value
+// read here is ever logged or put into a message.
 
-// Labels of the Secrets the controller creates.
+// Labels of the Secrets the operator creates.
 const (
 	labelManagedBy = "app.kubernetes.io/managed-by"
 	labelEndpoint  = "hookkeeper.dev/endpoint"
@@ -43,128 +32,95 @@ const (
 func generatedSecretName(ep *hookv1.WebhookEndpoint) string { return ep.Name + "-signing" }
 func previousSecretName(ep *hookv1.WebhookEndpoint) string  { return ep.Name + "-signing-previous" }
 
-// signingSource is an endpoint's signing secret as found in its Secret.
+// signingSource is an endpoint's signing secret as found in its Secrets.
 type signingSource struct {
 	// SecretName is the Secret the endpoint signs with.
 	SecretName string
-	// Current is the canonical secret; nil when Problem is set.
+	// Current is the canonical secret; nil when Problem or Owed is set.
 	Current sensitive.Bytes
-	// Remembered is the last rotation, if the controller remembered one.
+	// Remembered is the last rotation, if one is remembered.
 	Remembered *previousSecret
 	Problem    *problem
-	// remember writes (or, given nil, erases) the remembered rotation.
-	remember func(context.Context, *previousSecret) error
+	// Owed is set when the endpoint has no spec.signingSecretRef and its
+	// generated Secret, or the secret in it, does not exist yet: the
+	// signing-secret controller generates it.
+	Owed bool
+
+	// secret is the Secret the operator writes the rotation into (the
+	// generated one, or <endpoint>-signing-previous for a user's Secret);
+	// nil when it does not exist.
+	secret *corev1.Secret
 }
 
-// ensure returns the endpoint's signing secret, generating the Secret (or a
-// new secret in it) when spec.signingSecretRef is absent and the endpoint
-// has none: the endpoint is owed one, whatever else is wrong with it.
-func (r *signingSecrets) ensure(ctx context.Context, ep *hookv1.WebhookEndpoint) (signingSource, error) {
+// readSigningSecret reads the endpoint's signing secret: from the Secret
+// the operator generates when spec.signingSecretRef is absent, else from
+// the referenced one, with the remembered rotation.
+func readSigningSecret(ctx context.Context, reader client.Reader, ep *hookv1.WebhookEndpoint) (signingSource, error) {
 	if ep.Spec.SigningSecretRef == nil {
-		return r.generatedSigningSecret(ctx, ep)
+		return readGeneratedSecret(ctx, reader, ep)
 	}
-	return r.referencedSigningSecret(ctx, ep)
+	return readReferencedSecret(ctx, reader, ep)
 }
 
-// record writes what plan says to remember of a rotation (a new previous
-// secret, or forgetting one whose grace ended) before the engine is told.
-func (r *signingSecrets) record(ctx context.Context, src *signingSource, plan *rotationPlan) error {
-	if plan.Remember == nil && !plan.Forget {
-		return nil
-	}
-	return src.remember(ctx, plan.Remember)
-}
-
-func (r *signingSecrets) generatedSigningSecret(ctx context.Context, ep *hookv1.WebhookEndpoint) (signingSource, error) {
-	src := signingSource{SecretName: generatedSecretName(ep)}
+// getSecret reads a Secret of the endpoint's namespace; nil when it does
+// not exist.
+func getSecret(ctx context.Context, reader client.Reader, namespace, name string) (*corev1.Secret, error) {
 	var s corev1.Secret
-	err := r.reader.Get(ctx, types.NamespacedName{Namespace: ep.Namespace, Name: src.SecretName}, &s)
+	err := reader.Get(ctx, types.NamespacedName{Namespace: namespace, Name: name}, &s)
 	switch {
 	case apierrors.IsNotFound(err):
-		if err := r.createGeneratedSecret(ctx, ep, &s); err != nil {
-			return src, err
-		}
+		return nil, nil
 	case err != nil:
-		return src, fmt.Errorf("reading Secret %s: %w", src.SecretName, err)
-	case !metav1.IsControlledBy(&s, ep):
+		return nil, fmt.Errorf("reading Secret %s: %w", name, err)
+	}
+	return &s, nil
+}
+
+func readGeneratedSecret(ctx context.Context, reader client.Reader, ep *hookv1.WebhookEndpoint) (signingSource, error) {
+	src := signingSource{SecretName: generatedSecretName(ep)}
+	s, err := getSecret(ctx, reader, ep.Namespace, src.SecretName)
+	switch {
+	case err != nil:
+		return src, err
+	case s == nil:
+		src.Owed = true
+		return src, nil
+	case !metav1.IsControlledBy(s, ep):
 		src.Problem = &problem{hookv1.ReasonSigningSecretInvalid, fmt.Sprintf(
 			"Secret %q exists and is not owned by this endpoint: delete it so that the operator generates the signing secret, or name it in spec.signingSecretRef",
 			src.SecretName)}
 		return src, nil
-	case len(s.Data[keySigningSecret]) == 0:
-		// Removing the key asks for a new secret: a rotation.
-		value, err := signing.GenerateSecret()
-		if err != nil {
-			return src, err
-		}
-		if s.Data == nil {
-			s.Data = map[string][]byte{}
-		}
-		s.Data[keySigningSecret] = value
-		if err := r.client.Update(ctx, &s); err != nil {
-			return src, fmt.Errorf("writing a new signing secret into Secret %s: %w", src.SecretName, err)
-		}
-		log.FromContext(ctx).Info("generated a new signing secret", "secret", src.SecretName)
 	}
-
+	src.secret = s
+	src.Remembered = decodePrevious(s.Data)
+	if len(s.Data[keySigningSecret]) == 0 {
+		// Removing the key asks for a new secret: a rotation.
+		src.Owed = true
+		return src, nil
+	}
 	current, err := canonicalSecret(s.Data[keySigningSecret])
 	if err != nil {
 		src.Problem = &problem{hookv1.ReasonSigningSecretInvalid, fmt.Sprintf("Secret %q key %q: %v", src.SecretName, keySigningSecret, err)}
 		return src, nil
 	}
 	src.Current = current
-	src.Remembered = decodePrevious(s.Data)
-	src.remember = func(ctx context.Context, p *previousSecret) error {
-		encodePrevious(s.Data, p)
-		if err := r.client.Update(ctx, &s); err != nil {
-			return fmt.Errorf("remembering the previous signing secret in Secret %s: %w", src.SecretName, err)
-		}
-		return nil
-	}
 	return src, nil
 }
 
-// createGeneratedSecret creates the endpoint's Secret with a new secret,
-// owned by the endpoint so that it is garbage-collected with it.
-func (r *signingSecrets) createGeneratedSecret(ctx context.Context, ep *hookv1.WebhookEndpoint, s *corev1.Secret) error {
-	value, err := signing.GenerateSecret()
-	if err != nil {
-		return err
-	}
-	*s = corev1.Secret{
-		ObjectMeta: metav1.ObjectMeta{
-			Namespace: ep.Namespace,
-			Name:      generatedSecretName(ep),
-			Labels:    map[string]string{labelManagedBy: managedBy, labelEndpoint: ep.Name},
-		},
-		Type: corev1.SecretTypeOpaque,
-		Data: map[string][]byte{keySigningSecret: value},
-	}
-	if err := controllerutil.SetControllerReference(ep, s, r.client.Scheme()); err != nil {
-		return err
-	}
-	if err := r.client.Create(ctx, s); err != nil {
-		return fmt.Errorf("creating Secret %s: %w", s.Name, err)
-	}
-	log.FromContext(ctx).Info("generated the signing secret", "secret", s.Name)
-	return nil
-}
-
-func (r *signingSecrets) referencedSigningSecret(ctx context.Context, ep *hookv1.WebhookEndpoint) (signingSource, error) {
+func readReferencedSecret(ctx context.Context, reader client.Reader, ep *hookv1.WebhookEndpoint) (signingSource, error) {
 	ref := ep.Spec.SigningSecretRef
 	key := ref.Key
 	if key == "" {
 		key = keySigningSecret
 	}
 	src := signingSource{SecretName: ref.Name}
-	var s corev1.Secret
-	err := r.reader.Get(ctx, types.NamespacedName{Namespace: ep.Namespace, Name: ref.Name}, &s)
-	switch {
-	case apierrors.IsNotFound(err):
+	s, err := getSecret(ctx, reader, ep.Namespace, ref.Name)
+	if err != nil {
+		return src, err
+	}
+	if s == nil {
 		src.Problem = &problem{hookv1.ReasonSigningSecretNotFound, fmt.Sprintf("Secret %q not found", ref.Name)}
 		return src, nil
-	case err != nil:
-		return src, fmt.Errorf("reading Secret %s: %w", ref.Name, err)
 	}
 	value, ok := s.Data[key]
 	if !ok {
@@ -176,63 +132,24 @@ func (r *signingSecrets) referencedSigningSecret(ctx context.Context, ep *hookv1
 		src.Problem = &problem{hookv1.ReasonSigningSecretInvalid, fmt.Sprintf("Secret %q key %q: %v", ref.Name, key, err)}
 		return src, nil
 	}
-	src.Current = current
 
-	// The previous secret of a rotation lives in a Secret of our own: the
-	// user's Secret is theirs to write.
+	// The previous secret of a rotation lives in a Secret of the
+	// operator's: the user's Secret is theirs to write.
 	prevName := previousSecretName(ep)
-	var prev corev1.Secret
-	err = r.reader.Get(ctx, types.NamespacedName{Namespace: ep.Namespace, Name: prevName}, &prev)
+	prev, err := getSecret(ctx, reader, ep.Namespace, prevName)
 	switch {
-	case apierrors.IsNotFound(err):
-		src.remember = func(ctx context.Context, p *previousSecret) error {
-			if p == nil {
-				return nil
-			}
-			return r.createPreviousSecret(ctx, ep, p)
-		}
-		return src, nil
 	case err != nil:
-		return src, fmt.Errorf("reading Secret %s: %w", prevName, err)
-	case !metav1.IsControlledBy(&prev, ep):
-		src.Current = nil
+		return src, err
+	case prev == nil:
+	case !metav1.IsControlledBy(prev, ep):
 		src.Problem = &problem{hookv1.ReasonSigningSecretInvalid, fmt.Sprintf(
 			"Secret %q exists and is not owned by this endpoint: delete it, the operator keeps the previous signing secret of a rotation there",
 			prevName)}
 		return src, nil
+	default:
+		src.secret = prev
+		src.Remembered = decodePrevious(prev.Data)
 	}
-	src.Remembered = decodePrevious(prev.Data)
-	src.remember = func(ctx context.Context, p *previousSecret) error {
-		// Forgetting empties the Secret rather than deleting it, so that
-		// the operator needs no permission to delete Secrets.
-		if prev.Data == nil {
-			prev.Data = map[string][]byte{}
-		}
-		encodePrevious(prev.Data, p)
-		if err := r.client.Update(ctx, &prev); err != nil {
-			return fmt.Errorf("remembering the previous signing secret in Secret %s: %w", prevName, err)
-		}
-		return nil
-	}
+	src.Current = current
 	return src, nil
-}
-
-func (r *signingSecrets) createPreviousSecret(ctx context.Context, ep *hookv1.WebhookEndpoint, p *previousSecret) error {
-	s := &corev1.Secret{
-		ObjectMeta: metav1.ObjectMeta{
-			Namespace: ep.Namespace,
-			Name:      previousSecretName(ep),
-			Labels:    map[string]string{labelManagedBy: managedBy, labelEndpoint: ep.Name},
-		},
-		Type: corev1.SecretTypeOpaque,
-		Data: map[string][]byte{},
-	}
-	encodePrevious(s.Data, p)
-	if err := controllerutil.SetControllerReference(ep, s, r.client.Scheme()); err != nil {
-		return err
-	}
-	if err := r.client.Create(ctx, s); err != nil {
-		return fmt.Errorf("creating Secret %s: %w", s.Name, err)
-	}
-	return nil
 }

@@ -11,20 +11,23 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	hookv1 "github.com/hookkeeper/hookkeeper/api/v1alpha1"
+	"github.com/hookkeeper/hookkeeper/internal/ledger"
 	"github.com/hookkeeper/hookkeeper/internal/sensitive"
 	"github.com/hookkeeper/hookkeeper/internal/signing"
 )
 
-// signingSecrets on its own, against the real API server. The endpoint
-// objects here are never created, so the controller leaves their Secrets
-// to the component under test.
-var _ = Describe("signingSecrets", func() {
+// The signing-secret controller's reading and writing on their own,
+// against the real API server. The endpoint objects here are never
+// created, so the running controllers leave their Secrets to the code
+// under test.
+var _ = Describe("signing Secrets", func() {
 	var (
-		secrets *signingSecrets
-		ep      *hookv1.WebhookEndpoint
+		writer *SigningSecretReconciler
+		ep     *hookv1.WebhookEndpoint
+		at     = time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
 	)
 	BeforeEach(func() {
-		secrets = &signingSecrets{client: k8sClient, reader: k8sClient}
+		writer = &SigningSecretReconciler{Client: k8sClient, APIReader: k8sClient}
 		ep = &hookv1.WebhookEndpoint{
 			TypeMeta:   metav1.TypeMeta{APIVersion: hookv1.GroupVersion.String(), Kind: "WebhookEndpoint"},
 			ObjectMeta: metav1.ObjectMeta{Namespace: newNamespace(), Name: "orders", UID: types.UID("3f1e0c1a-0000-4000-8000-000000000001")},
@@ -35,26 +38,45 @@ var _ = Describe("signingSecrets", func() {
 		Expect(k8sClient.Get(ctx, client.ObjectKey{Namespace: ep.Namespace, Name: name}, &s)).To(Succeed())
 		return &s
 	}
-
-	It("generates an owned Secret once, and a new secret when its key is removed", func() {
-		first, err := secrets.ensure(ctx, ep)
+	read := func() signingSource {
+		src, err := readSigningSecret(ctx, k8sClient, ep)
 		Expect(err).NotTo(HaveOccurred())
-		Expect(first.Problem).To(BeNil())
+		return src
+	}
+	write := func(src signingSource, registered sensitive.Bytes, now time.Time) rotationPlan {
+		var reg *ledger.Endpoint
+		if registered != nil {
+			reg = &ledger.Endpoint{Secrets: []ledger.SigningSecret{{Value: registered}}}
+		}
+		plan, err := writer.write(ctx, ep, &src, reg, now)
+		Expect(err).NotTo(HaveOccurred())
+		return plan
+	}
+
+	It("generates an owned Secret once, and a new secret, remembering the one replaced, when its key is removed", func() {
+		owed := read()
+		Expect(owed.Owed).To(BeTrue())
+		Expect(owed.Problem).To(BeNil())
+		write(owed, nil, at)
+		first := read()
+		Expect(first.Owed).To(BeFalse())
 		Expect(first.SecretName).To(Equal("orders-signing"))
 		s := secretOf("orders-signing")
 		Expect(metav1.IsControlledBy(s, ep)).To(BeTrue())
 		Expect(sensitive.Bytes(s.Data[keySigningSecret])).To(Equal(first.Current))
 
-		again, err := secrets.ensure(ctx, ep)
-		Expect(err).NotTo(HaveOccurred())
-		Expect(again.Current).To(Equal(first.Current), "a second ensure generates nothing")
+		write(first, first.Current, at)
+		Expect(secretOf("orders-signing").ResourceVersion).To(Equal(s.ResourceVersion), "nothing to write: nothing written")
 
 		delete(s.Data, keySigningSecret)
 		Expect(k8sClient.Update(ctx, s)).To(Succeed())
-		rotated, err := secrets.ensure(ctx, ep)
-		Expect(err).NotTo(HaveOccurred())
+		Expect(read().Owed).To(BeTrue(), "a removed key asks for a new secret")
+		plan := write(read(), first.Current, at)
+		Expect(plan.Remember).NotTo(BeNil())
+		rotated := read()
 		Expect(rotated.Current).NotTo(BeEmpty())
 		Expect(rotated.Current).NotTo(Equal(first.Current))
+		Expect(rotated.Remembered).To(Equal(&previousSecret{Value: first.Current, RotatedAt: at}), "remembered in the same write")
 	})
 
 	It("refuses a generated Secret's name taken by a Secret the endpoint does not own, naming it and not its value", func() {
@@ -64,8 +86,7 @@ var _ = Describe("signingSecrets", func() {
 			ObjectMeta: metav1.ObjectMeta{Namespace: ep.Namespace, Name: "orders-signing"},
 			Data:       map[string][]byte{keySigningSecret: value.Reveal()},
 		})).To(Succeed())
-		src, err := secrets.ensure(ctx, ep)
-		Expect(err).NotTo(HaveOccurred())
+		src := read()
 		Expect(src.Problem).NotTo(BeNil())
 		Expect(src.Problem.Reason).To(Equal(hookv1.ReasonSigningSecretInvalid))
 		Expect(src.Problem.Message).To(ContainSubstring(`"orders-signing"`))
@@ -73,7 +94,7 @@ var _ = Describe("signingSecrets", func() {
 		Expect(src.Current).To(BeEmpty())
 	})
 
-	It("remembers a rotation of a user's Secret in its own Secret, and forgets it", func() {
+	It("remembers a rotation of a user's Secret in its own Secret, and forgets it after the grace period", func() {
 		current, err := signing.GenerateSecret()
 		Expect(err).NotTo(HaveOccurred())
 		Expect(k8sClient.Create(ctx, &corev1.Secret{
@@ -83,20 +104,20 @@ var _ = Describe("signingSecrets", func() {
 		ep.Spec.SigningSecretRef = &hookv1.SecretKeyReference{Name: "theirs", Key: "key"}
 		previous, err := signing.GenerateSecret()
 		Expect(err).NotTo(HaveOccurred())
-		at := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
 
-		src, err := secrets.ensure(ctx, ep)
-		Expect(err).NotTo(HaveOccurred())
-		Expect(secrets.record(ctx, &src, &rotationPlan{Remember: &previousSecret{Value: previous, RotatedAt: at}})).To(Succeed())
+		src := read()
+		Expect(src.Owed).To(BeFalse())
+		plan := write(src, previous, at)
+		Expect(plan.PreviousUntil).To(Equal(at.Add(defaultRotationGracePeriod)))
 		prev := secretOf("orders-signing-previous")
 		Expect(metav1.IsControlledBy(prev, ep)).To(BeTrue())
 		Expect(decodePrevious(prev.Data)).To(Equal(&previousSecret{Value: previous, RotatedAt: at}))
 		Expect(secretOf("theirs").Data).To(HaveLen(1), "the user's Secret is theirs to write")
 
-		src, err = secrets.ensure(ctx, ep)
-		Expect(err).NotTo(HaveOccurred())
+		src = read()
 		Expect(src.Remembered).To(Equal(&previousSecret{Value: previous, RotatedAt: at}))
-		Expect(secrets.record(ctx, &src, &rotationPlan{Forget: true})).To(Succeed())
+		plan = write(src, current, at.Add(defaultRotationGracePeriod))
+		Expect(plan.Forget).To(BeTrue())
 		Expect(decodePrevious(secretOf("orders-signing-previous").Data)).To(BeNil())
 	})
 })

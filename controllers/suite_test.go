@@ -183,6 +183,8 @@ var _ = BeforeSuite(func() {
 		Evidence:      store,
 	}).SetupWithManager(mgr)).To(Succeed())
 
+	Expect((&SigningSecretReconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Engine: eng}).SetupWithManager(mgr)).To(Succeed())
+
 	Expect((&DeliveryRecoveryReconciler{Client: mgr.GetClient(), Engine: eng, FollowInterval: 200 * time.Millisecond, Recorder: mgr.GetEventRecorder("hookkeeper-deliveryrecovery")}).SetupWithManager(mgr)).To(Succeed())
 
 	go func() {

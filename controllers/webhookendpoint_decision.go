@@ -1,6 +1,7 @@
 package controllers
 
 import (
+	"fmt"
 	"time"
 
 	hookv1 "github.com/hookkeeper/hookkeeper/api/v1alpha1"
@@ -14,25 +15,6 @@ type problem struct {
 	Reason, Message string
 }
 
-// endpointInputs are the gathered facts the engine's action for an
-// endpoint is decided from.
-type endpointInputs struct {
-	Endpoint *hookv1.WebhookEndpoint
-	// Registered is the configuration the engine has; nil when none.
-	Registered *ledger.Endpoint
-	// Policy is the resolved retry policy; PolicyProblem why there is none.
-	Policy        ledger.Policy
-	PolicyProblem *problem
-	// Signing is the endpoint's signing secret as its Secret holds it.
-	Signing *signingSource
-	// SendProblem is why the spec can never be sent or its destination is
-	// forbidden (endpoint_wire.go, webhookendpoint_destination.go).
-	SendProblem *problem
-	// Grace is the rotation grace period; Now the reconcile's time.
-	Grace time.Duration
-	Now   time.Time
-}
-
 // engineAction is what the reconciler does to the engine's configuration.
 type engineAction int
 
@@ -43,7 +25,7 @@ const (
 	// actionPause pauses the configuration the engine has: the spec can
 	// never be sent, or its destination is forbidden. Deliveries wait.
 	actionPause
-	// actionRegister registers Desired, after recording the rotation.
+	// actionRegister registers Desired.
 	actionRegister
 )
 
@@ -56,51 +38,97 @@ type endpointDecision struct {
 	Action engineAction
 	// Problem is why the current spec is not in effect; nil when it is.
 	Problem *problem
+	// Internal is set when Problem is an internal error: the reconcile is
+	// retried and observedGeneration does not advance.
+	Internal bool
+	// Waiting is set when the endpoint waits for the signing-secret
+	// controller (its generated secret, or the record of a rotation): the
+	// engine keeps what it has and Ready says what it said.
+	Waiting bool
 	// Desired is the configuration for the engine when Problem is nil.
 	Desired ledger.Endpoint
-	// Rotation says which secrets the engine signs with and what to
-	// remember of a rotation; set when Problem is nil.
+	// Rotation says which secrets the engine signs with; set when Problem
+	// is nil.
 	Rotation rotationPlan
 }
 
 // decideEndpoint decides what the engine should have of an endpoint. The
-// first problem wins, in this order: a spec the operator could not decode
-// (what was left out would read as unset), a spec that can never be sent
-// or a forbidden destination (the only problems that pause what the engine
-// has), then an unusable RetryPolicy, then an unusable signing secret;
-// each but the second leaves the engine's configuration as it was. With no
-// problem the endpoint is registered unless the engine already has exactly
-// its configuration.
-func decideEndpoint(in *endpointInputs) endpointDecision {
-	ep, reg := in.Endpoint, in.Registered
+// first problem wins, in this order: an internal error while gathering, a
+// spec the operator could not decode (what was left out would read as
+// unset), a spec that can never be sent or a forbidden destination (the
+// only problems that pause what the engine has), then an unusable
+// RetryPolicy, then an unusable signing secret; each but the third leaves
+// the engine's configuration as it was. A secret the signing-secret
+// controller still owes the endpoint is waited for (or, in a namespace
+// being deleted, a problem). With no problem the endpoint is registered
+// unless the engine already has exactly its configuration.
+func decideEndpoint(obs *endpointObservation) endpointDecision {
+	ep, reg := obs.Endpoint, obs.Registered
 	switch {
+	case obs.Err != nil:
+		return errorDecision(obs)
 	case len(ep.Undecodable) > 0:
 		return endpointDecision{Problem: &problem{hookv1.ReasonInvalidSpec, undecodableMessage(ep.Undecodable)}}
-	case in.SendProblem != nil:
-		d := endpointDecision{Problem: in.SendProblem}
+	case obs.SendProblem != nil:
+		d := endpointDecision{Problem: obs.SendProblem}
 		if reg != nil && !reg.Paused {
 			d.Action = actionPause
 		}
 		return d
-	case in.PolicyProblem != nil:
-		return endpointDecision{Problem: in.PolicyProblem}
-	case in.Signing.Problem != nil:
-		return endpointDecision{Problem: in.Signing.Problem}
+	case obs.PolicyProblem != nil:
+		return endpointDecision{Problem: obs.PolicyProblem}
+	case obs.Signing.Problem != nil:
+		return endpointDecision{Problem: obs.Signing.Problem}
+	case secretOwed(obs) && obs.NamespaceTerminating:
+		return endpointDecision{Problem: &problem{hookv1.ReasonNamespaceTerminating, fmt.Sprintf(
+			"namespace %q is being deleted and refuses new objects: the endpoint's signing Secret is not written, and the endpoint goes with the namespace", ep.Namespace)}}
+	case secretOwed(obs):
+		return endpointDecision{Waiting: true}
 	}
 
-	var current sensitive.Bytes
-	if reg != nil {
-		current = currentSecret(reg.Secrets)
-	}
-	d := endpointDecision{Rotation: planRotation(rotationInput{
-		Current: in.Signing.Current, Remembered: in.Signing.Remembered, Registered: current,
-		Grace: in.Grace, Now: in.Now,
-	})}
-	d.Desired = endpointConfig(ep, in.Policy, d.Rotation.Secrets)
+	d := endpointDecision{Rotation: planRotation(rotationOf(obs))}
+	d.Desired = endpointConfig(ep, obs.Policy, d.Rotation.Secrets)
 	if reg == nil || !sameConfig(d.Desired, *reg) {
 		d.Action = actionRegister
 	}
 	return d
+}
+
+// errorDecision is the decision when gathering failed: the engine keeps
+// what it has. A namespace being deleted is not an error: the endpoint
+// goes with it.
+func errorDecision(obs *endpointObservation) endpointDecision {
+	se, ok := obs.Err.(*stepError)
+	if !ok {
+		se = &stepError{"reconciling", obs.Err}
+	}
+	if namespaceTerminating(obs.Err) {
+		return endpointDecision{Problem: &problem{hookv1.ReasonNamespaceTerminating, fmt.Sprintf(
+			"namespace %q is being deleted and refuses new objects: %s is not done, and the endpoint goes with the namespace", obs.Endpoint.Namespace, se.step)}}
+	}
+	return endpointDecision{Internal: true, Problem: &problem{hookv1.ReasonInternalError, se.step + " failed; the operator's log has the details"}}
+}
+
+// rotationOf is the rotation input of the observed endpoint.
+func rotationOf(obs *endpointObservation) rotationInput {
+	var registered sensitive.Bytes
+	if obs.Registered != nil {
+		registered = currentSecret(obs.Registered.Secrets)
+	}
+	return rotationInput{
+		Current: obs.Signing.Current, Remembered: obs.Signing.Remembered, Registered: registered,
+		Grace: rotationGrace(obs.Endpoint), Now: obs.Now,
+	}
+}
+
+// rotationUnrecorded reports whether the engine signs with a secret the
+// endpoint's Secret no longer holds and no Secret remembers yet: the
+// signing-secret controller records it before the engine may forget it.
+func rotationUnrecorded(obs *endpointObservation) bool {
+	if obs.Signing.Problem != nil || obs.Signing.Owed || obs.Registered == nil {
+		return false
+	}
+	return planRotation(rotationOf(obs)).Remember != nil
 }
 
 func currentSecret(secrets []ledger.SigningSecret) sensitive.Bytes {

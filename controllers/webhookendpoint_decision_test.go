@@ -1,6 +1,7 @@
 package controllers
 
 import (
+	"errors"
 	"testing"
 	"time"
 
@@ -17,13 +18,16 @@ func TestDecideEndpoint(t *testing.T) {
 	now := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
 	ep := &hookv1.WebhookEndpoint{
 		ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: "orders"},
-		Spec:       hookv1.WebhookEndpointSpec{URL: "https://hooks.example.com/orders", EventTypes: []hookv1.EventTypePattern{"*"}},
+		Spec: hookv1.WebhookEndpointSpec{URL: "https://hooks.example.com/orders", EventTypes: []hookv1.EventTypePattern{"*"},
+			SigningRotationGracePeriod: &metav1.Duration{Duration: time.Hour}},
 	}
 	undecodable := ep.DeepCopy()
 	undecodable.Undecodable = []string{`spec.signingRotationGracePeriod: time: invalid duration "9999999999h"`}
 	policy := DefaultPolicy()
 	secret, older := mustSecret(t), mustSecret(t)
 	good := &signingSource{SecretName: "orders-signing", Current: secret}
+	rememberedRotation := &signingSource{SecretName: "orders-signing", Current: secret, Remembered: &previousSecret{Value: older, RotatedAt: now}}
+	owed := &signingSource{SecretName: "orders-signing", Owed: true}
 	badSecret := &signingSource{SecretName: "orders-signing", Problem: &problem{hookv1.ReasonSigningSecretNotFound, `Secret "orders-signing" not found`}}
 	send := &problem{hookv1.ReasonDestinationForbidden, "spec.url resolves to 10.0.0.1, a private address"}
 	policyProblem := &problem{hookv1.ReasonRetryPolicyNotFound, `RetryPolicy "fast" not found`}
@@ -41,17 +45,29 @@ func TestDecideEndpoint(t *testing.T) {
 		registered   *ledger.Endpoint
 		signing      *signingSource
 		send, policy *problem
+		terminating  bool
+		err          error
 		wantAction   engineAction
 		wantReason   string // "" when the spec is in effect
+		wantWaiting  bool
+		wantInternal bool
 		wantSecrets  int
-		wantRemember bool
 	}{
 		{name: "new endpoint: registered", ep: ep, signing: good, wantAction: actionRegister, wantSecrets: 1},
 		{name: "the engine has its configuration: nothing to do", ep: ep, registered: &current, signing: good, wantAction: actionSkip, wantSecrets: 1},
 		{name: "the engine has another policy: registered again", ep: ep, registered: &otherPolicy, signing: good, wantAction: actionRegister, wantSecrets: 1},
 		{name: "paused for a problem that is gone: registered again (unpaused)", ep: ep, registered: &paused, signing: good, wantAction: actionRegister, wantSecrets: 1},
-		{name: "the secret was rotated: registered with both, the previous one remembered", ep: ep, registered: &rotated, signing: good,
-			wantAction: actionRegister, wantSecrets: 2, wantRemember: true},
+		{name: "the secret was rotated: waits until the signing-secret controller remembers the previous one", ep: ep, registered: &rotated, signing: good,
+			wantAction: actionSkip, wantWaiting: true},
+		{name: "the rotation is remembered: registered with both", ep: ep, registered: &rotated, signing: rememberedRotation,
+			wantAction: actionRegister, wantSecrets: 2},
+		{name: "the generated secret is owed: waits for it", ep: ep, registered: &current, signing: owed, wantAction: actionSkip, wantWaiting: true},
+		{name: "owed in a namespace being deleted: says so", ep: ep, registered: &current, signing: owed, terminating: true,
+			wantAction: actionSkip, wantReason: hookv1.ReasonNamespaceTerminating},
+		{name: "a read failed: internal error, the engine keeps its configuration", ep: ep, registered: &current, signing: good,
+			err: &stepError{"reading the RetryPolicy", errors.New("connection refused")}, wantAction: actionSkip, wantReason: hookv1.ReasonInternalError, wantInternal: true},
+		{name: "a read failed wins over a send problem: nothing paused on a guess", ep: ep, registered: &current, signing: good, send: send,
+			err: &stepError{"reading the RetryPolicy", errors.New("connection refused")}, wantAction: actionSkip, wantReason: hookv1.ReasonInternalError, wantInternal: true},
 
 		{name: "undecodable spec, registered: the engine keeps it", ep: undecodable, registered: &current, signing: good, wantAction: actionSkip, wantReason: hookv1.ReasonInvalidSpec},
 		{name: "undecodable spec wins over a send problem: nothing paused on a guess", ep: undecodable, registered: &current, signing: good, send: send,
@@ -70,29 +86,29 @@ func TestDecideEndpoint(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			d := decideEndpoint(&endpointInputs{
+			d := decideEndpoint(&endpointObservation{
 				Endpoint: tt.ep, Registered: tt.registered, Policy: policy, PolicyProblem: tt.policy,
-				Signing: tt.signing, SendProblem: tt.send, Grace: time.Hour, Now: now,
+				Signing: *tt.signing, SendProblem: tt.send, NamespaceTerminating: tt.terminating, Err: tt.err, Now: now,
 			})
-			if d.Action != tt.wantAction {
-				t.Errorf("action = %s, want %s", d.Action, tt.wantAction)
+			if d.Action != tt.wantAction || d.Waiting != tt.wantWaiting || d.Internal != tt.wantInternal {
+				t.Errorf("action = %s, waiting %v, internal %v; want %s, %v, %v", d.Action, d.Waiting, d.Internal, tt.wantAction, tt.wantWaiting, tt.wantInternal)
 			}
 			switch {
 			case tt.wantReason == "" && d.Problem != nil:
 				t.Fatalf("problem %+v, want none", d.Problem)
 			case tt.wantReason != "" && (d.Problem == nil || d.Problem.Reason != tt.wantReason):
 				t.Fatalf("problem %+v, want reason %s", d.Problem, tt.wantReason)
-			case tt.wantReason != "":
+			case tt.wantReason != "" || tt.wantWaiting:
 				return
 			}
 			if len(d.Desired.Secrets) != tt.wantSecrets || d.Desired.Paused {
 				t.Errorf("desired configuration has %d secrets (paused %v), want %d, not paused", len(d.Desired.Secrets), d.Desired.Paused, tt.wantSecrets)
 			}
-			if (d.Rotation.Remember != nil) != tt.wantRemember {
-				t.Errorf("remember = %+v, want %v", d.Rotation.Remember, tt.wantRemember)
+			if d.Rotation.Remember != nil {
+				t.Errorf("remember = %+v: the endpoint controller never registers an unremembered rotation", d.Rotation.Remember)
 			}
-			if tt.wantRemember && !d.Rotation.PreviousUntil.Equal(now.Add(time.Hour)) {
-				t.Errorf("the previous secret is valid until %s, want the grace period from now", d.Rotation.PreviousUntil)
+			if tt.wantSecrets == 2 && !d.Rotation.PreviousUntil.Equal(now.Add(time.Hour)) {
+				t.Errorf("the previous secret is valid until %s, want the grace period from its rotation", d.Rotation.PreviousUntil)
 			}
 		})
 	}

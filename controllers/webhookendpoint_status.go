@@ -38,9 +38,58 @@ type endpointFacts struct {
 	// Deliveries is what the engine knows of the endpoint's deliveries; nil
 	// when it could not be read, and the status keeps what it said.
 	Deliveries *deliveryFacts
-	// Incomplete is set when an internal error cut the reconcile short:
-	// observedGeneration does not advance.
+	// Incomplete is set when an internal error cut the reconcile short, or
+	// it waits for a Secret: observedGeneration does not advance.
 	Incomplete bool
+	// Waiting is set while the endpoint waits for the signing-secret
+	// controller: Ready says what it said.
+	Waiting bool
+}
+
+// endpointFactsOf is what the status is computed from: the observation,
+// the decision, and how applying it went (applyErr, a *stepError).
+func endpointFactsOf(obs *endpointObservation, d *endpointDecision, applyErr error) *endpointFacts {
+	f := &endpointFacts{
+		PolicyName: obs.PolicyName, SecretName: obs.Signing.SecretName,
+		Problem: d.Problem, Registered: obs.Registered != nil, Incomplete: d.Internal || d.Waiting, Waiting: d.Waiting,
+	}
+	if applyErr != nil {
+		e := errorDecision(&endpointObservation{Endpoint: obs.Endpoint, Err: applyErr})
+		f.Problem, f.Incomplete, f.Waiting = e.Problem, e.Internal, false
+		return f
+	}
+	if obs.Err != nil {
+		return f // the counters were not read: the status keeps them
+	}
+	inEffect := d.Desired.Policy
+	if d.Problem == nil && !d.Waiting {
+		f.Registered = true
+		f.PreviousSecretUntil = d.Rotation.PreviousUntil
+	} else if obs.Registered != nil {
+		inEffect = obs.Registered.Policy
+		f.RegisteredPaused = d.Problem != nil && (obs.Registered.Paused || d.Action == actionPause)
+	}
+	switch {
+	case !f.Registered:
+		f.Deliveries = &deliveryFacts{}
+	case obs.Deliveries != nil:
+		dd := *obs.Deliveries
+		dd.ReplayWindow = inEffect.ReplayWindow
+		f.Deliveries = &dd
+	}
+	return f
+}
+
+// budgetInEffect is the retry budget the engine applies to the endpoint
+// after the decision; nil when none.
+func budgetInEffect(obs *endpointObservation, d *endpointDecision) *ledger.RetryBudget {
+	switch {
+	case d.Problem == nil && !d.Waiting && obs.Err == nil:
+		return d.Desired.Policy.Budget
+	case obs.Registered != nil:
+		return obs.Registered.Policy.Budget
+	}
+	return nil
 }
 
 // deliveryFacts are an endpoint's counters and unresolved exhausted
@@ -61,8 +110,10 @@ func webhookEndpointStatus(ep *hookv1.WebhookEndpoint, f *endpointFacts, now tim
 	status := *ep.Status.DeepCopy()
 	status.RetryPolicyName = f.PolicyName
 	status.SigningSecretName = f.SecretName
-	meta.SetStatusCondition(&status.Conditions, readyCondition(f, ep.Generation, now))
-	stalledFromReady(&status.Conditions)
+	if !f.Waiting {
+		meta.SetStatusCondition(&status.Conditions, readyCondition(f, ep.Generation, now))
+		stalledFromReady(&status.Conditions)
+	}
 	if d := f.Deliveries; d != nil {
 		st := &d.Stats
 		status.Deliveries = hookv1.DeliveryCounts{
@@ -85,6 +136,18 @@ func webhookEndpointStatus(ep *hookv1.WebhookEndpoint, f *endpointFacts, now tim
 	}
 	if !f.Incomplete {
 		status.ObservedGeneration = ep.Generation
+	}
+	return status
+}
+
+// endpointStatus is the status one reconcile writes: webhookEndpointStatus
+// of the facts, the outcome evidence, and RetryBudgetLimited from the
+// ledger's deferrals (kept as it was when they could not be read).
+func endpointStatus(ep *hookv1.WebhookEndpoint, obs *endpointObservation, d *endpointDecision, f *endpointFacts) hookv1.WebhookEndpointStatus {
+	status := webhookEndpointStatus(ep, f, obs.Now)
+	status.Evidence = endpointEvidence(ep.Status.Evidence, obs)
+	if obs.Deferrals != nil {
+		meta.SetStatusCondition(&status.Conditions, retryBudgetCondition(*obs.Deferrals, budgetInEffect(obs, d), ep.Generation, obs.Now))
 	}
 	return status
 }
@@ -248,48 +311,6 @@ func exhaustedAt(x *ledger.ExhaustedDelivery) time.Time {
 		return *x.Delivery.TerminalAt
 	}
 	return x.Delivery.CreatedAt
-}
-
-// exhaustionMemo is what the controller last announced about an endpoint's
-// exhausted deliveries.
-type exhaustionMemo struct {
-	At    time.Time
-	Count int64
-}
-
-// exhaustionEvent decides whether to emit a DeliveriesExhausted Event: one
-// when the endpoint's unresolved exhausted deliveries go from none to some,
-// then, while the count grows, at most one per interval, so that a thousand
-// exhaustions make one or two Events, not a thousand. wasExhausted and
-// prevCount are what the status said before this reconcile (after a
-// restart, with no memo, they stand for what was announced). It returns the
-// memo to keep; nil forgets the endpoint.
-func exhaustionEvent(memo *exhaustionMemo, wasExhausted bool, prevCount, count int64, now time.Time, interval time.Duration) (bool, *exhaustionMemo) {
-	if count <= 0 {
-		return false, nil
-	}
-	if memo == nil {
-		if !wasExhausted {
-			return true, &exhaustionMemo{At: now, Count: count}
-		}
-		memo = &exhaustionMemo{Count: prevCount}
-	}
-	if count > memo.Count && now.Sub(memo.At) >= interval {
-		return true, &exhaustionMemo{At: now, Count: count}
-	}
-	return false, &exhaustionMemo{At: memo.At, Count: min(memo.Count, count)}
-}
-
-// exhaustionNote is the DeliveriesExhausted Event's note.
-func exhaustionNote(count int64, oldest *ledger.ExhaustedDelivery) string {
-	note := fmt.Sprintf("%d deliveries exhausted and unresolved", count)
-	if count == 1 {
-		note = "1 delivery exhausted and unresolved"
-	}
-	if oldest != nil {
-		note += fmt.Sprintf("; oldest %s exhausted at %s (%s)", oldest.Delivery.ID, formatTime(exhaustedAt(oldest)), oldest.Delivery.ExhaustReason)
-	}
-	return note + "; create a DeliveryRecovery with action Auto to resolve them"
 }
 
 // metaTime converts a ledger time for the status, at the API's precision

@@ -1,8 +1,17 @@
 package v1alpha1
 
-// Condition types. All have positive polarity except DeliveriesExhausted and
-// ReissueRequired, which are True while there is work for an admin to do, so
-// that `kubectl wait --for=condition=DeliveriesExhausted` reads naturally.
+// This package is the one source of the condition types and reasons the
+// operator writes: the controllers use these constants, and map what the
+// engine and the evidence package find onto them (packages below the API
+// know nothing of conditions). Types are in this file; reasons, in
+// families, beside them and in <kind>_conditions.go.
+
+// Condition types. All have positive polarity (True is the good state)
+// except these, which are True while there is something to see or do, so
+// that `kubectl wait --for=condition=X` reads naturally:
+// DeliveriesExhausted and ReissueRequired (work for an admin),
+// RetryBudgetLimited (retries held back), and kstatus's Stalled and
+// Reconciling, whose polarity kstatus defines.
 const (
 	// ConditionReady is True when the object is fully resolved and in use.
 	ConditionReady = "Ready"
@@ -19,6 +28,27 @@ const (
 	// ConditionReissueRequired is True when a Retry was refused for items whose
 	// one-time secrets were scrubbed; only a reissue can resolve them.
 	ConditionReissueRequired = "ReissueRequired"
+	// ConditionHorizonFit is the RetryPolicy's advice about its horizon, drawn
+	// from what its schedule achieved over 7 days: True (HorizonFits), False
+	// (TailRecoversNothing: the last attempts recover nothing;
+	// HorizonTooShort: endpoints succeed again soon after the policy gave
+	// up) or Unknown (InsufficientEvidence). It is advice: the operator
+	// never edits a spec.
+	ConditionHorizonFit = "HorizonFit"
+	// ConditionRetryBudgetLimited is True while the endpoint's retry budget
+	// holds retries back (they are deferred to later minutes, never
+	// dropped), with how many and the budget in the message; False once
+	// deferrals stop. It counts the deferrals of every replica, from the
+	// ledger.
+	ConditionRetryBudgetLimited = "RetryBudgetLimited"
+	// ConditionStalled (kstatus) is True while the object needs a person:
+	// a WebhookEndpoint's Ready=False that the operator cannot get past by
+	// itself, or a failed DeliveryRecovery; same reason and message. kstatus
+	// (Flux, `kubectl wait`, cli-utils) reads Stalled=True as Failed.
+	ConditionStalled = "Stalled"
+	// ConditionReconciling (kstatus) is True while a DeliveryRecovery waits
+	// or runs; kstatus reads it as InProgress.
+	ConditionReconciling = "Reconciling"
 )
 
 // Condition reasons shared by the kinds.

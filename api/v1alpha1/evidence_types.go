@@ -1,12 +1,5 @@
 package v1alpha1
 
-// ConditionHorizonFit is the RetryPolicy's advice about its horizon, drawn
-// from what its schedule achieved over 7 days: True (HorizonFits), False
-// (TailRecoversNothing: the last attempts recover nothing; HorizonTooShort:
-// endpoints succeed again soon after the policy gave up) or Unknown
-// (InsufficientEvidence). It is advice: the operator never edits a spec.
-const ConditionHorizonFit = "HorizonFit"
-
 // DeliveryEvidence is what a schedule achieved: the deliveries settled
 // (delivered or exhausted) over the last 24 hours and 7 days. A window is
 // the current hour and the hours before it, so it covers between 23 and 24
@@ -91,15 +84,3 @@ type ReasonCount struct {
 	// +kubebuilder:validation:Minimum=0
 	Count int64 `json:"count"`
 }
-
-// ConditionRetryBudgetLimited is True while the endpoint's retry budget
-// holds retries back (they are deferred to later minutes, never dropped),
-// with how many and the budget in the message; False once deferrals stop.
-const ConditionRetryBudgetLimited = "RetryBudgetLimited"
-
-// Reasons of RetryBudgetLimited; ReasonRetriesDeferred is also the reason
-// of the one Warning Event that announces a streak of deferrals.
-const (
-	ReasonRetriesDeferred = "RetriesDeferred"
-	ReasonWithinBudget    = "WithinBudget"
-)

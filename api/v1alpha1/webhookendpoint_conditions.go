@@ -68,6 +68,17 @@ const (
 	ReasonNoneUnresolved = "NoneUnresolved"
 )
 
+// Reasons of RetryBudgetLimited; ReasonRetriesDeferred is also the reason
+// of the one Warning Event that announces a streak of deferrals.
+const (
+	// ReasonRetriesDeferred (RetryBudgetLimited=True): retries were deferred
+	// by the retry budget within the last 2 minutes, on any replica.
+	ReasonRetriesDeferred = "RetriesDeferred"
+	// ReasonWithinBudget (RetryBudgetLimited=False): no retry was deferred
+	// in the last 2 minutes, or the policy sets no budget.
+	ReasonWithinBudget = "WithinBudget"
+)
+
 // ReasonDeliveriesExhausted is the reason of the Warning Event an endpoint
 // gets when deliveries to it are exhausted.
 const ReasonDeliveriesExhausted = "DeliveriesExhausted"

@@ -1,30 +1,69 @@
-package engine
+package engine_test
 
 import (
+	"context"
 	"testing"
 	"time"
+
+	"github.com/hookkeeper/hookkeeper/internal/engine"
+	"github.com/hookkeeper/hookkeeper/internal/ledger"
+	"github.com/hookkeeper/hookkeeper/internal/ledger/postgres/pgtest"
 )
 
-func TestDeferralLogStreaks(t *testing.T) {
-	t0 := time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
-	var l deferralLog
-	if n, _, _ := l.streak("ns/a"); n != 0 {
-		t.Fatalf("no deferral: count %d", n)
+// TestRetryBudgetDeferralsAreShared runs one engine that defers retries
+// over budget and reads the deferrals through another engine that never
+// ran (the leader's controller, on another replica): the streak comes from
+// the shared ledger, not from the memory of the engine that deferred.
+func TestRetryBudgetDeferralsAreShared(t *testing.T) {
+	replicas := []struct {
+		name string
+		open func(t *testing.T) (deferring, reading ledger.Store)
+	}{
+		{"sqlite", func(t *testing.T) (ledger.Store, ledger.Store) {
+			s := stores()[0].open(t) // one process per file: the two engines share the store
+			return s, s
+		}},
+		{"postgres", func(t *testing.T) (ledger.Store, ledger.Store) {
+			schema := pgtest.NewSchema(t)
+			return pgtest.OpenStore(t, schema), pgtest.OpenStore(t, schema)
+		}},
 	}
-	for _, d := range []time.Duration{0, 30 * time.Second, 2*time.Minute + 30*time.Second} { // each within the window of the last
-		l.note("ns/a", t0.Add(d))
-	}
-	l.note("ns/b", t0)
-	if n, first, last := l.streak("ns/a"); n != 3 || !first.Equal(t0) || !last.Equal(t0.Add(150*time.Second)) {
-		t.Errorf("streak = %d %v %v", n, first, last)
-	}
-	// A gap longer than the window starts a new streak.
-	later := t0.Add(150*time.Second + BudgetDeferralWindow + time.Second)
-	l.note("ns/a", later)
-	if n, first, _ := l.streak("ns/a"); n != 1 || !first.Equal(later) {
-		t.Errorf("after a gap: %d from %v, want 1 from %v", n, first, later)
-	}
-	if n, _, _ := l.streak("ns/b"); n != 1 {
-		t.Errorf("ns/b = %d, want its own 1", n)
+	for _, r := range replicas {
+		t.Run(r.name, func(t *testing.T) {
+			t.Parallel()
+			deferring, reading := r.open(t)
+			failing := newReceiver(t, func(int) int { return 503 })
+			e := run(t, engine.Options{Store: deferring})
+			leader, err := engine.New(engine.Options{Store: reading})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(leader.Close)
+			ctx := context.Background()
+
+			// No floor and no ratio: every retry is over budget.
+			p := policy(3, time.Millisecond)
+			p.Budget = &ledger.RetryBudget{}
+			if _, err := e.RegisterEndpoint(ctx, endpoint(t, "ns", "limited", failing.URL, []string{"*"}, p)); err != nil {
+				t.Fatal(err)
+			}
+			before := time.Now()
+			res := publish(t, e, "ns", "order.created", `{"n":1}`)
+
+			var streak ledger.DeferralStreak
+			eventually(t, "a deferral in the ledger", func() bool {
+				streak, err = leader.RetryBudgetDeferrals(ctx, "ns/limited", time.Now())
+				return err == nil && streak.Count > 0
+			})
+			if streak.First.Before(before.Truncate(time.Microsecond)) || !streak.Active(time.Now()) {
+				t.Fatalf("streak %+v: want one that started after %v and still holds", streak, before)
+			}
+			if got := failing.count(res.Event.ID); got != 1 {
+				t.Fatalf("the receiver saw %d attempts; the retry should wait for the next minute's budget", got)
+			}
+			if other, err := leader.RetryBudgetDeferrals(ctx, "ns/other", time.Now()); err != nil || other.Count != 0 {
+				t.Fatalf("an endpoint nothing was deferred for: %+v, %v", other, err)
+			}
+		})
 	}
 }

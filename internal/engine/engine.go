@@ -157,7 +157,6 @@ type Engine struct {
 	// neither takes the slots the other counted on (handoff.go).
 	handoffs  int
 	claimTake map[string]int
-	deferrals deferralLog // budget_deferrals.go
 }
 
 // endpointState is the engine's view of one endpoint: its configuration at
@@ -474,7 +473,7 @@ func (e *Engine) start(ctx, attemptCtx context.Context, wg *sync.WaitGroup, c *l
 		}
 		if !ok {
 			e.opts.Metrics.observeDeferred()
-			e.deferrals.note(c.Delivery.EndpointID, now)
+			e.recordDeferral(ctx, c.Delivery.EndpointID, now)
 			e.release(c, now.Truncate(time.Minute).Add(time.Minute), "retry_budget")
 			return false
 		}

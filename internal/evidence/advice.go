@@ -9,28 +9,41 @@ import (
 	"github.com/hookkeeper/hookkeeper/internal/ledger"
 )
 
-// Verdict is the status of the HorizonFit condition.
-type Verdict string
+// Verdict is whether the horizon fits the traffic. The controllers turn
+// it into the HorizonFit condition's status; this package knows nothing of
+// Kubernetes conditions.
+type Verdict int
 
 const (
-	Fits       Verdict = "True"
-	DoesNotFit Verdict = "False"
-	Unknown    Verdict = "Unknown"
+	Unknown Verdict = iota
+	Fits
+	DoesNotFit
 )
 
-// Reasons of the HorizonFit condition.
+func (v Verdict) String() string { return [...]string{"Unknown", "Fits", "DoesNotFit"}[v] }
+
+// Finding is which rule the advice rests on. The controllers map each to a
+// reason of the HorizonFit condition (api/v1alpha1, the one source of
+// condition reasons).
+type Finding int
+
 const (
-	// ReasonHorizonFits: enough evidence, and neither rule below applies.
-	ReasonHorizonFits = "HorizonFits"
-	// ReasonTailRecoversNothing: the last attempts of the schedule
-	// recovered none of the deliveries that reached them.
-	ReasonTailRecoversNothing = "TailRecoversNothing"
-	// ReasonHorizonTooShort: exhausted deliveries whose endpoint succeeded
-	// again soon after the policy gave up.
-	ReasonHorizonTooShort = "HorizonTooShort"
-	// ReasonInsufficientEvidence: too few deliveries settled to say.
-	ReasonInsufficientEvidence = "InsufficientEvidence"
+	// InsufficientEvidence: too few deliveries settled to say. It is also
+	// the Previous of a condition not set yet.
+	InsufficientEvidence Finding = iota
+	// HorizonFits: enough evidence, and neither rule below applies.
+	HorizonFits
+	// TailRecoversNothing: the last attempts of the schedule recovered none
+	// of the deliveries that reached them.
+	TailRecoversNothing
+	// HorizonTooShort: exhausted deliveries whose endpoint succeeded again
+	// soon after the policy gave up.
+	HorizonTooShort
 )
+
+func (f Finding) String() string {
+	return [...]string{"InsufficientEvidence", "HorizonFits", "TailRecoversNothing", "HorizonTooShort"}[f]
+}
 
 // Thresholds. Each rule has an entering and a lower staying threshold
 // (hysteresis): a condition that holds keeps holding until its evidence
@@ -71,15 +84,15 @@ type AdviceInput struct {
 	// (0: unknown, which disables HorizonTooShort).
 	MaxAttempts int
 	Horizon     time.Duration
-	// Previous is the reason of the condition as it stands, for the
-	// hysteresis ("" when none).
-	Previous string
+	// Previous is the finding of the condition as it stands, for the
+	// hysteresis (InsufficientEvidence when none).
+	Previous Finding
 }
 
 // Advice is the HorizonFit condition to set.
 type Advice struct {
 	Status  Verdict
-	Reason  string
+	Finding Finding
 	Message string
 }
 
@@ -90,11 +103,11 @@ func Advise(in AdviceInput) Advice {
 	s := Summarize(in.Buckets, keep)
 
 	minSettled := int64(MinSettled)
-	if in.Previous != "" && in.Previous != ReasonInsufficientEvidence {
+	if in.Previous != InsufficientEvidence {
 		minSettled = StaySettled
 	}
 	if s.Settled < minSettled {
-		return Advice{Status: Unknown, Reason: ReasonInsufficientEvidence, Message: fmt.Sprintf(
+		return Advice{Status: Unknown, Finding: InsufficientEvidence, Message: fmt.Sprintf(
 			"%d deliveries settled under this generation of the policy in the last 7 days; advice needs at least %d",
 			s.Settled, minSettled)}
 	}
@@ -102,11 +115,11 @@ func Advise(in AdviceInput) Advice {
 	if in.Horizon > 0 {
 		n, gap := soonRecovered(in.Buckets, keep, in.Horizon)
 		need := int64(MinSoonRecovered)
-		if in.Previous == ReasonHorizonTooShort {
+		if in.Previous == HorizonTooShort {
 			need = StaySoonRecovered
 		}
 		if n >= need {
-			return Advice{Status: DoesNotFit, Reason: ReasonHorizonTooShort, Message: fmt.Sprintf(
+			return Advice{Status: DoesNotFit, Finding: HorizonTooShort, Message: fmt.Sprintf(
 				"%d deliveries exhausted (%s) in the last 7 days on endpoints that succeeded again within %s of giving up; "+
 					"the horizon (%s) is shorter than the outages it meets: a horizon of about %s (maxAttempts or maxAge) would have recovered them",
 				n, strings.Join(horizonReasons, ", "), ShortDuration(gap), ShortDuration(in.Horizon), ShortDuration(in.Horizon+gap))}
@@ -116,16 +129,16 @@ func Advise(in AdviceInput) Advice {
 	k := max(s.LastRecoveringAttempt()+1, 2)
 	reached := s.Reached(k)
 	need := int64(MinTailReached)
-	if in.Previous == ReasonTailRecoversNothing {
+	if in.Previous == TailRecoversNothing {
 		need = StayTailReached
 	}
 	if reached >= need {
-		return Advice{Status: DoesNotFit, Reason: ReasonTailRecoversNothing, Message: fmt.Sprintf(
+		return Advice{Status: DoesNotFit, Finding: TailRecoversNothing, Message: fmt.Sprintf(
 			"attempts %d and later recovered 0 of the %d deliveries that reached them in the last 7 days%s; "+
 				"the horizon is longer than this traffic needs: maxAttempts: %d would give up after attempt %d with the same deliveries recovered",
 			k, reached, lastRecovering(s), k-1, k-1)}
 	}
-	return Advice{Status: Fits, Reason: ReasonHorizonFits, Message: fmt.Sprintf(
+	return Advice{Status: Fits, Finding: HorizonFits, Message: fmt.Sprintf(
 		"%d deliveries settled in the last 7 days: %s, and no exhausted delivery's endpoint succeeded again within %d%% of the horizon",
 		s.Settled, tailSummary(s, k), SoonPercent)}
 }

@@ -67,6 +67,8 @@ type Recovery interface {
 	// AttemptRecordMany in that minute. It is atomic across processes: two
 	// engines on one PostgreSQL cannot spend the same allowance.
 	RetryBudgetAcquire(ctx context.Context, params *RetryBudgetParams) (bool, error)
+	// RetryDeferrals: the retries the budget put off (deferrals.go).
+	RetryDeferrals
 
 	// ExhaustedList lists an endpoint's unresolved exhausted deliveries
 	// matching the selector, oldest exhaustion first.

@@ -81,6 +81,7 @@ func Exercise(t *testing.T, newStore func(t *testing.T) ledger.Store) {
 		{"Transition", exerciseTransitions},
 		{"Outcomes", exerciseOutcomes},
 		{"Owner", exerciseOwner},
+		{"Deferrals", exerciseDeferrals},
 	}
 	for _, g := range groups {
 		t.Run(g.name, func(t *testing.T) {

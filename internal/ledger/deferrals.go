@@ -1,0 +1,114 @@
+package ledger
+
+import (
+	"context"
+	"errors"
+	"time"
+)
+
+// RetryDeferrals keeps the retries a retry budget put off, per endpoint
+// and Unix minute, in the shared ledger: every engine that defers a retry
+// records it, so the endpoint's status (RetryBudgetLimited) shows the
+// deferrals of every replica, not only those of the one whose controller
+// is the leader.
+type RetryDeferrals interface {
+	// RetryDeferralRecord counts Count retries of an endpoint deferred by
+	// its retry budget at Now, in the bucket of Now's minute (BudgetMinute),
+	// which keeps the earliest and the latest deferral it saw. Concurrent
+	// records, from any process, add up. Buckets older than BudgetRetention
+	// are deleted as new minutes open.
+	RetryDeferralRecord(ctx context.Context, params *RetryDeferralParams) error
+	// RetryDeferralBuckets lists an endpoint's buckets of minutes at or
+	// after SinceMinute, newest first. RetryDeferralStreak reads them.
+	RetryDeferralBuckets(ctx context.Context, params *RetryDeferralBucketsParams) ([]DeferralBucket, error)
+}
+
+// RetryDeferralParams records deferred retries.
+type RetryDeferralParams struct {
+	EndpointID string
+	// Count is how many retries were deferred at Now; at least 1.
+	Count int64
+	Now   time.Time
+}
+
+// Validate checks the params of a record: an endpoint and a count of at
+// least 1.
+func (p *RetryDeferralParams) Validate() error {
+	switch {
+	case p == nil:
+		return errors.New("record deferred retries: nil params")
+	case p.EndpointID == "":
+		return errors.New("record deferred retries: endpointID: must not be empty")
+	case p.Count < 1:
+		return errors.New("record deferred retries: count: must be at least 1")
+	}
+	return nil
+}
+
+// RetryDeferralBucketsParams selects an endpoint's deferral buckets.
+type RetryDeferralBucketsParams struct {
+	EndpointID  string
+	SinceMinute int64
+}
+
+// DeferralBucket is one endpoint's deferred retries of one Unix minute.
+type DeferralBucket struct {
+	Minute int64
+	Count  int64
+	// First and Last are the earliest and latest deferral recorded.
+	First, Last time.Time
+}
+
+// DeferralWindow is how long after its last deferral an endpoint counts
+// as held back by its retry budget: deferrals closer together than this
+// form one streak, counted from its first deferral. It is longer than a
+// bucket's minute, so the deferrals of one bucket are always one streak.
+const DeferralWindow = 2 * time.Minute
+
+// DeferralStreak is an endpoint's latest streak of deferred retries; Count
+// 0 when there is none.
+type DeferralStreak struct {
+	Count       int64
+	First, Last time.Time
+}
+
+// Active reports whether the streak still holds at now: its last deferral
+// is at most DeferralWindow old.
+func (s DeferralStreak) Active(now time.Time) bool {
+	return s.Count > 0 && now.Sub(s.Last) <= DeferralWindow
+}
+
+// StreakOf joins buckets (newest first, as RetryDeferralBuckets lists
+// them) into the latest streak: the newest bucket and every older one
+// whose last deferral is within DeferralWindow of the streak's first.
+func StreakOf(buckets []DeferralBucket) DeferralStreak {
+	var s DeferralStreak
+	for _, b := range buckets {
+		if b.Count <= 0 {
+			continue
+		}
+		if s.Count > 0 && s.First.Sub(b.Last) > DeferralWindow {
+			break
+		}
+		if s.Count == 0 || b.Last.After(s.Last) {
+			s.Last = b.Last
+		}
+		if s.Count == 0 || b.First.Before(s.First) {
+			s.First = b.First
+		}
+		s.Count += b.Count
+	}
+	return s
+}
+
+// RetryDeferralStreak reads the endpoint's latest streak of deferred
+// retries as of now, from the buckets a streak can reach (BudgetRetention).
+func RetryDeferralStreak(ctx context.Context, d RetryDeferrals, endpointID string, now time.Time) (DeferralStreak, error) {
+	buckets, err := d.RetryDeferralBuckets(ctx, &RetryDeferralBucketsParams{
+		EndpointID: endpointID, SinceMinute: BudgetMinute(now.Add(-BudgetRetention)),
+	})
+	if err != nil {
+		return DeferralStreak{}, err
+	}
+	return StreakOf(buckets), nil
+}

@@ -1,0 +1,91 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/hookkeeper/hookkeeper/internal/ledger"
+)
+
+// This file implements ledger.RetryDeferrals on the retry_deferrals table
+// (migration 00012). A record is a transaction of its own that touches no
+// other table, so it stays outside the store's lock order (doc.go).
+
+// deferralRecordSQL adds deferred retries to their minute's bucket; ON
+// CONFLICT DO UPDATE makes concurrent records from any process add up. It
+// returns the bucket's count: equal to the count added when the bucket is
+// new.
+const deferralRecordSQL = `
+	INSERT INTO retry_deferrals AS d (endpoint_id, minute, deferred, first_at, last_at)
+	VALUES ($1, $2, $3, $4, $4)
+	ON CONFLICT (endpoint_id, minute) DO UPDATE SET
+		deferred = d.deferred + EXCLUDED.deferred,
+		first_at = LEAST(d.first_at, EXCLUDED.first_at),
+		last_at  = GREATEST(d.last_at, EXCLUDED.last_at)
+	RETURNING d.deferred`
+
+// deferralPruneSQL deletes buckets older than $1, skipping any a
+// concurrent transaction holds (a later call gets them).
+const deferralPruneSQL = `
+	DELETE FROM retry_deferrals WHERE (endpoint_id, minute) IN (
+		SELECT endpoint_id, minute FROM retry_deferrals WHERE minute < $1
+		FOR UPDATE SKIP LOCKED)`
+
+// deferralBucketsSQL lists an endpoint's buckets from minute $2 on, newest
+// first.
+const deferralBucketsSQL = `
+	SELECT minute, deferred, first_at, last_at FROM retry_deferrals
+	WHERE endpoint_id = $1 AND minute >= $2
+	ORDER BY minute DESC`
+
+// RetryDeferralRecord implements ledger.RetryDeferrals. The record that
+// opens a new bucket also deletes the buckets older than
+// ledger.BudgetRetention.
+func (s *Store) RetryDeferralRecord(ctx context.Context, p *ledger.RetryDeferralParams) error {
+	if err := p.Validate(); err != nil {
+		return err
+	}
+	minute := ledger.BudgetMinute(p.Now)
+	return s.tx(ctx, "record deferred retries of "+p.EndpointID, func(tx *txn) error {
+		var deferred int64
+		if err := tx.QueryRow(ctx, deferralRecordSQL, p.EndpointID, minute, p.Count, nanos(p.Now)).Scan(&deferred); err != nil {
+			return err
+		}
+		if deferred == p.Count {
+			old := minute - int64(ledger.BudgetRetention/time.Minute)
+			if _, err := tx.Exec(ctx, deferralPruneSQL, old); err != nil {
+				return fmt.Errorf("delete old buckets: %w", err)
+			}
+		}
+		return nil
+	})
+}
+
+// RetryDeferralBuckets implements ledger.RetryDeferrals.
+func (s *Store) RetryDeferralBuckets(ctx context.Context, p *ledger.RetryDeferralBucketsParams) ([]ledger.DeferralBucket, error) {
+	if p == nil {
+		return nil, errors.New("list deferred retries: nil params")
+	}
+	op := "list deferred retries of " + p.EndpointID
+	rows, err := s.pool.Query(ctx, deferralBucketsSQL, p.EndpointID, p.SinceMinute)
+	if err != nil {
+		return nil, translate(op, err)
+	}
+	defer rows.Close()
+	var out []ledger.DeferralBucket
+	for rows.Next() {
+		var b ledger.DeferralBucket
+		var first, last int64
+		if err := rows.Scan(&b.Minute, &b.Count, &first, &last); err != nil {
+			return nil, translate(op, err)
+		}
+		b.First, b.Last = fromNanos(first), fromNanos(last)
+		out = append(out, b)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, translate(op, err)
+	}
+	return out, nil
+}

@@ -1,0 +1,85 @@
+package sqlite
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/hookkeeper/hookkeeper/internal/ledger"
+)
+
+// This file implements ledger.RetryDeferrals on the retry_deferrals table
+// (migration 0012).
+
+// deferralRecordSQL adds deferred retries to their minute's bucket and
+// returns the bucket's count: equal to the count added when the bucket is
+// new.
+const deferralRecordSQL = `
+	INSERT INTO retry_deferrals (endpoint_id, minute, deferred, first_at, last_at)
+	VALUES (?1, ?2, ?3, ?4, ?4)
+	ON CONFLICT (endpoint_id, minute) DO UPDATE SET
+		deferred = deferred + excluded.deferred,
+		first_at = min(first_at, excluded.first_at),
+		last_at  = max(last_at, excluded.last_at)
+	RETURNING deferred`
+
+// deferralPruneSQL deletes every endpoint's buckets older than ?1.
+const deferralPruneSQL = `DELETE FROM retry_deferrals WHERE minute < ?1`
+
+// deferralBucketsSQL lists an endpoint's buckets from minute ?2 on, newest
+// first.
+const deferralBucketsSQL = `
+	SELECT minute, deferred, first_at, last_at FROM retry_deferrals
+	WHERE endpoint_id = ?1 AND minute >= ?2
+	ORDER BY minute DESC`
+
+// RetryDeferralRecord implements ledger.RetryDeferrals. The record that
+// opens a new bucket also deletes the buckets older than
+// ledger.BudgetRetention.
+func (s *Store) RetryDeferralRecord(ctx context.Context, p *ledger.RetryDeferralParams) error {
+	if err := p.Validate(); err != nil {
+		return err
+	}
+	op := "record deferred retries of " + p.EndpointID
+	minute := ledger.BudgetMinute(p.Now)
+	return s.write(ctx, op, func(t *wtx) error {
+		var deferred int64
+		if err := t.tx.QueryRowContext(t.ctx, deferralRecordSQL, p.EndpointID, minute, p.Count, nanos(p.Now)).Scan(&deferred); err != nil {
+			return translate(op, err)
+		}
+		if deferred == p.Count {
+			old := minute - int64(ledger.BudgetRetention/time.Minute)
+			if _, err := t.tx.ExecContext(t.ctx, deferralPruneSQL, old); err != nil {
+				return translate(op+": delete old buckets", err)
+			}
+		}
+		return nil
+	})
+}
+
+// RetryDeferralBuckets implements ledger.RetryDeferrals.
+func (s *Store) RetryDeferralBuckets(ctx context.Context, p *ledger.RetryDeferralBucketsParams) ([]ledger.DeferralBucket, error) {
+	if p == nil {
+		return nil, errors.New("list deferred retries: nil params")
+	}
+	op := "list deferred retries of " + p.EndpointID
+	rows, err := s.r.QueryContext(ctx, deferralBucketsSQL, p.EndpointID, p.SinceMinute)
+	if err != nil {
+		return nil, translate(op, err)
+	}
+	defer rows.Close()
+	var out []ledger.DeferralBucket
+	for rows.Next() {
+		var b ledger.DeferralBucket
+		var first, last int64
+		if err := rows.Scan(&b.Minute, &b.Count, &first, &last); err != nil {
+			return nil, translate(op, err)
+		}
+		b.First, b.Last = fromNanos(first), fromNanos(last)
+		out = append(out, b)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, translate(op, err)
+	}
+	return out, nil
+}
