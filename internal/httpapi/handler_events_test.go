@@ -230,6 +230,7 @@ func TestPublishFailures(t *testing.T) {
 		{"item fails", func(e *env) { e.pub.itemErr = errBackend }, 500, CodeInternal},
 		{"shutting down", func(e *env) { e.pub.err = fmt.Errorf("publishing: %w", publish.ErrStopping) }, 503, CodeUnavailable},
 		{"commit too slow", func(e *env) { e.pub.err = fmt.Errorf("publishing: %w", context.DeadlineExceeded) }, 503, CodeUnavailable},
+		{"ledger unreachable", func(e *env) { e.pub.err = fmt.Errorf("publishing: %w", ledger.ErrUnavailable) }, 503, CodeUnavailable},
 		{"publisher panics", func(e *env) { e.pub.panics = true }, 500, CodeInternal},
 		{"authenticator down", func(e *env) { e.auth.authnErr = errBackend }, 500, CodeInternal},
 		{"authorizer down", func(e *env) { e.auth.authzErr = errBackend }, 500, CodeInternal},

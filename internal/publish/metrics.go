@@ -1,6 +1,9 @@
 package publish
 
-import "github.com/prometheus/client_golang/prometheus"
+import (
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
+)
 
 // Doors, as metric labels.
 const (
@@ -27,8 +30,18 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	return m
 }
 
-func (m *Metrics) ledgerUnavailable(door string) {
+func (m *Metrics) countLedgerUnavailable(door string) {
 	if m != nil {
 		m.unavailable.WithLabelValues(door).Inc()
 	}
+}
+
+// LedgerUnavailable returns how many publishes through door the ledger
+// could not take: what hookkeeper_api_ledger_unavailable_total holds.
+func (m *Metrics) LedgerUnavailable(door string) float64 {
+	var out dto.Metric
+	if m == nil || m.unavailable.WithLabelValues(door).Write(&out) != nil {
+		return 0
+	}
+	return out.GetCounter().GetValue()
 }

@@ -235,7 +235,7 @@ func (c *Core) commitError(id string, err error) error {
 	}
 	u.RetryAfter = c.cfg.RetryAfter
 	if u.LedgerOutage() {
-		c.cfg.Metrics.ledgerUnavailable(c.cfg.Door)
+		c.cfg.Metrics.countLedgerUnavailable(c.cfg.Door)
 	}
 	return u
 }
