@@ -33,6 +33,7 @@ var ruleCodes = map[publish.Rule]Code{
 var unavailableMessages = map[publish.UnavailableReason]string{
 	publish.Stopping:          "the server is shutting down and did not record the event; retry",
 	publish.CommitTimeout:     "the commit did not finish in time; the event may or may not be recorded: retry with the same Idempotency-Key (send one to make retries safe)",
+	publish.Canceled:          "the request ended before the commit finished; the event may or may not be recorded: retry with the same Idempotency-Key (send one to make retries safe)",
 	publish.LedgerUnreachable: "the ledger cannot be reached now; the event may or may not be recorded: retry after Retry-After with the same Idempotency-Key (send one to make retries safe)",
 }
 

@@ -227,9 +227,12 @@ func (c *Core) commitError(id string, err error) error {
 	case errors.Is(err, ledger.ErrUnavailable):
 		u = &UnavailableError{Reason: LedgerUnreachable, Err: err,
 			Message: "the ledger cannot be reached now; the event may or may not be recorded: retry with the same idempotency key (send one to make retries safe)"}
-	case errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled):
+	case errors.Is(err, context.DeadlineExceeded):
 		u = &UnavailableError{Reason: CommitTimeout, Err: err,
 			Message: "the commit did not finish in time; the event may or may not be recorded: retry with the same idempotency key (send one to make retries safe)"}
+	case errors.Is(err, context.Canceled):
+		u = &UnavailableError{Reason: Canceled, Err: err,
+			Message: "the request ended before the commit finished; the event may or may not be recorded: retry with the same idempotency key (send one to make retries safe)"}
 	default:
 		return fmt.Errorf("publishing event %s: %w", id, err)
 	}

@@ -115,6 +115,7 @@ func TestCommitFailures(t *testing.T) {
 	}{
 		{"ledger unreachable", fmt.Errorf("insert: %w", ledger.ErrUnavailable), LedgerUnreachable, true},
 		{"commit too slow", fmt.Errorf("insert: %w", context.DeadlineExceeded), CommitTimeout, true},
+		{"caller gone", fmt.Errorf("insert: %w", context.Canceled), Canceled, false},
 		{"stopping", fmt.Errorf("engine: %w", ErrStopping), Stopping, false},
 		{"anything else", errors.New("boom"), "", false},
 	} {

@@ -121,9 +121,11 @@ const (
 	// Stopping: the process is shutting down; nothing was recorded.
 	Stopping UnavailableReason = "Stopping"
 	// CommitTimeout: the commit did not finish within
-	// Config.CommitTimeout (or the caller gave up); the event may or may
-	// not be recorded.
+	// Config.CommitTimeout; the event may or may not be recorded.
 	CommitTimeout UnavailableReason = "CommitTimeout"
+	// Canceled: the caller gave up before the commit finished; the event
+	// may or may not be recorded.
+	Canceled UnavailableReason = "Canceled"
 	// LedgerUnreachable: the ledger could not be reached (ledger.
 	// ErrUnavailable); the event may or may not be recorded.
 	LedgerUnreachable UnavailableReason = "LedgerUnreachable"

@@ -121,7 +121,6 @@ func (o *Outage) track(conns ...net.Conn) bool {
 	return true
 }
 
-
 // Committer publishes straight into Store, one event per transaction: a
 // publish core's committer (publish.Committer) without the engine.
 type Committer struct{ Store *postgres.Store }
