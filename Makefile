@@ -113,7 +113,7 @@ FUZZ_TARGETS := \
 	./internal/backoff:FuzzPolicy \
 	./internal/httpapi:FuzzPublishBody \
 	./internal/httpapi:FuzzAckRequest \
-	./internal/httpapi:FuzzCanonicalPublishBody \
+	./internal/publish:FuzzCanonicalPublishBody \
 	./internal/canonjson:FuzzCanonicalAppendString \
 	./internal/signing:FuzzVerify \
 	./internal/signing:FuzzVerifyMutation

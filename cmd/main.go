@@ -27,9 +27,9 @@ import (
 	"github.com/hookkeeper/hookkeeper/internal/dispatch"
 	"github.com/hookkeeper/hookkeeper/internal/engine"
 	"github.com/hookkeeper/hookkeeper/internal/groupcommit"
-	"github.com/hookkeeper/hookkeeper/internal/httpapi"
 	"github.com/hookkeeper/hookkeeper/internal/ledger"
 	"github.com/hookkeeper/hookkeeper/internal/ledger/ledgerstore"
+	"github.com/hookkeeper/hookkeeper/internal/publish"
 	"github.com/hookkeeper/hookkeeper/internal/servingcert"
 )
 
@@ -216,12 +216,14 @@ func main() {
 			os.Exit(2)
 		}
 	}
+	// Publishing's metrics, shared by the cores of both doors.
+	publishMetrics := publish.NewMetrics(ctrlmetrics.Registry)
 	if apiFlags.enabled() {
 		var certs certificateSource
 		if servingCert != nil {
 			certs = servingCert
 		}
-		api, err := apiServer(apiFlags, mgr.GetConfig(), eng, store, certs)
+		api, err := apiServer(apiFlags, mgr.GetConfig(), eng, store, certs, publishMetrics)
 		if err != nil {
 			setupLog.Error(err, "unable to set up the HTTP API")
 			os.Exit(1)
@@ -236,14 +238,14 @@ func main() {
 		if servingCert != nil {
 			provisioned = servingCert
 		}
-		// kubectl create webhookevent: the HTTP API's publish path, limits
-		// included, whether or not the HTTP API itself is served.
-		ingest, err := httpapi.NewIngest(httpapi.IngestConfig{Publisher: eng, MaxFanOut: apiFlags.maxFanOut})
+		// kubectl create webhookevent: the publish core with the HTTP API's
+		// limits, whether or not the HTTP API itself is served.
+		core, err := publish.New(publish.Config{Committer: eng, MaxFanOut: apiFlags.maxFanOut, Door: publish.DoorKube, Metrics: publishMetrics})
 		if err != nil {
 			setupLog.Error(err, "unable to set up publishing through the aggregated API")
 			os.Exit(1)
 		}
-		srv, err := deliveryAPIServer(deliveryAPIFlags, store, ingest, provisioned, ctrl.Log.WithName("delivery-api"))
+		srv, err := deliveryAPIServer(deliveryAPIFlags, store, core, provisioned, ctrl.Log.WithName("delivery-api"))
 		if err != nil {
 			setupLog.Error(err, "unable to set up the aggregated API")
 			os.Exit(1)

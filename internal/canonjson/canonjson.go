@@ -8,7 +8,7 @@
 // event's data, so they must stay byte for byte what the API produced when
 // it decoded bodies into a map[string]any and re-marshalled them; and the
 // errors, including their byte offsets, are those json.Decoder.Token gave.
-// internal/httpapi keeps that old implementation in its tests as the oracle
+// internal/publish keeps that old implementation in its tests as the oracle
 // of a differential test and a fuzz test. The point of this package is
 // cost: no generic tree, no reflection, and no allocation per value.
 package canonjson

@@ -2,11 +2,10 @@ package deliveryapi
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
-	"strconv"
+	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -18,15 +17,15 @@ import (
 	"k8s.io/apiserver/pkg/registry/rest"
 
 	"github.com/hookkeeper/hookkeeper/api/delivery/v1alpha1"
-	"github.com/hookkeeper/hookkeeper/internal/httpapi"
 	"github.com/hookkeeper/hookkeeper/internal/ledger"
+	"github.com/hookkeeper/hookkeeper/internal/publish"
 )
 
-// Publisher is the publish path of the HTTP API (httpapi.Ingest): a create
-// of a webhookevent is a publish, validated, hashed and committed by the
-// same code as POST /v1/namespaces/{ns}/events.
+// Publisher is the publish core (publish.Core): a create of a webhookevent
+// is a publish, validated, hashed and committed by the same code as POST
+// /v1/namespaces/{ns}/events.
 type Publisher interface {
-	Publish(ctx context.Context, ns, key string, body []byte) (ledger.EventInsertResult, error)
+	Publish(ctx context.Context, r *publish.Request) (ledger.EventInsertResult, error)
 }
 
 // The HTTP API's permission to publish, as internal/kubeauth asks it: create
@@ -52,7 +51,7 @@ type creatableEvents struct {
 var _ rest.Creater = (*creatableEvents)(nil) //nolint:misspell // k8s.io/apiserver spells it so
 
 // Create publishes the event: first the HTTP API's permission, then the
-// fields this API cannot carry, then the HTTP API's own validation,
+// fields this API cannot carry, then the publish core's validation,
 // idempotency and commit. The answer is the event as a get shows it (data
 // only with the data permission, secrets never).
 func (s *creatableEvents) Create(ctx context.Context, obj runtime.Object, createValidation rest.ValidateObjectFunc, o *metav1.CreateOptions) (runtime.Object, error) {
@@ -75,11 +74,7 @@ func (s *creatableEvents) Create(ctx context.Context, obj runtime.Object, create
 	if errs := createOnlyFields(ev); len(errs) > 0 {
 		return nil, apierrors.NewInvalid(webhookEventGK, ev.Name, errs)
 	}
-	body, err := publishBody(&ev.Spec)
-	if err != nil {
-		return nil, apierrors.NewInternalError(err)
-	}
-	res, err := s.publisher.Publish(ctx, ns, ev.Spec.IdempotencyKey, body)
+	res, err := s.publisher.Publish(ctx, publishRequest(ns, &ev.Spec))
 	if err != nil {
 		return nil, publishError(err)
 	}
@@ -141,63 +136,69 @@ func createOnlyFields(ev *v1alpha1.WebhookEvent) field.ErrorList {
 	return errs
 }
 
-// publishBody is the HTTP API's publish body for spec, so that both APIs
-// validate and hash the same document.
-func publishBody(spec *v1alpha1.WebhookEventSpec) ([]byte, error) {
-	doc := map[string]any{"type": spec.Type}
-	if spec.Data != nil && len(spec.Data.Raw) > 0 {
-		doc["data"] = json.RawMessage(spec.Data.Raw)
+// publishRequest is the publish core's request for spec in namespace ns.
+func publishRequest(ns string, spec *v1alpha1.WebhookEventSpec) *publish.Request {
+	r := &publish.Request{Namespace: ns, IdempotencyKey: spec.IdempotencyKey, Type: spec.Type,
+		ReissueOf: spec.ReissueOf, Endpoint: spec.Endpoint}
+	if spec.Data != nil {
+		r.Data = spec.Data.Raw
 	}
-	if spec.ReissueOf != "" {
-		doc["reissueOf"] = spec.ReissueOf
-	}
-	if spec.Endpoint != "" {
-		doc["endpoint"] = spec.Endpoint
-	}
-	b, err := json.Marshal(doc)
-	if err != nil {
-		return nil, fmt.Errorf("encoding the publish body: %w", err)
-	}
-	return b, nil
+	return r
 }
 
 // publishError answers a refused publish in Kubernetes terms: a bad field
-// is 422 Invalid naming it under spec, a reused key 409 Conflict.
+// is 422 Invalid naming it under spec, a reused key 409 Conflict, a too
+// large one 413, an unavailable ledger 503 with a retry-after.
 func publishError(err error) error {
-	status, code, fld, msg, retryAfter := httpapi.Refusal(err)
-	switch status {
-	case http.StatusBadRequest, http.StatusUnprocessableEntity:
+	if fe, ok := errors.AsType[*publish.FieldError](err); ok {
 		return apierrors.NewInvalid(webhookEventGK, "", field.ErrorList{
-			field.Invalid(specField(fld), field.OmitValueType{}, msg+" ("+string(code)+")"),
+			field.Invalid(specField(fe.Field), field.OmitValueType{}, fe.Message+" ("+string(fe.Rule)+")"),
 		})
-	case http.StatusConflict:
+	}
+	if fe, ok := errors.AsType[*publish.FanOutError](err); ok {
+		return apierrors.NewInvalid(webhookEventGK, "", field.ErrorList{
+			field.Invalid(specField("type"), field.OmitValueType{}, fe.Error()+" (FanOutLimitExceeded)"),
+		})
+	}
+	if ue, ok := errors.AsType[*publish.UnknownEndpointError](err); ok {
+		return apierrors.NewInvalid(webhookEventGK, "", field.ErrorList{
+			field.Invalid(specField("endpoint"), field.OmitValueType{}, ue.Error()+" (UnknownEndpoint)"),
+		})
+	}
+	if errors.Is(err, publish.ErrIdempotencyConflict) {
 		return &apierrors.StatusError{ErrStatus: metav1.Status{
 			Status: metav1.StatusFailure, Code: http.StatusConflict, Reason: metav1.StatusReasonConflict,
 			Message: "spec.idempotencyKey was already used in this namespace with a different event; use a new key for a new event",
 			Details: &metav1.StatusDetails{Group: webhookEventGK.Group, Kind: "webhookevents",
-				Causes: []metav1.StatusCause{{Type: metav1.CauseTypeFieldValueDuplicate, Field: "spec.idempotencyKey", Message: msg}}},
+				Causes: []metav1.StatusCause{{Type: metav1.CauseTypeFieldValueDuplicate, Field: "spec.idempotencyKey", Message: err.Error()}}},
 		}}
-	case http.StatusRequestEntityTooLarge:
-		return apierrors.NewRequestEntityTooLargeError(msg)
-	case http.StatusServiceUnavailable:
-		se := apierrors.NewServiceUnavailable(msg)
-		if s, err := strconv.Atoi(retryAfter); err == nil {
-			se.ErrStatus.Details = &metav1.StatusDetails{RetryAfterSeconds: int32(s)}
-		}
+	}
+	if tl, ok := errors.AsType[*publish.TooLargeError](err); ok {
+		return apierrors.NewRequestEntityTooLargeError(tl.Error())
+	}
+	if ue, ok := errors.AsType[*publish.UnavailableError](err); ok {
+		utilruntime.HandleError(fmt.Errorf("delivery API: publishing: %w", err))
+		se := apierrors.NewServiceUnavailable(ue.Message)
+		se.ErrStatus.Details = &metav1.StatusDetails{RetryAfterSeconds: retryAfterSeconds(ue.RetryAfter)}
 		return se
 	}
 	utilruntime.HandleError(fmt.Errorf("delivery API: publishing: %w", err))
-	return apierrors.NewInternalError(errors.New(msg))
+	return apierrors.NewInternalError(errors.New("publishing failed; the error has been logged"))
 }
 
-// specField is where a publish body field lives in a WebhookEvent.
+// retryAfterSeconds is d in whole seconds, rounded up, at least 1.
+func retryAfterSeconds(d time.Duration) int32 {
+	return int32(max(1, (d+time.Second-1)/time.Second))
+}
+
+// specField is where a field of a publish request lives in a WebhookEvent.
 func specField(f string) *field.Path {
 	switch f {
 	case "":
 		return field.NewPath("spec")
-	case "namespace":
+	case publish.FieldNamespace:
 		return field.NewPath("metadata", "namespace")
-	case httpapi.IdempotencyKeyHeader:
+	case publish.FieldIdempotencyKey:
 		return field.NewPath("spec", "idempotencyKey")
 	}
 	return field.NewPath("spec").Child(f)

@@ -2,9 +2,12 @@ package deliveryapi
 
 import (
 	"context"
+	"fmt"
 	"net/http"
+	"reflect"
 	"strings"
 	"testing"
+	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -13,6 +16,7 @@ import (
 	"github.com/hookkeeper/hookkeeper/api/delivery/v1alpha1"
 	"github.com/hookkeeper/hookkeeper/internal/httpapi"
 	"github.com/hookkeeper/hookkeeper/internal/ledger"
+	"github.com/hookkeeper/hookkeeper/internal/publish"
 )
 
 // The permission a create checks is the HTTP API's.
@@ -22,50 +26,68 @@ func TestPublishPermissionIsTheHTTPAPIs(t *testing.T) {
 	}
 }
 
-// fixedOutcome is the engine's side of a real Ingest: it answers res, so
-// that each refusal below is the HTTP API's own.
-type fixedOutcome struct{ res ledger.EventInsertResult }
-
-func (f fixedOutcome) Publish(context.Context, *ledger.EventInsertParams) (ledger.EventInsertResult, error) {
-	return f.res, nil
+// fixedOutcome is the engine's side of a real publish core: it answers res
+// and err, so that each refusal below is the core's own.
+type fixedOutcome struct {
+	res ledger.EventInsertResult
+	err error
 }
 
-// TestPublishErrors: every refusal of the HTTP API's publish path becomes
-// the Kubernetes status a create answers, naming the field under spec.
-func TestPublishErrors(t *testing.T) {
-	ok, err := httpapi.NewIngest(httpapi.IngestConfig{Publisher: fixedOutcome{}})
+func (f fixedOutcome) Publish(context.Context, *ledger.EventInsertParams) (ledger.EventInsertResult, error) {
+	return f.res, f.err
+}
+
+func newCore(t *testing.T, f fixedOutcome) *publish.Core {
+	t.Helper()
+	c, err := publish.New(publish.Config{Committer: f, RetryAfter: 1500 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
-	conflict, _ := httpapi.NewIngest(httpapi.IngestConfig{Publisher: fixedOutcome{ledger.EventInsertResult{Err: ledger.ErrIdempotencyConflict}}})
-	unknown, _ := httpapi.NewIngest(httpapi.IngestConfig{Publisher: fixedOutcome{ledger.EventInsertResult{
-		Err: &ledger.TargetError{Namespace: "shop", Endpoint: "shop/nobody"}}}})
-	fanOut, _ := httpapi.NewIngest(httpapi.IngestConfig{Publisher: fixedOutcome{ledger.EventInsertResult{
-		Err: &ledger.FanOutError{Namespace: "shop", Type: "a", Matches: 3, Max: 2}}}})
-	big := `{"type":"a","data":{"x":"` + strings.Repeat("x", httpapi.DefaultMaxBodyBytes) + `"}}`
+	return c
+}
+
+// TestPublishErrors: every refusal of the publish core becomes the
+// Kubernetes status a create answers, naming the field under spec.
+func TestPublishErrors(t *testing.T) {
+	ok := newCore(t, fixedOutcome{})
+	conflict := newCore(t, fixedOutcome{res: ledger.EventInsertResult{Err: ledger.ErrIdempotencyConflict}})
+	unknown := newCore(t, fixedOutcome{res: ledger.EventInsertResult{
+		Err: &ledger.TargetError{Namespace: "shop", Endpoint: "shop/nobody"}}})
+	fanOut := newCore(t, fixedOutcome{res: ledger.EventInsertResult{
+		Err: &ledger.FanOutError{Namespace: "shop", Type: "a", Matches: 3, Max: 2}}})
+	down := newCore(t, fixedOutcome{err: fmt.Errorf("insert: %w", ledger.ErrUnavailable)})
+	spec := func(typ, data string) v1alpha1.WebhookEventSpec {
+		return v1alpha1.WebhookEventSpec{Type: typ, Data: &runtime.RawExtension{Raw: []byte(data)}}
+	}
+	with := func(s v1alpha1.WebhookEventSpec, f func(*v1alpha1.WebhookEventSpec)) v1alpha1.WebhookEventSpec {
+		f(&s)
+		return s
+	}
+	big := `{"x":"` + strings.Repeat("x", publish.DefaultMaxBytes) + `"}`
 	for _, c := range []struct {
 		name   string
-		in     *httpapi.Ingest
+		core   *publish.Core
 		ns     string
-		key    string
-		body   string
+		spec   v1alpha1.WebhookEventSpec
 		status int32
 		field  string
 	}{
-		{"bad type", ok, "shop", "", `{"type":"a..b","data":{}}`, http.StatusUnprocessableEntity, "spec.type"},
-		{"data not an object", ok, "shop", "", `{"type":"a","data":"x"}`, http.StatusUnprocessableEntity, "spec.data"},
-		{"duplicate key in data", ok, "shop", "", `{"type":"a","data":{"k":1,"k":2}}`, http.StatusUnprocessableEntity, "spec.data.k"},
-		{"reissueOf not an event", ok, "shop", "", `{"type":"a","data":{},"reissueOf":"x"}`, http.StatusUnprocessableEntity, "spec.reissueOf"},
-		{"endpoint not a name", ok, "shop", "", `{"type":"a","data":{},"endpoint":"A_B"}`, http.StatusUnprocessableEntity, "spec.endpoint"},
-		{"bad key", ok, "shop", "\x01", `{"type":"a","data":{}}`, http.StatusUnprocessableEntity, "spec.idempotencyKey"},
-		{"bad namespace", ok, "Shop", "", `{"type":"a","data":{}}`, http.StatusUnprocessableEntity, "metadata.namespace"},
-		{"unknown endpoint", unknown, "shop", "", `{"type":"a","data":{},"endpoint":"nobody"}`, http.StatusUnprocessableEntity, "spec.endpoint"},
-		{"fan-out limit", fanOut, "shop", "", `{"type":"a","data":{}}`, http.StatusUnprocessableEntity, "spec.type"},
-		{"key reused", conflict, "shop", "k", `{"type":"a","data":{}}`, http.StatusConflict, "spec.idempotencyKey"},
-		{"too large", ok, "shop", "", big, http.StatusRequestEntityTooLarge, ""},
+		{"bad type", ok, "shop", spec("a..b", `{}`), http.StatusUnprocessableEntity, "spec.type"},
+		{"data not an object", ok, "shop", spec("a", `"x"`), http.StatusUnprocessableEntity, "spec.data"},
+		{"data missing", ok, "shop", v1alpha1.WebhookEventSpec{Type: "a"}, http.StatusUnprocessableEntity, "spec.data"},
+		{"duplicate key in data", ok, "shop", spec("a", `{"k":1,"k":2}`), http.StatusUnprocessableEntity, "spec.data.k"},
+		{"reissueOf not an event", ok, "shop", with(spec("a", `{}`), func(s *v1alpha1.WebhookEventSpec) { s.ReissueOf = "x" }), http.StatusUnprocessableEntity, "spec.reissueOf"},
+		{"endpoint not a name", ok, "shop", with(spec("a", `{}`), func(s *v1alpha1.WebhookEventSpec) { s.Endpoint = "A_B" }), http.StatusUnprocessableEntity, "spec.endpoint"},
+		{"bad key", ok, "shop", with(spec("a", `{}`), func(s *v1alpha1.WebhookEventSpec) { s.IdempotencyKey = "\x01" }), http.StatusUnprocessableEntity, "spec.idempotencyKey"},
+		{"bad namespace", ok, "Shop", spec("a", `{}`), http.StatusUnprocessableEntity, "metadata.namespace"},
+		{"unknown endpoint", unknown, "shop", with(spec("a", `{}`), func(s *v1alpha1.WebhookEventSpec) { s.Endpoint = "nobody" }), http.StatusUnprocessableEntity, "spec.endpoint"},
+		{"fan-out limit", fanOut, "shop", spec("a", `{}`), http.StatusUnprocessableEntity, "spec.type"},
+		{"key reused", conflict, "shop", with(spec("a", `{}`), func(s *v1alpha1.WebhookEventSpec) { s.IdempotencyKey = "k" }), http.StatusConflict, "spec.idempotencyKey"},
+		{"too large", ok, "shop", spec("a", big), http.StatusRequestEntityTooLarge, ""},
+		{"ledger unavailable", down, "shop", spec("a", `{}`), http.StatusServiceUnavailable, ""},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			_, err := c.in.Publish(t.Context(), c.ns, c.key, []byte(c.body))
+			_, err := c.core.Publish(t.Context(), publishRequest(c.ns, &c.spec))
 			if err == nil {
 				t.Fatal("accepted")
 			}
@@ -76,6 +98,9 @@ func TestPublishErrors(t *testing.T) {
 			st := se.Status()
 			if st.Code != c.status {
 				t.Errorf("status %d %s, want %d", st.Code, st.Message, c.status)
+			}
+			if c.status == http.StatusServiceUnavailable && (st.Details == nil || st.Details.RetryAfterSeconds != 2) {
+				t.Errorf("details %+v, want a retry after 2 seconds (1.5 rounded up)", st.Details)
 			}
 			if c.field == "" {
 				return
@@ -105,17 +130,16 @@ func TestCreateOnlyFields(t *testing.T) {
 	}
 }
 
-// TestPublishBody: the spec becomes the HTTP API's body, field for field.
-func TestPublishBody(t *testing.T) {
-	b, err := publishBody(&v1alpha1.WebhookEventSpec{Type: "a", Data: &runtime.RawExtension{Raw: []byte(`{"x": 1}`)},
+// TestPublishRequest: the spec becomes the publish core's request, field
+// for field, in the namespace of the create.
+func TestPublishRequest(t *testing.T) {
+	r := publishRequest("shop", &v1alpha1.WebhookEventSpec{Type: "a", Data: &runtime.RawExtension{Raw: []byte(`{"x": 1}`)},
 		ReissueOf: "evt_1", Endpoint: "billing", IdempotencyKey: "k"})
-	if err != nil {
-		t.Fatal(err)
+	want := publish.Request{Namespace: "shop", IdempotencyKey: "k", Type: "a", Data: []byte(`{"x": 1}`), ReissueOf: "evt_1", Endpoint: "billing"}
+	if !reflect.DeepEqual(*r, want) {
+		t.Errorf("request %+v, want %+v", *r, want)
 	}
-	if got := string(b); got != `{"data":{"x":1},"endpoint":"billing","reissueOf":"evt_1","type":"a"}` {
-		t.Errorf("body %s", got)
-	}
-	if b, _ := publishBody(&v1alpha1.WebhookEventSpec{Type: "a"}); string(b) != `{"type":"a"}` {
-		t.Errorf("without data: %s (the HTTP API then says data is required)", b)
+	if r := publishRequest("shop", &v1alpha1.WebhookEventSpec{Type: "a"}); r.Data != nil {
+		t.Errorf("without data: %s (the core then says data is required)", r.Data)
 	}
 }

@@ -7,6 +7,7 @@ import (
 
 	"github.com/hookkeeper/hookkeeper/internal/canonjson"
 	"github.com/hookkeeper/hookkeeper/internal/ledger"
+	"github.com/hookkeeper/hookkeeper/internal/publish"
 	"github.com/hookkeeper/hookkeeper/internal/sensitive"
 	"github.com/hookkeeper/hookkeeper/internal/signing"
 )
@@ -107,15 +108,23 @@ func (h *Handler) serveAck(w http.ResponseWriter, r *http.Request, id string) er
 }
 
 // parseAckBody validates an acknowledgement of delivery id as strictly as
-// a publish body (parseStrictObject): one UTF-8 object, no duplicate keys,
-// no trailing data, exact field names. reason may be absent or null.
+// a publish body (publish.StrictObject): one UTF-8 object, no duplicate
+// keys, no trailing data, exact field names. reason may be absent or null.
 func parseAckBody(raw []byte, id string) (AckRequest, *apiError) {
-	p := getParser()
-	defer putParser(p, len(raw))
-	top, aerr := parseStrictObject(p, raw, "deliveryID", "outcome", "reason")
-	if aerr != nil {
-		return AckRequest{}, aerr
+	var req AckRequest
+	var aerr *apiError
+	err := publish.StrictObject(raw, []string{"deliveryID", "outcome", "reason"}, func(top canonjson.Object) error {
+		req, aerr = ackFields(top, id)
+		return nil
+	})
+	if err != nil {
+		return AckRequest{}, publishRefusal(err)
 	}
+	return req, aerr
+}
+
+// ackFields reads the fields of a strict acknowledgement object.
+func ackFields(top canonjson.Object, id string) (AckRequest, *apiError) {
 	// A missing or non-string value reads as "", which is refused below.
 	v, _ := top.Get("deliveryID")
 	deliveryID, _ := canonjson.String(v)
@@ -128,7 +137,7 @@ func parseAckBody(raw []byte, id string) (AckRequest, *apiError) {
 	if req.Outcome != ledger.AckProcessed && req.Outcome != ledger.AckRejected {
 		return AckRequest{}, badRequest(CodeInvalidField, "outcome", "outcome must be %q or %q", ledger.AckProcessed, ledger.AckRejected)
 	}
-	if v, present := top.Get("reason"); present && !isNull(v) {
+	if v, present := top.Get("reason"); present && string(v) != "null" {
 		r, ok := canonjson.String(v)
 		if !ok {
 			return AckRequest{}, badRequest(CodeInvalidField, "reason", "reason must be a string")

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/hookkeeper/hookkeeper/internal/ledger"
+	"github.com/hookkeeper/hookkeeper/internal/publish"
 )
 
 // IdempotencyKeyHeader carries the publisher's idempotency key;
@@ -53,9 +54,9 @@ func (h *Handler) publish(w http.ResponseWriter, r *http.Request, ns string) err
 	if err != nil {
 		return err
 	}
-	res, err := h.ingest.Publish(r.Context(), ns, key, raw)
+	res, err := h.core.PublishJSON(r.Context(), ns, key, raw)
 	if err != nil {
-		return err
+		return publishRefusal(err)
 	}
 
 	status := http.StatusCreated
@@ -106,9 +107,9 @@ func idempotencyKey(r *http.Request) (string, error) {
 		return "", nil
 	case len(vals) > 1:
 		return "", badRequest(CodeInvalidField, IdempotencyKeyHeader, "Idempotency-Key must be sent once")
-	case !validIdempotencyKey(vals[0]):
+	case !publish.ValidIdempotencyKey(vals[0]):
 		return "", badRequest(CodeInvalidField, IdempotencyKeyHeader,
-			"Idempotency-Key must be 1 to %d printable ASCII characters", MaxIdempotencyKeyLength)
+			"Idempotency-Key must be 1 to %d printable ASCII characters", publish.MaxIdempotencyKeyLength)
 	}
 	return vals[0], nil
 }
@@ -146,12 +147,7 @@ func bodyTooLarge(limit int64) *apiError {
 
 // endpointName turns a ledger endpoint ID ("<ns>/<name>") into the name the
 // API speaks.
-func endpointName(ns, endpointID string) string {
-	if name, ok := strings.CutPrefix(endpointID, ns+"/"); ok {
-		return name
-	}
-	return endpointID
-}
+var endpointName = publish.EndpointName
 
 func nonNil[T any](s []T) []T {
 	if s == nil {

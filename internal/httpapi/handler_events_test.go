@@ -12,8 +12,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hookkeeper/hookkeeper/internal/groupcommit"
 	"github.com/hookkeeper/hookkeeper/internal/ledger"
+	"github.com/hookkeeper/hookkeeper/internal/publish"
 )
 
 const validBody = `{"type":"order.created","data":{"order":42}}`
@@ -53,7 +53,7 @@ func TestPublishCreated(t *testing.T) {
 	}
 
 	// What reached the publisher.
-	if !validID("evt", p.ID) || p.Namespace != ns || !p.Now.Equal(testNow) || p.IdempotencyKey != "order-42" {
+	if !publish.ValidID("evt", p.ID) || p.Namespace != ns || !p.Now.Equal(testNow) || p.IdempotencyKey != "order-42" {
 		t.Errorf("params = %+v", p)
 	}
 	if got := string(p.Data); got != `{"email":"a@example.com","n":12345678901234567890}` {
@@ -90,7 +90,7 @@ func TestPublishWithoutSecretsOrDeliveries(t *testing.T) {
 }
 
 func TestPublishRefusals(t *testing.T) {
-	deep := strings.Repeat(`{"a":`, MaxJSONDepth) + "1" + strings.Repeat("}", MaxJSONDepth)
+	deep := strings.Repeat(`{"a":`, publish.MaxJSONDepth) + "1" + strings.Repeat("}", publish.MaxJSONDepth)
 	tooMany := `{"type":"a","data":{},"secrets":{"a":1,"b":2,"c":3}}`
 	tests := []struct {
 		name   string
@@ -123,7 +123,7 @@ func TestPublishRefusals(t *testing.T) {
 		{"duplicate key", req{body: `{"type":"a","type":"b","data":{}}`}, nil, 400, CodeInvalidJSON, "type"},
 		{"nested duplicate key", req{body: `{"type":"a","data":{"x":[{"k":1,"k":2}]}}`}, nil, 400, CodeInvalidJSON, "data.x[0].k"},
 		{"invalid UTF-8", req{body: "{\"type\":\"a\",\"data\":{\"x\":\"\xff\"}}"}, nil, 400, CodeInvalidJSON, ""},
-		{"too deep", req{body: `{"type":"a","data":` + deep + `}`}, nil, 400, CodeInvalidJSON, "data" + strings.Repeat(".a", MaxJSONDepth-1)},
+		{"too deep", req{body: `{"type":"a","data":` + deep + `}`}, nil, 400, CodeInvalidJSON, "data" + strings.Repeat(".a", publish.MaxJSONDepth-1)},
 		// Fields.
 		{"unknown field", req{body: `{"type":"a","data":{},"extra":1}`}, nil, 400, CodeUnknownField, "extra"},
 		{"field names are case-sensitive", req{body: `{"Type":"a","data":{}}`}, nil, 400, CodeUnknownField, "Type"},
@@ -183,7 +183,7 @@ func TestPublishAccepts(t *testing.T) {
 		{"bearer scheme in lower case", req{body: validBody, headers: map[string]string{"Authorization": "bearer " + goodToken}}},
 		{"nested secret name equal to a nested data key", req{body: `{"type":"a","data":{"x":{"token":1}},"secrets":{"token":"s"}}`}},
 		// The body, data and 62 arrays: MaxJSONDepth levels of nesting.
-		{"depth at the limit", req{body: `{"type":"a","data":{"x":` + strings.Repeat(`[`, MaxJSONDepth-2) + strings.Repeat(`]`, MaxJSONDepth-2) + `}}`}},
+		{"depth at the limit", req{body: `{"type":"a","data":{"x":` + strings.Repeat(`[`, publish.MaxJSONDepth-2) + strings.Repeat(`]`, publish.MaxJSONDepth-2) + `}}`}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -228,8 +228,9 @@ func TestPublishFailures(t *testing.T) {
 	}{
 		{"commit fails", func(e *env) { e.pub.err = errBackend }, 500, CodeInternal},
 		{"item fails", func(e *env) { e.pub.itemErr = errBackend }, 500, CodeInternal},
-		{"shutting down", func(e *env) { e.pub.err = fmt.Errorf("publishing: %w", groupcommit.ErrClosed) }, 503, CodeUnavailable},
+		{"shutting down", func(e *env) { e.pub.err = fmt.Errorf("publishing: %w", publish.ErrStopping) }, 503, CodeUnavailable},
 		{"commit too slow", func(e *env) { e.pub.err = fmt.Errorf("publishing: %w", context.DeadlineExceeded) }, 503, CodeUnavailable},
+		{"ledger unreachable", func(e *env) { e.pub.err = fmt.Errorf("publishing: %w", ledger.ErrUnavailable) }, 503, CodeUnavailable},
 		{"publisher panics", func(e *env) { e.pub.panics = true }, 500, CodeInternal},
 		{"authenticator down", func(e *env) { e.auth.authnErr = errBackend }, 500, CodeInternal},
 		{"authorizer down", func(e *env) { e.auth.authzErr = errBackend }, 500, CodeInternal},

@@ -25,14 +25,16 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+
+	"github.com/hookkeeper/hookkeeper/internal/publish"
 )
 
-// Defaults of Config.
+// Defaults of Config: the publish core's.
 const (
-	DefaultMaxBodyBytes   = 256 << 10
-	DefaultMaxSecrets     = 32
-	DefaultMaxFanOut      = 100
-	DefaultPublishTimeout = 10 * time.Second
+	DefaultMaxBodyBytes   = publish.DefaultMaxBytes
+	DefaultMaxSecrets     = publish.DefaultMaxSecrets
+	DefaultMaxFanOut      = publish.DefaultMaxFanOut
+	DefaultPublishTimeout = publish.DefaultCommitTimeout
 )
 
 // Config wires a Handler. Publisher, Reader and Auth are required.
@@ -64,13 +66,16 @@ type Config struct {
 	// different secret values is a 409. Without it only secret names count.
 	// Keep it stable for at least the longest replay window.
 	SecretsHashKey []byte
+	// PublishMetrics, when set, counts publishes the ledger could not take
+	// (door "http").
+	PublishMetrics *publish.Metrics
 }
 
 // Handler serves the API. Build it with New.
 type Handler struct {
-	cfg    Config
-	ingest *Ingest
-	mux    *http.ServeMux
+	cfg  Config
+	core *publish.Core
+	mux  *http.ServeMux
 }
 
 // handlerFunc serves one route for an authenticated, authorized caller in
@@ -95,18 +100,19 @@ func New(cfg Config) (*Handler, error) {
 	if cfg.Log.GetSink() == nil {
 		cfg.Log = logr.Discard()
 	}
-	ingest, err := NewIngest(IngestConfig{
-		Publisher: cfg.Publisher, Now: cfg.Now, MaxBodyBytes: cfg.MaxBodyBytes, MaxSecrets: cfg.MaxSecrets, MaxFanOut: cfg.MaxFanOut,
-		PublishTimeout: cfg.PublishTimeout, SecretsHashKey: cfg.SecretsHashKey,
+	core, err := publish.New(publish.Config{
+		Committer: cfg.Publisher, Now: cfg.Now, MaxBytes: cfg.MaxBodyBytes, MaxSecrets: cfg.MaxSecrets, MaxFanOut: cfg.MaxFanOut,
+		CommitTimeout: cfg.PublishTimeout, SecretsHashKey: cfg.SecretsHashKey, Door: publish.DoorHTTP, Metrics: cfg.PublishMetrics,
 	})
 	if err != nil {
 		return nil, err
 	}
 	// The handler reads the clock and the body limit too: the same
-	// defaults the ingest path filled in.
-	cfg.Now, cfg.MaxBodyBytes = ingest.cfg.Now, ingest.cfg.MaxBodyBytes
-	cfg.MaxSecrets, cfg.MaxFanOut, cfg.PublishTimeout = ingest.cfg.MaxSecrets, ingest.cfg.MaxFanOut, ingest.cfg.PublishTimeout
-	h := &Handler{cfg: cfg, ingest: ingest, mux: http.NewServeMux()}
+	// defaults the publish core filled in.
+	pc := core.Config()
+	cfg.Now, cfg.MaxBodyBytes = pc.Now, pc.MaxBytes
+	cfg.MaxSecrets, cfg.MaxFanOut, cfg.PublishTimeout = pc.MaxSecrets, pc.MaxFanOut, pc.CommitTimeout
+	h := &Handler{cfg: cfg, core: core, mux: http.NewServeMux()}
 
 	const ns = "/v1/namespaces/{namespace}"
 	routes := []route{

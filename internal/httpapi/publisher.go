@@ -4,15 +4,12 @@ import (
 	"context"
 
 	"github.com/hookkeeper/hookkeeper/internal/ledger"
+	"github.com/hookkeeper/hookkeeper/internal/publish"
 )
 
-// Publisher commits one event durably before the handler answers. A
-// per-event outcome (idempotent duplicate, idempotency conflict) is in the
-// result; the error is for failures of the commit itself. The engine
-// implements it.
-type Publisher interface {
-	Publish(ctx context.Context, params *ledger.EventInsertParams) (ledger.EventInsertResult, error)
-}
+// Publisher commits one event durably before the handler answers: the
+// publish core's Committer, which the engine implements.
+type Publisher = publish.Committer
 
 // Reader is the ledger's one read model, as the aggregated API reads it.
 type Reader interface {

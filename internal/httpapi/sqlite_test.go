@@ -3,6 +3,7 @@ package httpapi
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -17,6 +18,7 @@ import (
 	"github.com/hookkeeper/hookkeeper/internal/groupcommit"
 	"github.com/hookkeeper/hookkeeper/internal/ledger"
 	"github.com/hookkeeper/hookkeeper/internal/ledger/sqlite"
+	"github.com/hookkeeper/hookkeeper/internal/publish"
 	"github.com/hookkeeper/hookkeeper/internal/sensitive"
 )
 
@@ -260,14 +262,18 @@ func (a *sqliteAPI) call(method, path, body, key string) (int, http.Header, stri
 }
 
 // storePublisher publishes straight into the ledger, group-committed as the
-// engine does, so that the API is tested over a real store without an
-// engine.
+// engine does (a closed batcher is publish.ErrStopping), so that the API is
+// tested over a real store without an engine.
 type storePublisher struct {
 	batcher *groupcommit.Batcher[*ledger.EventInsertParams, ledger.EventInsertResult]
 }
 
 func (p *storePublisher) Publish(ctx context.Context, params *ledger.EventInsertParams) (ledger.EventInsertResult, error) {
-	return p.batcher.Do(ctx, params)
+	res, err := p.batcher.Do(ctx, params)
+	if errors.Is(err, groupcommit.ErrClosed) {
+		err = fmt.Errorf("%w: %w", publish.ErrStopping, err)
+	}
+	return res, err
 }
 
 func (p *storePublisher) Close() { p.batcher.Close() }

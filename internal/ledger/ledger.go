@@ -147,6 +147,12 @@ var (
 	ErrIdempotencyConflict = errors.New("idempotency key already used with a different body")
 	ErrLeaseLost           = errors.New("delivery is not leased by this owner")
 	ErrFanOutLimit         = errors.New("event matches more endpoints than allowed")
+	// ErrUnavailable marks an operation that failed because the ledger
+	// could not be reached or could not take it now (connection refused or
+	// lost, server shutting down, file locked past the busy timeout): it
+	// may succeed when retried later. Each driver classifies its native
+	// errors into it in its one error translator.
+	ErrUnavailable = errors.New("ledger unavailable")
 )
 
 // FanOutError refuses an event whose type matches more endpoints of its

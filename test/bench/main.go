@@ -142,7 +142,7 @@ var profileStages = []struct {
 	{"ledger: insert events", []string{"sqlite.(*Store).insertEvents", "postgres.ingest"}},
 	{"ledger: record attempts", []string{"sqlite.(*Store).recordAttempts", "postgres.record"}},
 	{"ledger: claim", []string{"sqlite.(*Store).DeliveryClaim", "postgres.(*Store).DeliveryClaim"}},
-	{"ingest: parse and canonicalize JSON", []string{"httpapi.parsePublishBody"}},
+	{"ingest: parse and canonicalize JSON", []string{"publish.parseBody"}},
 	{"ingest: HTTP server", []string{"net/http.(*conn).serve"}},
 	{"dispatch: send attempts", []string{"dispatch.(*Sender).Send"}},
 	{"garbage collector", []string{"runtime.gcBgMarkWorker"}},

@@ -31,6 +31,7 @@ import (
 	"github.com/hookkeeper/hookkeeper/internal/kubeauth"
 	"github.com/hookkeeper/hookkeeper/internal/ledger"
 	"github.com/hookkeeper/hookkeeper/internal/ledger/sqlite"
+	"github.com/hookkeeper/hookkeeper/internal/publish"
 	"github.com/hookkeeper/hookkeeper/internal/sensitive"
 	"github.com/hookkeeper/hookkeeper/test/testenv"
 )
@@ -208,7 +209,7 @@ func start(t *testing.T) *harness {
 
 	// The aggregated door, its authentication and authorisation delegated
 	// to the cluster, creatable through the same publish path.
-	ingest, err := httpapi.NewIngest(httpapi.IngestConfig{Publisher: pub})
+	core, err := publish.New(publish.Config{Committer: pub})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -228,7 +229,7 @@ func start(t *testing.T) *harness {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv, err := deliveryapi.New(deliveryapi.Config{Ledger: store, Listener: ln, Cert: cert, Kubeconfig: adminKubeconfig, Publisher: ingest})
+	srv, err := deliveryapi.New(deliveryapi.Config{Ledger: store, Listener: ln, Cert: cert, Kubeconfig: adminKubeconfig, Publisher: core})
 	if err != nil {
 		t.Fatal(err)
 	}

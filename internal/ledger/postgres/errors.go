@@ -1,8 +1,13 @@
 package postgres
 
 import (
+	"context"
 	"errors"
 	"fmt"
+	"io"
+	"net"
+	"strings"
+	"syscall"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -21,18 +26,27 @@ const (
 	codeSerializationFailure = "40001"
 	codeDeadlockDetected     = "40P01"
 	codeLockNotAvailable     = "55P03"
+	codeTooManyConnections   = "53300"
+	codeAdminShutdown        = "57P01"
+	codeCrashShutdown        = "57P02"
+	codeCannotConnectNow     = "57P03"
+	classConnectionException = "08"
 )
 
 // translate is the one place where native errors become the ledger's
 // sentinels: it prefixes op and wraps ledger.ErrNotFound for a missing row,
 // ledger.ErrIdempotencyConflict for a duplicate idempotency key that slipped
-// past the store's own checks, and ErrConflict for transient aborts.
+// past the store's own checks, ErrConflict for transient aborts, and
+// ledger.ErrUnavailable for a server that cannot be reached (unreachable).
 func translate(op string, err error) error {
 	if err == nil {
 		return nil
 	}
 	if errors.Is(err, pgx.ErrNoRows) {
 		return fmt.Errorf("%s: %w", op, ledger.ErrNotFound)
+	}
+	if unreachable(err) {
+		return fmt.Errorf("%s: %w: %w", op, ledger.ErrUnavailable, err)
 	}
 	var pgErr *pgconn.PgError
 	if errors.As(err, &pgErr) {
@@ -61,4 +75,30 @@ func retryable(err error) bool {
 		return true
 	}
 	return false
+}
+
+// unreachable reports whether err says that the server could not be
+// reached or was lost: a failed connect, a connection refused, reset or
+// closed under a statement, a server shutting down, starting up or out of
+// connections. The caller's own deadline is not among them: it says
+// nothing about the server.
+func unreachable(err error) bool {
+	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
+		return false
+	}
+	if _, ok := errors.AsType[*pgconn.ConnectError](err); ok {
+		return true
+	}
+	if pgErr, ok := errors.AsType[*pgconn.PgError](err); ok {
+		switch pgErr.Code {
+		case codeTooManyConnections, codeAdminShutdown, codeCrashShutdown, codeCannotConnectNow:
+			return true
+		}
+		return strings.HasPrefix(pgErr.Code, classConnectionException)
+	}
+	if _, ok := errors.AsType[*net.OpError](err); ok {
+		return true
+	}
+	return errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, pgconn.ErrConnClosed) ||
+		errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE)
 }

@@ -31,8 +31,9 @@ func translate(op string, err error) error {
 			return fmt.Errorf("%s: %w: %w", op, errAlreadyExists, err)
 		case code&0xff == sqlite3.SQLITE_BUSY, code&0xff == sqlite3.SQLITE_LOCKED:
 			// Writers in this process queue for the one write connection;
-			// busy means another process holds the file.
-			return fmt.Errorf("%s: ledger file is locked by another process: %w", op, err)
+			// busy (past the busy timeout) means another process holds
+			// the file: unavailable until it lets go.
+			return fmt.Errorf("%s: ledger file is locked by another process: %w: %w", op, ledger.ErrUnavailable, err)
 		}
 	}
 	return fmt.Errorf("%s: %w", op, err)

@@ -1,4 +1,4 @@
-package httpapi
+package publish
 
 import (
 	"bytes"
@@ -6,9 +6,9 @@ import (
 	"testing"
 )
 
-func mustParse(t *testing.T, body string, key []byte) *publishBody {
+func mustParse(t *testing.T, body string, key []byte) *canonicalBody {
 	t.Helper()
-	b, err := parsePublishBody([]byte(body), DefaultMaxSecrets, key)
+	b, err := parseBody([]byte(body), DefaultMaxSecrets, key)
 	if err != nil {
 		t.Fatalf("parse %s: %v", body, err)
 	}

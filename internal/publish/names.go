@@ -1,21 +1,21 @@
-package httpapi
+package publish
 
 import "strings"
 
-// MaxIdempotencyKeyLength bounds the Idempotency-Key header.
+// MaxIdempotencyKeyLength bounds an idempotency key.
 const MaxIdempotencyKeyLength = 255
 
 // crockfordLower is the alphabet of ledger.NewID.
 const crockfordLower = "0123456789abcdefghjkmnpqrstvwxyz"
 
-// validNamespace reports whether s is a DNS-1123 label, as Kubernetes
+// ValidNamespace reports whether s is a DNS-1123 label, as Kubernetes
 // namespace names are: at most 63 lower-case alphanumerics or '-', starting
 // and ending with an alphanumeric.
-func validNamespace(s string) bool { return len(s) <= 63 && validLabel(s) }
+func ValidNamespace(s string) bool { return len(s) <= 63 && validLabel(s) }
 
-// validObjectName reports whether s is a DNS-1123 subdomain, as the names
+// ValidObjectName reports whether s is a DNS-1123 subdomain, as the names
 // of most Kubernetes objects (WebhookEndpoints included) are.
-func validObjectName(s string) bool {
+func ValidObjectName(s string) bool {
 	if len(s) > 253 {
 		return false
 	}
@@ -42,8 +42,8 @@ func validLabel(s string) bool {
 	return true
 }
 
-// validID reports whether s has the shape of ledger.NewID(prefix, …).
-func validID(prefix, s string) bool {
+// ValidID reports whether s has the shape of ledger.NewID(prefix, …).
+func ValidID(prefix, s string) bool {
 	rest, ok := strings.CutPrefix(s, prefix+"_")
 	if !ok || len(rest) != 26 {
 		return false
@@ -56,10 +56,10 @@ func validID(prefix, s string) bool {
 	return true
 }
 
-// validIdempotencyKey reports whether k is 1..255 printable ASCII
+// ValidIdempotencyKey reports whether k is 1..255 printable ASCII
 // characters (space included, as inside the key, not at its ends: HTTP
-// trims those).
-func validIdempotencyKey(k string) bool {
+// trims those, so a key with them could not be sent again as it was).
+func ValidIdempotencyKey(k string) bool {
 	if len(k) == 0 || len(k) > MaxIdempotencyKeyLength {
 		return false
 	}

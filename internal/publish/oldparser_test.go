@@ -1,8 +1,10 @@
-package httpapi
+package publish
 
 // The publish body parser as it was before canonjson (#15), kept as the
 // oracle of the differential and fuzz tests: its canonical bytes are in
-// every stored body hash, and its errors are the API's. Do not change it.
+// every stored body hash, and its errors are the API's. Do not change it
+// (it moved here from internal/httpapi with the publish core, its
+// *apiError answers becoming the core's *FieldError refusals).
 
 import (
 	"bytes"
@@ -19,7 +21,6 @@ import (
 	"unicode/utf8"
 
 	"github.com/hookkeeper/hookkeeper/internal/eventtype"
-	"github.com/hookkeeper/hookkeeper/internal/ledger"
 )
 
 // oldParsePublishBody validates a publish body and computes its hash.
@@ -35,25 +36,25 @@ import (
 // values enter it only as an HMAC under secretsKey, when one is configured:
 // a plain hash would let anyone holding the database brute-force a
 // low-entropy secret (a six-digit code) after it was scrubbed.
-func oldParsePublishBody(body []byte, maxSecrets int, secretsKey []byte) (*publishBody, *apiError) {
-	top, aerr := oldParseStrictObject(body, "type", "data", "secrets", "reissueOf", "endpoint")
+func oldParsePublishBody(doc []byte, maxSecrets int, secretsKey []byte) (*canonicalBody, error) {
+	top, aerr := oldParseStrictObject(doc, "type", "data", "secrets", "reissueOf", "endpoint")
 	if aerr != nil {
 		return nil, aerr
 	}
 
-	var b publishBody
+	var b canonicalBody
 	typ, ok := top["type"].(string)
 	if _, present := top["type"]; present && !ok {
-		return nil, badRequest(CodeInvalidField, "type", "type must be a string")
+		return nil, invalid(RuleInvalid, "type", "type must be a string")
 	}
 	if err := eventtype.Validate(typ); err != nil {
-		return nil, badRequest(CodeInvalidField, "type", "%v", err)
+		return nil, invalid(RuleInvalid, "type", "%v", err)
 	}
 	b.Type = typ
 
 	data, ok := top["data"].(map[string]any)
 	if !ok {
-		return nil, badRequest(CodeInvalidField, "data", "data is required and must be a JSON object")
+		return nil, invalid(RuleInvalid, "data", "data is required and must be a JSON object")
 	}
 
 	var secrets map[string]any
@@ -62,10 +63,10 @@ func oldParsePublishBody(body []byte, maxSecrets int, secretsKey []byte) (*publi
 	case map[string]any:
 		secrets = s
 	default:
-		return nil, badRequest(CodeInvalidField, "secrets", "secrets must be a JSON object")
+		return nil, invalid(RuleInvalid, "secrets", "secrets must be a JSON object")
 	}
 	if len(secrets) > maxSecrets {
-		return nil, badRequest(CodeInvalidField, "secrets", "at most %d secrets are allowed, got %d", maxSecrets, len(secrets))
+		return nil, invalid(RuleTooManySecrets, "secrets", "at most %d secrets are allowed, got %d", maxSecrets, len(secrets))
 	}
 	for name := range secrets {
 		b.SecretNames = append(b.SecretNames, name)
@@ -73,10 +74,10 @@ func oldParsePublishBody(body []byte, maxSecrets int, secretsKey []byte) (*publi
 	slices.Sort(b.SecretNames)
 	for _, name := range b.SecretNames {
 		if name == "" {
-			return nil, badRequest(CodeInvalidField, "secrets", "secret names must not be empty")
+			return nil, invalid(RuleInvalid, "secrets", "secret names must not be empty")
 		}
 		if _, clash := data[name]; clash {
-			return nil, badRequest(CodeSecretCollision, "secrets."+name,
+			return nil, invalid(RuleSecretCollision, "secrets."+name,
 				"secret %q has the name of a top-level key of data; secrets are merged into data when sent, so names must differ", name)
 		}
 	}
@@ -84,43 +85,43 @@ func oldParsePublishBody(body []byte, maxSecrets int, secretsKey []byte) (*publi
 	switch r := top["reissueOf"].(type) {
 	case nil:
 	case string:
-		if r != "" && !validID("evt", r) {
-			return nil, badRequest(CodeInvalidField, "reissueOf", "reissueOf must be an event ID (evt_ followed by 26 characters)")
+		if r != "" && !ValidID("evt", r) {
+			return nil, invalid(RuleInvalid, "reissueOf", "reissueOf must be an event ID (evt_ followed by 26 characters)")
 		}
 		b.ReissueOf = r
 	default:
-		return nil, badRequest(CodeInvalidField, "reissueOf", "reissueOf must be a string")
+		return nil, invalid(RuleInvalid, "reissueOf", "reissueOf must be a string")
 	}
 
 	switch e := top["endpoint"].(type) {
 	case nil:
 	case string:
-		if e != "" && !validObjectName(e) {
-			return nil, badRequest(CodeInvalidField, "endpoint",
+		if e != "" && !ValidObjectName(e) {
+			return nil, invalid(RuleInvalid, "endpoint",
 				"endpoint must be the name of a WebhookEndpoint: a DNS-1123 subdomain of at most 253 lower-case letters, digits, '-' or '.'")
 		}
 		b.Endpoint = e
 	default:
-		return nil, badRequest(CodeInvalidField, "endpoint", "endpoint must be a string")
+		return nil, invalid(RuleInvalid, "endpoint", "endpoint must be a string")
 	}
 
 	var err error
 	if b.Data, err = oldCanonicalJSON(data); err != nil {
-		return nil, internalError(err)
+		return nil, err
 	}
 	if len(secrets) > 0 {
 		if b.Secrets, err = oldCanonicalJSON(secrets); err != nil {
-			return nil, internalError(err)
+			return nil, err
 		}
 	}
 	if b.Hash, err = oldBodyHash(&b, secretsKey); err != nil {
-		return nil, internalError(err)
+		return nil, err
 	}
 	return &b, nil
 }
 
 // bodyHash hashes the canonical form of b (see oldParsePublishBody).
-func oldBodyHash(b *publishBody, secretsKey []byte) ([]byte, error) {
+func oldBodyHash(b *canonicalBody, secretsKey []byte) ([]byte, error) {
 	doc := map[string]any{"type": b.Type, "data": b.Data}
 	if b.ReissueOf != "" {
 		doc["reissueOf"] = b.ReissueOf
@@ -152,9 +153,9 @@ func oldBodyHash(b *publishBody, secretsKey []byte) ([]byte, error) {
 // object (see oldParseObject) whose top-level keys are all among allowed,
 // matched exactly. Every JSON request body goes through it, so that all of
 // them are equally strict.
-func oldParseStrictObject(body []byte, allowed ...string) (map[string]any, *apiError) {
+func oldParseStrictObject(body []byte, allowed ...string) (map[string]any, error) {
 	if !utf8.Valid(body) {
-		return nil, badRequest(CodeInvalidJSON, "", "body must be UTF-8")
+		return nil, invalid(RuleJSON, "", "body must be UTF-8")
 	}
 	top, aerr := oldParseObject(body)
 	if aerr != nil {
@@ -168,7 +169,7 @@ func oldParseStrictObject(body []byte, allowed ...string) (map[string]any, *apiE
 
 // oldKnownFields refuses the first key of obj (in sorted order, so the answer
 // is stable) that is not among allowed.
-func oldKnownFields(obj map[string]any, allowed ...string) *apiError {
+func oldKnownFields(obj map[string]any, allowed ...string) error {
 	keys := make([]string, 0, len(obj))
 	for k := range obj {
 		if !slices.Contains(allowed, k) {
@@ -179,7 +180,7 @@ func oldKnownFields(obj map[string]any, allowed ...string) *apiError {
 		return nil
 	}
 	slices.Sort(keys)
-	return badRequest(CodeUnknownField, keys[0], "unknown field %q; known fields are %s", keys[0], strings.Join(allowed, ", "))
+	return invalid(RuleUnknownField, keys[0], "unknown field %q; known fields are %s", keys[0], strings.Join(allowed, ", "))
 }
 
 // oldCanonicalJSON encodes a tree from oldParseObject with sorted keys, no
@@ -200,26 +201,26 @@ func oldCanonicalJSON(v any) ([]byte, error) {
 // json.Unmarshal it refuses duplicate keys (which would make "the same
 // body" ambiguous), bounds the depth, and never echoes input bytes in its
 // errors (a syntax error could sit inside a secret).
-func oldParseObject(body []byte) (map[string]any, *apiError) {
+func oldParseObject(body []byte) (map[string]any, error) {
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.UseNumber()
 	p := &oldParser{dec: dec}
 	tok, err := dec.Token()
 	if err != nil {
 		if errors.Is(err, io.EOF) {
-			return nil, badRequest(CodeInvalidJSON, "", "body is empty; want a JSON object")
+			return nil, invalid(RuleJSON, "", "body is empty; want a JSON object")
 		}
 		return nil, p.syntaxError()
 	}
 	if tok != json.Delim('{') {
-		return nil, badRequest(CodeInvalidJSON, "", "body must be a JSON object")
+		return nil, invalid(RuleJSON, "", "body must be a JSON object")
 	}
 	obj, aerr := p.object()
 	if aerr != nil {
 		return nil, aerr
 	}
 	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
-		return nil, badRequest(CodeInvalidJSON, "", "unexpected data after the JSON object (at byte %d)", dec.InputOffset())
+		return nil, invalid(RuleJSON, "", "unexpected data after the JSON object (at byte %d)", dec.InputOffset())
 	}
 	return obj, nil
 }
@@ -250,11 +251,11 @@ func (p *oldParser) field() string {
 	return sb.String()
 }
 
-func (p *oldParser) syntaxError() *apiError {
-	return badRequest(CodeInvalidJSON, "", "body is not valid JSON (at byte %d)", p.dec.InputOffset())
+func (p *oldParser) syntaxError() error {
+	return invalid(RuleJSON, "", "body is not valid JSON (at byte %d)", p.dec.InputOffset())
 }
 
-func (p *oldParser) value() (any, *apiError) {
+func (p *oldParser) value() (any, error) {
 	tok, err := p.dec.Token()
 	if err != nil {
 		return nil, p.syntaxError()
@@ -272,9 +273,9 @@ func (p *oldParser) value() (any, *apiError) {
 }
 
 // object parses the members of an object whose '{' was consumed.
-func (p *oldParser) object() (map[string]any, *apiError) {
+func (p *oldParser) object() (map[string]any, error) {
 	if len(p.path) >= MaxJSONDepth {
-		return nil, badRequest(CodeInvalidJSON, p.field(), "JSON nested deeper than %d levels", MaxJSONDepth)
+		return nil, invalid(RuleJSON, p.field(), "JSON nested deeper than %d levels", MaxJSONDepth)
 	}
 	obj := map[string]any{}
 	for p.dec.More() {
@@ -285,7 +286,7 @@ func (p *oldParser) object() (map[string]any, *apiError) {
 		}
 		p.path = append(p.path, oldPathElem{key: key})
 		if _, dup := obj[key]; dup {
-			return nil, badRequest(CodeInvalidJSON, p.field(), "duplicate key %q", key)
+			return nil, invalid(RuleJSON, p.field(), "duplicate key %q", key)
 		}
 		v, aerr := p.value()
 		if aerr != nil {
@@ -301,9 +302,9 @@ func (p *oldParser) object() (map[string]any, *apiError) {
 }
 
 // array parses the elements of an array whose '[' was consumed.
-func (p *oldParser) array() ([]any, *apiError) {
+func (p *oldParser) array() ([]any, error) {
 	if len(p.path) >= MaxJSONDepth {
-		return nil, badRequest(CodeInvalidJSON, p.field(), "JSON nested deeper than %d levels", MaxJSONDepth)
+		return nil, invalid(RuleJSON, p.field(), "JSON nested deeper than %d levels", MaxJSONDepth)
 	}
 	arr := []any{}
 	for i := 0; p.dec.More(); i++ {
@@ -319,35 +320,4 @@ func (p *oldParser) array() ([]any, *apiError) {
 		return nil, p.syntaxError()
 	}
 	return arr, nil
-}
-
-// oldParseAckBody validates an acknowledgement of delivery id as strictly as
-// a publish body (parseStrictObject): one UTF-8 object, no duplicate keys,
-// no trailing data, exact field names. reason may be absent or null.
-func oldParseAckBody(raw []byte, id string) (AckRequest, *apiError) {
-	top, aerr := oldParseStrictObject(raw, "deliveryID", "outcome", "reason")
-	if aerr != nil {
-		return AckRequest{}, aerr
-	}
-	// A missing or non-string value reads as "", which is refused below.
-	deliveryID, _ := top["deliveryID"].(string)
-	outcome, _ := top["outcome"].(string)
-	req := AckRequest{DeliveryID: deliveryID, Outcome: ledger.AckOutcome(outcome)}
-	if req.DeliveryID != id {
-		return AckRequest{}, badRequest(CodeInvalidField, "deliveryID", "deliveryID must be a string repeating the delivery of the path")
-	}
-	if req.Outcome != ledger.AckProcessed && req.Outcome != ledger.AckRejected {
-		return AckRequest{}, badRequest(CodeInvalidField, "outcome", "outcome must be %q or %q", ledger.AckProcessed, ledger.AckRejected)
-	}
-	switch r := top["reason"].(type) {
-	case nil:
-	case string:
-		req.Reason = r
-	default:
-		return AckRequest{}, badRequest(CodeInvalidField, "reason", "reason must be a string")
-	}
-	if len(req.Reason) > ledger.MaxAckReason {
-		return AckRequest{}, badRequest(CodeInvalidField, "reason", "reason must be at most %d bytes", ledger.MaxAckReason)
-	}
-	return req, nil
 }

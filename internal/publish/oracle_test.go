@@ -1,13 +1,16 @@
-package httpapi
+package publish
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"reflect"
 	"strings"
 	"sync"
 	"testing"
 	"unicode/utf8"
+
+	"github.com/hookkeeper/hookkeeper/internal/canonjson"
 )
 
 // The differential tests hold the single-pass parser (canonjson) to the
@@ -221,22 +224,27 @@ func oracleMutations(seed string) []string {
 
 // publishResult is what one implementation made of a publish body.
 type publishResult struct {
-	body *publishBody
-	err  *apiError
+	body *canonicalBody
+	err  error
 }
 
-func comparableError(e *apiError) string {
-	if e == nil {
+// comparableError is a refusal as a publisher sees it: rule, field and
+// message (the HTTP door turns the rule into its status and code).
+func comparableError(err error) string {
+	if err == nil {
 		return "<nil>"
 	}
-	return fmt.Sprintf("%d %s field=%q %q", e.status, e.code, e.field, e.message)
+	if fe, ok := errors.AsType[*FieldError](err); ok {
+		return fmt.Sprintf("%s field=%q %q", fe.Rule, fe.Field, fe.Message)
+	}
+	return "internal: " + err.Error()
 }
 
 // checkAgainstOracle fails t unless the new parsers answer body exactly as
 // the old ones do, and returns the new publish result.
 func checkAgainstOracle(t testing.TB, body []byte) publishResult {
 	t.Helper()
-	got, gerr := parsePublishBody(body, 4, oracleSecretsKey)
+	got, gerr := parseBody(body, 4, oracleSecretsKey)
 	want, werr := oldParsePublishBody(body, 4, oracleSecretsKey)
 	if g, w := comparableError(gerr), comparableError(werr); g != w {
 		t.Fatalf("publish %q:\nerror %s\nwant  %s", body, g, w)
@@ -246,18 +254,18 @@ func checkAgainstOracle(t testing.TB, body []byte) publishResult {
 	}
 
 	// The canonical form of the whole object, whatever its fields.
-	p := getParser()
+	p := parsers.get()
 	obj, err := p.Parse(body)
 	gotCanon, gotErr := []byte(nil), "<nil>"
 	if err != nil {
-		gotErr = comparableError(jsonError(err))
+		gotErr = comparableError(jsonError(err, ""))
 	} else {
 		gotCanon = bytes.Clone(obj.Canonical)
 	}
-	putParser(p, len(body))
+	parsers.put(p, len(body))
 	wantCanon, wantErr := []byte(nil), "<nil>"
 	if !utf8.Valid(body) {
-		wantErr = comparableError(badRequest(CodeInvalidJSON, "", "body must be UTF-8"))
+		wantErr = comparableError(invalid(RuleJSON, "", "body must be UTF-8"))
 	} else if tree, aerr := oldParseObject(body); aerr != nil {
 		wantErr = comparableError(aerr)
 	} else if wantCanon, err = oldCanonicalJSON(tree); err != nil {
@@ -267,10 +275,31 @@ func checkAgainstOracle(t testing.TB, body []byte) publishResult {
 		t.Fatalf("canonical %q:\ngot  %s %s\nwant %s %s", body, gotCanon, gotErr, wantCanon, wantErr)
 	}
 
-	gotAck, gotAckErr := parseAckBody(body, oracleDeliveryID)
-	wantAck, wantAckErr := oldParseAckBody(body, oracleDeliveryID)
-	if g, w := comparableError(gotAckErr), comparableError(wantAckErr); g != w || gotAck != wantAck {
-		t.Fatalf("ack %q:\ngot  %+v %s\nwant %+v %s", body, gotAck, g, wantAck, w)
+	// The strictness other request bodies share (StrictObject), with the
+	// fields of an acknowledgement: the same refusals, the same members.
+	ackFields := []string{"deliveryID", "outcome", "reason"}
+	var gotMembers map[string]string
+	gotAckErr := StrictObject(body, ackFields, func(o canonjson.Object) error {
+		gotMembers = map[string]string{}
+		for _, m := range o.Members {
+			gotMembers[string(m.Key)] = string(m.Value)
+		}
+		return nil
+	})
+	var wantMembers map[string]string
+	wantTop, wantAckErr := oldParseStrictObject(body, ackFields...)
+	if wantAckErr == nil {
+		wantMembers = map[string]string{}
+		for k, v := range wantTop {
+			c, err := oldCanonicalJSON(v)
+			if err != nil {
+				t.Fatal(err)
+			}
+			wantMembers[k] = string(c)
+		}
+	}
+	if g, w := comparableError(gotAckErr), comparableError(wantAckErr); g != w || !reflect.DeepEqual(gotMembers, wantMembers) {
+		t.Fatalf("ack fields %q:\ngot  %v %s\nwant %v %s", body, gotMembers, g, wantMembers, w)
 	}
 	return publishResult{got, gerr}
 }
@@ -337,7 +366,7 @@ func TestParsePublishBodyConcurrent(t *testing.T) {
 		wg.Go(func() {
 			var got []publishResult
 			for i := range seeds {
-				b, aerr := parsePublishBody([]byte(seeds[(i+w*len(seeds)/workers)%len(seeds)]), 4, oracleSecretsKey)
+				b, aerr := parseBody([]byte(seeds[(i+w*len(seeds)/workers)%len(seeds)]), 4, oracleSecretsKey)
 				got = append(got, publishResult{b, aerr})
 			}
 			for i, g := range got {
