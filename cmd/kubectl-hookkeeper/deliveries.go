@@ -12,7 +12,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/cli-runtime/pkg/printers"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	deliveryv1 "github.com/hookkeeper/hookkeeper/api/delivery/v1alpha1"
@@ -33,15 +32,11 @@ pending at the timeout. With -o, print the delivery as it ended instead.`,
 			if err := positive("--timeout", timeout); err != nil {
 				return err
 			}
-			pr, err := out.printer()
+			s, err := p.open(out)
 			if err != nil {
 				return err
 			}
-			c, ns, err := p.connect()
-			if err != nil {
-				return err
-			}
-			return p.sendTest(cmd.Context(), c, ns, args[0], timeout, 500*time.Millisecond, pr)
+			return p.sendTest(cmd.Context(), s, args[0], timeout, 500*time.Millisecond)
 		},
 	}
 	cmd.Flags().DurationVar(&timeout, "timeout", 2*time.Minute, "How long to wait for the outcome.")
@@ -60,20 +55,16 @@ deliveries) under the delivery it replaced, as a tree. With -o, print them
 as a List instead, each event followed by its deliveries.`,
 		Args: exactlyOne("EVENT"),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			pr, err := out.printer()
+			s, err := p.open(out)
 			if err != nil {
 				return err
 			}
-			c, ns, err := p.connect()
+			t, err := gatherTrace(cmd.Context(), s.c, s.ns, args[0], 0)
 			if err != nil {
 				return err
 			}
-			t, err := gatherTrace(cmd.Context(), c, ns, args[0], 0)
-			if err != nil {
-				return err
-			}
-			if pr != nil {
-				return p.printList(pr, t.objects(), p.streams.Out)
+			if s.pr != nil {
+				return p.printList(s.pr, t.objects(), p.streams.Out)
 			}
 			_, err = fmt.Fprint(p.streams.Out, renderTrace(t))
 			return err
@@ -114,8 +105,8 @@ func testEvent(ns, endpoint string, now time.Time) (*deliveryv1.WebhookEvent, er
 // Delivered (nil), Exhausted or Cancelled (an error), printing each change
 // and the attempts at the end, or with a printer (-o) the delivery as it
 // ended.
-func (p *plugin) sendTest(ctx context.Context, c client.Client, ns, endpoint string, timeout, poll time.Duration, pr printers.ResourcePrinter) error {
-	out := p.streams.Out
+func (p *plugin) sendTest(ctx context.Context, s *session, endpoint string, timeout, poll time.Duration) error {
+	c, ns, pr, out := s.c, s.ns, s.pr, p.streams.Out
 	if pr != nil {
 		out = io.Discard
 	}

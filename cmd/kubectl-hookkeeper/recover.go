@@ -9,7 +9,6 @@ import (
 	"github.com/spf13/cobra"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/cli-runtime/pkg/printers"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	hookv1 "github.com/hookkeeper/hookkeeper/api/v1alpha1"
@@ -37,15 +36,11 @@ print each change of its counts until it is Complete (exit 0) or Failed
 			if err := positive("--timeout", timeout); err != nil {
 				return err
 			}
-			pr, err := out.printer()
+			s, err := p.open(out)
 			if err != nil {
 				return err
 			}
-			c, ns, err := p.connect()
-			if err != nil {
-				return err
-			}
-			return p.recoverEndpoint(cmd.Context(), c, ns, spec, timeout, 500*time.Millisecond, pr)
+			return p.recoverEndpoint(cmd.Context(), s, spec, timeout, 500*time.Millisecond)
 		},
 	}
 	cmd.Flags().StringVar(&action, "action", "", "Auto, Retry, Reissue or Dismiss.")
@@ -94,8 +89,8 @@ func recoverySpec(endpoint, action string, since time.Duration, eventType string
 // recoverEndpoint creates the recovery (a generated name) and follows it
 // until it is Complete or Failed: it prints each change of its progress,
 // or with a printer (-o) the recovery as it ended.
-func (p *plugin) recoverEndpoint(ctx context.Context, c client.Client, ns string, spec hookv1.DeliveryRecoverySpec, timeout, poll time.Duration, pr printers.ResourcePrinter) error {
-	out := p.streams.Out
+func (p *plugin) recoverEndpoint(ctx context.Context, s *session, spec hookv1.DeliveryRecoverySpec, timeout, poll time.Duration) error {
+	c, ns, pr, out := s.c, s.ns, s.pr, p.streams.Out
 	rec := &hookv1.DeliveryRecovery{ObjectMeta: metav1.ObjectMeta{GenerateName: spec.EndpointRef.Name + "-", Namespace: ns}, Spec: spec}
 	if err := c.Create(ctx, rec); err != nil {
 		return fmt.Errorf("creating the DeliveryRecovery: %w", err)

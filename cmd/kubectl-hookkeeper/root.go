@@ -7,6 +7,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
+	"k8s.io/cli-runtime/pkg/printers"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -59,6 +60,30 @@ func newScheme() *runtime.Scheme {
 		}
 	}
 	return s
+}
+
+// session is what a verb runs with: its printer (nil for its own text),
+// a client and the namespace.
+type session struct {
+	pr printers.ResourcePrinter
+	c  client.Client
+	ns string
+}
+
+// open checks -o (out may be nil for a verb without it) before it
+// connects, so that a bad format is refused before anything changes.
+func (p *plugin) open(out *outputFlags) (*session, error) {
+	s := &session{}
+	var err error
+	if out != nil {
+		if s.pr, err = out.printer(); err != nil {
+			return nil, err
+		}
+	}
+	if s.c, s.ns, err = p.connect(); err != nil {
+		return nil, err
+	}
+	return s, nil
 }
 
 // connect returns a client configured as restConfig says.

@@ -27,11 +27,11 @@ value. The previous secret stays valid for the endpoint's grace period. The
 new value is never printed.`,
 		Args: exactlyOne("ENDPOINT"),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			c, ns, err := p.connect()
+			s, err := p.open(nil)
 			if err != nil {
 				return err
 			}
-			return rotateSecret(cmd.Context(), c, ns, args[0], p.streams.Out)
+			return rotateSecret(cmd.Context(), s.c, s.ns, args[0], p.streams.Out)
 		},
 	}
 }

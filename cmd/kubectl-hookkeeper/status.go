@@ -21,28 +21,24 @@ func (p *plugin) statusCommand() *cobra.Command {
 		Short: "Endpoints that are not Ready or Healthy, or have exhausted deliveries",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			pr, err := out.printer()
-			if err != nil {
-				return err
-			}
-			c, ns, err := p.connect()
+			s, err := p.open(out)
 			if err != nil {
 				return err
 			}
 			if allNamespaces {
-				ns = ""
+				s.ns = ""
 			}
 			var list hookv1.WebhookEndpointList
-			if err := c.List(cmd.Context(), &list, client.InNamespace(ns)); err != nil {
+			if err := s.c.List(cmd.Context(), &list, client.InNamespace(s.ns)); err != nil {
 				return fmt.Errorf("listing WebhookEndpoints: %w", err)
 			}
 			attention := needAttention(list.Items)
-			if pr != nil {
+			if s.pr != nil {
 				objs := make([]client.Object, len(attention))
 				for i := range attention {
 					objs[i] = &attention[i].endpoint
 				}
-				return p.printList(pr, objs, p.streams.Out)
+				return p.printList(s.pr, objs, p.streams.Out)
 			}
 			return printStatus(p.streams.Out, attention, printers.PrintOptions{Wide: out.isWide(), NoHeaders: noHeaders})
 		},
