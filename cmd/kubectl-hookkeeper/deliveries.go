@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/spf13/cobra"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
@@ -15,6 +16,63 @@ import (
 
 	deliveryv1 "github.com/hookkeeper/hookkeeper/api/delivery/v1alpha1"
 )
+
+func (p *plugin) sendTestCommand() *cobra.Command {
+	var timeout time.Duration
+	var out *outputFlags
+	cmd := &cobra.Command{
+		Use:   "send-test ENDPOINT [--timeout 2m]",
+		Short: "Publish a hookkeeper.test event to ENDPOINT only and wait for its outcome",
+		Long: `Publish a hookkeeper.test WebhookEvent addressed to ENDPOINT only (whatever its
+eventTypes), follow its delivery printing each change, and at the end its
+attempts: exit 0 when Delivered, 1 when Exhausted or Cancelled or still
+pending at the timeout. With -o, print the delivery as it ended instead.`,
+		Args: exactlyOne("ENDPOINT"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := positive("--timeout", timeout); err != nil {
+				return err
+			}
+			s, err := p.open(out)
+			if err != nil {
+				return err
+			}
+			return p.sendTest(cmd.Context(), s, args[0], timeout, 500*time.Millisecond)
+		},
+	}
+	cmd.Flags().DurationVar(&timeout, "timeout", 2*time.Minute, "How long to wait for the outcome.")
+	out = addOutputFlags(cmd, false)
+	return cmd
+}
+
+func (p *plugin) traceCommand() *cobra.Command {
+	var out *outputFlags
+	cmd := &cobra.Command{
+		Use:   "trace EVENT",
+		Short: "An event's deliveries, their attempts and any retry or reissue, as a tree",
+		Long: `Print EVENT, each of its deliveries with its attempts, a recovery's retry under
+the delivery it retried, and a reissue's new event (with its own
+deliveries) under the delivery it replaced, as a tree. With -o, print them
+as a List instead, each event followed by its deliveries.`,
+		Args: exactlyOne("EVENT"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			s, err := p.open(out)
+			if err != nil {
+				return err
+			}
+			t, err := gatherTrace(cmd.Context(), s.c, s.ns, args[0], 0)
+			if err != nil {
+				return err
+			}
+			if s.pr != nil {
+				return p.printList(s.pr, t.objects(), p.streams.Out)
+			}
+			_, err = fmt.Fprint(p.streams.Out, renderTrace(t))
+			return err
+		},
+	}
+	out = addOutputFlags(cmd, false)
+	return cmd
+}
 
 // TestEventType is the type of the event send-test publishes.
 const TestEventType = "hookkeeper.test"
@@ -44,8 +102,14 @@ func testEvent(ns, endpoint string, now time.Time) (*deliveryv1.WebhookEvent, er
 
 // sendTest publishes a test event to endpoint through the aggregated API
 // and follows its delivery (by field selector spec.event) until it is
-// Delivered (nil), Exhausted or Cancelled (an error), printing each change.
-func sendTest(ctx context.Context, c client.Client, ns, endpoint string, timeout, poll time.Duration, out io.Writer) error {
+// Delivered (nil), Exhausted or Cancelled (an error), printing each change
+// and the attempts at the end, or with a printer (-o) the delivery as it
+// ended.
+func (p *plugin) sendTest(ctx context.Context, s *session, endpoint string, timeout, poll time.Duration) error {
+	c, ns, pr, out := s.c, s.ns, s.pr, p.streams.Out
+	if pr != nil {
+		out = io.Discard
+	}
 	ev, err := testEvent(ns, endpoint, time.Now())
 	if err != nil {
 		return err
@@ -78,6 +142,11 @@ func sendTest(ctx context.Context, c client.Client, ns, endpoint string, timeout
 				}
 				for _, a := range full.Status.Attempts {
 					fmt.Fprintln(out, "  "+attemptLine(a))
+				}
+				if pr != nil {
+					if err := p.printObject(pr, &full, p.streams.Out); err != nil {
+						return err
+					}
 				}
 				if d.Status.State != "Delivered" {
 					return fmt.Errorf("delivery/%s to %s is %s", d.Name, endpoint, d.Status.State)
@@ -177,6 +246,23 @@ func gatherTrace(ctx context.Context, c client.Client, ns, event string, depth i
 			return t, nil
 		}
 	}
+}
+
+// objects are t's events and deliveries in the order of the tree: each
+// event followed by its deliveries, then the events that reissued them.
+func (t *traced) objects() []client.Object {
+	objs := []client.Object{&t.event}
+	for i := range t.deliveries {
+		objs = append(objs, &t.deliveries[i])
+	}
+	for i := range t.deliveries {
+		if r := t.deliveries[i].Status.ReplacedBy; r != nil {
+			if sub := t.reissues[r.Event]; sub != nil {
+				objs = append(objs, sub.objects()...)
+			}
+		}
+	}
+	return objs
 }
 
 // renderTrace prints t as a tree: the event, each delivery with its
