@@ -22,10 +22,11 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
 	"sigs.k8s.io/yaml"
 
-	"github.com/hookkeeper/hookkeeper/internal/servingcert"
 	"github.com/hookkeeper/hookkeeper/test/apicall"
 	"github.com/hookkeeper/hookkeeper/test/testenv"
 )
@@ -96,31 +97,8 @@ rules:
 		Set("audit-policy-file", auditPolicy).
 		Set("audit-log-path", auditLog).
 		Set("enable-admission-plugins", "OwnerReferencesPermissionEnforcement")
-	if _, err := env.Start(); err != nil {
-		t.Fatalf("starting the control plane: %v", err)
-	}
-	t.Cleanup(func() { _ = env.Stop() })
-	kubeconfig, err := testenv.Kubeconfig(env, dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	kubectl, err := testenv.Kubectl()
-	if err != nil {
-		t.Fatal(err)
-	}
-	run := func(stdin string, args ...string) string {
-		t.Helper()
-		out, err := testenv.RunKubectl(kubectl, kubeconfig, stdin, args...)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return out
-	}
-	installer := filepath.Join(dir, "install.yaml")
-	if err := os.WriteFile(installer, installerYAML, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	run("", "apply", "--server-side", "-f", installer)
+	c := install(t, env, dir, installerYAML)
+	kubeconfig, kubectl, run := c.kubeconfig, c.kubectl, c.run
 
 	// The aggregated API as a local control plane reaches it
 	// (testenv.RegisterDeliveryAPI): the installer's Service becomes an
@@ -387,6 +365,49 @@ spec:
 	if t.Failed() {
 		t.Logf("manager log:\n%s", testenv.Tail(logPath, 80))
 	}
+}
+
+// cluster is a control plane the installer was applied to.
+type cluster struct {
+	cfg                 *rest.Config // its admin
+	kubeconfig, kubectl string
+	applied             string // what applying the installer printed
+	// run runs kubectl with stdin (none when empty) as the admin, failing
+	// the test on an error.
+	run func(stdin string, args ...string) string
+}
+
+// install starts env, configured by the caller, with an admin kubeconfig
+// in dir, and applies installerYAML to it in one server-side apply, as an
+// admin would. The control plane stops with the test.
+func install(t *testing.T, env *envtest.Environment, dir string, installerYAML []byte) *cluster {
+	t.Helper()
+	cfg, err := env.Start()
+	if err != nil {
+		t.Fatalf("starting the control plane: %v", err)
+	}
+	t.Cleanup(func() { _ = env.Stop() })
+	c := &cluster{cfg: cfg}
+	if c.kubeconfig, err = testenv.Kubeconfig(env, dir); err != nil {
+		t.Fatal(err)
+	}
+	if c.kubectl, err = testenv.Kubectl(); err != nil {
+		t.Fatal(err)
+	}
+	c.run = func(stdin string, args ...string) string {
+		t.Helper()
+		out, err := testenv.RunKubectl(c.kubectl, c.kubeconfig, stdin, args...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return out
+	}
+	installer := filepath.Join(dir, "install.yaml")
+	if err := os.WriteFile(installer, installerYAML, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	c.applied = c.run("", "apply", "--server-side", "-f", installer)
+	return c
 }
 
 // freeAddr returns a loopback address with a port that was free a moment
