@@ -39,6 +39,23 @@ var unusedGrants = map[grant]string{
 	{"hookkeeper.dev", "webhookendpoints/finalizers", "update"}: "no request of its own: the OwnerReferencesPermissionEnforcement admission plugin (enabled in this test, as on OpenShift) checks it when the manager creates a signing Secret whose owner reference blocks its endpoint's deletion; the story's Secret creates would be refused (and show as 403) without it.",
 }
 
+// listFallback is why the caches' list grants stay although this API
+// server never sees a list: client-go's informers open with a watch-list
+// (a watch with sendInitialEvents; WatchListClient is on by default since
+// Kubernetes 1.35), which RBAC authorizes as a watch, and fall back to a
+// list where the API server cannot stream (kube-apiserver before 1.34, or
+// its WatchList feature off) or the stream fails. Removing the grant
+// would stop the controllers on such a cluster. A run that fell back uses
+// it, which is no error.
+const listFallback = "the caches' fallback from a watch-list to a list; see listFallback"
+
+func init() {
+	for _, resource := range []string{"webhookendpoints", "retrypolicies", "deliveryrecoveries"} {
+		unusedGrants[grant{"hookkeeper.dev", resource, "list"}] = listFallback
+	}
+	unusedGrants[grant{"", "secrets", "list"}] = listFallback
+}
+
 // grant is one verb on one resource (subresource after a slash) of one API
 // group, as RBAC rules and audit events name them.
 type grant struct{ group, resource, verb string }
@@ -346,7 +363,7 @@ spec:
 		switch usedBy := g.usedIn(used); {
 		case !usedBy && !allowed:
 			unused = append(unused, fmt.Sprintf("%s (%s)", g.grant, g.role))
-		case usedBy && allowed:
+		case usedBy && allowed && unusedGrants[g.grant] != listFallback:
 			stale = append(stale, g.grant.String())
 		}
 	}
