@@ -72,6 +72,8 @@ func main() {
 	flag.DurationVar(&statusResync, "endpoint-status-resync", 0, "How often every WebhookEndpoint's counters are refreshed from the ledger (0: 30s to 60s, jittered); exhaustions are shown at once regardless.")
 	var destFlags destinationFlags
 	destFlags.bind(flag.CommandLine)
+	var watched string
+	flag.StringVar(&watched, "watch-namespaces", "", watchNamespacesUsage)
 	opts := zap.Options{}
 	opts.BindFlags(flag.CommandLine)
 	flag.Parse()
@@ -96,6 +98,12 @@ func main() {
 		os.Exit(2)
 	}
 	setupLog.Info("destination policy", "allowed", destFlags.allowed, "clusterServices", destFlags.services, "clusterPods", destFlags.pods)
+
+	cacheOpts, err := watchNamespaces(watched).cacheOptions()
+	if err != nil {
+		setupLog.Error(err, "invalid --watch-namespaces")
+		os.Exit(2)
+	}
 
 	loc, err := ledger.ParseLocation(ledgerFlag)
 	if err != nil {
@@ -126,6 +134,7 @@ func main() {
 
 	mgr, err := ctrl.NewManager(ctrl.GetConfigOrDie(), ctrl.Options{
 		Scheme: scheme,
+		Cache:  cacheOpts,
 		// On SIGTERM the manager releases the Lease and then reports it as
 		// an error; stoppingLogger says it at info level (see there).
 		Logger:                  stoppingLogger(ctrl.Log, func() bool { return ctx.Err() != nil }),

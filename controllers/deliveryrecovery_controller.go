@@ -70,9 +70,9 @@ func (r *DeliveryRecoveryReconciler) now() time.Time {
 	return r.Clock.Now()
 }
 
-// +kubebuilder:rbac:groups=hookkeeper.dev,resources=deliveryrecoveries,verbs=get;list;watch;delete
-// +kubebuilder:rbac:groups=hookkeeper.dev,resources=deliveryrecoveries/status,verbs=get;update;patch
-// +kubebuilder:rbac:groups=hookkeeper.dev,resources=webhookendpoints,verbs=get;list;watch
+// +kubebuilder:rbac:groups=hookkeeper.dev,resources=deliveryrecoveries,verbs=list;watch;delete
+// +kubebuilder:rbac:groups=hookkeeper.dev,resources=deliveryrecoveries/status,verbs=update
+// +kubebuilder:rbac:groups=hookkeeper.dev,resources=webhookendpoints,verbs=list;watch
 
 // Reconcile starts, applies, follows and finally cleans up a recovery.
 func (r *DeliveryRecoveryReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {

@@ -43,9 +43,9 @@ func (r *RetryPolicyReconciler) now() time.Time {
 	return r.Clock.Now()
 }
 
-// +kubebuilder:rbac:groups=hookkeeper.dev,resources=retrypolicies,verbs=get;list;watch
-// +kubebuilder:rbac:groups=hookkeeper.dev,resources=retrypolicies/status,verbs=get;update;patch
-// +kubebuilder:rbac:groups=hookkeeper.dev,resources=webhookendpoints,verbs=get;list;watch
+// +kubebuilder:rbac:groups=hookkeeper.dev,resources=retrypolicies,verbs=list;watch
+// +kubebuilder:rbac:groups=hookkeeper.dev,resources=retrypolicies/status,verbs=update
+// +kubebuilder:rbac:groups=hookkeeper.dev,resources=webhookendpoints,verbs=list;watch
 
 // Reconcile gathers the policy and the endpoints that use it, computes the
 // status with retryPolicyStatus, and patches it.

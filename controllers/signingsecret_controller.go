@@ -47,7 +47,7 @@ type SigningSecretReconciler struct {
 	Clock clock.PassiveClock
 }
 
-// +kubebuilder:rbac:groups=hookkeeper.dev,resources=webhookendpoints,verbs=get;list;watch
+// +kubebuilder:rbac:groups=hookkeeper.dev,resources=webhookendpoints,verbs=list;watch
 // +kubebuilder:rbac:groups="",resources=secrets,verbs=get;list;watch;create;update
 
 // Reconcile brings the endpoint's Secrets in line with what it is owed.

@@ -117,10 +117,10 @@ func (r *WebhookEndpointReconciler) now() time.Time {
 	return r.Clock.Now()
 }
 
-// +kubebuilder:rbac:groups=hookkeeper.dev,resources=webhookendpoints,verbs=get;list;watch;update;patch
-// +kubebuilder:rbac:groups=hookkeeper.dev,resources=webhookendpoints/status,verbs=get;update;patch
+// +kubebuilder:rbac:groups=hookkeeper.dev,resources=webhookendpoints,verbs=list;watch;patch
+// +kubebuilder:rbac:groups=hookkeeper.dev,resources=webhookendpoints/status,verbs=update
 // +kubebuilder:rbac:groups=hookkeeper.dev,resources=webhookendpoints/finalizers,verbs=update
-// +kubebuilder:rbac:groups=hookkeeper.dev,resources=retrypolicies,verbs=get;list;watch
+// +kubebuilder:rbac:groups=hookkeeper.dev,resources=retrypolicies,verbs=list;watch
 // +kubebuilder:rbac:groups="",resources=secrets,verbs=get;list;watch
 // +kubebuilder:rbac:groups="",resources=namespaces,verbs=get
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch

@@ -234,6 +234,12 @@ func generate(objects []object, version string) (*chart, error) {
 		return nil, errors.New("the manifests hold no Namespace: render config/default")
 	}
 	var managerFound bool
+	serviceAccount := ""
+	for _, o := range objects {
+		if o.kind() == "Deployment" && managerContainer(o) != nil {
+			serviceAccount = str(o, "spec", "template", "spec", "serviceAccountName")
+		}
+	}
 	for _, o := range objects {
 		if o.kind() == "Namespace" {
 			continue // Helm installs into --namespace (--create-namespace)
@@ -252,6 +258,12 @@ func generate(objects []object, version string) (*chart, error) {
 				return nil, err
 			}
 			managerFound = true
+		case o.kind() == "ClusterRole" && strings.HasSuffix(o.name(), "manager-role"):
+			roles, err := scopeManagerRole(o, t, namespacedResources(objects), serviceAccount)
+			if err != nil {
+				return nil, err
+			}
+			c.files["templates/role-"+o.name()+"-watched-namespaces.yaml"] = roles
 		case o.kind() == "PersistentVolumeClaim":
 			condition = `eq .Values.ledger.type "sqlite"`
 			if s := str(o, "spec", "resources", "requests", "storage"); s != "" {
@@ -395,6 +407,9 @@ func templateManager(o object, t *templater, v *values) error {
 			`{{- with .Values.safeDestinations.clusterPodCIDRs }}`,
 			`- --cluster-pod-cidrs={{ join "," . }}`,
 			`{{- end }}`,
+			`{{- with .Values.watchNamespaces }}`,
+			`- --watch-namespaces={{ join "," . }}`,
+			`{{- end }}`,
 			`{{- range .Values.manager.extraArgs }}`,
 			`- {{ . | quote }}`,
 			`{{- end }}`)
@@ -512,6 +527,13 @@ grafana:
   dashboard:
     enable: false
 
+# A namespace-scoped install (docs/install.md, "Namespace-scoped install"):
+# the manager watches only these namespaces (--watch-namespaces), and its
+# Secret and hookkeeper grants are a Role in each of them (and one for its
+# serving certificate's Secret in the release namespace) instead of
+# ClusterRole rules. Empty: every namespace.
+watchNamespaces: []
+
 crd:
   enable: true
   # Keep the CRDs (and so every hookkeeper object) on helm uninstall.
@@ -527,4 +549,125 @@ func indent(s string, n int) string {
 		b.WriteString(pad + l + "\n")
 	}
 	return b.String()
+}
+
+// namespacedResources returns the namespaced resources ("group/resource")
+// a manager rule may name: the CRDs of the inputs whose scope is Namespaced,
+// and the built-in kinds the manager is granted.
+func namespacedResources(objects []object) map[string]bool {
+	ns := map[string]bool{"/secrets": true, "/configmaps": true, "/events": true, "events.k8s.io/events": true, "coordination.k8s.io/leases": true}
+	for _, o := range objects {
+		if o.kind() == "CustomResourceDefinition" && str(o, "spec", "scope") == "Namespaced" {
+			ns[str(o, "spec", "group")+"/"+str(o, "spec", "names", "plural")] = true
+		}
+	}
+	return ns
+}
+
+// scopeManagerRole makes the manager's ClusterRole follow
+// .Values.watchNamespaces: with namespaces named, the ClusterRole keeps
+// only its rules on cluster-scoped resources (TokenReviews,
+// SubjectAccessReviews, the APIService) and the template it returns grants
+// the namespaced rules (Secrets, the CRDs, Events) through a Role and
+// RoleBinding in each watched namespace, plus the Secret rules in the
+// release namespace for the serving certificate when that namespace is not
+// watched.
+func scopeManagerRole(o object, t *templater, namespaced map[string]bool, serviceAccount string) (string, error) {
+	if serviceAccount == "" {
+		return "", errors.New("the manager's Deployment names no serviceAccountName")
+	}
+	rules, _ := o["rules"].([]any)
+	var cluster, local, secrets []any
+	for _, r := range rules {
+		groups, _ := get(r, "apiGroups").([]any)
+		resources, _ := get(r, "resources").([]any)
+		n, secret := 0, false
+		for _, g := range groups {
+			for _, res := range resources {
+				base, _, _ := strings.Cut(fmt.Sprint(res), "/")
+				if namespaced[fmt.Sprint(g)+"/"+base] {
+					n++
+				}
+				secret = secret || (g == "" && base == "secrets")
+			}
+		}
+		switch {
+		case n == 0:
+			cluster = append(cluster, r)
+		case n == len(groups)*len(resources):
+			local = append(local, r)
+			if secret {
+				secrets = append(secrets, r)
+			}
+		default:
+			return "", fmt.Errorf("ClusterRole %s: a rule mixes namespaced and cluster-scoped resources: %v %v", o.name(), groups, resources)
+		}
+	}
+	if len(cluster) == 0 || len(local) == 0 || len(secrets) == 0 {
+		return "", fmt.Errorf("ClusterRole %s: want cluster-scoped rules, namespaced rules and a Secret rule; found %d, %d, %d", o.name(), len(cluster), len(local), len(secrets))
+	}
+	all, err := yamlBlock(rules, 0)
+	if err != nil {
+		return "", err
+	}
+	clusterOnly, err := yamlBlock(cluster, 0)
+	if err != nil {
+		return "", err
+	}
+	o["rules"] = t.block(func(int) string {
+		return "\n{{- if .Values.watchNamespaces }}\n" + clusterOnly + "{{- else }}\n" + all + "{{- end }}"
+	})
+	localRules, err := yamlBlock(local, 0)
+	if err != nil {
+		return "", err
+	}
+	secretRules, err := yamlBlock(secrets, 0)
+	if err != nil {
+		return "", err
+	}
+	labels, err := yamlBlock(o.labels(), 4)
+	if err != nil {
+		return "", err
+	}
+	role := func(name, namespace, rules string) string {
+		return fmt.Sprintf(`---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: Role
+metadata:
+  name: %[1]s
+  namespace: %[2]s
+  labels:
+%[4]srules:
+%[3]s---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: RoleBinding
+metadata:
+  name: %[1]s
+  namespace: %[2]s
+  labels:
+%[4]sroleRef:
+  apiGroup: rbac.authorization.k8s.io
+  kind: Role
+  name: %[1]s
+subjects:
+- kind: ServiceAccount
+  name: %[5]s
+  namespace: {{ $.Release.Namespace }}
+`, name, namespace, rules, labels, serviceAccount)
+	}
+	return "# Generated by `make helm-chart` from config/ (the ClusterRole " + o.name() + "): edit config/, not this file.\n" +
+		"# The manager's namespaced grants as a Role in each of .Values.watchNamespaces.\n" +
+		"{{- range .Values.watchNamespaces }}\n" + role(o.name(), "{{ . }}", localRules) + "{{- end }}\n" +
+		"{{- if and .Values.watchNamespaces (not (has .Release.Namespace .Values.watchNamespaces)) }}\n" +
+		"# The serving certificate's Secret lives in the release namespace.\n" +
+		role(o.name()+"-serving-cert", "{{ .Release.Namespace }}", secretRules) + "{{- end }}\n", nil
+}
+
+// yamlBlock marshals v as YAML indented by n spaces.
+func yamlBlock(v any, n int) (string, error) {
+	raw, err := yaml.Marshal(v)
+	if err != nil {
+		return "", err
+	}
+	return indent(string(raw), n), nil
 }

@@ -20,7 +20,7 @@ import (
 	"k8s.io/utils/clock"
 )
 
-// +kubebuilder:rbac:groups=apiregistration.k8s.io,resources=apiservices,verbs=get;patch
+// +kubebuilder:rbac:groups=apiregistration.k8s.io,resources=apiservices,verbs=get;patch,resourceNames=v1alpha1.delivery.hookkeeper.dev
 
 // APIServiceResource is the resource of APIService objects.
 var APIServiceResource = schema.GroupVersionResource{Group: "apiregistration.k8s.io", Version: "v1", Resource: "apiservices"}

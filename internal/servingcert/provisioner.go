@@ -27,7 +27,7 @@ const (
 	managedBy      = "hookkeeper-servingcert"
 )
 
-// +kubebuilder:rbac:groups="",resources=secrets,verbs=get;list;watch;create;update
+// +kubebuilder:rbac:groups="",resources=secrets,verbs=list;watch;create;update
 
 // Options configure a Provisioner.
 type Options struct {

@@ -76,6 +76,7 @@ prometheus:
 grafana:
   dashboard: {enable: true}
 `)
+	scoped := valuesFile("scoped", "watchNamespaces: [team-a, team-b]\n")
 	noMetrics := valuesFile("no-metrics", "metrics: {enable: false}\nprometheus: {serviceMonitor: {enable: true}}\n")
 
 	for _, v := range []string{sqlite, postgres} {
@@ -236,6 +237,55 @@ grafana:
 		}
 	})
 
+	t.Run("namespace-scoped: the manager watches the named namespaces, and Secrets and the CRDs are granted only there", func(t *testing.T) {
+		objs := render(t, scoped)
+		wantArgs(t, containerArgs(manager(t, objs)), "--watch-namespaces=team-a,team-b")
+		cr := find(objs, "ClusterRole", "hookkeeper-manager-role")
+		if cr == nil {
+			t.Fatal("no ClusterRole hookkeeper-manager-role")
+		}
+		if got := ruleResources(cr); !slices.Equal(got, []string{"apiservices", "subjectaccessreviews", "tokenreviews"}) {
+			t.Errorf("the manager's ClusterRole grants %v; want only the cluster-scoped apiservices, subjectaccessreviews, tokenreviews", got)
+		}
+		for _, ns := range []string{"team-a", "team-b"} {
+			role := findIn(objs, "Role", "hookkeeper-manager-role", ns)
+			if role == nil {
+				t.Errorf("no Role hookkeeper-manager-role in %s", ns)
+				continue
+			}
+			for _, want := range []string{"secrets", "webhookendpoints", "webhookendpoints/status", "retrypolicies", "deliveryrecoveries", "events"} {
+				if !slices.Contains(ruleResources(role), want) {
+					t.Errorf("the Role in %s does not grant %s: %v", ns, want, ruleResources(role))
+				}
+			}
+			if b := findIn(objs, "RoleBinding", "hookkeeper-manager-role", ns); b == nil ||
+				str(b, "roleRef", "kind") != "Role" || str(get(b, "subjects").([]any)[0], "namespace") != "hk-chart" ||
+				str(get(b, "subjects").([]any)[0], "name") != "hookkeeper-controller-manager" {
+				t.Errorf("RoleBinding in %s = %v: want the Role bound to hk-chart/hookkeeper-controller-manager", ns, b)
+			}
+		}
+		// The serving certificate's Secret is in the release namespace.
+		if r := findIn(objs, "Role", "hookkeeper-manager-role-serving-cert", "hk-chart"); r == nil || !slices.Equal(ruleResources(r), []string{"secrets"}) {
+			t.Errorf("the release namespace's Role = %v, want one granting secrets", r)
+		}
+		// Every namespaced grant of the default render is in each Role:
+		// together, the Roles and the ClusterRole grant what it grants.
+		def := find(render(t, sqlite), "ClusterRole", "hookkeeper-manager-role")
+		if got, want := append(ruleResources(cr), ruleResources(findIn(objs, "Role", "hookkeeper-manager-role", "team-a"))...), ruleResources(def); !equalSets(got, want) {
+			t.Errorf("scoped ClusterRole and Role grant %v; the default ClusterRole %v", got, want)
+		}
+
+		objs = render(t, valuesFile("scoped-with-release", "watchNamespaces: [hk-chart, team-a]\n"))
+		if findIn(objs, "Role", "hookkeeper-manager-role-serving-cert", "hk-chart") != nil {
+			t.Error("a serving-certificate Role in a watched release namespace: its Role grants Secrets already")
+		}
+		objs = render(t, sqlite)
+		if findIn(objs, "Role", "hookkeeper-manager-role", "team-a") != nil {
+			t.Error("the default render has a namespaced manager Role")
+		}
+		noArgPrefix(t, containerArgs(manager(t, objs)), "--watch-namespaces")
+	})
+
 	t.Run("values that cannot work are refused", func(t *testing.T) {
 		for _, c := range []struct{ values, want string }{
 			{"manager: {replicas: 3}\n", "manager.replicas: the SQLite ledger serves one replica"},
@@ -273,10 +323,12 @@ grafana:
 			return out
 		}
 		k("", "create", "namespace", "hk-chart")
+		k("", "create", "namespace", "team-a")
+		k("", "create", "namespace", "team-b")
 		// The Prometheus Operator's CRDs are not in this control plane:
 		// those objects are checked above, not applied.
 		skipKinds := regexp.MustCompile(`^(ServiceMonitor|PrometheusRule)$`)
-		for _, values := range []string{sqlite, postgres} {
+		for _, values := range []string{scoped, sqlite, postgres} {
 			var docs []string
 			for _, o := range render(t, values) {
 				if skipKinds.MatchString(kind(o)) {
@@ -289,6 +341,20 @@ grafana:
 				docs = append(docs, string(raw))
 			}
 			k(strings.Join(docs, "---\n"), "apply", "--server-side", "--field-manager=helm-test", "-f", "-")
+			if values != scoped {
+				continue
+			}
+			// The real RBAC authorizer: the manager may read Secrets in
+			// the watched namespaces and its own, nowhere else.
+			for ns, want := range map[string]string{"team-a": "yes", "team-b": "yes", "hk-chart": "yes", "default": "no"} {
+				out, _ := testenv.RunKubectl(kubectl, kubeconfig, "", "auth", "can-i", "--as=system:serviceaccount:hk-chart:hookkeeper-controller-manager", "watch", "secrets", "-n", ns)
+				if strings.TrimSpace(out) != want {
+					t.Errorf("namespace-scoped: may the manager watch secrets in %s? %q, want %s", ns, out, want)
+				}
+			}
+			if out, _ := testenv.RunKubectl(kubectl, kubeconfig, "", "auth", "can-i", "--as=system:serviceaccount:hk-chart:hookkeeper-controller-manager", "list", "webhookendpoints.hookkeeper.dev", "--all-namespaces"); strings.TrimSpace(out) != "no" {
+				t.Errorf("namespace-scoped: the manager may list webhookendpoints in every namespace: %q", out)
+			}
 		}
 		// The second (PostgreSQL) render is what the cluster holds now.
 		if got := k("", "-n", "hk-chart", "get", "deployment", "hookkeeper-controller-manager", "-o", "jsonpath={.spec.replicas}/{.spec.strategy.type}"); got != "3/RollingUpdate" {
@@ -422,4 +488,37 @@ func equalYAML(t *testing.T, a, b any) bool {
 		t.Logf("rendered:\n%s\nsource:\n%s", ra, rb)
 	}
 	return bytes.Equal(ra, rb)
+}
+
+func findIn(objs []obj, k, n, ns string) obj {
+	for _, o := range objs {
+		if kind(o) == k && name(o) == n && str(o, "metadata", "namespace") == ns {
+			return o
+		}
+	}
+	return nil
+}
+
+// ruleResources returns the resources a role's rules name, sorted, once
+// each.
+func ruleResources(role obj) []string {
+	var out []string
+	rules, _ := get(role, "rules").([]any)
+	for _, r := range rules {
+		res, _ := get(r, "resources").([]any)
+		for _, x := range res {
+			if s, _ := x.(string); !slices.Contains(out, s) {
+				out = append(out, s)
+			}
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+func equalSets(a, b []string) bool {
+	a, b = slices.Clone(a), slices.Clone(b)
+	slices.Sort(a)
+	slices.Sort(b)
+	return slices.Equal(slices.Compact(a), slices.Compact(b))
 }

@@ -91,38 +91,17 @@ func TestInstallManifestsAreAcceptedByTheAPIServer(t *testing.T) {
 	}
 	env.CRDDirectoryPaths = nil // the installer brings its own CRDs
 	env.ErrorIfCRDPathMissing = false
-	cfg, err := env.Start()
-	if err != nil {
-		t.Fatalf("starting the control plane: %v", err)
-	}
-	t.Cleanup(func() { _ = env.Stop() })
-
 	dir := t.TempDir()
-	kubeconfig, err := testenv.Kubeconfig(env, dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	kubectl, err := testenv.Kubectl()
-	if err != nil {
-		t.Fatal(err)
-	}
-	run := func(args ...string) string {
-		t.Helper()
-		out, err := testenv.RunKubectl(kubectl, kubeconfig, "", args...)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return out
-	}
-	installer := filepath.Join(dir, "install.yaml")
-	if err := os.WriteFile(installer, installerYAML, 0o600); err != nil {
-		t.Fatal(err)
-	}
-
 	// The whole bundle in one server-side apply, into a control plane
 	// where nothing was created by hand: every object is applied, and
 	// exists afterwards.
-	out := run("apply", "--server-side", "-f", installer)
+	c := install(t, env, dir, installerYAML)
+	cfg, kubeconfig, kubectl, out := c.cfg, c.kubeconfig, c.kubectl, c.applied
+	run := func(args ...string) string {
+		t.Helper()
+		return c.run("", args...)
+	}
+	installer := filepath.Join(dir, "install.yaml")
 	objects := installerObjects(t, installerYAML)
 	if len(objects) < 30 {
 		t.Fatalf("the installer holds only %d objects", len(objects))
