@@ -79,8 +79,8 @@ func TestGetEvent(t *testing.T) {
 		t.Errorf("scrubbed event shows secretsScrubbed=false: %+v", v)
 	}
 	want := []Access{
-		{Verb: VerbGet, Resource: ResourceEvents, Namespace: ns, Name: evtA},
-		{Verb: VerbGet, Resource: ResourceEvents, Namespace: ns, Name: evtS},
+		{Verb: VerbGet, APIGroup: GroupHookkeeper, Resource: ResourceWebhookEndpoints, Namespace: ns, Name: evtA},
+		{Verb: VerbGet, APIGroup: GroupHookkeeper, Resource: ResourceWebhookEndpoints, Namespace: ns, Name: evtS},
 	}
 	if !slices.Equal(e.auth.accesses, want) {
 		t.Errorf("accesses %+v, want %+v", e.auth.accesses, want)
@@ -112,7 +112,7 @@ func TestGetDeliveryAndAttempts(t *testing.T) {
 	if a := decode[AttemptList](t, get(t, e, "/v1/namespaces/shop/deliveries/"+dlv1+"/attempts")); a.Items == nil || len(a.Items) != 0 {
 		t.Errorf("no attempts: %+v, want an empty list", a)
 	}
-	if got := e.auth.accesses[0]; got != (Access{Verb: VerbGet, Resource: ResourceDeliveries, Namespace: ns, Name: dlv2}) {
+	if got := e.auth.accesses[0]; got != (Access{Verb: VerbGet, APIGroup: GroupHookkeeper, Resource: ResourceWebhookEndpoints, Namespace: ns, Name: dlv2}) {
 		t.Errorf("access = %+v", got)
 	}
 }

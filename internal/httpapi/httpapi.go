@@ -23,6 +23,7 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	"k8s.io/apiserver/pkg/authorization/authorizer"
 )
 
 // Defaults of Config.
@@ -76,12 +77,13 @@ type Handler struct {
 type handlerFunc func(w http.ResponseWriter, r *http.Request, namespace string) error
 
 type route struct {
-	method   string
-	path     string
-	verb     string
-	resource string
-	nameVar  string // path variable naming the object, if any
-	fn       handlerFunc
+	method string
+	path   string
+	// access is the permission the route needs; serve fills its namespace
+	// and name.
+	access  Access
+	nameVar string // path variable naming the object, if any
+	fn      handlerFunc
 }
 
 // New validates cfg, fills its defaults and returns the Handler.
@@ -106,12 +108,16 @@ func New(cfg Config) (*Handler, error) {
 	h := &Handler{cfg: cfg, ingest: ingest, mux: http.NewServeMux()}
 
 	const ns = "/v1/namespaces/{namespace}"
+	publish := Access{Verb: VerbCreate, APIGroup: GroupHookkeeper, Resource: ResourceEvents}
+	// Reads are granted through the endpoints of the namespace, without a
+	// resource name: the object read is named by a ledger ID.
+	read := Access{Verb: VerbGet, APIGroup: GroupHookkeeper, Resource: ResourceWebhookEndpoints}
 	routes := []route{
-		{http.MethodPost, ns + "/events", VerbCreate, ResourceEvents, "", h.publish},
-		{http.MethodGet, ns + "/events/{id}", VerbGet, ResourceEvents, "id", h.getEvent},
-		{http.MethodGet, ns + "/deliveries", VerbGet, ResourceDeliveries, "", h.listDeliveries},
-		{http.MethodGet, ns + "/deliveries/{id}", VerbGet, ResourceDeliveries, "id", h.getDelivery},
-		{http.MethodGet, ns + "/deliveries/{id}/attempts", VerbGet, ResourceDeliveries, "id", h.listAttempts},
+		{http.MethodPost, ns + "/events", publish, "", h.publish},
+		{http.MethodGet, ns + "/events/{id}", read, "id", h.getEvent},
+		{http.MethodGet, ns + "/deliveries", read, "", h.listDeliveries},
+		{http.MethodGet, ns + "/deliveries/{id}", read, "id", h.getDelivery},
+		{http.MethodGet, ns + "/deliveries/{id}/attempts", read, "id", h.listAttempts},
 	}
 	for _, rt := range routes {
 		h.mux.Handle(rt.method+" "+rt.path, h.serve(rt))
@@ -184,32 +190,48 @@ func methodNotAllowed(allow string) http.HandlerFunc {
 
 // serve authenticates, validates the namespace, authorizes, runs rt.fn and
 // answers its error, in that order: an anonymous caller learns nothing
-// beyond 401.
+// beyond 401. A request that authenticated proves its connection (see
+// connLimiter): the connection cap no longer closes it for a stranger.
 func (h *Handler) serve(rt route) http.HandlerFunc {
 	pattern := rt.method + " " + rt.path
 	return func(w http.ResponseWriter, r *http.Request) {
 		ns := r.PathValue("namespace")
 		log := h.cfg.Log.WithValues("route", pattern, "namespace", ns)
 
-		p, err := h.cfg.Auth.Authenticate(r)
-		if err != nil {
-			h.fail(w, log, authError(err, ErrUnauthenticated, http.StatusUnauthorized, CodeUnauthenticated,
-				"a valid bearer token is required"))
+		resp, ok, err := h.cfg.Auth.AuthenticateRequest(r)
+		switch {
+		case err != nil && !ok:
+			h.fail(w, log, authError(err))
+			return
+		case !ok || resp == nil || resp.User == nil:
+			h.fail(w, log, newError(http.StatusUnauthorized, CodeUnauthenticated, "", "a valid bearer token is required"))
 			return
 		}
-		log = log.WithValues("user", p.Username)
+		if lc := requestConn(r.Context()); lc != nil {
+			lc.prove()
+		}
+		u := resp.User
+		log = log.WithValues("user", u.GetName())
 		if !validNamespace(ns) {
 			h.fail(w, log, badRequest(CodeInvalidField, "namespace",
 				"namespace must be a DNS-1123 label: at most 63 lower-case letters, digits or '-', starting and ending with a letter or digit"))
 			return
 		}
-		access := Access{Verb: rt.verb, Resource: rt.resource, Namespace: ns}
+		access := rt.access
+		access.Namespace = ns
 		if rt.nameVar != "" {
 			access.Name = r.PathValue(rt.nameVar)
 		}
-		if err := h.cfg.Auth.Authorize(r.Context(), p, access); err != nil {
-			h.fail(w, log, authError(err, ErrForbidden, http.StatusForbidden, CodeForbidden,
-				fmt.Sprintf("user %q may not %s %s in namespace %q", p.Username, rt.verb, rt.resource, ns)))
+		decision, reason, err := h.cfg.Auth.Authorize(r.Context(), access.attributes(u))
+		switch {
+		case decision == authorizer.DecisionAllow:
+		case err != nil:
+			h.fail(w, log, authError(err))
+			return
+		default:
+			log.V(1).Info("Not authorized", "access", access.String(), "reason", reason)
+			h.fail(w, log, newError(http.StatusForbidden, CodeForbidden, "",
+				"user %q may not %s in namespace %q", u.GetName(), access, ns))
 			return
 		}
 		if err := rt.fn(w, r, ns); err != nil {

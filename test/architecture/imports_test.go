@@ -13,7 +13,10 @@ import (
 // API's Auth with TokenReview and SubjectAccessReview; internal/servingcert
 // keeps the manager's serving certificate in a Secret and an APIService's
 // caBundle current; internal/deliveryapi (and its generated OpenAPI
-// definitions) serves the ledger's history as an aggregated Kubernetes API.
+// definitions) serves the ledger's history as an aggregated Kubernetes API;
+// internal/httpapi asks k8s.io/apiserver's authentication and
+// authorization interfaces, and nothing else of Kubernetes
+// (TestHTTPAPIUsesOnlyTheAuthInterfacesOfAPIServer).
 // They are not part of the engine, and no engine package may import them
 // (if one did, its Kubernetes dependencies would show up below and fail the
 // test).
@@ -22,6 +25,7 @@ var kubernetesAdapters = map[string]bool{
 	"github.com/hookkeeper/hookkeeper/internal/servingcert":         true,
 	"github.com/hookkeeper/hookkeeper/internal/deliveryapi":         true,
 	"github.com/hookkeeper/hookkeeper/internal/deliveryapi/openapi": true,
+	"github.com/hookkeeper/hookkeeper/internal/httpapi":             true,
 }
 
 // TestEngineImportsNoKubernetes keeps the delivery engine (everything under
@@ -91,5 +95,27 @@ func TestServingCertUsesOnlyTheCertificateSeamOfAPIServer(t *testing.T) {
 	}
 	if !found {
 		t.Errorf("internal/servingcert no longer imports %s: drop this test or update it", allowed)
+	}
+}
+
+// TestHTTPAPIUsesOnlyTheAuthInterfacesOfAPIServer keeps internal/httpapi's
+// use of Kubernetes to the interfaces through which it authenticates and
+// authorizes (the ones the aggregated API's delegating stack implements),
+// so that the HTTP door does not grow Kubernetes machinery of its own.
+func TestHTTPAPIUsesOnlyTheAuthInterfacesOfAPIServer(t *testing.T) {
+	cmd := exec.Command("go", "list", "-f", `{{join .Imports "\n"}}`, "github.com/hookkeeper/hookkeeper/internal/httpapi")
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("go list: %v\n%s", err, out)
+	}
+	allowed := map[string]bool{
+		"k8s.io/apiserver/pkg/authentication/authenticator": true,
+		"k8s.io/apiserver/pkg/authentication/user":          true,
+		"k8s.io/apiserver/pkg/authorization/authorizer":     true,
+	}
+	for _, imp := range strings.Fields(string(out)) {
+		if (strings.HasPrefix(imp, "k8s.io/") || strings.HasPrefix(imp, "sigs.k8s.io/")) && !allowed[imp] {
+			t.Errorf("internal/httpapi imports %s; only the authentication and authorization interfaces of k8s.io/apiserver are meant to be used", imp)
+		}
 	}
 }
