@@ -18,8 +18,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 )
 
-// from dials addr from the loopback address ip, a distinct source to the
-// connection cap.
+// from dials addr from the loopback address ip (any when empty), a
+// distinct source to the connection cap; the connection closes when the
+// test ends, and fails at the safety deadline.
 func from(t *testing.T, ip, addr string) net.Conn {
 	t.Helper()
 	d := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(ip)}, Timeout: safetyDeadline}
