@@ -164,7 +164,7 @@ func (o *apiOptions) buildAuth(cfg *rest.Config, log logr.Logger) (httpapi.Auth,
 			audiences = append(audiences, a)
 		}
 	}
-	return kubeauth.NewForConfig(cfg, kubeauth.Options{Audiences: audiences, Log: log,
+	return kubeauth.NewForConfig(cfg, kubeauth.Options{Audiences: audiences,
 		UnknownReviewsPerSourcePerSecond: o.newTokenReviewsPerSource,
 		UnknownReviewPerSourceBurst:      int(math.Ceil(2 * o.newTokenReviewsPerSource))})
 }

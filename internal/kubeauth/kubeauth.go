@@ -36,7 +36,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/go-logr/logr"
 	authnv1 "k8s.io/api/authentication/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -144,8 +143,6 @@ type Options struct {
 	// Now is the clock of the lanes; default time.Now. (The library's
 	// caches read the real clock.)
 	Now func() time.Time
-	// Log receives nothing sensitive; default discard.
-	Log logr.Logger
 }
 
 // Auth authenticates requests (authenticator.Request) and authorizes them

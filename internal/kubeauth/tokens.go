@@ -11,7 +11,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/go-logr/logr"
 	"k8s.io/apimachinery/pkg/util/cache"
 	"k8s.io/apiserver/pkg/authentication/authenticator"
 )
@@ -233,9 +232,6 @@ func defaults(opts *Options) error {
 	}
 	if opts.Now == nil {
 		opts.Now = time.Now
-	}
-	if opts.Log.GetSink() == nil {
-		opts.Log = logr.Discard()
 	}
 	return nil
 }
