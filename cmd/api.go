@@ -48,6 +48,7 @@ type apiOptions struct {
 	maxFanOut   int
 
 	maxConnections       int
+	maxUnprovenPerSource int
 	maxBodyBytesInFlight int64
 	// newTokenReviewsPerSource: first reviews of never-seen tokens a
 	// second from one client address; 0 takes kubeauth's default.
@@ -62,7 +63,8 @@ func (o *apiOptions) bindFlags(fs *flag.FlagSet) {
 	fs.StringVar(&o.certFile, "api-tls-cert-file", "", "PEM certificate (chain) the HTTP API serves, reloaded when it changes (a mounted kubernetes.io/tls Secret); with --api-tls-key-file.")
 	fs.StringVar(&o.keyFile, "api-tls-key-file", "", "PEM private key of --api-tls-cert-file.")
 	fs.IntVar(&o.maxFanOut, "max-fan-out", httpapi.DefaultMaxFanOut, "Most WebhookEndpoints one published event may be delivered to; an event whose type matches more endpoints in its namespace is refused whole (422 FanOutLimitExceeded), so that one publish cannot become an unbounded number of outbound requests.")
-	fs.IntVar(&o.maxConnections, "api-max-connections", httpapi.DefaultMaxConnections, "Most connections the HTTP API holds open. At the cap a new connection closes the oldest one not serving a request (still sending its headers, or idle), or is refused when all serve requests; sized with the header limits so that stalled clients cannot take the manager past its memory limit (docs/operations/sizing.md#memory).")
+	fs.IntVar(&o.maxConnections, "api-max-connections", httpapi.DefaultMaxConnections, "Most connections the HTTP API holds open, sized with the header limits so that stalled clients cannot take the manager past its memory limit (docs/operations/sizing.md#memory). At the cap a new connection closes the oldest unproven connection not serving a request (no request on it has authenticated) of the client address holding the most such connections, or is refused when there is none: a connection that authenticated is never closed for a new one.")
+	fs.IntVar(&o.maxUnprovenPerSource, "api-max-unproven-connections-per-source", httpapi.DefaultMaxUnprovenConnectionsPerSource, "Most connections of one client address (an IPv6 one by its /64) on which no request has authenticated yet; beyond it a new connection from that address closes the address's oldest such connection not serving a request, or is refused. Connections that authenticated do not count. Raise it when many clients reach the API through one proxy address.")
 	fs.Int64Var(&o.maxBodyBytesInFlight, "api-max-body-bytes-in-flight", httpapi.DefaultMaxBodyBytesInFlight, "Most bytes of request bodies the HTTP API reads or handles at once, each counted at its Content-Length; a request that does not fit is answered 503 Unavailable with Retry-After at once.")
 	fs.Float64Var(&o.newTokenReviewsPerSource, "api-new-token-reviews-per-source", kubeauth.DefaultUnknownReviewsPerSourcePerSecond, "With --api-auth=kubernetes: TokenReviews a second of bearer tokens never seen before, per client address (burst twice that; in total at most 50/s); beyond it such requests are answered 503 with Retry-After, while known tokens are unaffected. Raise it when many clients reach the API through one proxy address.")
 	fs.BoolVar(&o.selfSigned, "api-self-signed", false, "Serve the HTTP API over TLS with a certificate for 127.0.0.1, ::1 and localhost generated at start (local development; its SHA-256 fingerprint is logged).")
@@ -101,6 +103,9 @@ func (o *apiOptions) validate() error {
 	}
 	if o.maxConnections < 1 {
 		return fmt.Errorf("--api-max-connections=%d: want at least 1", o.maxConnections)
+	}
+	if o.maxUnprovenPerSource < 1 {
+		return fmt.Errorf("--api-max-unproven-connections-per-source=%d: want at least 1", o.maxUnprovenPerSource)
 	}
 	if o.maxBodyBytesInFlight < httpapi.DefaultMaxBodyBytes {
 		return fmt.Errorf("--api-max-body-bytes-in-flight=%d: want at least %d, the largest publish body, or no such publish could ever be read", o.maxBodyBytesInFlight, httpapi.DefaultMaxBodyBytes)
@@ -159,7 +164,7 @@ func (o *apiOptions) buildAuth(cfg *rest.Config, log logr.Logger) (httpapi.Auth,
 			audiences = append(audiences, a)
 		}
 	}
-	return kubeauth.NewForConfig(cfg, kubeauth.Options{Audiences: audiences, Log: log,
+	return kubeauth.NewForConfig(cfg, kubeauth.Options{Audiences: audiences,
 		UnknownReviewsPerSourcePerSecond: o.newTokenReviewsPerSource,
 		UnknownReviewPerSourceBurst:      int(math.Ceil(2 * o.newTokenReviewsPerSource))})
 }

@@ -51,6 +51,7 @@ func TestAPIFlagsValidate(t *testing.T) {
 		"provisioned and self-signed":   {addr: ":8090", auth: apiAuthKubernetes, selfSigned: true, provisioned: true},
 		"no fan-out at all":             {addr: "127.0.0.1:8090", auth: apiAuthKubernetes, maxFanOut: -1},
 		"no connections at all":         {addr: "127.0.0.1:8090", auth: apiAuthKubernetes, maxConnections: -1},
+		"no unproven connections":       {addr: "127.0.0.1:8090", auth: apiAuthKubernetes, maxUnprovenPerSource: -1},
 		"no room for a publish body":    {addr: "127.0.0.1:8090", auth: apiAuthKubernetes, maxBodyBytesInFlight: httpapi.DefaultMaxBodyBytes - 1},
 		"negative review rate":          {addr: "127.0.0.1:8090", auth: apiAuthKubernetes, newTokenReviewsPerSource: -1},
 	}
@@ -80,6 +81,9 @@ func withDefaultLimits(o *apiOptions) {
 	if o.maxBodyBytesInFlight == 0 {
 		o.maxBodyBytesInFlight = httpapi.DefaultMaxBodyBytesInFlight
 	}
+	if o.maxUnprovenPerSource == 0 {
+		o.maxUnprovenPerSource = httpapi.DefaultMaxUnprovenConnectionsPerSource
+	}
 }
 
 func TestAPIFlagsDefaults(t *testing.T) {
@@ -90,7 +94,8 @@ func TestAPIFlagsDefaults(t *testing.T) {
 		t.Fatal(err)
 	}
 	if o.auth != apiAuthKubernetes || o.addr != ":8090" || o.tls() || o.maxFanOut != httpapi.DefaultMaxFanOut ||
-		o.maxConnections != httpapi.DefaultMaxConnections || o.maxBodyBytesInFlight != httpapi.DefaultMaxBodyBytesInFlight ||
+		o.maxConnections != httpapi.DefaultMaxConnections || o.maxUnprovenPerSource != httpapi.DefaultMaxUnprovenConnectionsPerSource ||
+		o.maxBodyBytesInFlight != httpapi.DefaultMaxBodyBytesInFlight ||
 		o.newTokenReviewsPerSource != kubeauth.DefaultUnknownReviewsPerSourcePerSecond {
 		t.Errorf("defaults = %+v", o)
 	}

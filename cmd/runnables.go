@@ -48,9 +48,10 @@ func apiServer(o apiOptions, cfg *rest.Config, eng *engine.Engine, store ledger.
 		return nil, err
 	}
 	srv := httpapi.NewServer(o.addr, handler, httpapi.ServerOptions{
-		MaxConnections:       o.maxConnections,
-		MaxBodyBytesInFlight: o.maxBodyBytesInFlight,
-		Registerer:           ctrlmetrics.Registry,
+		MaxConnections:                  o.maxConnections,
+		MaxUnprovenConnectionsPerSource: o.maxUnprovenPerSource,
+		MaxBodyBytesInFlight:            o.maxBodyBytesInFlight,
+		Registerer:                      ctrlmetrics.Registry,
 	})
 	srv.TLSConfig = tlsConfig
 	scheme := "http"

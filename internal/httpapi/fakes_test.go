@@ -16,6 +16,8 @@ import (
 	"time"
 
 	"github.com/go-logr/logr/funcr"
+	"k8s.io/apiserver/pkg/authentication/authenticator"
+	"k8s.io/apiserver/pkg/authorization/authorizer"
 
 	"github.com/hookkeeper/hookkeeper/internal/ledger"
 )
@@ -157,24 +159,25 @@ type recordingAuth struct {
 	authzErr error
 }
 
-func (a *recordingAuth) Authenticate(r *http.Request) (Principal, error) {
+func (a *recordingAuth) AuthenticateRequest(r *http.Request) (*authenticator.Response, bool, error) {
 	if a.authnErr != nil {
-		return Principal{}, a.authnErr
+		return nil, false, a.authnErr
 	}
-	return a.StaticTokens.Authenticate(r)
+	return a.StaticTokens.AuthenticateRequest(r)
 }
 
-func (a *recordingAuth) Authorize(ctx context.Context, p Principal, acc Access) error {
+func (a *recordingAuth) Authorize(ctx context.Context, attrs authorizer.Attributes) (authorizer.Decision, string, error) {
 	a.mu.Lock()
-	a.accesses = append(a.accesses, acc)
+	a.accesses = append(a.accesses, Access{Verb: attrs.GetVerb(), APIGroup: attrs.GetAPIGroup(), Resource: attrs.GetResource(),
+		Subresource: attrs.GetSubresource(), Namespace: attrs.GetNamespace(), Name: attrs.GetName()})
 	a.mu.Unlock()
 	switch {
 	case a.authzErr != nil:
-		return a.authzErr
-	case a.deny, a.denyData && acc.Subresource == SubresourceData:
-		return fmt.Errorf("policy says no: %w", ErrForbidden)
+		return authorizer.DecisionNoOpinion, "", a.authzErr
+	case a.deny, a.denyData && attrs.GetSubresource() == SubresourceData:
+		return authorizer.DecisionDeny, "policy says no", nil
 	}
-	return a.StaticTokens.Authorize(ctx, p, acc)
+	return a.StaticTokens.Authorize(ctx, attrs)
 }
 
 // env is a handler over fakes, with a log that tests can search.

@@ -266,7 +266,7 @@ func TestUnauthenticatedAnswerAsksForBearer(t *testing.T) {
 func TestPublishChecksCreateEvents(t *testing.T) {
 	e := newEnv(t)
 	e.do(t, req{body: validBody})
-	want := []Access{{Verb: VerbCreate, Group: PublishGroup, Resource: ResourceEvents, Namespace: ns}}
+	want := []Access{{Verb: VerbCreate, APIGroup: PublishGroup, Resource: ResourceEvents, Namespace: ns}}
 	if !slices.Equal(e.auth.accesses, want) {
 		t.Errorf("accesses = %+v, want %+v", e.auth.accesses, want)
 	}

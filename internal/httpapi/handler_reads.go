@@ -2,7 +2,6 @@ package httpapi
 
 import (
 	"encoding/json"
-	"errors"
 	"fmt"
 	"net/http"
 	"net/url"
@@ -10,6 +9,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"k8s.io/apiserver/pkg/authorization/authorizer"
 
 	"github.com/hookkeeper/hookkeeper/internal/ledger"
 )
@@ -132,17 +133,15 @@ func (h *Handler) getEvent(w http.ResponseWriter, r *http.Request, ns string) er
 // mayReadData asks the Auth whether the caller may get webhookevents/data
 // in ns: the one permission both doors require for event data.
 func (h *Handler) mayReadData(r *http.Request, ns string) (bool, error) {
-	p, _ := principalFrom(r.Context())
-	err := h.cfg.Auth.Authorize(r.Context(), p, Access{
-		Verb: VerbGet, Group: HistoryGroup, Resource: ResourceWebhookEvents, Subresource: SubresourceData, Namespace: ns,
-	})
+	data := Access{Verb: VerbGet, APIGroup: HistoryGroup, Resource: ResourceWebhookEvents, Subresource: SubresourceData, Namespace: ns}
+	decision, _, err := h.cfg.Auth.Authorize(r.Context(), data.attributes(userFrom(r.Context())))
 	switch {
-	case err == nil:
+	case decision == authorizer.DecisionAllow:
 		return true, nil
-	case errors.Is(err, ErrForbidden):
-		return false, nil
+	case err != nil:
+		return false, authError(err)
 	default:
-		return false, authError(err, ErrForbidden, http.StatusForbidden, CodeForbidden, "")
+		return false, nil
 	}
 }
 

@@ -80,10 +80,10 @@ func TestGetEvent(t *testing.T) {
 	}
 	// The route needs get on webhookevents, the data get on
 	// webhookevents/data, as in the aggregated API.
-	data := Access{Verb: VerbGet, Group: HistoryGroup, Resource: ResourceWebhookEvents, Subresource: SubresourceData, Namespace: ns}
+	data := Access{Verb: VerbGet, APIGroup: HistoryGroup, Resource: ResourceWebhookEvents, Subresource: SubresourceData, Namespace: ns}
 	want := []Access{
-		{Verb: VerbGet, Group: HistoryGroup, Resource: ResourceWebhookEvents, Namespace: ns, Name: evtA}, data,
-		{Verb: VerbGet, Group: HistoryGroup, Resource: ResourceWebhookEvents, Namespace: ns, Name: evtS}, data,
+		{Verb: VerbGet, APIGroup: HistoryGroup, Resource: ResourceWebhookEvents, Namespace: ns, Name: evtA}, data,
+		{Verb: VerbGet, APIGroup: HistoryGroup, Resource: ResourceWebhookEvents, Namespace: ns, Name: evtS}, data,
 	}
 	if !slices.Equal(e.auth.accesses, want) {
 		t.Errorf("accesses %+v, want %+v", e.auth.accesses, want)
@@ -131,7 +131,7 @@ func TestGetDeliveryAndAttempts(t *testing.T) {
 	if a := decode[AttemptList](t, get(t, e, "/v1/namespaces/shop/deliveries/"+dlv1+"/attempts")); a.Items == nil || len(a.Items) != 0 {
 		t.Errorf("no attempts: %+v, want an empty list", a)
 	}
-	if got := e.auth.accesses[0]; got != (Access{Verb: VerbGet, Group: HistoryGroup, Resource: ResourceDeliveries, Namespace: ns, Name: dlv2}) {
+	if got := e.auth.accesses[0]; got != (Access{Verb: VerbGet, APIGroup: HistoryGroup, Resource: ResourceDeliveries, Namespace: ns, Name: dlv2}) {
 		t.Errorf("access = %+v", got)
 	}
 }

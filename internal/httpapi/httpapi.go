@@ -12,8 +12,9 @@
 // answer or log line carries an event's secrets, a request body or a token.
 //
 // The package depends on small interfaces (Publisher, Reader, Auth) rather
-// than on the engine or Kubernetes, so handler logic is tested without
-// either.
+// than on the engine: of Kubernetes it knows only k8s.io/apiserver's
+// authenticator and authorizer interfaces, which internal/kubeauth
+// implements, so handler logic is tested without either.
 package httpapi
 
 import (
@@ -25,6 +26,7 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	"k8s.io/apiserver/pkg/authorization/authorizer"
 
 	"github.com/hookkeeper/hookkeeper/internal/publish"
 )
@@ -83,13 +85,13 @@ type Handler struct {
 type handlerFunc func(w http.ResponseWriter, r *http.Request, namespace string) error
 
 type route struct {
-	method   string
-	path     string
-	verb     string
-	group    string
-	resource string
-	nameVar  string // path variable naming the object, if any
-	fn       handlerFunc
+	method string
+	path   string
+	// access is the permission the route needs; serve fills its namespace
+	// and name.
+	access  Access
+	nameVar string // path variable naming the object, if any
+	fn      handlerFunc
 }
 
 // New validates cfg, fills its defaults and returns the Handler.
@@ -115,13 +117,18 @@ func New(cfg Config) (*Handler, error) {
 	h := &Handler{cfg: cfg, core: core, mux: http.NewServeMux()}
 
 	const ns = "/v1/namespaces/{namespace}"
+	publish := Access{Verb: VerbCreate, APIGroup: PublishGroup, Resource: ResourceEvents}
+	// Reads ask what the aggregated API asks for the same read.
+	getEvent := Access{Verb: VerbGet, APIGroup: HistoryGroup, Resource: ResourceWebhookEvents}
+	listDeliveries := Access{Verb: VerbList, APIGroup: HistoryGroup, Resource: ResourceDeliveries}
+	getDelivery := Access{Verb: VerbGet, APIGroup: HistoryGroup, Resource: ResourceDeliveries}
 	routes := []route{
-		{http.MethodPost, ns + "/events", VerbCreate, PublishGroup, ResourceEvents, "", h.publish},
-		{http.MethodGet, ns + "/events/{id}", VerbGet, HistoryGroup, ResourceWebhookEvents, "id", h.getEvent},
-		{http.MethodGet, ns + "/deliveries", VerbList, HistoryGroup, ResourceDeliveries, "", h.listDeliveries},
-		{http.MethodGet, ns + "/deliveries/{id}", VerbGet, HistoryGroup, ResourceDeliveries, "id", h.getDelivery},
+		{http.MethodPost, ns + "/events", publish, "", h.publish},
+		{http.MethodGet, ns + "/events/{id}", getEvent, "id", h.getEvent},
+		{http.MethodGet, ns + "/deliveries", listDeliveries, "", h.listDeliveries},
+		{http.MethodGet, ns + "/deliveries/{id}", getDelivery, "id", h.getDelivery},
 		// Attempts are part of a delivery, as in the aggregated API's get.
-		{http.MethodGet, ns + "/deliveries/{id}/attempts", VerbGet, HistoryGroup, ResourceDeliveries, "id", h.listAttempts},
+		{http.MethodGet, ns + "/deliveries/{id}/attempts", getDelivery, "id", h.listAttempts},
 	}
 	for _, rt := range routes {
 		h.mux.Handle(rt.method+" "+rt.path, h.serve(rt))
@@ -194,35 +201,51 @@ func methodNotAllowed(allow string) http.HandlerFunc {
 
 // serve authenticates, validates the namespace, authorizes, runs rt.fn and
 // answers its error, in that order: an anonymous caller learns nothing
-// beyond 401.
+// beyond 401. A request that authenticated proves its connection (see
+// connLimiter): the connection cap no longer closes it for a stranger.
 func (h *Handler) serve(rt route) http.HandlerFunc {
 	pattern := rt.method + " " + rt.path
 	return func(w http.ResponseWriter, r *http.Request) {
 		ns := r.PathValue("namespace")
 		log := h.cfg.Log.WithValues("route", pattern, "namespace", ns)
 
-		p, err := h.cfg.Auth.Authenticate(r)
-		if err != nil {
-			h.fail(w, log, authError(err, ErrUnauthenticated, http.StatusUnauthorized, CodeUnauthenticated,
-				"a valid bearer token is required"))
+		resp, ok, err := h.cfg.Auth.AuthenticateRequest(r)
+		switch {
+		case err != nil && !ok:
+			h.fail(w, log, authError(err))
+			return
+		case !ok || resp == nil || resp.User == nil:
+			h.fail(w, log, newError(http.StatusUnauthorized, CodeUnauthenticated, "", "a valid bearer token is required"))
 			return
 		}
-		log = log.WithValues("user", p.Username)
+		if lc := requestConn(r.Context()); lc != nil {
+			lc.prove()
+		}
+		u := resp.User
+		log = log.WithValues("user", u.GetName())
 		if !validNamespace(ns) {
 			h.fail(w, log, badRequest(CodeInvalidField, "namespace",
 				"namespace must be a DNS-1123 label: at most 63 lower-case letters, digits or '-', starting and ending with a letter or digit"))
 			return
 		}
-		access := Access{Verb: rt.verb, Group: rt.group, Resource: rt.resource, Namespace: ns}
+		access := rt.access
+		access.Namespace = ns
 		if rt.nameVar != "" {
 			access.Name = r.PathValue(rt.nameVar)
 		}
-		if err := h.cfg.Auth.Authorize(r.Context(), p, access); err != nil {
-			h.fail(w, log, authError(err, ErrForbidden, http.StatusForbidden, CodeForbidden,
-				fmt.Sprintf("user %q may not %s %s in namespace %q", p.Username, rt.verb, rt.resource, ns)))
+		decision, reason, err := h.cfg.Auth.Authorize(r.Context(), access.attributes(u))
+		switch {
+		case decision == authorizer.DecisionAllow:
+		case err != nil:
+			h.fail(w, log, authError(err))
+			return
+		default:
+			log.V(1).Info("Not authorized", "access", access.String(), "reason", reason)
+			h.fail(w, log, newError(http.StatusForbidden, CodeForbidden, "",
+				"user %q may not %s in namespace %q", u.GetName(), access, ns))
 			return
 		}
-		if err := rt.fn(w, r.WithContext(withPrincipal(r.Context(), p)), ns); err != nil {
+		if err := rt.fn(w, r.WithContext(withUser(r.Context(), u)), ns); err != nil {
 			h.fail(w, log, err)
 		}
 	}

@@ -5,8 +5,8 @@ import "github.com/prometheus/client_golang/prometheus"
 // Reasons a connection or request is turned away by the server's limits,
 // as metric labels.
 const (
-	closeRefused = "refused" // at the connection cap with every connection serving a request
-	closeEvicted = "evicted" // the oldest connection not serving a request, closed for a new one
+	closeRefused = "refused" // at the connection cap with no unproven connection waiting to evict
+	closeEvicted = "evicted" // an unproven connection not serving a request, closed for a new one
 	refuseBodies = "body_memory"
 )
 
@@ -30,7 +30,7 @@ func newServerMetrics(reg prometheus.Registerer) *serverMetrics {
 		}),
 		closed: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "hookkeeper_api_connections_limited_total",
-			Help: "Connections closed by the connection cap, by reason: evicted (the oldest connection not serving a request, closed to admit a new one) or refused (a new connection, closed at once because every open one was serving a request).",
+			Help: "Connections closed by the connection caps, by reason: evicted (at --api-max-connections, the oldest unproven connection not serving a request of the address holding the most, closed to admit a new one), refused (a new connection at --api-max-connections with no such connection to evict), source_evicted and source_refused (the same at one address's --api-max-unproven-connections-per-source).",
 		}, []string{"reason"}),
 		reserved: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "hookkeeper_api_body_bytes_reserved",

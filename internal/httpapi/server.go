@@ -44,6 +44,11 @@ const (
 const (
 	DefaultMaxConnections       = 1024
 	DefaultMaxBodyBytesInFlight = 8 << 20
+	// DefaultMaxUnprovenConnectionsPerSource is an eighth of the default
+	// cap: one address stalling connections takes at most that share, and
+	// it takes eight addresses to reach the cap, where eviction starts with
+	// the address holding the most unproven connections.
+	DefaultMaxUnprovenConnectionsPerSource = 128
 )
 
 // ServerOptions bound what clients can make a Server hold. Zero values
@@ -51,6 +56,10 @@ const (
 type ServerOptions struct {
 	// MaxConnections bounds the open connections (see connLimiter).
 	MaxConnections int
+	// MaxUnprovenConnectionsPerSource bounds the open connections of one
+	// client address (an IPv6 one by its /64) on which no request has
+	// authenticated yet (see connLimiter).
+	MaxUnprovenConnectionsPerSource int
 	// MaxBodyBytesInFlight bounds the request bodies being read or handled
 	// at once, each counted at its Content-Length (MaxBodyBytes when the
 	// length is not declared); a request that does not fit is answered 503
@@ -67,6 +76,9 @@ func (o ServerOptions) withDefaults() ServerOptions {
 	if o.MaxConnections <= 0 {
 		o.MaxConnections = DefaultMaxConnections
 	}
+	if o.MaxUnprovenConnectionsPerSource <= 0 {
+		o.MaxUnprovenConnectionsPerSource = DefaultMaxUnprovenConnectionsPerSource
+	}
 	if o.MaxBodyBytesInFlight <= 0 {
 		o.MaxBodyBytesInFlight = DefaultMaxBodyBytesInFlight
 	}
@@ -81,8 +93,8 @@ func (o ServerOptions) withDefaults() ServerOptions {
 // connection cap on the listener.
 type Server struct {
 	*http.Server
-	maxConns int
-	metrics  *serverMetrics
+	maxConns, maxUnproven int
+	metrics               *serverMetrics
 }
 
 // serverTimeouts are the timeouts of a server from newServer; tests
@@ -128,19 +140,20 @@ func newServer(addr string, handler http.Handler, opts ServerOptions, t serverTi
 			MaxHeaderBytes:    ServerMaxHeaderBytes,
 			ConnContext:       withConn,
 		},
-		maxConns: opts.MaxConnections,
-		metrics:  m,
+		maxConns:    opts.MaxConnections,
+		maxUnproven: opts.MaxUnprovenConnectionsPerSource,
+		metrics:     m,
 	}
 }
 
 // Serve serves ln under the connection cap.
 func (s *Server) Serve(ln net.Listener) error {
-	return s.Server.Serve(newConnLimiter(ln, s.maxConns, s.metrics))
+	return s.Server.Serve(newConnLimiter(ln, s.maxConns, s.maxUnproven, s.metrics))
 }
 
 // ServeTLS serves ln over TLS under the connection cap.
 func (s *Server) ServeTLS(ln net.Listener, certFile, keyFile string) error {
-	return s.Server.ServeTLS(newConnLimiter(ln, s.maxConns, s.metrics), certFile, keyFile)
+	return s.Server.ServeTLS(newConnLimiter(ln, s.maxConns, s.maxUnproven, s.metrics), certFile, keyFile)
 }
 
 // ListenAndServe listens on s.Addr and serves it under the connection cap.

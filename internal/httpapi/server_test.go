@@ -49,15 +49,7 @@ func startServer(t *testing.T, srv *Server) string {
 // reads and writes fail at the safety deadline.
 func dial(t *testing.T, addr string) net.Conn {
 	t.Helper()
-	conn, err := net.Dial("tcp", addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = conn.Close() })
-	if err := conn.SetDeadline(time.Now().Add(safetyDeadline)); err != nil {
-		t.Fatal(err)
-	}
-	return conn
+	return from(t, "", addr)
 }
 
 // rawRequest is a GET whose request line and headers are exactly size

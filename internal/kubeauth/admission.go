@@ -9,7 +9,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/hookkeeper/hookkeeper/internal/httpapi"
+	"k8s.io/apimachinery/pkg/util/cache"
 )
 
 // Reviews go through one of two lanes (see docs/adr/0005):
@@ -23,7 +23,7 @@ import (
 //   - the unknown lane: first reviews of tokens never seen. Rate limited per
 //     source address and in total, bounded in concurrency, and never
 //     queued: a review that cannot start now is refused at once with
-//     httpapi.UnavailableError (503 and Retry-After), so a flood of random
+//     an *UnavailableError (503 and Retry-After), so a flood of random
 //     tokens is shed in microseconds instead of filling a queue that
 //     legitimate callers would wait in.
 type lane int
@@ -81,15 +81,15 @@ type admission struct {
 	lim     limits
 	mu      sync.Mutex
 	global  bucket
-	sources *ttlCache[*bucket]
+	sources *cache.LRUExpireCache // source → *bucket
 	unknown chan struct{}
 	known   chan struct{}
 }
 
-func newAdmission(lim limits) *admission {
+func newAdmission(lim limits, now func() time.Time) *admission {
 	return &admission{
 		lim:     lim,
-		sources: newTTLCache[*bucket](lim.maxSources),
+		sources: cache.NewLRUExpireCacheWithClock(lim.maxSources, clockFunc(now)),
 		unknown: make(chan struct{}, lim.maxUnknownSlots),
 		known:   make(chan struct{}, lim.maxKnownSlots),
 	}
@@ -103,14 +103,13 @@ func newAdmission(lim limits) *admission {
 func (a *admission) admitUnknown(source string, now time.Time) (ok bool, retryAfter time.Duration) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	k := sourceKey(source)
-	src, found := a.sources.get(k, now)
-	if !found {
-		src = &bucket{}
+	src := &bucket{}
+	if v, found := a.sources.Get(source); found {
+		src = v.(*bucket)
 	}
 	// A source's bucket is forgotten once it would be full again anyway.
 	keep := time.Duration(float64(a.lim.perSourceBurst)/a.lim.perSourceRate*float64(time.Second)) + time.Second
-	a.sources.put(k, src, keep, now)
+	a.sources.Add(source, src, keep)
 	src.refill(now, a.lim.perSourceRate, a.lim.perSourceBurst)
 	a.global.refill(now, a.lim.rate, a.lim.burst)
 	if w := max(src.wait(a.lim.perSourceRate), a.global.wait(a.lim.rate)); w > 0 {
@@ -131,7 +130,7 @@ func (a *admission) enter(ctx context.Context, l lane) (func(), error) {
 		case slots <- struct{}{}:
 			return func() { <-slots }, nil
 		default:
-			return nil, &httpapi.UnavailableError{RetryAfter: time.Second,
+			return nil, &UnavailableError{RetryAfter: time.Second,
 				Reason: "too many new bearer tokens are being reviewed"}
 		}
 	}
@@ -139,15 +138,11 @@ func (a *admission) enter(ctx context.Context, l lane) (func(), error) {
 	case slots <- struct{}{}:
 		return func() { <-slots }, nil
 	case <-ctx.Done():
-		return nil, &httpapi.UnavailableError{RetryAfter: time.Second,
+		return nil, &UnavailableError{RetryAfter: time.Second,
 			Reason: "token and permission reviews are overloaded",
 			Err:    fmt.Errorf("waiting for a review slot: %w", context.Cause(ctx))}
 	}
 }
-
-// sourceKey is the cache key of a source address (not a secret: an
-// unkeyed hash does).
-func sourceKey(source string) cacheKey { return keyer{}.key("source", source) }
 
 // sourceOf is the source a request is limited as: the peer address of its
 // connection, IPv6 addresses by their /64 (one host usually holds a whole

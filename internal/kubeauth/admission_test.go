@@ -11,8 +11,6 @@ import (
 	authzv1 "k8s.io/api/authorization/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-
-	"github.com/hookkeeper/hookkeeper/internal/httpapi"
 )
 
 // admitUnknown with an injected clock: per-source buckets, the global one,
@@ -55,8 +53,8 @@ func TestAdmitUnknown(t *testing.T) {
 		},
 	} {
 		t.Run(name, func(t *testing.T) {
-			a := newAdmission(lim)
 			now := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+			a := newAdmission(lim, func() time.Time { return now })
 			for i, s := range steps {
 				now = now.Add(s.advance)
 				ok, wait := a.admitUnknown(s.source, now)
@@ -71,12 +69,13 @@ func TestAdmitUnknown(t *testing.T) {
 // The sources remembered are bounded: the least recently seen is
 // forgotten (and starts again with a full bucket).
 func TestAdmitUnknownRemembersBoundedSources(t *testing.T) {
-	a := newAdmission(limits{rate: 1000, burst: 1000, perSourceRate: 1, perSourceBurst: 1, maxSources: 3, maxUnknownSlots: 1, maxKnownSlots: 1})
 	now := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+	a := newAdmission(limits{rate: 1000, burst: 1000, perSourceRate: 1, perSourceBurst: 1, maxSources: 3, maxUnknownSlots: 1, maxKnownSlots: 1},
+		func() time.Time { return now })
 	for i := range 10 {
 		a.admitUnknown(fmt.Sprintf("10.0.0.%d", i), now)
 	}
-	if n := a.sources.len(); n != 3 {
+	if n := len(a.sources.Keys()); n != 3 {
 		t.Errorf("sources remembered = %d, want 3", n)
 	}
 }
@@ -105,7 +104,7 @@ func TestSourceOf(t *testing.T) {
 // The unknown lane never waits; the known lane waits until its deadline,
 // then answers Unavailable.
 func TestEnterLanes(t *testing.T) {
-	a := newAdmission(limits{rate: 1, burst: 1, perSourceRate: 1, perSourceBurst: 1, maxSources: 1, maxUnknownSlots: 1, maxKnownSlots: 1})
+	a := newAdmission(limits{rate: 1, burst: 1, perSourceRate: 1, perSourceBurst: 1, maxSources: 1, maxUnknownSlots: 1, maxKnownSlots: 1}, time.Now)
 	releaseUnknown, err := a.enter(t.Context(), laneUnknown)
 	if err != nil {
 		t.Fatal(err)
@@ -146,7 +145,7 @@ func TestEnterLanes(t *testing.T) {
 }
 
 func isUnavailable(err error) bool {
-	ue, ok := errors.AsType[*httpapi.UnavailableError](err)
+	ue, ok := errors.AsType[*UnavailableError](err)
 	return ok && ue.RetryAfter > 0 && ue.Reason != ""
 }
 
@@ -174,42 +173,16 @@ func TestReviewFailure(t *testing.T) {
 		{apierrors.NewMethodNotSupported(gr, "create"), false, 0},
 	} {
 		err := reviewFailure("TokenReview", c.err)
-		ue, ok := errors.AsType[*httpapi.UnavailableError](err)
+		ue, ok := errors.AsType[*UnavailableError](err)
 		if ok != c.unavailable || (ok && ue.RetryAfter != c.retryAfter) {
 			t.Errorf("%v: %#v, want unavailable %v after %s", c.err, err, c.unavailable, c.retryAfter)
+		}
+		if !ok && !errors.Is(err, errReviewRefused) {
+			t.Errorf("%v: not marked as refused: %v", c.err, err)
 		}
 		if !errors.Is(err, c.err) {
 			t.Errorf("%v: the cause is lost: %v", c.err, err)
 		}
-	}
-}
-
-// Rejected tokens are cached apart from accepted ones: however many made-up
-// tokens are rejected, an accepted token stays cached.
-func TestRejectionsNeverEvictAcceptedTokens(t *testing.T) {
-	tr := &fakeTokenReviews{}
-	a := newAuth(t, tr, &fakeSARs{}, newClock(), func(o *Options) {
-		o.CacheSize = 4
-		o.UnknownReviewsPerSecond, o.UnknownReviewBurst = 1e6, 1e6
-		o.UnknownReviewsPerSourcePerSecond, o.UnknownReviewPerSourceBurst = 1e6, 1e6
-	})
-	if _, err := a.Authenticate(request(goodToken)); err != nil {
-		t.Fatal(err)
-	}
-	for i := range 100 {
-		if _, err := a.Authenticate(request(fmt.Sprintf("made-up-%d", i))); !errors.Is(err, httpapi.ErrUnauthenticated) {
-			t.Fatal(err)
-		}
-	}
-	before := tr.calls.Load()
-	if _, err := a.Authenticate(request(goodToken)); err != nil {
-		t.Fatal(err)
-	}
-	if n := tr.calls.Load() - before; n != 0 {
-		t.Errorf("the accepted token was reviewed again (%d TokenReviews): rejections evicted it", n)
-	}
-	if n := a.rejected.len(); n != 4 {
-		t.Errorf("rejections cached = %d, want the bound 4", n)
 	}
 }
 
@@ -221,11 +194,11 @@ func TestRejectionsNeverEvictAcceptedTokens(t *testing.T) {
 func TestFloodOfUnknownTokens(t *testing.T) {
 	tr, clock := &fakeTokenReviews{}, newClock()
 	sar := &fakeSARs{allowSet: func(authzv1.SubjectAccessReviewSpec) bool { return true }}
-	a := newAuth(t, tr, sar, clock, nil)
+	a := newAuth(t, tr, sar, clock, noTokenCache)
 	from := func(token, addr string) error {
 		r := request(token)
 		r.RemoteAddr = addr
-		_, err := a.Authenticate(r)
+		_, err := authenticate(t, a, r)
 		return err
 	}
 	flood := func(sources int) (rejected, shed int) {
@@ -233,7 +206,7 @@ func TestFloodOfUnknownTokens(t *testing.T) {
 		for i := range 1000 {
 			err := from(fmt.Sprintf("junk-%d-%d", sources, i), fmt.Sprintf("198.51.100.%d:4000", i%sources))
 			switch {
-			case errors.Is(err, httpapi.ErrUnauthenticated):
+			case err == errRejected:
 				rejected++
 			case isUnavailable(err):
 				shed++
@@ -252,7 +225,7 @@ func TestFloodOfUnknownTokens(t *testing.T) {
 		t.Errorf("a new valid token from another source during the flood: %v", err)
 	}
 
-	clock.Advance(DefaultAuthnTTL) // the valid token needs reviewing again; the global bucket is full again
+	clock.Advance(time.Minute) // the global bucket is full again
 	rejected, shed = flood(100)
 	if rejected != DefaultUnknownReviewBurst || shed != 1000-rejected {
 		t.Errorf("100 sources: %d reviewed and rejected, %d shed; want the global burst %d", rejected, shed, DefaultUnknownReviewBurst)
@@ -262,30 +235,9 @@ func TestFloodOfUnknownTokens(t *testing.T) {
 		t.Errorf("a known token, even from a flooding source, once the global limit is spent: %v", err)
 	}
 	if n := tr.calls.Load() - before; n != 1 {
-		t.Errorf("TokenReviews of the known token = %d, want 1 (its TTL had passed)", n)
+		t.Errorf("TokenReviews of the known token = %d, want 1 (the token cache is off)", n)
 	}
 	if err := from("another-new-token", "192.0.2.2:5000"); !isUnavailable(err) {
 		t.Errorf("a new token once the global limit is spent: %v, want Unavailable with Retry-After", err)
-	}
-}
-
-// A known token that is revoked is rejected on its next review and is no
-// longer known: later reviews go through the unknown lane's limits.
-func TestRevokedTokenIsForgotten(t *testing.T) {
-	tr, clock := &fakeTokenReviews{}, newClock()
-	a := newAuth(t, tr, &fakeSARs{}, clock, nil)
-	if _, err := a.Authenticate(request(goodToken)); err != nil {
-		t.Fatal(err)
-	}
-	if a.authn.len() != 1 {
-		t.Fatalf("accepted tokens = %d", a.authn.len())
-	}
-	clock.Advance(DefaultAuthnTTL)
-	tr.reject.Store(true)
-	if _, err := a.Authenticate(request(goodToken)); !errors.Is(err, httpapi.ErrUnauthenticated) {
-		t.Fatalf("revoked: %v", err)
-	}
-	if a.authn.len() != 0 || a.rejected.len() != 1 {
-		t.Errorf("after the rejection: %d accepted, %d rejected; want 0, 1", a.authn.len(), a.rejected.len())
 	}
 }

@@ -22,6 +22,10 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apiserver/pkg/authentication/user"
+	"k8s.io/apiserver/pkg/authorization/authorizer"
+	authorizationv1 "k8s.io/client-go/kubernetes/typed/authorization/v1"
+	"k8s.io/client-go/rest"
 
 	"github.com/hookkeeper/hookkeeper/internal/httpapi"
 	"github.com/hookkeeper/hookkeeper/internal/ledger"
@@ -103,27 +107,41 @@ func (f *fakeTokenReviews) Create(ctx context.Context, tr *authnv1.TokenReview, 
 	return out, nil
 }
 
-// fakeSARs allows what allow says, fails with err when set, and records
-// the reviews.
+// fakeSARs is a SubjectAccessReview API on loopback, for the library's
+// delegating authorizer (which posts to the REST endpoint itself): it
+// allows what allowSet says, fails with err when set, and records the
+// reviews.
 type fakeSARs struct {
 	mu       sync.Mutex
 	specs    []authzv1.SubjectAccessReviewSpec
-	err      error
+	err      *apierrors.StatusError
 	evalErr  string
 	allowSet func(authzv1.SubjectAccessReviewSpec) bool
 }
 
-func (f *fakeSARs) Create(_ context.Context, sar *authzv1.SubjectAccessReview, _ metav1.CreateOptions) (*authzv1.SubjectAccessReview, error) {
+func (f *fakeSARs) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	var sar authzv1.SubjectAccessReview
+	if r.Method != http.MethodPost || r.URL.Path != "/apis/authorization.k8s.io/v1/subjectaccessreviews" ||
+		json.NewDecoder(r.Body).Decode(&sar) != nil {
+		http.Error(w, "unexpected request", http.StatusBadRequest)
+		return
+	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	f.specs = append(f.specs, *sar.Spec.DeepCopy())
+	f.specs = append(f.specs, sar.Spec)
+	w.Header().Set("Content-Type", "application/json")
 	if f.err != nil {
-		return nil, f.err
+		st := f.err.Status()
+		st.Kind, st.APIVersion = "Status", "v1"
+		// No Retry-After header: client-go would wait for it and retry.
+		w.WriteHeader(int(st.Code))
+		_ = json.NewEncoder(w).Encode(st)
+		return
 	}
-	out := sar.DeepCopy()
-	out.Status.Allowed = f.allowSet != nil && f.allowSet(sar.Spec)
-	out.Status.EvaluationError = f.evalErr
-	return out, nil
+	sar.APIVersion, sar.Kind = "authorization.k8s.io/v1", "SubjectAccessReview"
+	sar.Status.Allowed = f.allowSet != nil && f.allowSet(sar.Spec)
+	sar.Status.EvaluationError = f.evalErr
+	_ = json.NewEncoder(w).Encode(&sar)
 }
 
 func (f *fakeSARs) count() int {
@@ -140,7 +158,13 @@ func (f *fakeSARs) last() authzv1.SubjectAccessReviewSpec {
 
 func newAuth(t *testing.T, tr *fakeTokenReviews, sar *fakeSARs, clock *fakeClock, mod func(*Options)) *Auth {
 	t.Helper()
-	opts := Options{TokenReviews: tr, SubjectAccessReviews: sar, Now: clock.Now}
+	srv := httptest.NewServer(sar)
+	t.Cleanup(srv.Close)
+	sars, err := authorizationv1.NewForConfig(&rest.Config{Host: srv.URL})
+	if err != nil {
+		t.Fatal(err)
+	}
+	opts := Options{TokenReviews: tr, SubjectAccessReviews: sars, Now: clock.Now}
 	if mod != nil {
 		mod(&opts)
 	}
@@ -151,6 +175,10 @@ func newAuth(t *testing.T, tr *fakeTokenReviews, sar *fakeSARs, clock *fakeClock
 	return a
 }
 
+// noTokenCache turns the library's token cache off, so that every call
+// reaches the lanes.
+func noTokenCache(o *Options) { o.AuthnTTL, o.AuthnNegativeTTL = -1, -1 }
+
 func request(token string) *http.Request {
 	r := httptest.NewRequest(http.MethodGet, "/", nil)
 	if token != "" {
@@ -159,61 +187,50 @@ func request(token string) *http.Request {
 	return r
 }
 
+func authenticate(t *testing.T, a *Auth, r *http.Request) (user.Info, error) {
+	t.Helper()
+	resp, ok, err := a.AuthenticateRequest(r)
+	switch {
+	case ok && err == nil && resp != nil && resp.User != nil:
+		return resp.User, nil
+	case ok || resp != nil:
+		t.Fatalf("AuthenticateRequest = %v, %v, %v", resp, ok, err)
+	case err == nil:
+		return nil, errRejected
+	}
+	return nil, err
+}
+
+var errRejected = errors.New("rejected")
+
 func TestNewRequiresClients(t *testing.T) {
 	if _, err := New(Options{}); err == nil {
 		t.Error("New without clients succeeded")
 	}
 }
 
-func TestAuthenticateCachesAcceptedTokensFor30s(t *testing.T) {
-	tr, clock := &fakeTokenReviews{}, newClock()
-	a := newAuth(t, tr, &fakeSARs{}, clock, nil)
-
-	p, err := a.Authenticate(request(goodToken))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if p.Username != "system:serviceaccount:shop:producer" || p.UID != "uid-1" || len(p.Groups) != 3 ||
-		!slices.Equal(p.Extra["authentication.kubernetes.io/pod-name"], []string{"producer-7d9"}) {
-		t.Errorf("principal = %+v", p)
-	}
-	p.Groups[0] = "system:masters" // the caller's copy: must not change the cache
-	clock.Advance(DefaultAuthnTTL - time.Second)
-	p, err = a.Authenticate(request(goodToken))
-	if err != nil || p.Groups[0] != "system:serviceaccounts" {
-		t.Fatalf("cached: %+v, %v", p, err)
-	}
-	if n := tr.calls.Load(); n != 1 {
-		t.Errorf("TokenReviews within the TTL = %d, want 1", n)
-	}
-	clock.Advance(time.Second)
-	if _, err := a.Authenticate(request(goodToken)); err != nil {
-		t.Fatal(err)
-	}
-	if n := tr.calls.Load(); n != 2 {
-		t.Errorf("TokenReviews after the TTL = %d, want 2", n)
-	}
-}
-
-func TestAuthenticateCachesRejectedTokensFor5s(t *testing.T) {
-	tr, clock := &fakeTokenReviews{}, newClock()
-	a := newAuth(t, tr, &fakeSARs{}, clock, nil)
-
+// The library's token cache answers an accepted token, and a rejected one,
+// without a second review.
+func TestAuthenticateCachesAcceptedAndRejectedTokens(t *testing.T) {
+	tr := &fakeTokenReviews{}
+	a := newAuth(t, tr, &fakeSARs{}, newClock(), nil)
 	for range 3 {
-		_, err := a.Authenticate(request(badToken))
-		if !errors.Is(err, httpapi.ErrUnauthenticated) {
+		u, err := authenticate(t, a, request(goodToken))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if u.GetName() != "system:serviceaccount:shop:producer" || u.GetUID() != "uid-1" || len(u.GetGroups()) != 3 ||
+			!slices.Equal(u.GetExtra()["authentication.kubernetes.io/pod-name"], []string{"producer-7d9"}) {
+			t.Errorf("user = %+v", u)
+		}
+	}
+	for range 3 {
+		if _, err := authenticate(t, a, request(badToken)); err != errRejected {
 			t.Fatalf("bad token: %v", err)
 		}
 	}
-	if n := tr.calls.Load(); n != 1 {
-		t.Errorf("TokenReviews within the negative TTL = %d, want 1", n)
-	}
-	clock.Advance(DefaultAuthnNegativeTTL)
-	if _, err := a.Authenticate(request(badToken)); !errors.Is(err, httpapi.ErrUnauthenticated) {
-		t.Fatal(err)
-	}
 	if n := tr.calls.Load(); n != 2 {
-		t.Errorf("TokenReviews after the negative TTL = %d, want 2", n)
+		t.Errorf("TokenReviews = %d, want 2 (one per token)", n)
 	}
 }
 
@@ -225,7 +242,7 @@ func TestAuthenticateWithoutTokenAsksNobody(t *testing.T) {
 		if h != "" {
 			r.Header.Set("Authorization", h)
 		}
-		if _, err := a.Authenticate(r); !errors.Is(err, httpapi.ErrUnauthenticated) {
+		if _, err := authenticate(t, a, r); err != errRejected {
 			t.Errorf("Authorization %q: %v", h, err)
 		}
 	}
@@ -235,12 +252,12 @@ func TestAuthenticateWithoutTokenAsksNobody(t *testing.T) {
 }
 
 func TestAuthenticateAPIErrorIsUnavailableUncachedAndRedacted(t *testing.T) {
-	tr, clock := &fakeTokenReviews{}, newClock()
+	tr := &fakeTokenReviews{}
 	tr.err = fmt.Errorf("connection refused while sending %s", goodToken) // a careless error
-	a := newAuth(t, tr, &fakeSARs{}, clock, nil)
+	a := newAuth(t, tr, &fakeSARs{}, newClock(), nil)
 
-	_, err := a.Authenticate(request(goodToken))
-	if ue, ok := errors.AsType[*httpapi.UnavailableError](err); !ok || ue.RetryAfter <= 0 {
+	_, err := authenticate(t, a, request(goodToken))
+	if !isUnavailable(err) {
 		t.Fatalf("err = %v, want an UnavailableError with a Retry-After", err)
 	}
 	if strings.Contains(fmt.Sprintf("%v %+v %#v", err, err, err), goodToken) {
@@ -250,7 +267,7 @@ func TestAuthenticateAPIErrorIsUnavailableUncachedAndRedacted(t *testing.T) {
 		t.Errorf("the error lost its cause: %v", err)
 	}
 	tr.err = nil
-	if _, err := a.Authenticate(request(goodToken)); err != nil {
+	if _, err := authenticate(t, a, request(goodToken)); err != nil {
 		t.Fatalf("after the API server recovered: %v", err)
 	}
 	if n := tr.calls.Load(); n != 2 {
@@ -258,34 +275,79 @@ func TestAuthenticateAPIErrorIsUnavailableUncachedAndRedacted(t *testing.T) {
 	}
 }
 
-func TestCachesNeverHoldTheToken(t *testing.T) {
-	tr := &fakeTokenReviews{}
-	sar := &fakeSARs{allowSet: func(authzv1.SubjectAccessReviewSpec) bool { return true }}
-	a := newAuth(t, tr, sar, newClock(), nil)
-	p, err := a.Authenticate(request(goodToken))
-	if err != nil {
-		t.Fatal(err)
+// A token that authenticated is re-reviewed in the known lane, past the
+// unknown lane's limits of its source; once revoked it is known no more.
+func TestKnownTokensTakeTheKnownLane(t *testing.T) {
+	tr, clock := &fakeTokenReviews{}, newClock()
+	a := newAuth(t, tr, &fakeSARs{}, clock, func(o *Options) {
+		noTokenCache(o)
+		o.UnknownReviewsPerSourcePerSecond, o.UnknownReviewPerSourceBurst = 1, 1
+	})
+	if _, err := authenticate(t, a, request(goodToken)); err != nil {
+		t.Fatal(err) // the source's one unknown review
 	}
-	_, _ = a.Authenticate(request(badToken))
-	if err := a.Authorize(t.Context(), p, httpapi.Access{Verb: httpapi.VerbCreate, Group: httpapi.PublishGroup, Resource: httpapi.ResourceEvents, Namespace: "shop"}); err != nil {
-		t.Fatal(err)
+	if _, err := authenticate(t, a, request("never-seen-token")); !isUnavailable(err) {
+		t.Fatalf("a second new token from the source: %v, want shed", err)
 	}
-	if a.authn.len() != 1 || a.rejected.len() != 1 || a.authz.len() != 1 {
-		t.Fatalf("cache sizes = %d, %d, %d", a.authn.len(), a.rejected.len(), a.authz.len())
-	}
-
-	// Everything the Auth holds, printed every way, and every key.
-	var dump strings.Builder
-	fmt.Fprintf(&dump, "%#v\n%+v\n", a.opts, a.opts)
-	for _, c := range []interface {
-		dump() (keys []cacheKey, values string)
-	}{a.authn, a.rejected, a.authz, a.adm.sources} {
-		keys, values := c.dump()
-		dump.WriteString(values)
-		for _, k := range keys {
-			dump.Write(k[:])
-			dump.WriteString(hex.EncodeToString(k[:]))
+	for range 3 {
+		if _, err := authenticate(t, a, request(goodToken)); err != nil {
+			t.Fatalf("the known token: %v", err)
 		}
+	}
+	if n := tr.calls.Load(); n != 4 {
+		t.Errorf("TokenReviews = %d, want 4 (the cache is off)", n)
+	}
+	tr.reject.Store(true)
+	if _, err := authenticate(t, a, request(goodToken)); err != errRejected {
+		t.Fatalf("revoked: %v", err)
+	}
+	if _, err := authenticate(t, a, request(goodToken)); !isUnavailable(err) {
+		t.Errorf("the revoked token again: %v, want the unknown lane's refusal", err)
+	}
+	clock.Advance(DefaultKnownTokenTTL)
+	tr.reject.Store(false)
+	if _, err := authenticate(t, a, request(goodToken)); err != nil {
+		t.Fatal(err) // unknown again, with the source's bucket refilled
+	}
+	clock.Advance(DefaultKnownTokenTTL + time.Second)
+	if _, err := authenticate(t, a, request("never-seen-token")); err != errRejected {
+		t.Fatal(err)
+	}
+	if _, err := authenticate(t, a, request(goodToken)); !isUnavailable(err) {
+		t.Errorf("a token known longer ago than KnownTokenTTL: %v, want the unknown lane's refusal", err)
+	}
+}
+
+// What the lanes hold is keyed by HMACs: no token, nor its plain hash.
+func TestLanesNeverHoldTheToken(t *testing.T) {
+	tr := &fakeTokenReviews{block: make(chan struct{})}
+	a := newAuth(t, tr, &fakeSARs{}, newClock(), nil)
+	done := make(chan error)
+	go func() {
+		_, err := authenticate(t, a, request(goodToken))
+		done <- err
+	}()
+	for tr.calls.Load() == 0 {
+		time.Sleep(time.Millisecond) // polling for the review to start
+	}
+	var dump strings.Builder
+	a.lanes.sources.mu.Lock()
+	for k, ws := range a.lanes.sources.m {
+		fmt.Fprintf(&dump, "%s %x %+v\n", k[:], k[:], *ws)
+	}
+	a.lanes.sources.mu.Unlock()
+	close(tr.block)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	_, _ = authenticate(t, a, request(badToken))
+	fmt.Fprintf(&dump, "%#v\n%+v\n", a.opts, a.opts)
+	for _, k := range a.lanes.known.Keys() {
+		k := k.(cacheKey)
+		fmt.Fprintf(&dump, "%s %x\n", k[:], k[:])
+	}
+	if !strings.Contains(dump.String(), "192.0.2.1") || len(a.lanes.known.Keys()) != 1 {
+		t.Fatalf("the dump missed the lanes' state:\n%s", dump.String())
 	}
 	for _, token := range []string{goodToken, badToken} {
 		sum := sha256.Sum256([]byte(token))
@@ -294,47 +356,6 @@ func TestCachesNeverHoldTheToken(t *testing.T) {
 				t.Errorf("the Auth holds the token %q (or its plain SHA-256)", token)
 			}
 		}
-	}
-}
-
-// dump returns the keys and a printout of the values, for tests.
-func (c *ttlCache[V]) dump() ([]cacheKey, string) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	var keys []cacheKey
-	var b strings.Builder
-	for el := c.order.Front(); el != nil; el = el.Next() {
-		e := el.Value.(*cacheEntry[V])
-		keys = append(keys, e.key)
-		fmt.Fprintf(&b, "%#v\n", *e)
-	}
-	return keys, b.String()
-}
-
-func TestCacheIsBoundedLeastRecentlyUsed(t *testing.T) {
-	c, now := newTTLCache[int](2), time.Now()
-	k := keyer{secret: []byte("k")}
-	c.put(k.key("a"), 1, time.Minute, now)
-	c.put(k.key("b"), 2, time.Minute, now)
-	if _, ok := c.get(k.key("a"), now); !ok { // a is now the most recent
-		t.Fatal("a missing")
-	}
-	c.put(k.key("c"), 3, time.Minute, now)
-	if c.len() != 2 {
-		t.Errorf("len = %d, want 2", c.len())
-	}
-	if _, ok := c.get(k.key("b"), now); ok {
-		t.Error("b, the least recently used, was kept")
-	}
-	if v, ok := c.get(k.key("a"), now); !ok || v != 1 {
-		t.Error("a was evicted")
-	}
-	if v, ok := c.get(k.key("c"), now.Add(time.Minute)); ok {
-		t.Errorf("c after its TTL = %d", v)
-	}
-	c.put(k.key("d"), 4, 0, now)
-	if _, ok := c.get(k.key("d"), now); ok {
-		t.Error("a zero TTL was cached")
 	}
 }
 
@@ -355,7 +376,7 @@ func TestAuthenticateCoalescesConcurrentReviews(t *testing.T) {
 	errs := make(chan error, n)
 	for range n {
 		go func() {
-			_, err := a.Authenticate(request(goodToken))
+			_, err := authenticate(t, a, request(goodToken))
 			errs <- err
 		}()
 	}
@@ -366,29 +387,15 @@ func TestAuthenticateCoalescesConcurrentReviews(t *testing.T) {
 			t.Error(err)
 		}
 	}
-	// A late goroutine either joins the review in flight or finds its
-	// result cached (it is cached before the flight ends).
 	if c := tr.calls.Load(); c != 1 {
 		t.Errorf("TokenReviews for %d concurrent requests = %d, want 1", n, c)
-	}
-}
-
-func TestAuthenticateWaiterGivesUp(t *testing.T) {
-	tr := &fakeTokenReviews{block: make(chan struct{})}
-	defer close(tr.block)
-	a := newAuth(t, tr, &fakeSARs{}, newClock(), nil)
-	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Millisecond)
-	defer cancel()
-	_, err := a.Authenticate(request(goodToken).WithContext(ctx))
-	if !errors.Is(err, context.DeadlineExceeded) {
-		t.Errorf("err = %v", err)
 	}
 }
 
 func TestAudiences(t *testing.T) {
 	tr := &fakeTokenReviews{}
 	a := newAuth(t, tr, &fakeSARs{}, newClock(), func(o *Options) { o.Audiences = []string{"hookkeeper"} })
-	if _, err := a.Authenticate(request(goodToken)); err != nil {
+	if _, err := authenticate(t, a, request(goodToken)); err != nil {
 		t.Fatal(err)
 	}
 	if !slices.Equal(tr.lastSpec.Audiences, []string{"hookkeeper"}) {
@@ -397,135 +404,65 @@ func TestAudiences(t *testing.T) {
 
 	tr = &fakeTokenReviews{audiences: []string{"https://kubernetes.default.svc"}}
 	a = newAuth(t, tr, &fakeSARs{}, newClock(), func(o *Options) { o.Audiences = []string{"hookkeeper"} })
-	if _, err := a.Authenticate(request(goodToken)); !errors.Is(err, httpapi.ErrUnauthenticated) {
+	if _, err := authenticate(t, a, request(goodToken)); err != errRejected {
 		t.Errorf("a token of another audience: %v", err)
 	}
 }
 
-func TestAuthorizeAsksForTheMappedPermission(t *testing.T) {
-	sar := &fakeSARs{allowSet: func(authzv1.SubjectAccessReviewSpec) bool { return true }}
+// The library's delegating authorizer gets the attributes as they are
+// (group and subresource included) with the whole user, and caches its
+// decisions.
+func TestAuthorizeAsksForTheAttributes(t *testing.T) {
+	sar := &fakeSARs{allowSet: func(s authzv1.SubjectAccessReviewSpec) bool { return s.ResourceAttributes.Namespace == "shop" }}
 	a := newAuth(t, &fakeTokenReviews{}, sar, newClock(), nil)
-	p, err := a.Authenticate(request(goodToken))
+	u, err := authenticate(t, a, request(goodToken))
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, tc := range []struct {
-		access httpapi.Access
-		want   authzv1.ResourceAttributes
-	}{
-		{httpapi.Access{Verb: httpapi.VerbCreate, Group: httpapi.PublishGroup, Resource: httpapi.ResourceEvents, Namespace: "shop"},
-			authzv1.ResourceAttributes{Namespace: "shop", Verb: "create", Group: "hookkeeper.dev", Resource: "events"}},
-		{httpapi.Access{Verb: httpapi.VerbGet, Group: httpapi.HistoryGroup, Resource: httpapi.ResourceWebhookEvents, Namespace: "shop", Name: "evt_1"},
-			authzv1.ResourceAttributes{Namespace: "shop", Verb: "get", Group: "delivery.hookkeeper.dev", Resource: "webhookevents", Name: "evt_1"}},
-		{httpapi.Access{Verb: httpapi.VerbGet, Group: httpapi.HistoryGroup, Resource: httpapi.ResourceWebhookEvents, Subresource: httpapi.SubresourceData, Namespace: "shop"},
-			authzv1.ResourceAttributes{Namespace: "shop", Verb: "get", Group: "delivery.hookkeeper.dev", Resource: "webhookevents", Subresource: "data"}},
-		{httpapi.Access{Verb: httpapi.VerbList, Group: httpapi.HistoryGroup, Resource: httpapi.ResourceDeliveries, Namespace: "tools"},
-			authzv1.ResourceAttributes{Namespace: "tools", Verb: "list", Group: "delivery.hookkeeper.dev", Resource: "deliveries"}},
-	} {
-		if err := a.Authorize(t.Context(), p, tc.access); err != nil {
-			t.Fatalf("%+v: %v", tc.access, err)
-		}
-		got := sar.last()
-		if got.ResourceAttributes == nil || *got.ResourceAttributes != tc.want {
-			t.Errorf("%+v: resource attributes = %+v, want %+v", tc.access, got.ResourceAttributes, tc.want)
-		}
-		if got.User != p.Username || got.UID != p.UID || !slices.Equal(got.Groups, p.Groups) ||
-			!slices.Equal([]string(got.Extra["authentication.kubernetes.io/pod-name"]), []string{"producer-7d9"}) {
-			t.Errorf("user info = %+v", got)
+	read := authorizer.AttributesRecord{User: u, Verb: "get", APIGroup: "delivery.hookkeeper.dev", Resource: "webhookevents",
+		Subresource: "data", Namespace: "shop", Name: "evt_1", ResourceRequest: true}
+	for range 3 {
+		if d, _, err := a.Authorize(t.Context(), read); d != authorizer.DecisionAllow || err != nil {
+			t.Fatalf("Authorize = %v, %v", d, err)
 		}
 	}
-
-	// An access that does not name a whole permission is refused without
-	// asking.
-	before := sar.count()
-	for _, acc := range []httpapi.Access{
-		{Verb: httpapi.VerbCreate, Resource: httpapi.ResourceEvents, Namespace: "shop"},
-		{Group: httpapi.PublishGroup, Resource: httpapi.ResourceEvents, Namespace: "shop"},
-		{Verb: httpapi.VerbCreate, Group: httpapi.PublishGroup, Namespace: "shop"},
-		{Verb: httpapi.VerbCreate, Group: httpapi.PublishGroup, Resource: httpapi.ResourceEvents},
-	} {
-		if err := a.Authorize(t.Context(), p, acc); !errors.Is(err, httpapi.ErrForbidden) {
-			t.Errorf("%+v: %v", acc, err)
-		}
+	want := authzv1.ResourceAttributes{Namespace: "shop", Verb: "get", Group: "delivery.hookkeeper.dev", Resource: "webhookevents",
+		Subresource: "data", Name: "evt_1"}
+	got := sar.last()
+	if got.ResourceAttributes == nil || *got.ResourceAttributes != want {
+		t.Errorf("resource attributes = %+v, want %+v", got.ResourceAttributes, want)
 	}
-	if sar.count() != before {
-		t.Error("an unmapped access was reviewed")
+	if got.User != u.GetName() || got.UID != u.GetUID() || !slices.Equal(got.Groups, u.GetGroups()) ||
+		!slices.Equal([]string(got.Extra["authentication.kubernetes.io/pod-name"]), []string{"producer-7d9"}) {
+		t.Errorf("user info = %+v", got)
+	}
+	other := read
+	other.Namespace = "other"
+	if d, _, err := a.Authorize(t.Context(), other); d == authorizer.DecisionAllow || err != nil {
+		t.Errorf("another namespace: %v, %v", d, err)
+	}
+	if n := sar.count(); n != 2 {
+		t.Errorf("SubjectAccessReviews = %d, want 2 (decisions are cached)", n)
 	}
 }
 
-func TestAuthorizeCachesDecisions(t *testing.T) {
-	var allowed atomic.Bool
-	sar := &fakeSARs{allowSet: func(authzv1.SubjectAccessReviewSpec) bool { return allowed.Load() }}
-	clock := newClock()
-	a := newAuth(t, &fakeTokenReviews{}, sar, clock, nil)
-	p := httpapi.Principal{Username: "alice", Groups: []string{"b", "a"}}
-	publish := httpapi.Access{Verb: httpapi.VerbCreate, Group: httpapi.PublishGroup, Resource: httpapi.ResourceEvents, Namespace: "shop"}
-
-	if err := a.Authorize(t.Context(), p, publish); !errors.Is(err, httpapi.ErrForbidden) {
-		t.Fatalf("denied: %v", err)
-	}
-	allowed.Store(true) // a RoleBinding is created
-	clock.Advance(DefaultAuthzNegativeTTL - time.Millisecond)
-	if err := a.Authorize(t.Context(), p, publish); !errors.Is(err, httpapi.ErrForbidden) {
-		t.Fatalf("denial within its TTL: %v", err)
-	}
-	clock.Advance(time.Millisecond)
-	if err := a.Authorize(t.Context(), p, publish); err != nil {
-		t.Fatalf("after the negative TTL: %v", err)
-	}
-	if sar.count() != 2 {
-		t.Errorf("SARs = %d, want 2", sar.count())
-	}
-	allowed.Store(false) // the RoleBinding is removed
-	clock.Advance(DefaultAuthzTTL - time.Millisecond)
-	if err := a.Authorize(t.Context(), p, publish); err != nil {
-		t.Fatalf("allowed within its TTL: %v", err)
-	}
-	// The same groups in another order share the decision; anything else
-	// that matters does not.
-	if err := a.Authorize(t.Context(), httpapi.Principal{Username: "alice", Groups: []string{"a", "b"}}, publish); err != nil {
-		t.Fatalf("same groups reordered: %v", err)
-	}
-	for _, other := range []httpapi.Principal{
-		{Username: "alice", Groups: []string{"a"}},
-		{Username: "alice", Groups: []string{"a", "b"}, UID: "u"},
-		{Username: "alice", Groups: []string{"a", "b"}, Extra: map[string][]string{"x": {"y"}}},
-		{Username: "bob", Groups: []string{"a", "b"}},
-	} {
-		if err := a.Authorize(t.Context(), other, publish); !errors.Is(err, httpapi.ErrForbidden) {
-			t.Errorf("%+v shared alice's decision: %v", other, err)
-		}
-	}
-	if err := a.Authorize(t.Context(), p, httpapi.Access{Verb: httpapi.VerbCreate, Group: httpapi.PublishGroup, Resource: httpapi.ResourceEvents, Namespace: "other"}); !errors.Is(err, httpapi.ErrForbidden) {
-		t.Errorf("another namespace shared the decision: %v", err)
-	}
-	clock.Advance(time.Millisecond)
-	if err := a.Authorize(t.Context(), p, publish); !errors.Is(err, httpapi.ErrForbidden) {
-		t.Errorf("after the TTL: %v", err)
-	}
-}
-
-func TestAuthorizeEvaluationErrorDeniesWithoutCaching(t *testing.T) {
-	sar := &fakeSARs{evalErr: "webhook authorizer timed out"}
+// A SubjectAccessReview the API server could not do is Unavailable, with
+// its Retry-After; one it refused is an internal error.
+func TestAuthorizeAPIErrors(t *testing.T) {
+	sar := &fakeSARs{err: apierrors.NewTooManyRequests("throttled", 7)}
 	a := newAuth(t, &fakeTokenReviews{}, sar, newClock(), nil)
-	p := httpapi.Principal{Username: "alice"}
-	publish := httpapi.Access{Verb: httpapi.VerbCreate, Group: httpapi.PublishGroup, Resource: httpapi.ResourceEvents, Namespace: "shop"}
-	for range 2 {
-		if err := a.Authorize(t.Context(), p, publish); !errors.Is(err, httpapi.ErrForbidden) {
-			t.Fatal(err)
-		}
+	attrs := authorizer.AttributesRecord{User: &user.DefaultInfo{Name: "alice"}, Verb: "create", APIGroup: Group,
+		Resource: ResourceEvents, Namespace: "shop", ResourceRequest: true}
+	d, _, err := a.Authorize(t.Context(), attrs)
+	if ue, ok := errors.AsType[*UnavailableError](err); !ok || ue.RetryAfter != 7*time.Second || d == authorizer.DecisionAllow {
+		t.Errorf("throttled: %v, %v; want Unavailable after 7s", d, err)
 	}
-	if sar.count() != 2 {
-		t.Errorf("SARs = %d, want 2 (not cached)", sar.count())
-	}
-}
-
-func TestAuthorizeAPIErrorIsUnavailable(t *testing.T) {
-	sar := &fakeSARs{err: apierrors.NewServiceUnavailable("the server is currently unable to handle the request")}
-	a := newAuth(t, &fakeTokenReviews{}, sar, newClock(), nil)
-	err := a.Authorize(t.Context(), httpapi.Principal{Username: "alice"}, httpapi.Access{Verb: httpapi.VerbGet, Group: httpapi.HistoryGroup, Resource: httpapi.ResourceWebhookEvents, Namespace: "shop"})
-	if _, ok := errors.AsType[*httpapi.UnavailableError](err); !ok || errors.Is(err, httpapi.ErrForbidden) {
-		t.Errorf("err = %v, want an UnavailableError", err)
+	sar.mu.Lock()
+	sar.err = apierrors.NewForbidden(schema.GroupResource{Group: "authorization.k8s.io", Resource: "subjectaccessreviews"}, "", errors.New("no RBAC"))
+	sar.mu.Unlock()
+	d, _, err = a.Authorize(t.Context(), attrs)
+	if !errors.Is(err, errReviewRefused) || isUnavailable(err) || d == authorizer.DecisionAllow {
+		t.Errorf("refused: %v, %v; want an internal error", d, err)
 	}
 }
 
@@ -582,7 +519,9 @@ func TestThroughTheHandler(t *testing.T) {
 	if code, c := call(unseenToken, "/v1/namespaces/shop/events/evt_1"); code != http.StatusInternalServerError || c != "Internal" || retryAfter != "" {
 		t.Errorf("TokenReview refused: %d %s, Retry-After %q", code, c, retryAfter)
 	}
+	sar.mu.Lock()
 	sar.err = apierrors.NewTooManyRequests("SubjectAccessReview API throttled", 7)
+	sar.mu.Unlock()
 	if code, c := call(goodToken, "/v1/namespaces/tools/events/evt_1"); code != http.StatusServiceUnavailable || c != "Unavailable" || retryAfter != "7" {
 		t.Errorf("SubjectAccessReview throttled: %d %s, Retry-After %q", code, c, retryAfter)
 	}
