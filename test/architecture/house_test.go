@@ -97,6 +97,7 @@ func TestHouseHolds(t *testing.T) {
 			t.Errorf("house.json: %s -> %s is both an arrow and a never", n[0], n[1])
 		}
 	}
+	used := map[[2]string]bool{}
 	for pkg, imports := range packages(t) {
 		from := h.partOf(pkg)
 		if from == "" {
@@ -108,11 +109,17 @@ func TestHouseHolds(t *testing.T) {
 			if to == from || to == "" {
 				continue
 			}
+			used[[2]string{from, to}] = true
 			if i := slices.IndexFunc(h.Never, func(n [3]string) bool { return n[0] == from && n[1] == to }); i >= 0 {
 				t.Errorf("%s imports %s: never %s -> %s (%s)", pkg, imp, from, to, h.Never[i][2])
 			} else if !slices.Contains(h.Arrows, [2]string{from, to}) {
 				t.Errorf("%s imports %s: %s -> %s is not an arrow of the house (add it to house.json if it is meant)", pkg, imp, from, to)
 			}
+		}
+	}
+	for _, a := range h.Arrows {
+		if !used[a] {
+			t.Errorf("house.json: no package of %s imports one of %s: drop the arrow, or the house says more than the code", a[0], a[1])
 		}
 	}
 }
