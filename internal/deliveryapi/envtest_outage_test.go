@@ -1,0 +1,150 @@
+package deliveryapi_test
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/json"
+	"net"
+	"net/http"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	. "github.com/onsi/gomega"
+	"github.com/prometheus/client_golang/prometheus"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
+
+	"github.com/hookkeeper/hookkeeper/api/delivery/v1alpha1"
+	"github.com/hookkeeper/hookkeeper/internal/deliveryapi"
+	"github.com/hookkeeper/hookkeeper/internal/ledger/postgres/pgtest"
+	"github.com/hookkeeper/hookkeeper/internal/publish"
+	"github.com/hookkeeper/hookkeeper/test/testenv"
+)
+
+// TestLedgerOutageOverTheWire creates a webhookevent through the aggregated
+// server (delegated authentication and authorization against the real
+// kube-apiserver) into a real PostgreSQL, cuts the ledger off and creates
+// again: the answer on the wire is 503 ServiceUnavailable with
+// Retry-After, which client-go honours by retrying, and it is counted.
+func TestLedgerOutageOverTheWire(t *testing.T) {
+	dir := t.TempDir()
+	env, err := testenv.New()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := testenv.FrontProxy(env, dir); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := env.Start()
+	if err != nil {
+		t.Fatalf("starting the control plane: %v", err)
+	}
+	t.Cleanup(func() { _ = env.Stop() })
+	ctx := t.Context()
+	adminKubeconfig, err := testenv.Kubeconfig(env, dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := kubernetes.NewForConfigOrDie(cfg).CoreV1().Namespaces().Create(ctx,
+		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "shop"}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+
+	store, outage := pgtest.OpenOutageStore(t)
+	metrics := publish.NewMetrics(prometheus.NewRegistry())
+	core, err := publish.New(publish.Config{Committer: pgtest.Committer{Store: store}, Door: publish.DoorKube, Metrics: metrics})
+	if err != nil {
+		t.Fatal(err)
+	}
+	servingCA := newCA(t, "delivery-api-ca")
+	certFile, keyFile := filepath.Join(dir, "tls.crt"), filepath.Join(dir, "tls.key")
+	c, k := issue(t, servingCA, "hookkeeper-api", 2, true)
+	writeFile(t, certFile, c)
+	writeFile(t, keyFile, k)
+	cert, err := deliveryapi.FileCert(certFile, keyFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, err := deliveryapi.New(deliveryapi.Config{Ledger: store, Listener: ln, Cert: cert, Kubeconfig: adminKubeconfig, Publisher: core})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srvCtx, stop := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- srv.Start(srvCtx) }()
+	t.Cleanup(func() {
+		stop()
+		if err := <-done; err != nil {
+			t.Errorf("server: %v", err)
+		}
+	})
+
+	// An admin's client certificate, verified by the server against the
+	// client CA kube-apiserver publishes.
+	admin, err := env.AddUser(envtest.User{Name: "admin", Groups: []string{"system:masters"}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pair, err := tls.X509KeyPair(admin.Config().CertData, admin.Config().KeyData)
+	if err != nil {
+		t.Fatal(err)
+	}
+	roots := x509.NewCertPool()
+	roots.AppendCertsFromPEM(servingCA.PEM)
+	client := &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{
+		TLSClientConfig: &tls.Config{Certificates: []tls.Certificate{pair}, RootCAs: roots, MinVersion: tls.VersionTLS12}}}
+	url := "https://" + ln.Addr().String() + "/apis/" + v1alpha1.SchemeGroupVersion.String() + "/namespaces/shop/webhookevents"
+	body := `{"apiVersion":"` + v1alpha1.SchemeGroupVersion.String() + `","kind":"WebhookEvent","spec":{"type":"order.created","idempotencyKey":"outage-1","data":{"n":1}}}`
+	create := func() (*http.Response, metav1.Status, error) {
+		req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, strings.NewReader(body))
+		if err != nil {
+			return nil, metav1.Status{}, err
+		}
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := client.Do(req)
+		if err != nil {
+			return nil, metav1.Status{}, err
+		}
+		defer resp.Body.Close()
+		var st metav1.Status
+		_ = json.NewDecoder(resp.Body).Decode(&st)
+		return resp, st, nil
+	}
+
+	// Ready: the server has read the control plane's client CA.
+	NewWithT(t).Eventually(func(g Gomega) {
+		resp, st, err := create()
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(resp.StatusCode).To(Equal(http.StatusCreated), "%+v", st)
+	}).WithTimeout(time.Minute).WithPolling(200 * time.Millisecond).Should(Succeed())
+
+	outage.Cut()
+	resp, st, err := create()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.StatusCode != http.StatusServiceUnavailable || st.Reason != metav1.StatusReasonServiceUnavailable {
+		t.Fatalf("during the outage: %d %+v, want 503 ServiceUnavailable", resp.StatusCode, st)
+	}
+	if got := resp.Header.Get("Retry-After"); got != "1" {
+		t.Errorf("Retry-After = %q, want 1", got)
+	}
+	if st.Details == nil || st.Details.RetryAfterSeconds != 1 {
+		t.Errorf("details %+v, want retryAfterSeconds 1", st.Details)
+	}
+	if strings.Contains(st.Message, "127.0.0.1") {
+		t.Errorf("message %q carries the cause", st.Message)
+	}
+	if got := metrics.LedgerUnavailable(publish.DoorKube); got != 1 {
+		t.Errorf("hookkeeper_api_ledger_unavailable_total{door=kube} = %v, want 1", got)
+	}
+}
