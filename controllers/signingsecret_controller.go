@@ -103,6 +103,9 @@ func (r *SigningSecretReconciler) write(ctx context.Context, ep *hookv1.WebhookE
 		if s == nil {
 			s = r.newSecret(ep, generatedSecretName(ep))
 		}
+		if s.Data == nil {
+			s.Data = map[string][]byte{} // its last key was removed
+		}
 		s.Data[keySigningSecret] = value
 		if src.Current, err = canonicalSecret(value); err != nil {
 			return rotationPlan{}, err
