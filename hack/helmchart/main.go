@@ -551,11 +551,15 @@ func indent(s string, n int) string {
 	return b.String()
 }
 
-// namespacedResources returns the namespaced resources ("group/resource")
-// a manager rule may name: the CRDs of the inputs whose scope is Namespaced,
-// and the built-in kinds the manager is granted.
+// namespacedResources returns the resources ("group/resource") a manager
+// rule may grant through a Role in a watched namespace: the CRDs of the
+// inputs whose scope is Namespaced, the built-in kinds the manager is
+// granted, and namespaces, whose get of a namespace's own object RBAC
+// authorises in that namespace (the endpoint reconciler reads whether its
+// namespace is terminating).
 func namespacedResources(objects []object) map[string]bool {
-	ns := map[string]bool{"/secrets": true, "/configmaps": true, "/events": true, "events.k8s.io/events": true, "coordination.k8s.io/leases": true}
+	ns := map[string]bool{"/secrets": true, "/configmaps": true, "/events": true, "events.k8s.io/events": true,
+		"coordination.k8s.io/leases": true, "/namespaces": true}
 	for _, o := range objects {
 		if o.kind() == "CustomResourceDefinition" && str(o, "spec", "scope") == "Namespaced" {
 			ns[str(o, "spec", "group")+"/"+str(o, "spec", "names", "plural")] = true

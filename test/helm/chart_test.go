@@ -352,6 +352,15 @@ grafana:
 					t.Errorf("namespace-scoped: may the manager watch secrets in %s? %q, want %s", ns, out, want)
 				}
 			}
+			// Whether a watched namespace is terminating: its own object,
+			// authorised in it (as kube-apiserver authorises a get of
+			// /api/v1/namespaces/team-a), and no other.
+			for ns, want := range map[string]string{"team-a": "yes", "default": "no"} {
+				out, _ := testenv.RunKubectl(kubectl, kubeconfig, "", "auth", "can-i", "--as=system:serviceaccount:hk-chart:hookkeeper-controller-manager", "get", "namespaces/"+ns, "-n", ns)
+				if strings.TrimSpace(out) != want {
+					t.Errorf("namespace-scoped: may the manager get namespace %s? %q, want %s", ns, out, want)
+				}
+			}
 			if out, _ := testenv.RunKubectl(kubectl, kubeconfig, "", "auth", "can-i", "--as=system:serviceaccount:hk-chart:hookkeeper-controller-manager", "list", "webhookendpoints.hookkeeper.dev", "--all-namespaces"); strings.TrimSpace(out) != "no" {
 				t.Errorf("namespace-scoped: the manager may list webhookendpoints in every namespace: %q", out)
 			}
