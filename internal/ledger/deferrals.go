@@ -3,6 +3,7 @@ package ledger
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 )
 
@@ -111,4 +112,45 @@ func RetryDeferralStreak(ctx context.Context, d RetryDeferrals, endpointID strin
 		return DeferralStreak{}, err
 	}
 	return StreakOf(buckets), nil
+}
+
+// RetryDeferralRecord's transaction, run once for both drivers: add the
+// deferred retries to their minute's bucket and, when that opened the
+// bucket, delete the buckets older than BudgetRetention. A driver
+// implements the two statements (DeferralStatements) and the transaction
+// (DeferralTransactor).
+
+// DeferralStatements are the statements of one RetryDeferralRecord
+// transaction.
+type DeferralStatements interface {
+	// RetryDeferralAdd adds p.Count to the bucket of p.EndpointID and
+	// minute (creating it), keeping the earliest and latest p.Now, and
+	// returns the bucket's count after the add: p.Count when it is new.
+	RetryDeferralAdd(ctx context.Context, p *RetryDeferralParams, minute int64) (deferred int64, err error)
+	// RetryDeferralPrune deletes every endpoint's buckets before minute.
+	RetryDeferralPrune(ctx context.Context, before int64) error
+}
+
+// DeferralTransactor runs fn in one transaction of the driver, op naming
+// it in errors.
+type DeferralTransactor interface {
+	RetryDeferralTx(ctx context.Context, op string, fn func(DeferralStatements) error) error
+}
+
+// RetryDeferralRecord implements RetryDeferrals.RetryDeferralRecord over d.
+func RetryDeferralRecord(ctx context.Context, d DeferralTransactor, p *RetryDeferralParams) error {
+	if err := p.Validate(); err != nil {
+		return err
+	}
+	minute := BudgetMinute(p.Now)
+	return d.RetryDeferralTx(ctx, "record deferred retries of "+p.EndpointID, func(st DeferralStatements) error {
+		deferred, err := st.RetryDeferralAdd(ctx, p, minute)
+		if err != nil || deferred != p.Count {
+			return err
+		}
+		if err := st.RetryDeferralPrune(ctx, minute-int64(BudgetRetention/time.Minute)); err != nil {
+			return fmt.Errorf("delete old buckets: %w", err)
+		}
+		return nil
+	})
 }

@@ -3,8 +3,6 @@ package postgres
 import (
 	"context"
 	"errors"
-	"fmt"
-	"time"
 
 	"github.com/hookkeeper/hookkeeper/internal/ledger"
 )
@@ -40,27 +38,30 @@ const deferralBucketsSQL = `
 	WHERE endpoint_id = $1 AND minute >= $2
 	ORDER BY minute DESC`
 
-// RetryDeferralRecord implements ledger.RetryDeferrals. The record that
-// opens a new bucket also deletes the buckets older than
-// ledger.BudgetRetention.
+// RetryDeferralRecord implements ledger.RetryDeferrals (ledger.RetryDeferralRecord).
 func (s *Store) RetryDeferralRecord(ctx context.Context, p *ledger.RetryDeferralParams) error {
-	if err := p.Validate(); err != nil {
-		return err
-	}
-	minute := ledger.BudgetMinute(p.Now)
-	return s.tx(ctx, "record deferred retries of "+p.EndpointID, func(tx *txn) error {
-		var deferred int64
-		if err := tx.QueryRow(ctx, deferralRecordSQL, p.EndpointID, minute, p.Count, nanos(p.Now)).Scan(&deferred); err != nil {
-			return err
-		}
-		if deferred == p.Count {
-			old := minute - int64(ledger.BudgetRetention/time.Minute)
-			if _, err := tx.Exec(ctx, deferralPruneSQL, old); err != nil {
-				return fmt.Errorf("delete old buckets: %w", err)
-			}
-		}
-		return nil
-	})
+	return ledger.RetryDeferralRecord(ctx, driver{s}, p)
+}
+
+// RetryDeferralTx implements ledger.DeferralTransactor.
+func (d driver) RetryDeferralTx(ctx context.Context, op string, fn func(ledger.DeferralStatements) error) error {
+	return d.tx(ctx, op, func(tx *txn) error { return fn(deferralTx{tx}) })
+}
+
+// deferralTx runs ledger.DeferralStatements in one transaction.
+type deferralTx struct{ tx *txn }
+
+// RetryDeferralAdd implements ledger.DeferralStatements.
+func (d deferralTx) RetryDeferralAdd(ctx context.Context, p *ledger.RetryDeferralParams, minute int64) (int64, error) {
+	var deferred int64
+	err := d.tx.QueryRow(ctx, deferralRecordSQL, p.EndpointID, minute, p.Count, nanos(p.Now)).Scan(&deferred)
+	return deferred, err
+}
+
+// RetryDeferralPrune implements ledger.DeferralStatements.
+func (d deferralTx) RetryDeferralPrune(ctx context.Context, before int64) error {
+	_, err := d.tx.Exec(ctx, deferralPruneSQL, before)
+	return err
 }
 
 // RetryDeferralBuckets implements ledger.RetryDeferrals.

@@ -3,7 +3,6 @@ package sqlite
 import (
 	"context"
 	"errors"
-	"time"
 
 	"github.com/hookkeeper/hookkeeper/internal/ledger"
 )
@@ -33,28 +32,30 @@ const deferralBucketsSQL = `
 	WHERE endpoint_id = ?1 AND minute >= ?2
 	ORDER BY minute DESC`
 
-// RetryDeferralRecord implements ledger.RetryDeferrals. The record that
-// opens a new bucket also deletes the buckets older than
-// ledger.BudgetRetention.
+// RetryDeferralRecord implements ledger.RetryDeferrals (ledger.RetryDeferralRecord).
 func (s *Store) RetryDeferralRecord(ctx context.Context, p *ledger.RetryDeferralParams) error {
-	if err := p.Validate(); err != nil {
-		return err
-	}
-	op := "record deferred retries of " + p.EndpointID
-	minute := ledger.BudgetMinute(p.Now)
-	return s.write(ctx, op, func(t *wtx) error {
-		var deferred int64
-		if err := t.tx.QueryRowContext(t.ctx, deferralRecordSQL, p.EndpointID, minute, p.Count, nanos(p.Now)).Scan(&deferred); err != nil {
-			return translate(op, err)
-		}
-		if deferred == p.Count {
-			old := minute - int64(ledger.BudgetRetention/time.Minute)
-			if _, err := t.tx.ExecContext(t.ctx, deferralPruneSQL, old); err != nil {
-				return translate(op+": delete old buckets", err)
-			}
-		}
-		return nil
-	})
+	return ledger.RetryDeferralRecord(ctx, driver{s}, p)
+}
+
+// RetryDeferralTx implements ledger.DeferralTransactor: one write transaction.
+func (d driver) RetryDeferralTx(ctx context.Context, op string, fn func(ledger.DeferralStatements) error) error {
+	return d.writeOp(ctx, op, func(t *wtx) error { return fn(deferralTx{t}) })
+}
+
+// deferralTx runs ledger.DeferralStatements in one write transaction.
+type deferralTx struct{ t *wtx }
+
+// RetryDeferralAdd implements ledger.DeferralStatements.
+func (d deferralTx) RetryDeferralAdd(_ context.Context, p *ledger.RetryDeferralParams, minute int64) (int64, error) {
+	var deferred int64
+	err := d.t.tx.QueryRowContext(d.t.ctx, deferralRecordSQL, p.EndpointID, minute, p.Count, nanos(p.Now)).Scan(&deferred)
+	return deferred, translate("add deferred retries", err)
+}
+
+// RetryDeferralPrune implements ledger.DeferralStatements.
+func (d deferralTx) RetryDeferralPrune(_ context.Context, before int64) error {
+	_, err := d.t.tx.ExecContext(d.t.ctx, deferralPruneSQL, before)
+	return translate("delete old buckets", err)
 }
 
 // RetryDeferralBuckets implements ledger.RetryDeferrals.
