@@ -117,13 +117,13 @@ func New(cfg Config) (*Handler, error) {
 	h := &Handler{cfg: cfg, core: core, mux: http.NewServeMux()}
 
 	const ns = "/v1/namespaces/{namespace}"
-	publish := Access{Verb: VerbCreate, APIGroup: PublishGroup, Resource: ResourceEvents}
+	publishEvent := Access{Verb: VerbCreate, APIGroup: PublishGroup, Resource: ResourceEvents}
 	// Reads ask what the aggregated API asks for the same read.
 	getEvent := Access{Verb: VerbGet, APIGroup: HistoryGroup, Resource: ResourceWebhookEvents}
 	listDeliveries := Access{Verb: VerbList, APIGroup: HistoryGroup, Resource: ResourceDeliveries}
 	getDelivery := Access{Verb: VerbGet, APIGroup: HistoryGroup, Resource: ResourceDeliveries}
 	routes := []route{
-		{http.MethodPost, ns + "/events", publish, "", h.publish},
+		{http.MethodPost, ns + "/events", publishEvent, "", h.publish},
 		{http.MethodGet, ns + "/events/{id}", getEvent, "id", h.getEvent},
 		{http.MethodGet, ns + "/deliveries", listDeliveries, "", h.listDeliveries},
 		{http.MethodGet, ns + "/deliveries/{id}", getDelivery, "id", h.getDelivery},

@@ -136,13 +136,13 @@ func TestPublishThroughSQLite(t *testing.T) {
 func TestFanOutLimitThroughSQLite(t *testing.T) {
 	api := newSQLiteAPI(t, []sqliteEndpoint{{"shop", "ep-0", "order.*"}, {"shop", "ep-1", "order.*"}, {"shop", "ep-2", "order.*"},
 		{"shop", "ep-3", "invoice.paid"}}, Config{MaxFanOut: 2})
-	publish := func(typ string) (int, string) {
+	post := func(typ string) (int, string) {
 		t.Helper()
 		status, _, answer := api.call(http.MethodPost, "/v1/namespaces/shop/events", `{"type":"`+typ+`","data":{}}`, "")
 		return status, answer
 	}
 
-	status, answer := publish("order.created")
+	status, answer := post("order.created")
 	var refusal ErrorBody
 	if err := json.Unmarshal([]byte(answer), &refusal); err != nil || status != http.StatusUnprocessableEntity ||
 		refusal.Error.Code != CodeFanOutLimit || refusal.Error.Field != "type" {
@@ -151,7 +151,7 @@ func TestFanOutLimitThroughSQLite(t *testing.T) {
 	if ds, err := api.store.DeliveryBrowse(t.Context(), &ledger.DeliveryBrowseParams{Limit: 10}); err != nil || len(ds) != 0 {
 		t.Fatalf("after the refusal the ledger holds %d deliveries (%v), want none", len(ds), err)
 	}
-	if status, answer := publish("invoice.paid"); status != http.StatusCreated {
+	if status, answer := post("invoice.paid"); status != http.StatusCreated {
 		t.Errorf("publish matching 1 endpoint: %d %s", status, answer)
 	}
 }
@@ -163,13 +163,13 @@ func TestFanOutLimitThroughSQLite(t *testing.T) {
 // UnknownEndpoint on the field endpoint with nothing recorded.
 func TestAddressedPublishThroughSQLite(t *testing.T) {
 	api := newSQLiteAPI(t, []sqliteEndpoint{{"shop", "billing", "order.*"}, {"shop", "audit", "*"}, {"other", "orders", "*"}}, Config{})
-	publish := func(body, key string) (int, string) {
+	post := func(body, key string) (int, string) {
 		t.Helper()
 		status, _, answer := api.call(http.MethodPost, "/v1/namespaces/shop/events", body, key)
 		return status, answer
 	}
 	const test = `{"type":"hookkeeper.test","data":{"sentBy":"it"},"endpoint":"billing"}`
-	status, answer := publish(test, "test-1")
+	status, answer := post(test, "test-1")
 	var a PublishAnswer
 	if err := json.Unmarshal([]byte(answer), &a); status != http.StatusCreated || err != nil {
 		t.Fatalf("addressed publish: %d %s", status, answer)
@@ -180,14 +180,14 @@ func TestAddressedPublishThroughSQLite(t *testing.T) {
 	if ds, err := api.store.DeliveryBrowse(t.Context(), &ledger.DeliveryBrowseParams{EventID: a.ID, Limit: 10}); err != nil || len(ds) != 1 || ds[0].EndpointID != "shop/billing" {
 		t.Fatalf("the ledger holds %+v (%v), want one delivery to shop/billing", ds, err)
 	}
-	if status, answer := publish(test, "test-1"); status != http.StatusOK || !strings.Contains(answer, a.ID) {
+	if status, answer := post(test, "test-1"); status != http.StatusOK || !strings.Contains(answer, a.ID) {
 		t.Errorf("replay: %d %s, want 200 with %s", status, answer, a.ID)
 	}
-	if status, answer := publish(strings.Replace(test, "billing", "audit", 1), "test-1"); status != http.StatusConflict {
+	if status, answer := post(strings.Replace(test, "billing", "audit", 1), "test-1"); status != http.StatusConflict {
 		t.Errorf("same key, another endpoint: %d %s, want 409", status, answer)
 	}
 	for _, name := range []string{"nobody", "orders"} {
-		status, answer := publish(`{"type":"hookkeeper.test","data":{},"endpoint":"`+name+`"}`, "")
+		status, answer := post(`{"type":"hookkeeper.test","data":{},"endpoint":"`+name+`"}`, "")
 		var refusal ErrorBody
 		if err := json.Unmarshal([]byte(answer), &refusal); err != nil || status != http.StatusUnprocessableEntity ||
 			refusal.Error.Code != CodeUnknownEndpoint || refusal.Error.Field != "endpoint" || !strings.Contains(refusal.Error.Message, `"`+name+`"`) {

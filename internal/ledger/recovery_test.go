@@ -19,10 +19,9 @@ type fakeRecovery struct {
 	live    []NamespaceEndpoint
 	readErr error
 
-	ops        []string
-	liveAsked  []string
-	written    []*RecoveryWrite
-	txWrapsErr bool
+	ops       []string
+	liveAsked []string
+	written   []*RecoveryWrite
 }
 
 func (f *fakeRecovery) RecoveryTx(_ context.Context, op string, fn func(RecoveryStatements) error) error {

@@ -139,7 +139,7 @@ func canonicalRequest(r *Request, maxSecrets int, secretsKey []byte) (*canonical
 	if b.Data == nil {
 		return nil, errDataObject
 	}
-	secrets := []byte(r.Secrets.Reveal())
+	secrets := r.Secrets.Reveal()
 	if len(secrets) > 0 && !isNull(secrets) {
 		if b.Secrets, err = canonicalObject("secrets", secrets); err != nil {
 			return nil, err

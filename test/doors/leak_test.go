@@ -344,8 +344,8 @@ func (h *harness) routes() []route {
 	}
 	getEvents, listEvents := needs("get", deliveryGroup, "webhookevents", ns), needs("list", deliveryGroup, "webhookevents", ns)
 	getDeliveries, listDeliveries := needs("get", deliveryGroup, "deliveries", ns), needs("list", deliveryGroup, "deliveries", ns)
-	publish := needs("create", "hookkeeper.dev", "events", ns)
-	kubePublish := append(needs("create", deliveryGroup, "webhookevents", ns), publish...)
+	publishEvents := needs("create", "hookkeeper.dev", "events", ns)
+	kubePublish := append(needs("create", deliveryGroup, "webhookevents", ns), publishEvents...)
 	create := fmt.Sprintf(`{"apiVersion":"delivery.hookkeeper.dev/v1alpha1","kind":"WebhookEvent","metadata":{"namespace":%q},`+
 		`"spec":{"type":"order.paid","idempotencyKey":%q,"data":{"order":42,"card":%q}}}`, ns, idempotencyKey, cardNumber)
 	return []route{
@@ -353,7 +353,7 @@ func (h *harness) routes() []route {
 		{"http GET deliveries of the event", false, listDeliveries, httpGet("/v1/namespaces/" + ns + "/deliveries?event=" + h.eventID)},
 		{"http GET delivery", false, getDeliveries, httpGet("/v1/namespaces/" + ns + "/deliveries/" + h.delivery)},
 		{"http GET attempts", false, getDeliveries, httpGet("/v1/namespaces/" + ns + "/deliveries/" + h.delivery + "/attempts")},
-		{"http POST event again (idempotent replay)", false, publish, func(tok string) (int, string) {
+		{"http POST event again (idempotent replay)", false, publishEvents, func(tok string) (int, string) {
 			return h.httpCall(tok, http.MethodPost, "/v1/namespaces/"+ns+"/events", eventBody)
 		}},
 		{"kube get webhookevent", true, getEvents, kubeGet("/webhookevents/"+h.eventID, "")},

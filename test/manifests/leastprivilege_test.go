@@ -207,7 +207,7 @@ subjects: [{kind: ServiceAccount, name: producer, namespace: %[1]s}]
 			}
 		case <-time.After(30 * time.Second):
 			_ = manager.Process.Kill()
-			<-exited
+			t.Logf("the manager, killed: %v", <-exited)
 			t.Errorf("the manager did not stop within 30s of SIGTERM")
 		}
 	}
@@ -364,7 +364,7 @@ spec:
 		case !usedBy && !allowed:
 			unused = append(unused, fmt.Sprintf("%s (%s)", g.grant, g.role))
 		case usedBy && allowed && unusedGrants[g.grant] != listFallback:
-			stale = append(stale, g.grant.String())
+			stale = append(stale, g.String())
 		}
 	}
 	for g := range unusedGrants {
