@@ -27,7 +27,6 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
-	"sigs.k8s.io/yaml"
 
 	"github.com/hookkeeper/hookkeeper/api/delivery/v1alpha1"
 	"github.com/hookkeeper/hookkeeper/internal/deliveryapi"
@@ -334,7 +333,10 @@ func TestWithKubectl(t *testing.T) {
 			t.Errorf("kube-controllers: %v", err)
 		}
 	})
-	shipped := applyShippedClusterRoles(t, h.kubectl, adminKubeconfig)
+	shipped, err := testenv.ApplyShippedClusterRoles(h.kubectl, adminKubeconfig)
+	if err != nil {
+		t.Fatal(err)
+	}
 
 	// Users: an admin (system:masters); a viewer, an editor and a
 	// namespace admin bound only to the built-in view, edit and admin roles
@@ -614,35 +616,6 @@ func TestWithKubectl(t *testing.T) {
 			t.Fatalf("the secrets check saw no event data at all: it would not notice a leak")
 		}
 	})
-}
-
-// applyShippedClusterRoles renders config/default with the real kubectl
-// (kustomize), applies its ClusterRoles server-side, named as users get
-// them, and returns them.
-func applyShippedClusterRoles(t *testing.T, kubectl, kubeconfig string) []rbacv1.ClusterRole {
-	t.Helper()
-	rendered, err := testenv.RunKubectl(kubectl, kubeconfig, "", "kustomize", filepath.Join(testenv.RepoRoot(), "config", "default"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var roles []rbacv1.ClusterRole
-	var docs []string
-	for doc := range strings.SplitSeq(rendered, "\n---\n") {
-		var role rbacv1.ClusterRole
-		if err := yaml.Unmarshal([]byte(doc), &role); err != nil {
-			t.Fatalf("parsing config/default: %v", err)
-		}
-		if role.Kind == "ClusterRole" {
-			roles, docs = append(roles, role), append(docs, doc)
-		}
-	}
-	if len(roles) == 0 {
-		t.Fatal("config/default renders no ClusterRole")
-	}
-	if out, err := testenv.RunKubectl(kubectl, kubeconfig, strings.Join(docs, "\n---\n"), "apply", "--server-side", "-f", "-"); err != nil {
-		t.Fatalf("%v\n%s", err, out)
-	}
-	return roles
 }
 
 // testShippedRoles checks the roles of the aggregated API's readers: no
