@@ -154,3 +154,30 @@ func RetryDeferralRecord(ctx context.Context, d DeferralTransactor, p *RetryDefe
 		return nil
 	})
 }
+
+// Rows is the part of a driver's result set that collecting rows needs:
+// database/sql's *Rows and pgx's Rows both have it.
+type Rows interface {
+	Next() bool
+	Scan(dest ...any) error
+	Err() error
+}
+
+// CollectDeferralBuckets reads RetryDeferralBuckets' rows, each (minute,
+// deferred, first_at, last_at) with the times in Unix nanoseconds, for
+// both drivers. The caller closes rows.
+func CollectDeferralBuckets(rows Rows) ([]DeferralBucket, error) {
+	var out []DeferralBucket
+	for rows.Next() {
+		var (
+			b           DeferralBucket
+			first, last int64
+		)
+		if err := rows.Scan(&b.Minute, &b.Count, &first, &last); err != nil {
+			return nil, err
+		}
+		b.First, b.Last = time.Unix(0, first).UTC(), time.Unix(0, last).UTC()
+		out = append(out, b)
+	}
+	return out, rows.Err()
+}

@@ -75,17 +75,8 @@ func (s *Store) RetryDeferralBuckets(ctx context.Context, p *ledger.RetryDeferra
 		return nil, translate(op, err)
 	}
 	defer rows.Close()
-	var out []ledger.DeferralBucket
-	for rows.Next() {
-		var b ledger.DeferralBucket
-		var first, last int64
-		if err := rows.Scan(&b.Minute, &b.Count, &first, &last); err != nil {
-			return nil, translate(op, err)
-		}
-		b.First, b.Last = fromNanos(first), fromNanos(last)
-		out = append(out, b)
-	}
-	if err := rows.Err(); err != nil {
+	out, err := ledger.CollectDeferralBuckets(rows)
+	if err != nil {
 		return nil, translate(op, err)
 	}
 	return out, nil
