@@ -54,7 +54,8 @@ func TestStreakTrips(t *testing.T) {
 		{"two failures do not, however long", run(down, down), t0.Add(time.Hour), false},
 		{"a success ends the streak", run(down, down, up, down), t0.Add(time.Hour), false},
 		{"a 4xx about the event neither grows nor ends it", run(down, neutral, down, down), t0.Add(time.Hour), true},
-		{"the streak starts at its first failure", run(up, up, down, down, down), t0.Add(160 * time.Second), false},
+		{"the streak starts at its first failure", run(up, up, down, down, down), t0.Add(130 * time.Second), false},
+		{"and trips a minute after it", run(up, up, down, down, down), t0.Add(140 * time.Second), true},
 	}
 	for _, tt := range tests {
 		if got := tt.k.trips(pol, tt.now); got != tt.trips {
