@@ -2,6 +2,7 @@ package ledger
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
@@ -375,4 +376,24 @@ func timePtr(t *time.Time) *time.Time {
 	}
 	v := *t
 	return &v
+}
+
+// MarshalBreaker and UnmarshalBreaker are the breaker's stored form, one
+// JSON document per endpoint in both drivers: nothing but the engines
+// reads its parts, and the claims read only the endpoint's held flag.
+func MarshalBreaker(b *Breaker) ([]byte, error) {
+	out, err := json.Marshal(b)
+	if err != nil {
+		return nil, fmt.Errorf("encode the breaker of %s: %w", b.EndpointID, err)
+	}
+	return out, nil
+}
+
+// UnmarshalBreaker decodes what MarshalBreaker stored.
+func UnmarshalBreaker(data []byte) (Breaker, error) {
+	var b Breaker
+	if err := json.Unmarshal(data, &b); err != nil {
+		return Breaker{}, fmt.Errorf("decode a breaker: %w", err)
+	}
+	return b, nil
 }

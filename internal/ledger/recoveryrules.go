@@ -262,10 +262,11 @@ type BudgetBucket struct {
 // for AttemptRecordMany to add in one place whatever the driver.
 type FirstAttempts map[BudgetBucket]int64
 
-// Note counts res when it recorded a delivery's first attempt.
-func (fa FirstAttempts) Note(res AttemptRecordResult, now time.Time) {
-	if res.Err == nil && res.Delivery.Attempts == 1 {
-		fa[BudgetBucket{EndpointID: res.Delivery.EndpointID, Minute: BudgetMinute(now)}]++
+// Note counts res, the result of p, when it recorded a delivery's first
+// attempt.
+func (fa FirstAttempts) Note(p *AttemptRecordParams, res AttemptRecordResult) {
+	if res.Err == nil && !p.Unsent && res.Delivery.Attempts == 1 {
+		fa[BudgetBucket{EndpointID: res.Delivery.EndpointID, Minute: BudgetMinute(p.Now)}]++
 	}
 }
 
