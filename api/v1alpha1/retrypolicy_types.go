@@ -188,9 +188,10 @@ type CircuitBreaker struct {
 	// +kubebuilder:default=false
 	Disabled bool `json:"disabled,omitempty"`
 
-	// failures is how many attempts in a row must fail (network errors,
-	// timeouts and 5xx answers; any other answer ends the streak) to open
-	// the breaker, once the streak spans at least minDuration.
+	// failures is how many attempts in a row must fail (no answer: a
+	// network error or a timeout; or a 5xx) to open the breaker, once the
+	// streak spans at least minDuration. A 2xx ends the streak; other
+	// answers (a 4xx about the event, a 429) neither count nor end it.
 	// +optional
 	// +kubebuilder:default=10
 	// +kubebuilder:validation:Minimum=1
