@@ -14,6 +14,7 @@ import (
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
+	"github.com/prometheus/client_golang/prometheus"
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
@@ -52,6 +53,10 @@ var (
 	eng        *engine.Engine
 	engineDone chan error
 	exhaustion *ExhaustionEvents
+	breakers   *BreakerEvents
+	// breakerRegistry holds the WebhookEndpoint controller's circuit
+	// metrics.
+	breakerRegistry = prometheus.NewRegistry()
 
 	destinations *destination.Policy
 
@@ -153,6 +158,7 @@ var _ = BeforeSuite(func() {
 	Expect(err).NotTo(HaveOccurred())
 	Expect((&RetryPolicyReconciler{Client: mgr.GetClient(), Recorder: mgr.GetEventRecorder("hookkeeper-retrypolicy"), Evidence: store, ResyncPeriod: suiteResync}).SetupWithManager(mgr)).To(Succeed())
 	exhaustion = NewExhaustionEvents(1024)
+	breakers = NewBreakerEvents(1024)
 	// The manager's destination policy, with loopback allowed for the
 	// suite's receivers (as --allowed-destination-cidrs=127.0.0.0/8 does)
 	// and a resolver that knows the suite's test names.
@@ -163,6 +169,7 @@ var _ = BeforeSuite(func() {
 		Store:         store,
 		Sender:        dispatch.NewGuardedSender(destinations),
 		OnExhausted:   exhaustion.Notify,
+		OnBreaker:     breakers.Notify,
 		IdleWait:      100 * time.Millisecond,
 		SweepInterval: 200 * time.Millisecond,
 		Logger:        logf.Log.WithName("engine"),
@@ -177,6 +184,8 @@ var _ = BeforeSuite(func() {
 		Recorder:      mgr.GetEventRecorder("hookkeeper-webhookendpoint"),
 		DefaultPolicy: DefaultPolicy(),
 		Exhausted:     exhaustion.Events(),
+		Breakers:      breakers.Events(),
+		Metrics:       NewBreakerMetrics(breakerRegistry),
 		ResyncPeriod:  suiteResync,
 		EventInterval: suiteEventInterval,
 		Destinations:  destinations,
