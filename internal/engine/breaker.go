@@ -318,7 +318,8 @@ func (e *Engine) startProbes(ctx, attemptCtx context.Context, run startFunc, now
 			e.wake() // a freed worker comes back for the rest
 			break
 		}
-		claimed, err := e.store.BreakerProbe(ctx, &ledger.BreakerProbeParams{EndpointID: id, Owner: e.opts.Owner, Now: now, LeaseFor: e.leaseFor()})
+		leaseFor := e.leaseFor()
+		claimed, err := e.store.BreakerProbe(ctx, &ledger.BreakerProbeParams{EndpointID: id, Owner: e.opts.Owner, Now: now, LeaseFor: leaseFor})
 		if err != nil || len(claimed) == 0 {
 			e.workers.free(1)
 			if err != nil && ctx.Err() == nil {
@@ -329,7 +330,7 @@ func (e *Engine) startProbes(ctx, attemptCtx context.Context, run startFunc, now
 		e.mu.Lock()
 		e.probes[claimed[0].Delivery.ID] = true
 		if st, ok := e.endpoints[id]; ok {
-			until := now.Add(e.leaseFor())
+			until := now.Add(leaseFor)
 			st.breaker.ProbeDelivery, st.breaker.ProbeOwner, st.breaker.ProbeUntil = claimed[0].Delivery.ID, e.opts.Owner, &until
 		}
 		e.mu.Unlock()
