@@ -207,7 +207,7 @@ func openingSummary(b *ledger.Breaker) string {
 	case b.Reason == ledger.BreakerGone:
 		s += " on a 410 Gone"
 	case b.Failures > 0:
-		s += fmt.Sprintf(" after %d failed attempts in a row", b.Failures)
+		s += " after " + failedAttempts(b.Failures)
 	}
 	if b.LastFailure != "" {
 		s += " (" + b.LastFailure + ")"
@@ -226,14 +226,18 @@ func openMessage(ep *hookv1.WebhookEndpoint, b *ledger.Breaker) string {
 		}
 		m += ", which says the URL is gone; no attempt is made to the endpoint and its deliveries wait, none is exhausted for it"
 	} else {
-		m = fmt.Sprintf("the circuit breaker opened at %s after %d failed attempts in a row", formatTime(b.OpenedAt), b.Failures)
+		m = fmt.Sprintf("the circuit breaker opened at %s after %s", formatTime(b.OpenedAt), failedAttempts(b.Failures))
 		if b.LastFailure != "" {
 			m += ", the last: " + truncate.String(b.LastFailure, 256, "...")
 		}
 		m += "; no attempt is made to the endpoint but one probe at a time, and its deliveries wait"
 	}
 	if b.Probes > 0 && b.LastProbeAt != nil {
-		m += fmt.Sprintf("; %d probes so far, the last failed at %s", b.Probes, formatTime(*b.LastProbeAt))
+		probes := fmt.Sprintf("%d probes so far, the last", b.Probes)
+		if b.Probes == 1 {
+			probes = "1 probe so far, which"
+		}
+		m += fmt.Sprintf("; %s failed at %s", probes, formatTime(*b.LastProbeAt))
 		if b.LastProbeResult != "" {
 			m += " (" + truncate.String(b.LastProbeResult, 256, "...") + ")"
 		}
@@ -248,6 +252,14 @@ func openMessage(ep *hookv1.WebhookEndpoint, b *ledger.Breaker) string {
 		m += fmt.Sprintf("; no automatic probe is scheduled: `%s` asks for one", probe)
 	}
 	return m
+}
+
+// failedAttempts is "n failed attempts in a row", in the singular for one.
+func failedAttempts(n int) string {
+	if n == 1 {
+		return "1 failed attempt"
+	}
+	return fmt.Sprintf("%d failed attempts in a row", n)
 }
 
 // breakerNews is what the breaker did since the status last showed it.

@@ -264,6 +264,15 @@ func TestCircuitCondition(t *testing.T) {
 			notMessage:  []string{"probes so far", "Owner"},
 		},
 		{
+			name: "open on one failure, probed once", ep: breakerEndpoint("", false), facts: breakerFacts{Breaker: func() ledger.Breaker {
+				b := failing()
+				b.Failures, b.Probes = 1, 1
+				return b
+			}()},
+			wantStatus: metav1.ConditionTrue, wantReason: hookv1.ReasonCircuitFailing,
+			wantMessage: []string{"after 1 failed attempt, the last: HTTP 503", "1 probe so far, which failed at 2026-12-01T11:59:00Z (HTTP 502)"},
+		},
+		{
 			name: "a probe requested: due now", ep: breakerEndpoint("", false), facts: breakerFacts{Breaker: probedNow},
 			wantStatus: metav1.ConditionTrue, wantReason: hookv1.ReasonCircuitFailing,
 			wantMessage: []string{"the next probe is due at 2026-12-01T12:00:00Z"},

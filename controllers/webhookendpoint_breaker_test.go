@@ -146,7 +146,7 @@ var _ = Describe("WebhookEndpoint circuit breaker", func() {
 			g.Expect(b.OpenedAt).NotTo(BeNil())
 			openedAt = b.OpenedAt.Time
 		}).WithTimeout(20 * time.Second).Should(Succeed())
-		Eventually(opened).WithTimeout(30 * time.Second).Should(Receive(BeNil()), "kubectl wait --for=condition=CircuitOpen")
+		Eventually(opened).WithTimeout(30*time.Second).Should(Receive(BeNil()), "kubectl wait --for=condition=CircuitOpen")
 
 		Eventually(func(g Gomega) []eventsv1.Event { return eventsOf(g, key, hookv1.ReasonCircuitOpened) }).Should(HaveLen(1))
 		e := eventsOf(Default, key, hookv1.ReasonCircuitOpened)[0]
@@ -199,7 +199,7 @@ var _ = Describe("WebhookEndpoint circuit breaker", func() {
 			g.Expect(c.Reason).To(Equal(hookv1.ReasonProbeSucceeded))
 			g.Expect(getEndpoint(g, key).Status.Breaker.State).To(Equal(hookv1.CircuitClosed))
 		}).WithTimeout(20 * time.Second).Should(Succeed())
-		Eventually(closed).WithTimeout(30 * time.Second).Should(Receive(BeNil()), "kubectl wait --for=condition=CircuitOpen=false")
+		Eventually(closed).WithTimeout(30*time.Second).Should(Receive(BeNil()), "kubectl wait --for=condition=CircuitOpen=false")
 		Eventually(func(g Gomega) []eventsv1.Event { return eventsOf(g, key, hookv1.ReasonCircuitClosedEvent) }).Should(HaveLen(1))
 		Expect(eventsOf(Default, key, hookv1.ReasonCircuitClosedEvent)[0].Type).To(Equal(corev1.EventTypeNormal))
 		Eventually(func(g Gomega) {
