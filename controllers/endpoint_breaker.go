@@ -303,7 +303,11 @@ func breakerEvents(ep *hookv1.WebhookEndpoint, news breakerNews, after *hookv1.C
 	if news.Opened > 0 {
 		note := circuit.Message
 		if circuit.Status != metav1.ConditionTrue {
-			note = ownedMessage(fmt.Sprintf("the circuit breaker opened at %s (%s) and has closed again since", formatTime(after.OpenedAt.Time), after.Reason), ep.Spec.Owner)
+			at := ""
+			if after.OpenedAt != nil {
+				at = " at " + formatTime(after.OpenedAt.Time)
+			}
+			note = ownedMessage(fmt.Sprintf("the circuit breaker opened%s (%s) and has closed again since", at, after.Reason), ep.Spec.Owner)
 		}
 		if news.Opened > 1 {
 			note = fmt.Sprintf("the circuit breaker opened %d times since the status last showed it; %s", news.Opened, note)
