@@ -66,11 +66,13 @@ type EndpointEngine interface {
 //
 // Each reconcile gathers one observation (webhookendpoint_gather.go: the
 // RetryPolicy, the signing Secrets, the engine's configuration, counters,
-// exhausted deliveries and retry-budget deferrals, the outcome evidence,
-// the destination check), decides purely what the engine should have
-// (decideEndpoint: register, pause or leave it), does that, writes the
-// status computed from the observation once (endpointStatus), and then
-// emits the Events decided from it (endpointEvents). A missing or
+// exhausted deliveries and retry-budget deferrals, the circuit breaker, the
+// outcome evidence, the destination check), decides purely what the engine
+// should have (decideEndpoint: register, pause or leave it; a probe
+// request to act on), does that, writes the status computed from the
+// observation once (endpointStatus), and then emits the Events decided
+// from it (endpointEvents, breakerEvents) and sets the circuit metrics
+// (endpoint_breaker.go). A missing or
 // unusable RetryPolicy or signing secret leaves the engine's
 // configuration as it was; a url or header that can never be sent
 // (endpoint_wire.go) or a forbidden destination
