@@ -136,8 +136,8 @@ type itemPlan struct {
 	Action    RecoveryAction
 	// Original is the delivery the item resolves; for a replay without
 	// one, only its EventID and EndpointID (the replay's endpoint) are set.
-	Original Delivery
-	Event    *Event
+	Original                  Delivery
+	Event                     *Event
 	NewEventID, NewDeliveryID string
 	Now                       time.Time
 }
