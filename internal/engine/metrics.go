@@ -84,7 +84,7 @@ func NewMetrics(reg prometheus.Registerer, store ledger.Store) *Metrics {
 	}, []string{"outcome"})
 	m.recovery = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "hookkeeper_recovery_items_total",
-		Help: "Recovery items by outcome: Retried, Reissued, AwaitingReissue, Refused or Dismissed.",
+		Help: "Recovery and replay items by outcome: Retried, Replayed, Reissued, AwaitingReissue, Refused, Skipped or Dismissed.",
 	}, []string{"outcome", "reason"})
 	reg.MustRegister(m.deferred, m.yields, m.scrubbed, m.pruned, m.acks, m.recovery)
 	reg.MustRegister(m.attempts, m.exhausted, m.attemptDuration, m.schedulingLag, m.events, m.released,
