@@ -75,6 +75,7 @@ func Exercise(t *testing.T, newStore func(t *testing.T) ledger.Store) {
 		{"Read", exerciseReads},
 		{"Concurrency", exerciseConcurrency},
 		{"Recovery", exerciseRecovery},
+		{"Replay", exerciseReplay},
 		{"Settlement", exerciseSettlement},
 		{"HeldAcks", exerciseHeldAcks},
 		{"Browse", exerciseBrowse},
@@ -82,7 +83,6 @@ func Exercise(t *testing.T, newStore func(t *testing.T) ledger.Store) {
 		{"Outcomes", exerciseOutcomes},
 		{"Owner", exerciseOwner},
 		{"Deferrals", exerciseDeferrals},
-		{"Replay", exerciseReplay},
 	}
 	for _, g := range groups {
 		t.Run(g.name, func(t *testing.T) {
