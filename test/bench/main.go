@@ -11,7 +11,10 @@
 //   - scheduling lag (receipt minus due time) p50/p99 while 100,000
 //     deliveries come due;
 //   - the engine's resident memory with 1,000,000 scheduled deliveries in
-//     the ledger.
+//     the ledger;
+//   - the cost per event, the aggregated API, and the circuit breaker: the
+//     attempts a down receiver gets per minute with and without it, and
+//     publishing while one of ten endpoints is down (breaker.go).
 package main
 
 import (
@@ -47,7 +50,7 @@ import (
 const token = "bench-token"
 
 // allSteps are the steps of `make bench`.
-const allSteps = "sqlite,postgres,lag,rss,deliveryapi,cost,history,disk,manager"
+const allSteps = "sqlite,postgres,lag,rss,deliveryapi,cost,history,disk,manager,breaker"
 
 // verboseHosts passes -v to enginehost (set from --v).
 var verboseHosts bool
@@ -73,6 +76,10 @@ type config struct {
 	historyStores string
 	// costStores are the stores the cost step runs on after the relay.
 	costStores string
+	// The breaker step (breaker.go): the down receiver's window and
+	// publish rate, and the measured part of each saturation run.
+	breakerWindow, breakerMeasure time.Duration
+	breakerRate                   int
 }
 
 // bothStores is the default of --cost-stores and --history-stores.
@@ -99,6 +106,9 @@ func main() {
 	flag.IntVar(&cfg.historyEvents, "history-events", 10_000_000, "delivered events of history preloaded in the flat-cost runs")
 	flag.StringVar(&cfg.historyStores, "history-stores", bothStores, "stores the history step runs on (one alone: figures are printed, not written)")
 	flag.StringVar(&cfg.costStores, "cost-stores", bothStores, "stores the cost step runs on after the relay (one alone: figures are printed, not written)")
+	flag.DurationVar(&cfg.breakerWindow, "breaker-window", time.Minute, "how long the breaker step's receiver is down under steady publishing")
+	flag.IntVar(&cfg.breakerRate, "breaker-rate", 50, "events/s published to the breaker step's down receiver")
+	flag.DurationVar(&cfg.breakerMeasure, "breaker-measure", 10*time.Second, "measured publishing time of each of the breaker step's ten-endpoint runs, after the breaker opened")
 	flag.StringVar(&cfg.enginehost, "enginehost", "", "use this enginehost binary instead of building ./test/enginehost (to compare builds in one session)")
 	flag.Parse()
 	if err := run(cfg); err != nil {
@@ -121,6 +131,7 @@ type results struct {
 	history                historyResults
 	disk                   diskResults
 	manager                managerResults
+	breaker                breakerResults // breaker.go
 }
 
 type throughput struct {
@@ -269,6 +280,14 @@ func run(cfg config) error {
 		if err := runManager(cfg, bin, work, &r.manager); err != nil {
 			return err
 		}
+	}
+	if cfg.runs("breaker") {
+		if err := runBreaker(cfg, bin, work, &r.breaker); err != nil {
+			return err
+		}
+	}
+	if cfg.steps == "breaker" {
+		return writeSection(cfg.out, breakerHeading, r.breaker.markdown(r.machine))
 	}
 	if cfg.steps != allSteps || cfg.historyStores != bothStores || cfg.costStores != bothStores {
 		fmt.Println("not all steps ran: results not written")
@@ -759,6 +778,7 @@ Reproduce: `+"`make bench`"+` (needs `+"`./hack/postgres.sh`"+`, which `+"`make 
 	)
 	b.WriteString(costSection(cfg, r, keptNotes(cfg.out)))
 	b.WriteString(r.deliveryAPI.markdown(r.machine))
+	b.WriteString(r.breaker.markdown(r.machine))
 	if err := os.WriteFile(cfg.out, []byte(b.String()), 0o644); err != nil {
 		return err
 	}

@@ -52,6 +52,13 @@ type EndpointConfig struct {
 	Timeout string `json:"timeout"`
 	// Budget is the endpoint's retry budget, if any.
 	Budget *ledger.RetryBudget `json:"budget,omitempty"`
+	// Backoff, when set, replaces the fixed Delay and MaxAttempts (the
+	// breaker bench retries on an exponential backoff); its
+	// AttemptTimeout defaults to Timeout.
+	Backoff *backoff.Policy `json:"backoff,omitempty"`
+	// Breaker is the endpoint's circuit breaker policy; nil: the engine's
+	// defaults (ledger.DefaultBreakerPolicy).
+	Breaker *ledger.BreakerPolicy `json:"breaker,omitempty"`
 }
 
 func main() {
@@ -245,14 +252,22 @@ func registerEndpoints(ctx context.Context, eng *engine.Engine, file string) err
 		if err != nil {
 			return fmt.Errorf("endpoint %s: timeout: %w", c.Name, err)
 		}
+		b := backoff.Policy{Strategy: backoff.Fixed, InitialDelay: delay, MaxAttempts: c.MaxAttempts, AttemptTimeout: timeout}
+		if c.Backoff != nil {
+			b = *c.Backoff
+			if b.AttemptTimeout == 0 {
+				b.AttemptTimeout = timeout
+			}
+		}
 		_, err = eng.RegisterEndpoint(ctx, ledger.Endpoint{
 			ID: ledger.EndpointID(c.Namespace, c.Name), Namespace: c.Namespace, Name: c.Name,
 			URL: c.URL, EventTypes: c.EventTypes, MaxInFlight: c.MaxInFlight, AckMode: ledger.AckResponse,
 			Secrets: []ledger.SigningSecret{{Value: sensitive.Bytes(c.Secret)}},
 			Policy: ledger.Policy{
-				Backoff: backoff.Policy{Strategy: backoff.Fixed, InitialDelay: delay, MaxAttempts: c.MaxAttempts, AttemptTimeout: timeout},
+				Backoff: b,
 				RetryOn: []string{"NetworkError", "Timeout", "429", "5xx"},
 				Budget:  c.Budget,
+				Breaker: c.Breaker,
 			},
 		})
 		if err != nil {
