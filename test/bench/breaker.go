@@ -313,16 +313,29 @@ type downRun struct {
 // fanoutRun is one saturation run over ten endpoints.
 type fanoutRun struct {
 	events    int
-	published float64 // events/s answered in the measured window
-	delivered float64 // requests/s the nine always-healthy receivers got in it
-	opened    time.Duration
+	published float64       // events/s answered
+	delivered float64       // requests/s the nine always-healthy receivers got meanwhile
+	opened    time.Duration // when the down endpoint's breaker opened, after the first publish; <0: not
 	loadAvg   string
 }
 
-// fanoutStore is the three ten-endpoint runs of one store.
+// fanoutStore is the ten-endpoint runs of one store, in the order they
+// ran: all healthy before and after the two with one down, so that a
+// drift of the shared machine's load shows as a spread between the two.
 type fanoutStore struct {
-	store                     string
-	healthy, down, downNoTrip fanoutRun
+	store                                   string
+	healthy, down, downNoTrip, healthyAgain fanoutRun
+}
+
+// fanoutShare is the breaker-on run's publish rate as a share of the
+// slower all-healthy run: the acceptance is that it does not fall below
+// what the same machine did with every receiver up.
+func (f fanoutStore) fanoutShare() float64 {
+	base := min(f.healthy.published, f.healthyAgain.published)
+	if base <= 0 {
+		return 0
+	}
+	return f.down.published / base
 }
 
 type breakerResults struct {
@@ -332,8 +345,6 @@ type breakerResults struct {
 	fanout                []fanoutStore
 }
 
-var breakerStores = []string{"sqlite", "postgres"}
-
 // runBreaker is the breaker step: the down-receiver runs of both stores
 // side by side (each is a light, steady load whose figures follow the
 // schedules, not the CPU), then the ten-endpoint saturation runs one
@@ -341,7 +352,7 @@ var breakerStores = []string{"sqlite", "postgres"}
 func runBreaker(cfg config, bin, work string, r *breakerResults) error {
 	pol := scaledBreaker()
 	r.window, r.rate, r.connections = cfg.breakerWindow, cfg.breakerRate, cfg.connections
-	r.warm, r.measure = pol.MinDuration+2*time.Second, cfg.breakerMeasure
+	r.warm, r.measure = pol.MinDuration+time.Second, cfg.breakerMeasure
 	var schemas []string
 	var schemasMu sync.Mutex
 	defer func() {
@@ -350,11 +361,17 @@ func runBreaker(cfg config, bin, work string, r *breakerResults) error {
 		}
 	}()
 
-	step(fmt.Sprintf("a down receiver for %s at %d events/s, with and without the breaker, on SQLite and PostgreSQL at once", r.window, r.rate))
-	r.down = make([]downRun, len(breakerStores))
-	errs := make([]error, len(breakerStores))
+	step(fmt.Sprintf("a down receiver for %s at %d events/s, with and without the breaker, on %s at once", r.window, r.rate, cfg.breakerStores))
+	stores := strings.Split(cfg.breakerStores, ",")
+	for _, s := range stores {
+		if s != "sqlite" && s != "postgres" {
+			return fmt.Errorf("--breaker-stores: %q is neither sqlite nor postgres", s)
+		}
+	}
+	r.down = make([]downRun, len(stores))
+	errs := make([]error, len(stores))
 	var wg sync.WaitGroup
-	for i, store := range breakerStores {
+	for i, store := range stores {
 		schemasMu.Lock()
 		l := breakerLedgerFor(cfg, work, store, "down", &schemas)
 		schemasMu.Unlock()
@@ -369,7 +386,7 @@ func runBreaker(cfg config, bin, work string, r *breakerResults) error {
 			d.store, d.without.requests, r.window, d.with.requests, d.opened.Round(time.Millisecond), d.with.afterOpen, d.with.probes, d.loadAvg)
 	}
 
-	for _, store := range breakerStores {
+	for _, store := range stores {
 		step(fmt.Sprintf("publishing at saturation to ten endpoints on %s: all healthy, one down with the breaker, one down without", store))
 		fs := fanoutStore{store: store}
 		for _, run := range []struct {
@@ -381,6 +398,7 @@ func runBreaker(cfg config, bin, work string, r *breakerResults) error {
 			{"healthy", false, pol, &fs.healthy},
 			{"down", true, pol, &fs.down},
 			{"down-disabled", true, ledger.BreakerPolicy{Disabled: true}, &fs.downNoTrip},
+			{"healthy-again", false, pol, &fs.healthyAgain},
 		} {
 			l := breakerLedgerFor(cfg, work, store, run.label, &schemas)
 			var err error
@@ -451,10 +469,11 @@ func downReceiverRun(cfg config, bin, work, store string, l breakerLedger, pol l
 	return d, nil
 }
 
-// fanoutRunOnce publishes at saturation for warm+measure to ten endpoints
-// with breaker policy pol, the first of them down when down, and measures
-// publishing and the nine other receivers over the last measure, once the
-// breaker had time to open.
+// fanoutRunOnce runs an engine with ten endpoints under breaker policy
+// pol, the first of them down when down: it publishes at cfg.breakerRate
+// for warm (and, with the breaker on, until the engine announces the
+// down endpoint's breaker open), then at saturation for measure, and
+// measures publishing and the nine other receivers over that.
 func fanoutRunOnce(cfg config, bin, work, label string, l breakerLedger, down bool, pol ledger.BreakerPolicy, warm, measure time.Duration) (fanoutRun, error) {
 	var rcvs []*hitCounter
 	defer func() {
@@ -489,48 +508,71 @@ func fanoutRunOnce(cfg config, bin, work, label string, l breakerLedger, down bo
 	if err != nil {
 		return fanoutRun{}, err
 	}
-	h, err := startHost(bin, append(slices.Clone(l.args), "--endpoints", file, "--workers", engineWorkers)...)
+	// The engine announces the down endpoint's breaker on stdout.
+	opened := make(chan time.Time, 1)
+	var closed atomic.Bool
+	onLine := func(line string) {
+		f := strings.Fields(line)
+		if len(f) < 3 || f[0] != "breaker" || f[1] != "bench/ep-0" {
+			return
+		}
+		if f[2] != "open" {
+			closed.Store(true)
+			return
+		}
+		select {
+		case opened <- time.Now():
+		default:
+		}
+	}
+	h, err := startHostWatching(bin, onLine, append(slices.Clone(l.args), "--endpoints", file, "--workers", engineWorkers, "--print-breakers")...)
 	if err != nil {
 		return fanoutRun{}, err
 	}
 	defer h.stop()
-	// The measured window starts once the breaker could open (after its
-	// MinDuration of failures); the breaker's OpenedAt is checked below.
-	type mark struct {
-		at        time.Time
-		delivered int64
+	tg := target{url: "http://" + h.addr + "/v1/namespaces/bench/events", token: token}
+	run := fanoutRun{opened: -1}
+
+	// With a receiver down, warm up at the steady rate first: the down
+	// endpoint's breaker opens after its MinDuration of failures (without
+	// the breaker, its retries start meanwhile).
+	start := time.Now()
+	for i := 0; down; i++ {
+		w := paced(tg, fmt.Sprintf("%s-warm%d", label, i), cfg.breakerRate, warm)
+		if err := w.err(); err != nil {
+			return run, fmt.Errorf("%s: warming up: %w", label, err)
+		}
+		if pol.Disabled {
+			break
+		}
+		select {
+		case at := <-opened:
+			run.opened = at.Sub(start)
+		default:
+		}
+		if run.opened >= 0 {
+			break
+		}
+		if time.Since(start) > 5*warm {
+			return run, fmt.Errorf("%s: the down endpoint's breaker did not open in %s", label, time.Since(start).Round(time.Second))
+		}
 	}
-	marked := make(chan mark, 1)
-	timer := time.AfterFunc(warm, func() { marked <- mark{time.Now(), healthy()} })
-	defer timer.Stop()
-	ld := saturate(target{url: "http://" + h.addr + "/v1/namespaces/bench/events", token: token}, label, cfg.connections, warm+measure)
-	deliveredEnd := healthy()
+
+	before := healthy()
+	ld := saturate(tg, label, cfg.connections, measure)
+	after := healthy()
 	if err := ld.err(); err != nil {
-		return fanoutRun{}, fmt.Errorf("%s: %w", label, err)
+		return run, fmt.Errorf("%s: %w", label, err)
 	}
-	m := <-marked
 	h.stop()
-	window := ld.end.Sub(m.at)
-	run := fanoutRun{
-		events:    ld.accepted,
-		published: float64(countBetween(ld.answered, m.at.UnixNano(), ld.end.UnixNano()+1)) / window.Seconds(),
-		delivered: float64(deliveredEnd-m.delivered) / window.Seconds(),
-		opened:    -1,
-		loadAvg:   loadAvg(),
+	if closed.Load() {
+		return run, fmt.Errorf("%s: the down endpoint's breaker closed", label)
 	}
-	if down && !pol.Disabled {
-		b, err := readBreaker(l, "bench/ep-0")
-		if err != nil {
-			return run, err
-		}
-		if b.Openings == 0 {
-			return run, fmt.Errorf("%s: the breaker of the down endpoint did not open", label)
-		}
-		run.opened = b.OpenedAt.Sub(ld.start)
-		if b.OpenedAt.After(m.at) {
-			return run, fmt.Errorf("%s: the breaker opened after %s, within the measured window (from %s)", label, run.opened, warm)
-		}
-	}
+	window := ld.end.Sub(ld.start)
+	run.events = ld.accepted
+	run.published = float64(ld.accepted) / window.Seconds()
+	run.delivered = float64(after-before) / window.Seconds()
+	run.loadAvg = loadAvg()
 	fmt.Printf("  %s: published %.0f events/s (%d events), the nine healthy receivers got %.0f/s; breaker opened after %s (load %s)\n",
 		label, run.published, run.events, run.delivered, run.opened.Round(time.Millisecond), run.loadAvg)
 	return run, nil
@@ -562,7 +604,7 @@ func (r *breakerResults) markdown(machine string) string {
 	p("(%s %s ×%.0f up to %s, %d attempts, no jitter); one has the breaker disabled, the other the\n",
 		breakerBackoff.Strategy, breakerBackoff.InitialDelay, float64(breakerBackoff.FactorMilli)/1000, breakerBackoff.MaxDelay, breakerBackoff.MaxAttempts)
 	p("default breaker policy with every duration divided by %d (%d failures over %s, probes from\n", breakerScale, pol.Failures, pol.MinDuration)
-	p("%s doubling to %s), so that this minute is twelve of an outage under the defaults. Requests are\n", pol.ProbeInterval, pol.MaxProbeInterval)
+	p("%s doubling to %s): the bench's time runs %d× faster than the defaults'. Requests are\n", pol.ProbeInterval, pol.MaxProbeInterval, breakerScale)
 	p("counted at the receivers; the opening and the probes are read from the ledger afterwards. The\n")
 	p("model is the schedule alone: attempt n of the event published at s is made at s plus the\n")
 	p("backoff's nth offset, until the breaker opens (%s plus one failure), then its probes.\n\n", pol.MinDuration)
@@ -602,23 +644,26 @@ func (r *breakerResults) markdown(machine string) string {
 		last, defModel.steadyWithout(), defModel.steadyWith(), def.MaxProbeInterval, ratio(defModel.steadyWithout(), defModel.steadyWith()))
 
 	p("\n### Publishing while one of ten endpoints is down\n\n")
-	p("Ten endpoints subscribed to every event, each with its own receiver; the load client of the\n")
-	p("cost steps (%d connections, closed loop, 1 KiB events) publishes at saturation for %s, and\n", r.connections, r.warm+r.measure)
-	p("the figures are the last %s, after the down endpoint's breaker opened (its MinDuration is\n", r.measure)
-	p("%s; the opening is read from the ledger and checked to precede the window). Each event fans\n", pol.MinDuration)
-	p("out to ten deliveries. Runs: all ten receivers answer 204; one answers 503 with the scaled\n")
-	p("breaker policy above; one answers 503 with the breaker disabled (every delivery retried on the\n")
-	p("backoff above). The floor: with the breaker, publishing stays within 10%% of the all-healthy\n")
-	p("run (run-to-run spread on this shared machine).\n\n")
-	p("| store | all healthy | one down, breaker on | one down, breaker disabled | breaker on / healthy | floor | | deliveries/s to the nine healthy: healthy → on → disabled | load average |\n|---|---|---|---|---|---|---|---|---|\n")
+	p("Ten endpoints subscribed to every event, each with its own receiver, so that each event fans\n")
+	p("out to ten deliveries. Four runs per store, one after the other, each on a fresh engine and\n")
+	p("ledger: all ten receivers answer 204; one answers 503 with the scaled breaker policy above;\n")
+	p("one answers 503 with the breaker disabled (every delivery retried on the backoff above); all\n")
+	p("answer 204 again (the two all-healthy runs bracket the others: their spread is the drift of\n")
+	p("the shared machine). With a receiver down, the engine first gets events at %d/s for %s\n", r.rate, r.warm)
+	p("(with the breaker on, until it announces the down endpoint's breaker open on stdout,\n")
+	p("`enginehost --print-breakers`; it opens after its %s of failures). Then the load client of\n", pol.MinDuration)
+	p("the cost steps (%d connections, closed loop, 1 KiB events) publishes at saturation for %s:\n", r.connections, r.measure)
+	p("the figures are that part. Delivery cannot keep up with ten deliveries per event at\n")
+	p("saturation, so the nine healthy receivers' rate shows how much of the engine the down\n")
+	p("endpoint takes. The floor: with the breaker on, publishing is at least 90%% of the slower\n")
+	p("all-healthy run.\n\n")
+	p("| store | all healthy | one down, breaker on | one down, breaker disabled | all healthy again | breaker on / slower healthy | floor | | deliveries/s to the nine healthy receivers, in the same order | load average, in the same order |\n|---|---|---|---|---|---|---|---|---|---|\n")
 	for _, f := range r.fanout {
-		share := 0.0
-		if f.healthy.published > 0 {
-			share = f.down.published / f.healthy.published
-		}
-		p("| %s | %.0f events/s | **%.0f events/s** | %.0f events/s | **%.0f%%** | ≥ 90%% | %s | %.0f → %.0f → %.0f | %s; %s; %s |\n",
-			f.store, f.healthy.published, f.down.published, f.downNoTrip.published, 100*share, verdict(share >= 0.9),
-			f.healthy.delivered, f.down.delivered, f.downNoTrip.delivered, f.healthy.loadAvg, f.down.loadAvg, f.downNoTrip.loadAvg)
+		share := f.fanoutShare()
+		p("| %s | %.0f events/s | **%.0f events/s** | %.0f events/s | %.0f events/s | **%.0f%%** | ≥ 90%% | %s | %.0f; %.0f; %.0f; %.0f | %s; %s; %s; %s |\n",
+			f.store, f.healthy.published, f.down.published, f.downNoTrip.published, f.healthyAgain.published, 100*share, verdict(share >= 0.9),
+			f.healthy.delivered, f.down.delivered, f.downNoTrip.delivered, f.healthyAgain.delivered,
+			f.healthy.loadAvg, f.down.loadAvg, f.downNoTrip.loadAvg, f.healthyAgain.loadAvg)
 	}
 	p("\nReproduce: `go run ./test/bench --steps breaker` (with HOOKKEEPER_TEST_POSTGRES set; about three\n")
 	p("minutes) rewrites this section alone; `--breaker-window`, `--breaker-rate` and\n")

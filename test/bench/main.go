@@ -80,6 +80,8 @@ type config struct {
 	// publish rate, and the measured part of each saturation run.
 	breakerWindow, breakerMeasure time.Duration
 	breakerRate                   int
+	// breakerStores are the stores the breaker step runs on.
+	breakerStores string
 }
 
 // bothStores is the default of --cost-stores and --history-stores.
@@ -108,7 +110,8 @@ func main() {
 	flag.StringVar(&cfg.costStores, "cost-stores", bothStores, "stores the cost step runs on after the relay (one alone: figures are printed, not written)")
 	flag.DurationVar(&cfg.breakerWindow, "breaker-window", time.Minute, "how long the breaker step's receiver is down under steady publishing")
 	flag.IntVar(&cfg.breakerRate, "breaker-rate", 50, "events/s published to the breaker step's down receiver")
-	flag.DurationVar(&cfg.breakerMeasure, "breaker-measure", 10*time.Second, "measured publishing time of each of the breaker step's ten-endpoint runs, after the breaker opened")
+	flag.DurationVar(&cfg.breakerMeasure, "breaker-measure", 8*time.Second, "measured publishing time of each of the breaker step's ten-endpoint runs, after the breaker opened")
+	flag.StringVar(&cfg.breakerStores, "breaker-stores", bothStores, "stores the breaker step runs on (one alone: figures are printed, not written)")
 	flag.StringVar(&cfg.enginehost, "enginehost", "", "use this enginehost binary instead of building ./test/enginehost (to compare builds in one session)")
 	flag.Parse()
 	if err := run(cfg); err != nil {
@@ -286,10 +289,10 @@ func run(cfg config) error {
 			return err
 		}
 	}
-	if cfg.steps == "breaker" {
+	if cfg.steps == "breaker" && cfg.breakerStores == bothStores {
 		return writeSection(cfg.out, breakerHeading, r.breaker.markdown(r.machine))
 	}
-	if cfg.steps != allSteps || cfg.historyStores != bothStores || cfg.costStores != bothStores {
+	if cfg.steps != allSteps || cfg.historyStores != bothStores || cfg.costStores != bothStores || cfg.breakerStores != bothStores {
 		fmt.Println("not all steps ran: results not written")
 		return nil
 	}
@@ -408,13 +411,19 @@ type host struct {
 }
 
 func startHost(bin string, args ...string) (*host, error) {
+	return startHostWatching(bin, nil, args...)
+}
+
+// startHostWatching starts an enginehost and hands every line it prints
+// after "listening" to onLine (nil: none), on one goroutine.
+func startHostWatching(bin string, onLine func(string), args ...string) (*host, error) {
 	if verboseHosts {
 		args = append(args, "-v")
 	}
 	cmd := exec.Command(bin, append([]string{"--token", token}, args...)...)
 	// The same GC settings as the manager Deployment (config/manager).
 	cmd.Env = append(os.Environ(), "GOGC=400", "GOMEMLIMIT=400MiB")
-	addr, err := startListening(cmd)
+	addr, err := startListening(cmd, onLine)
 	if err != nil {
 		return nil, fmt.Errorf("enginehost: %w", err)
 	}
@@ -422,8 +431,9 @@ func startHost(bin string, args ...string) (*host, error) {
 }
 
 // startListening starts a process that prints "listening <addr>" first
-// (enginehost, the relay) and returns the address.
-func startListening(cmd *exec.Cmd) (string, error) {
+// (enginehost, the relay) and returns the address; the lines after it go
+// to onLine (nil: discarded).
+func startListening(cmd *exec.Cmd, onLine func(string)) (string, error) {
 	cmd.Stderr = os.Stderr
 	out, err := cmd.StdoutPipe()
 	if err != nil {
@@ -438,7 +448,14 @@ func startListening(cmd *exec.Cmd) (string, error) {
 		_ = cmd.Wait()
 		return "", fmt.Errorf("did not start")
 	}
-	go func() { _, _ = io.Copy(io.Discard, out) }()
+	go func() {
+		for sc.Scan() {
+			if onLine != nil {
+				onLine(sc.Text())
+			}
+		}
+		_, _ = io.Copy(io.Discard, out) // a line too long for the scanner
+	}()
 	return strings.TrimPrefix(sc.Text(), "listening "), nil
 }
 

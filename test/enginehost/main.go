@@ -86,6 +86,7 @@ func main() {
 	flag.DurationVar(&o.readHeaderTimeout, "api-read-header-timeout", httpapi.ServerReadHeaderTimeout, "how long the API waits for a request's headers")
 	flag.IntVar(&o.maxConnections, "api-max-connections", httpapi.DefaultMaxConnections, "most connections the API holds open")
 	flag.DurationVar(&clockOffset, "clock-offset", 0, "shift the engine's and the API's clock by this much (tests use it to start at a chosen time)")
+	flag.BoolVar(&o.printBreakers, "print-breakers", false, "print a line on stdout when an endpoint's circuit breaker changes (\"breaker <endpoint> open|closed <reason> probes=<n>\"); whoever starts the process must read its stdout")
 	flag.StringVar(&o.instance, "instance", "", "identity of this replica across restarts (the manager's --instance); its earlier processes' leases are reclaimed at start")
 	flag.Parse()
 	allowed, err := destination.ParseCIDRs(allowedDestinations)
@@ -140,7 +141,7 @@ type hostOptions struct {
 	leaseMargin, idleWait, readHeaderTimeout, writeDelay     time.Duration
 	recordWait                                               time.Duration
 	maxConnections                                           int
-	verbose                                                  bool
+	verbose, printBreakers                                   bool
 	sender                                                   engine.Sender
 	clock                                                    offsetClock
 }
@@ -170,7 +171,11 @@ func run(o hostOptions) error {
 
 	reg := prometheus.NewRegistry()
 	metrics := engine.NewMetrics(reg, store)
-	eng, err := engine.New(engine.Options{Store: store, Sender: o.sender, Instance: o.instance, Workers: o.workers, LeaseMargin: o.leaseMargin, IdleWait: o.idleWait, WriteBatch: groupcommit.Options{MaxDelay: o.writeDelay}, RecordWait: o.recordWait, Logger: log, Metrics: metrics, Clock: o.clock})
+	var onBreaker func(ledger.Breaker)
+	if o.printBreakers {
+		onBreaker = printBreaker
+	}
+	eng, err := engine.New(engine.Options{Store: store, Sender: o.sender, Instance: o.instance, Workers: o.workers, LeaseMargin: o.leaseMargin, IdleWait: o.idleWait, WriteBatch: groupcommit.Options{MaxDelay: o.writeDelay}, RecordWait: o.recordWait, Logger: log, Metrics: metrics, Clock: o.clock, OnBreaker: onBreaker})
 	if err != nil {
 		return err
 	}
@@ -210,6 +215,17 @@ func run(o hostOptions) error {
 	_ = srv.Shutdown(shutdownCtx)
 	fmt.Printf("attempts %d\n", countAttempts(reg))
 	return runErr
+}
+
+// printBreaker announces a breaker's change on stdout, the signal the
+// breaker bench waits for (one write per line, so concurrent calls do not
+// interleave).
+func printBreaker(b ledger.Breaker) {
+	state := "closed"
+	if b.Open {
+		state = "open"
+	}
+	fmt.Printf("breaker %s %s %s probes=%d\n", b.EndpointID, state, b.Reason, b.Probes)
 }
 
 // countAttempts sums hookkeeper_delivery_attempts_total, which tests use to
