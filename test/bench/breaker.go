@@ -573,8 +573,12 @@ func fanoutRunOnce(cfg config, bin, work, label string, l breakerLedger, down bo
 	run.published = float64(ld.accepted) / window.Seconds()
 	run.delivered = float64(after-before) / window.Seconds()
 	run.loadAvg = loadAvg()
-	fmt.Printf("  %s: published %.0f events/s (%d events), the nine healthy receivers got %.0f/s; breaker opened after %s (load %s)\n",
-		label, run.published, run.events, run.delivered, run.opened.Round(time.Millisecond), run.loadAvg)
+	state := "no breaker opened"
+	if run.opened >= 0 {
+		state = "the breaker opened after " + run.opened.Round(time.Millisecond).String()
+	}
+	fmt.Printf("  %s: published %.0f events/s (%d events), the nine healthy receivers got %.0f/s; %s (load %s)\n",
+		label, run.published, run.events, run.delivered, state, run.loadAvg)
 	return run, nil
 }
 
@@ -608,7 +612,7 @@ func (r *breakerResults) markdown(machine string) string {
 	p("counted at the receivers; the opening and the probes are read from the ledger afterwards. The\n")
 	p("model is the schedule alone: attempt n of the event published at s is made at s plus the\n")
 	p("backoff's nth offset, until the breaker opens (%s plus one failure), then its probes.\n\n", pol.MinDuration)
-	p("| store | breaker | requests in the first minute | model | requests per minute after the breaker opened | probes (ledger) | model | load average |\n|---|---|---|---|---|---|---|---|\n")
+	p("| store | breaker | requests in the first minute | model | requests per minute from the breaker's opening to the minute's end | probes (ledger) | model | load average |\n|---|---|---|---|---|---|---|---|\n")
 	for _, d := range r.down {
 		after := r.window - d.opened
 		p("| %s | disabled | %d | %.0f | %.0f (%d in %s) | | | %s |\n", d.store, d.without.requests, model.without(0, r.window),
@@ -656,7 +660,8 @@ func (r *breakerResults) markdown(machine string) string {
 	p("the figures are that part. Delivery cannot keep up with ten deliveries per event at\n")
 	p("saturation, so the nine healthy receivers' rate shows how much of the engine the down\n")
 	p("endpoint takes. The floor: with the breaker on, publishing is at least 90%% of the slower\n")
-	p("all-healthy run.\n\n")
+	p("all-healthy run. The rates are the shared machine's of the moment (load average on the\n")
+	p("right): compare them within a row.\n\n")
 	p("| store | all healthy | one down, breaker on | one down, breaker disabled | all healthy again | breaker on / slower healthy | floor | | deliveries/s to the nine healthy receivers, in the same order | load average, in the same order |\n|---|---|---|---|---|---|---|---|---|---|\n")
 	for _, f := range r.fanout {
 		share := f.fanoutShare()
