@@ -298,7 +298,10 @@ func readBreaker(l breakerLedger, endpointID string) (ledger.Breaker, error) {
 type downCount struct {
 	requests  int // in the window
 	afterOpen int // from the breaker's opening to the window's end
-	probes    int // the ledger's count (with the breaker)
+	// leased is, of afterOpen, those before the first probe was due:
+	// attempts leased before the opening, sent after it.
+	leased int
+	probes int // the ledger's count (with the breaker)
 }
 
 // downRun is the down-receiver run of one store: two endpoints in one
@@ -382,8 +385,8 @@ func runBreaker(cfg config, bin, work string, r *breakerResults) error {
 		return err
 	}
 	for _, d := range r.down {
-		fmt.Printf("  %s: without the breaker %d requests in %s, with it %d (opened after %s; %d requests after it opened, %d probes) (load %s)\n",
-			d.store, d.without.requests, r.window, d.with.requests, d.opened.Round(time.Millisecond), d.with.afterOpen, d.with.probes, d.loadAvg)
+		fmt.Printf("  %s: without the breaker %d requests in %s, with it %d (opened after %s; %d requests after it opened, %d of them before the first probe was due; %d probes) (load %s)\n",
+			d.store, d.without.requests, r.window, d.with.requests, d.opened.Round(time.Millisecond), d.with.afterOpen, d.with.leased, d.with.probes, d.loadAvg)
 	}
 
 	for _, store := range stores {
@@ -465,7 +468,8 @@ func downReceiverRun(cfg config, bin, work, store string, l breakerLedger, pol l
 	}
 	d.opened = bOn.OpenedAt.Sub(ld.start)
 	d.without = downCount{requests: off.between(ld.start, end), afterOpen: off.between(bOn.OpenedAt, end)}
-	d.with = downCount{requests: on.between(ld.start, end), afterOpen: on.between(bOn.OpenedAt, end), probes: bOn.Probes}
+	d.with = downCount{requests: on.between(ld.start, end), afterOpen: on.between(bOn.OpenedAt, end), probes: bOn.Probes,
+		leased: on.between(bOn.OpenedAt, bOn.OpenedAt.Add(pol.ProbeInterval))}
 	return d, nil
 }
 
@@ -611,15 +615,17 @@ func (r *breakerResults) markdown(machine string) string {
 	p("%s doubling to %s): the bench's time runs %d× faster than the defaults'. Requests are\n", pol.ProbeInterval, pol.MaxProbeInterval, breakerScale)
 	p("counted at the receivers; the opening and the probes are read from the ledger afterwards. The\n")
 	p("model is the schedule alone: attempt n of the event published at s is made at s plus the\n")
-	p("backoff's nth offset, until the breaker opens (%s plus one failure), then its probes.\n\n", pol.MinDuration)
-	p("| store | breaker | requests in the first minute | model | requests per minute from the breaker's opening to the minute's end | probes (ledger) | model | load average |\n|---|---|---|---|---|---|---|---|\n")
+	p("backoff's nth offset, until the breaker opens (%s plus one failure), then its probes. Requests\n", pol.MinDuration)
+	p("after the opening but before the first probe was due (%s later) are attempts the engine had\n", pol.ProbeInterval)
+	p("leased before it opened; the model leaves them out.\n\n")
+	p("| store | breaker | requests in the first minute | model | requests per minute from the breaker's opening to the minute's end | of them leased before the opening | probes (ledger) | model | load average |\n|---|---|---|---|---|---|---|---|---|\n")
 	for _, d := range r.down {
 		after := r.window - d.opened
-		p("| %s | disabled | %d | %.0f | %.0f (%d in %s) | | | %s |\n", d.store, d.without.requests, model.without(0, r.window),
+		p("| %s | disabled | %d | %.0f | %.0f (%d in %s) | | | | %s |\n", d.store, d.without.requests, model.without(0, r.window),
 			perMinute(float64(d.without.afterOpen), after), d.without.afterOpen, after.Round(100*time.Millisecond), d.loadAvg)
-		p("| %s | scaled defaults, opened after %s | **%d** | %.0f | **%.1f** (%d in %s) | %d | %d | %s |\n", d.store, d.opened.Round(100*time.Millisecond),
+		p("| %s | scaled defaults, opened after %s | **%d** | %.0f | **%.1f** (%d in %s) | %d | %d | %d | %s |\n", d.store, d.opened.Round(100*time.Millisecond),
 			d.with.requests, model.with(0, r.window), perMinute(float64(d.with.afterOpen), after), d.with.afterOpen, after.Round(100*time.Millisecond),
-			d.with.probes, len(probeSchedule(pol, after)), d.loadAvg)
+			d.with.leased, d.with.probes, len(probeSchedule(pol, after)), d.loadAvg)
 	}
 	p("\n")
 	for _, d := range r.down {
