@@ -174,3 +174,23 @@ func TestFanoutShareIsAgainstTheSlowerHealthyRun(t *testing.T) {
 		})
 	}
 }
+
+func TestHealthySpread(t *testing.T) {
+	run := func(published float64) fanoutRun { return fanoutRun{published: published} }
+	for _, tc := range []struct {
+		name string
+		f    fanoutStore
+		want float64
+	}{
+		{"the faster over the slower", fanoutStore{healthy: run(400), healthyAgain: run(500)}, 0.25},
+		{"either order", fanoutStore{healthy: run(500), healthyAgain: run(400)}, 0.25},
+		{"equal", fanoutStore{healthy: run(400), healthyAgain: run(400)}, 0},
+		{"a missing run", fanoutStore{healthy: run(400)}, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := tc.f.healthySpread(); math.Abs(got-tc.want) > 1e-9 {
+				t.Errorf("got %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
