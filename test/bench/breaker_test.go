@@ -156,39 +156,19 @@ func TestReplaceSection(t *testing.T) {
 	}
 }
 
-func TestFanoutShareIsAgainstTheSlowerHealthyRun(t *testing.T) {
+func TestFanoutShare(t *testing.T) {
 	run := func(published float64) fanoutRun { return fanoutRun{published: published} }
 	for _, tc := range []struct {
 		name string
 		f    fanoutStore
 		want float64
 	}{
-		{"the slower of the two", fanoutStore{healthy: run(400), down: run(360), healthyAgain: run(450)}, 0.9},
-		{"drift the other way", fanoutStore{healthy: run(500), down: run(500), healthyAgain: run(250)}, 2},
-		{"no healthy figure", fanoutStore{healthy: run(400), down: run(400)}, 0},
+		{"a fall", fanoutStore{healthy: run(400), down: run(360)}, 0.9},
+		{"a rise", fanoutStore{healthy: run(250), down: run(500)}, 2},
+		{"no healthy figure", fanoutStore{down: run(400)}, 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if got := tc.f.fanoutShare(); math.Abs(got-tc.want) > 1e-9 {
-				t.Errorf("got %v, want %v", got, tc.want)
-			}
-		})
-	}
-}
-
-func TestHealthySpread(t *testing.T) {
-	run := func(published float64) fanoutRun { return fanoutRun{published: published} }
-	for _, tc := range []struct {
-		name string
-		f    fanoutStore
-		want float64
-	}{
-		{"the faster over the slower", fanoutStore{healthy: run(400), healthyAgain: run(500)}, 0.25},
-		{"either order", fanoutStore{healthy: run(500), healthyAgain: run(400)}, 0.25},
-		{"equal", fanoutStore{healthy: run(400), healthyAgain: run(400)}, 0},
-		{"a missing run", fanoutStore{healthy: run(400)}, 0},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			if got := tc.f.healthySpread(); math.Abs(got-tc.want) > 1e-9 {
 				t.Errorf("got %v, want %v", got, tc.want)
 			}
 		})

@@ -110,7 +110,7 @@ func main() {
 	flag.StringVar(&cfg.costStores, "cost-stores", bothStores, "stores the cost step runs on after the relay (one alone: figures are printed, not written)")
 	flag.DurationVar(&cfg.breakerWindow, "breaker-window", time.Minute, "how long the breaker step's receiver is down under steady publishing")
 	flag.IntVar(&cfg.breakerRate, "breaker-rate", 50, "events/s published to the breaker step's down receiver")
-	flag.DurationVar(&cfg.breakerMeasure, "breaker-measure", 8*time.Second, "measured publishing time of each of the breaker step's ten-endpoint runs, after the breaker opened")
+	flag.DurationVar(&cfg.breakerMeasure, "breaker-measure", 15*time.Second, "publishing time at saturation of the breaker step's ten-endpoint engines, side by side, after the breaker opened")
 	flag.StringVar(&cfg.breakerStores, "breaker-stores", bothStores, "stores the breaker step runs on (one alone: figures are printed, not written)")
 	flag.StringVar(&cfg.enginehost, "enginehost", "", "use this enginehost binary instead of building ./test/enginehost (to compare builds in one session)")
 	flag.Parse()
