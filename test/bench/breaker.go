@@ -721,7 +721,7 @@ func (r *breakerResults) markdown(machine string) string {
 			f.store, f.healthy.published, f.down.published, f.downNoTrip.published, 100*share, verdict(share >= 0.9),
 			f.healthy.delivered, f.down.delivered, f.downNoTrip.delivered, f.down.loadAvg)
 	}
-	p("\nReproduce: `go run ./test/bench --steps breaker` (with HOOKKEEPER_TEST_POSTGRES set; about three\n")
+	p("\nReproduce: `go run ./test/bench --steps breaker` (with HOOKKEEPER_TEST_POSTGRES set; about two\n")
 	p("minutes) rewrites this section alone; `--breaker-window`, `--breaker-rate` and\n")
 	p("`--breaker-measure` change the runs.\n")
 	return out.String()
