@@ -831,23 +831,5 @@ func mapRuns(runs []apiRun, f func(apiRun) string) []string {
 // file (or appends it), leaving the other steps' figures as they were:
 // `--steps deliveryapi` alone updates only its own section.
 func writeDeliveryAPISection(path, machine string, r *deliveryAPIResults) error {
-	old, err := os.ReadFile(path)
-	if err != nil && !errors.Is(err, os.ErrNotExist) {
-		return err
-	}
-	doc := string(old)
-	if i := strings.Index(doc, "\n"+deliveryAPIHeading); i >= 0 {
-		after := doc[i+1+len(deliveryAPIHeading):]
-		end := ""
-		if j := strings.Index(after, "\n## "); j >= 0 {
-			end = after[j:]
-		}
-		doc = doc[:i] + end
-	}
-	doc = strings.TrimRight(doc, "\n") + "\n" + r.markdown(machine)
-	if err := os.WriteFile(path, []byte(doc), 0o644); err != nil {
-		return err
-	}
-	fmt.Printf("wrote the deliveryapi section of %s\n", path)
-	return nil
+	return writeSection(path, deliveryAPIHeading, r.markdown(machine))
 }

@@ -11,7 +11,10 @@
 //   - scheduling lag (receipt minus due time) p50/p99 while 100,000
 //     deliveries come due;
 //   - the engine's resident memory with 1,000,000 scheduled deliveries in
-//     the ledger.
+//     the ledger;
+//   - the cost per event, the aggregated API, and the circuit breaker: the
+//     attempts a down receiver gets per minute with and without it, and
+//     publishing while one of ten endpoints is down (breaker.go).
 package main
 
 import (
@@ -47,7 +50,7 @@ import (
 const token = "bench-token"
 
 // allSteps are the steps of `make bench`.
-const allSteps = "sqlite,postgres,lag,rss,deliveryapi,cost,history,disk,manager"
+const allSteps = "sqlite,postgres,lag,rss,deliveryapi,cost,history,disk,manager,breaker"
 
 // verboseHosts passes -v to enginehost (set from --v).
 var verboseHosts bool
@@ -73,6 +76,12 @@ type config struct {
 	historyStores string
 	// costStores are the stores the cost step runs on after the relay.
 	costStores string
+	// The breaker step (breaker.go): the down receiver's window and
+	// publish rate, and the measured part of each saturation run.
+	breakerWindow, breakerMeasure time.Duration
+	breakerRate                   int
+	// breakerStores are the stores the breaker step runs on.
+	breakerStores string
 }
 
 // bothStores is the default of --cost-stores and --history-stores.
@@ -99,6 +108,10 @@ func main() {
 	flag.IntVar(&cfg.historyEvents, "history-events", 10_000_000, "delivered events of history preloaded in the flat-cost runs")
 	flag.StringVar(&cfg.historyStores, "history-stores", bothStores, "stores the history step runs on (one alone: figures are printed, not written)")
 	flag.StringVar(&cfg.costStores, "cost-stores", bothStores, "stores the cost step runs on after the relay (one alone: figures are printed, not written)")
+	flag.DurationVar(&cfg.breakerWindow, "breaker-window", time.Minute, "how long the breaker step's receiver is down under steady publishing")
+	flag.IntVar(&cfg.breakerRate, "breaker-rate", 50, "events/s published to the breaker step's down receiver")
+	flag.DurationVar(&cfg.breakerMeasure, "breaker-measure", 15*time.Second, "publishing time at saturation of the breaker step's ten-endpoint engines, side by side, after the breaker opened")
+	flag.StringVar(&cfg.breakerStores, "breaker-stores", bothStores, "stores the breaker step runs on (one alone: figures are printed, not written)")
 	flag.StringVar(&cfg.enginehost, "enginehost", "", "use this enginehost binary instead of building ./test/enginehost (to compare builds in one session)")
 	flag.Parse()
 	if err := run(cfg); err != nil {
@@ -121,6 +134,7 @@ type results struct {
 	history                historyResults
 	disk                   diskResults
 	manager                managerResults
+	breaker                breakerResults // breaker.go
 }
 
 type throughput struct {
@@ -270,7 +284,15 @@ func run(cfg config) error {
 			return err
 		}
 	}
-	if cfg.steps != allSteps || cfg.historyStores != bothStores || cfg.costStores != bothStores {
+	if cfg.runs("breaker") {
+		if err := runBreaker(cfg, bin, work, &r.breaker); err != nil {
+			return err
+		}
+	}
+	if cfg.steps == "breaker" && cfg.breakerStores == bothStores {
+		return writeSection(cfg.out, breakerHeading, r.breaker.markdown(r.machine))
+	}
+	if cfg.steps != allSteps || cfg.historyStores != bothStores || cfg.costStores != bothStores || cfg.breakerStores != bothStores {
 		fmt.Println("not all steps ran: results not written")
 		return nil
 	}
@@ -389,13 +411,19 @@ type host struct {
 }
 
 func startHost(bin string, args ...string) (*host, error) {
+	return startHostWatching(bin, nil, args...)
+}
+
+// startHostWatching starts an enginehost and hands every line it prints
+// after "listening" to onLine (nil: none), on one goroutine.
+func startHostWatching(bin string, onLine func(string), args ...string) (*host, error) {
 	if verboseHosts {
 		args = append(args, "-v")
 	}
 	cmd := exec.Command(bin, append([]string{"--token", token}, args...)...)
 	// The same GC settings as the manager Deployment (config/manager).
 	cmd.Env = append(os.Environ(), "GOGC=400", "GOMEMLIMIT=400MiB")
-	addr, err := startListening(cmd)
+	addr, err := startListening(cmd, onLine)
 	if err != nil {
 		return nil, fmt.Errorf("enginehost: %w", err)
 	}
@@ -403,8 +431,9 @@ func startHost(bin string, args ...string) (*host, error) {
 }
 
 // startListening starts a process that prints "listening <addr>" first
-// (enginehost, the relay) and returns the address.
-func startListening(cmd *exec.Cmd) (string, error) {
+// (enginehost, the relay) and returns the address; the lines after it go
+// to onLine (nil: discarded).
+func startListening(cmd *exec.Cmd, onLine func(string)) (string, error) {
 	cmd.Stderr = os.Stderr
 	out, err := cmd.StdoutPipe()
 	if err != nil {
@@ -419,7 +448,14 @@ func startListening(cmd *exec.Cmd) (string, error) {
 		_ = cmd.Wait()
 		return "", fmt.Errorf("did not start")
 	}
-	go func() { _, _ = io.Copy(io.Discard, out) }()
+	go func() {
+		for sc.Scan() {
+			if onLine != nil {
+				onLine(sc.Text())
+			}
+		}
+		_, _ = io.Copy(io.Discard, out) // a line too long for the scanner
+	}()
 	return strings.TrimPrefix(sc.Text(), "listening "), nil
 }
 
@@ -759,6 +795,7 @@ Reproduce: `+"`make bench`"+` (needs `+"`./hack/postgres.sh`"+`, which `+"`make 
 	)
 	b.WriteString(costSection(cfg, r, keptNotes(cfg.out)))
 	b.WriteString(r.deliveryAPI.markdown(r.machine))
+	b.WriteString(r.breaker.markdown(r.machine))
 	if err := os.WriteFile(cfg.out, []byte(b.String()), 0o644); err != nil {
 		return err
 	}

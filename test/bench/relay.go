@@ -104,7 +104,7 @@ func startRelay(to string) (*relayProc, error) {
 	}
 	cmd := exec.Command(self)
 	cmd.Env = append(os.Environ(), relayEnv+"="+to, "GOGC=400", "GOMEMLIMIT=400MiB")
-	addr, err := startListening(cmd)
+	addr, err := startListening(cmd, nil)
 	if err != nil {
 		return nil, fmt.Errorf("relay: %w", err)
 	}

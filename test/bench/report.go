@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"strings"
@@ -26,6 +27,41 @@ func keptNotes(path string) string {
 		return ""
 	}
 	return s[i : j+len(notesEnd)]
+}
+
+// writeSection replaces the section of the benchmarks file at path that
+// starts with heading (a "## " line) by section, or appends section: a
+// step run alone (`--steps deliveryapi`, `--steps breaker`) updates only
+// its own figures.
+func writeSection(path, heading, section string) error {
+	old, err := os.ReadFile(path)
+	if err != nil && !errors.Is(err, os.ErrNotExist) {
+		return err
+	}
+	if err := os.WriteFile(path, []byte(replaceSection(string(old), heading, section)), 0o644); err != nil {
+		return err
+	}
+	fmt.Printf("wrote the section %q of %s\n", heading, path)
+	return nil
+}
+
+// replaceSection puts section (which starts with "\n"+heading) in doc in
+// place of the one that starts with heading and runs to the next "## "
+// heading, or at the end when doc has none.
+func replaceSection(doc, heading, section string) string {
+	i := strings.Index(doc, "\n"+heading+"\n")
+	switch {
+	case strings.TrimSpace(doc) == "":
+		return strings.TrimLeft(section, "\n")
+	case i < 0:
+		return strings.TrimRight(doc, "\n") + "\n" + section
+	}
+	after := doc[i+1+len(heading):]
+	end := ""
+	if j := strings.Index(after, "\n## "); j >= 0 {
+		end = after[j:]
+	}
+	return doc[:i] + section + end
 }
 
 func ms(d time.Duration) string { return fmt.Sprintf("%.3f ms", float64(d)/float64(time.Millisecond)) }

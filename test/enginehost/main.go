@@ -52,6 +52,13 @@ type EndpointConfig struct {
 	Timeout string `json:"timeout"`
 	// Budget is the endpoint's retry budget, if any.
 	Budget *ledger.RetryBudget `json:"budget,omitempty"`
+	// Backoff, when set, replaces the fixed Delay and MaxAttempts (the
+	// breaker bench retries on an exponential backoff); its
+	// AttemptTimeout defaults to Timeout.
+	Backoff *backoff.Policy `json:"backoff,omitempty"`
+	// Breaker is the endpoint's circuit breaker policy; nil: the engine's
+	// defaults (ledger.DefaultBreakerPolicy).
+	Breaker *ledger.BreakerPolicy `json:"breaker,omitempty"`
 }
 
 func main() {
@@ -79,6 +86,7 @@ func main() {
 	flag.DurationVar(&o.readHeaderTimeout, "api-read-header-timeout", httpapi.ServerReadHeaderTimeout, "how long the API waits for a request's headers")
 	flag.IntVar(&o.maxConnections, "api-max-connections", httpapi.DefaultMaxConnections, "most connections the API holds open")
 	flag.DurationVar(&clockOffset, "clock-offset", 0, "shift the engine's and the API's clock by this much (tests use it to start at a chosen time)")
+	flag.BoolVar(&o.printBreakers, "print-breakers", false, "print a line on stdout when an endpoint's circuit breaker changes (\"breaker <endpoint> open|closed <reason> probes=<n>\"); whoever starts the process must read its stdout")
 	flag.StringVar(&o.instance, "instance", "", "identity of this replica across restarts (the manager's --instance); its earlier processes' leases are reclaimed at start")
 	flag.Parse()
 	allowed, err := destination.ParseCIDRs(allowedDestinations)
@@ -133,7 +141,7 @@ type hostOptions struct {
 	leaseMargin, idleWait, readHeaderTimeout, writeDelay     time.Duration
 	recordWait                                               time.Duration
 	maxConnections                                           int
-	verbose                                                  bool
+	verbose, printBreakers                                   bool
 	sender                                                   engine.Sender
 	clock                                                    offsetClock
 }
@@ -163,7 +171,11 @@ func run(o hostOptions) error {
 
 	reg := prometheus.NewRegistry()
 	metrics := engine.NewMetrics(reg, store)
-	eng, err := engine.New(engine.Options{Store: store, Sender: o.sender, Instance: o.instance, Workers: o.workers, LeaseMargin: o.leaseMargin, IdleWait: o.idleWait, WriteBatch: groupcommit.Options{MaxDelay: o.writeDelay}, RecordWait: o.recordWait, Logger: log, Metrics: metrics, Clock: o.clock})
+	var onBreaker func(ledger.Breaker)
+	if o.printBreakers {
+		onBreaker = printBreaker
+	}
+	eng, err := engine.New(engine.Options{Store: store, Sender: o.sender, Instance: o.instance, Workers: o.workers, LeaseMargin: o.leaseMargin, IdleWait: o.idleWait, WriteBatch: groupcommit.Options{MaxDelay: o.writeDelay}, RecordWait: o.recordWait, Logger: log, Metrics: metrics, Clock: o.clock, OnBreaker: onBreaker})
 	if err != nil {
 		return err
 	}
@@ -203,6 +215,17 @@ func run(o hostOptions) error {
 	_ = srv.Shutdown(shutdownCtx)
 	fmt.Printf("attempts %d\n", countAttempts(reg))
 	return runErr
+}
+
+// printBreaker announces a breaker's change on stdout, the signal the
+// breaker bench waits for (one write per line, so concurrent calls do not
+// interleave).
+func printBreaker(b ledger.Breaker) {
+	state := "closed"
+	if b.Open {
+		state = "open"
+	}
+	fmt.Printf("breaker %s %s %s probes=%d\n", b.EndpointID, state, b.Reason, b.Probes)
 }
 
 // countAttempts sums hookkeeper_delivery_attempts_total, which tests use to
@@ -245,14 +268,22 @@ func registerEndpoints(ctx context.Context, eng *engine.Engine, file string) err
 		if err != nil {
 			return fmt.Errorf("endpoint %s: timeout: %w", c.Name, err)
 		}
+		b := backoff.Policy{Strategy: backoff.Fixed, InitialDelay: delay, MaxAttempts: c.MaxAttempts, AttemptTimeout: timeout}
+		if c.Backoff != nil {
+			b = *c.Backoff
+			if b.AttemptTimeout == 0 {
+				b.AttemptTimeout = timeout
+			}
+		}
 		_, err = eng.RegisterEndpoint(ctx, ledger.Endpoint{
 			ID: ledger.EndpointID(c.Namespace, c.Name), Namespace: c.Namespace, Name: c.Name,
 			URL: c.URL, EventTypes: c.EventTypes, MaxInFlight: c.MaxInFlight, AckMode: ledger.AckResponse,
 			Secrets: []ledger.SigningSecret{{Value: sensitive.Bytes(c.Secret)}},
 			Policy: ledger.Policy{
-				Backoff: backoff.Policy{Strategy: backoff.Fixed, InitialDelay: delay, MaxAttempts: c.MaxAttempts, AttemptTimeout: timeout},
+				Backoff: b,
 				RetryOn: []string{"NetworkError", "Timeout", "429", "5xx"},
 				Budget:  c.Budget,
+				Breaker: c.Breaker,
 			},
 		})
 		if err != nil {
