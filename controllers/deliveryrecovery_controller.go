@@ -30,6 +30,9 @@ type RecoveryEngine interface {
 	RecoveryStart(ctx context.Context, operationKey, specHash, objectUID string) (ledger.RecoveryOperation, error)
 	Recover(ctx context.Context, operationKey, deliveryID string, action ledger.RecoveryAction) (ledger.RecoveryItem, error)
 	RecoveryItems(ctx context.Context, operationKey string) ([]ledger.RecoveryItem, error)
+	// RetryBudgetDeferrals reads, from the ledger, the retries and re-sends
+	// the endpoint's budget deferred on any replica.
+	RetryBudgetDeferrals(ctx context.Context, endpointID string, now time.Time) (ledger.DeferralStreak, error)
 }
 
 const (
@@ -181,7 +184,16 @@ func (r *DeliveryRecoveryReconciler) run(ctx context.Context, rec *hookv1.Delive
 			return nil, fmt.Errorf("reading the items of recovery %s: %w", key, err)
 		}
 	}
-	return &recoveryProgress{Operation: &op, Items: items}, nil
+	progress := &recoveryProgress{Operation: &op, Items: items}
+	// Re-sends that wait may wait for the retry budget they draw on.
+	if facts.Registered && ep.Policy.Budget != nil && waitingResends(items) > 0 {
+		d, err := r.Engine.RetryBudgetDeferrals(ctx, endpointID, r.now())
+		if err != nil {
+			return nil, fmt.Errorf("reading the retry budget's deferrals of endpoint %s: %w", endpointID, err)
+		}
+		progress.Budget = &budgetFacts{Budget: *ep.Policy.Budget, Deferrals: d}
+	}
+	return progress, nil
 }
 
 // apply runs the action on the matching deliveries exhausted before the
