@@ -68,6 +68,6 @@ var _ = Describe("A DeliveryRecovery over its endpoint's retry budget", func() {
 		}).WithTimeout(30 * time.Second).Should(Succeed())
 		Expect(cur.Status.Counts.Retried).To(BeEquivalentTo(3))
 		// One re-send a minute: this spec may straddle one minute's end.
-		Expect(rcv.count() - lost).To(BeNumerically("<=", 2), "re-sends received")
+		Expect(rcv.count()-lost).To(BeNumerically("<=", 2), "re-sends received")
 	})
 })
