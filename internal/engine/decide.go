@@ -25,8 +25,9 @@ type outcome struct {
 //
 //   - 2xx completes the delivery, or (Callback mode) waits for an
 //     acknowledgement until now + the acknowledgement timeout;
-//   - 410 exhausts with Gone, a failure the policy does not retry with
-//     NonRetryable;
+//   - 410 sends the delivery back to wait behind its endpoint's breaker,
+//     which the caller opens (Gone); without a breaker it exhausts with
+//     Gone. A failure the policy does not retry exhausts with NonRetryable;
 //   - anything else is retried on the policy's backoff (a Retry-After on
 //     429/503 lengthens the delay up to the policy's cap) until the horizon,
 //     then exhausts with MaxAttempts or MaxAge.
@@ -38,7 +39,12 @@ func decide(ep *ledger.Endpoint, d *ledger.Delivery, res *dispatch.Result, start
 		}
 		return outcome{next: ledger.Next{State: ledger.StateDelivered}}
 	case dispatch.Gone:
-		return exhaust(ledger.ExhaustGone, res)
+		if ep.Policy.BreakerPolicyOrDefault().Disabled {
+			return exhaust(ledger.ExhaustGone, res)
+		}
+		// 410 is about the URL: the breaker opens (Gone) and the delivery
+		// waits behind it, first in line for a probe (docs/adr/0033).
+		return outcome{next: ledger.Next{State: ledger.StateScheduled, DueAt: now}, failure: describe(res)}
 	case dispatch.NonRetryable:
 		return exhaust(ledger.ExhaustNonRetryable, res)
 	}

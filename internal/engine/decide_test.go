@@ -21,6 +21,9 @@ func TestDecide(t *testing.T) {
 	}
 	response := &ledger.Endpoint{ID: "ns/a", Policy: policy, AckMode: ledger.AckResponse}
 	callback := &ledger.Endpoint{ID: "ns/b", Policy: policy, AckMode: ledger.AckCallback, AckTimeout: 5 * time.Minute}
+	noBreaker := policy
+	noBreaker.Breaker = &ledger.BreakerPolicy{Disabled: true}
+	unguarded := &ledger.Endpoint{ID: "ns/c", Policy: noBreaker, AckMode: ledger.AckResponse}
 	first := &ledger.Delivery{Attempts: 0}
 	started := t0.Add(-time.Minute)
 	second := &ledger.Delivery{Attempts: 1, FirstAttemptAt: &started}
@@ -52,7 +55,9 @@ func TestDecide(t *testing.T) {
 			want: ledger.Next{State: ledger.StateExhausted, Reason: ledger.ExhaustMaxAttempts}, wantFailure: "HTTP 502"},
 		{name: "a retry past maxAge exhausts with MaxAge", ep: response, d: aged, res: dispatch.Result{StatusCode: 503},
 			want: ledger.Next{State: ledger.StateExhausted, Reason: ledger.ExhaustMaxAge}, wantFailure: "HTTP 503"},
-		{name: "410 exhausts with Gone at once", ep: response, d: first, res: dispatch.Result{StatusCode: 410},
+		{name: "410 waits behind the breaker, due at once for its probe", ep: response, d: third, res: dispatch.Result{StatusCode: 410},
+			want: ledger.Next{State: ledger.StateScheduled, DueAt: t0}, wantFailure: "HTTP 410"},
+		{name: "410 without a breaker exhausts with Gone at once", ep: unguarded, d: first, res: dispatch.Result{StatusCode: 410},
 			want: ledger.Next{State: ledger.StateExhausted, Reason: ledger.ExhaustGone}, wantFailure: "HTTP 410"},
 		{name: "a status the policy does not retry exhausts with NonRetryable", ep: response, d: first, res: dispatch.Result{StatusCode: 400},
 			want: ledger.Next{State: ledger.StateExhausted, Reason: ledger.ExhaustNonRetryable}, wantFailure: "HTTP 400"},

@@ -93,7 +93,11 @@ type Options struct {
 	// OnExhausted is called after an exhaustion is committed. It must not
 	// block: hand the notice to a queue.
 	OnExhausted func(ExhaustedNotice)
-	Clock       Clock
+	// OnBreaker is called when this engine sees an endpoint's circuit
+	// breaker change: its own transitions, and those of other engines
+	// found on a refresh. It must not block.
+	OnBreaker func(ledger.Breaker)
+	Clock     Clock
 	// Rand returns values in [0,1) for jitter (default math/rand/v2).
 	Rand    func() float64
 	Logger  logr.Logger
@@ -158,6 +162,8 @@ type Engine struct {
 	// neither takes the slots the other counted on (handoff.go).
 	handoffs  int
 	claimTake map[string]int
+	// probes are the deliveries this engine leased as breaker probes.
+	probes map[string]bool
 }
 
 // endpointState is the engine's view of one endpoint: its configuration at
@@ -166,6 +172,12 @@ type endpointState struct {
 	cfg      ledger.Endpoint
 	inFlight int
 	limiter  *rate.Limiter
+	// breaker is the ledger's circuit breaker as last seen (zero: closed,
+	// never opened), streak this engine's run of failures, and opening
+	// set while this engine opens it (breaker.go).
+	breaker ledger.Breaker
+	streak  streak
+	opening bool
 }
 
 // New returns an Engine for opts.
@@ -235,6 +247,7 @@ func New(opts Options) (*Engine, error) {
 		alarm:     newAlarm(),
 		records:   make(chan struct{}, 2*opts.Workers),
 		endpoints: map[string]*endpointState{},
+		probes:    map[string]bool{},
 	}
 	e.workers = newWorkers(opts.Workers, e.wake)
 	e.backlog.Store(true) // until the first claim finds the queue drained
@@ -378,6 +391,11 @@ func (e *Engine) Run(ctx context.Context) error {
 // when more work is probably ready.
 func (e *Engine) claimOnce(ctx, attemptCtx context.Context, wg *sync.WaitGroup) (time.Duration, error) {
 	defer e.rounds.end()
+	// Open breakers' probes first: one delivery each, leased through the
+	// ledger so that one engine probes (breaker.go).
+	nextProbe := e.startProbes(ctx, attemptCtx, func(ctx, attemptCtx context.Context, c *ledger.ClaimedDelivery) bool {
+		return e.start(ctx, attemptCtx, wg, c)
+	}, e.opts.Clock.Now())
 	// The claim's workers are reserved before it runs, so what it claims
 	// starts at once even while publishes hand off theirs (handoff.go);
 	// without a backlog it leaves half of the free ones to them.
@@ -435,6 +453,9 @@ func (e *Engine) claimOnce(ctx, attemptCtx context.Context, wg *sync.WaitGroup) 
 	wait := e.opts.IdleWait
 	if ok {
 		wait = min(wait, max(next.Sub(e.opts.Clock.Now()), 10*time.Millisecond))
+	}
+	if !nextProbe.IsZero() {
+		wait = min(wait, max(nextProbe.Sub(e.opts.Clock.Now()), 10*time.Millisecond))
 	}
 	return wait, nil
 }
@@ -540,15 +561,22 @@ func (e *Engine) attempt(ctx context.Context, ep *ledger.Endpoint, c *ledger.Cla
 		SigningSecrets: signingSecrets(ep.Secrets, started),
 		Timeout:        ep.Policy.Backoff.AttemptTimeout,
 	})
+	probe := e.isProbe(c.Delivery.ID)
 	if ctx.Err() != nil {
 		// Shutdown cut the attempt short (its grace ran out): it proves
-		// nothing, so it is not counted; the delivery is due again at once.
+		// nothing, so it is not counted; the delivery is due again at once
+		// (a probe's lease expires in the breaker and another follows).
 		e.release(c, started, "shutdown")
 		return
 	}
 	now := e.opts.Clock.Now()
 	out := decide(ep, &c.Delivery, &res, started, now, e.opts.Rand)
 	e.opts.Metrics.observeAttempt(res.Duration, out.next)
+	if !probe {
+		// Before the record: a delivery that a 410 or the last failure of
+		// a streak sends back to scheduled is held by then.
+		e.observeBreaker(ep, &res, out.failure, now)
+	}
 	// The delivery stays leased until its record commits, so no claim
 	// takes it meanwhile; its slots go to the next delivery now. Taking a
 	// record slot first makes the senders wait when records pile up.
@@ -573,6 +601,9 @@ func (e *Engine) attempt(ctx context.Context, ep *ledger.Endpoint, c *ledger.Cla
 		Now:  now,
 	})
 	rec := written.attempt
+	if probe {
+		e.probeDone(ep, c, &res, out.failure, now)
+	}
 	log := e.opts.Logger.WithValues("delivery", c.Delivery.ID, "event", c.Event.ID, "endpoint", ep.ID)
 	switch {
 	case err != nil:

@@ -26,6 +26,7 @@ type Metrics struct {
 	pruned          *prometheus.CounterVec
 	acks            *prometheus.CounterVec
 	recovery        *prometheus.CounterVec
+	probes          *prometheus.CounterVec
 }
 
 // NewMetrics registers the engine's metrics with reg (the manager passes
@@ -86,7 +87,11 @@ func NewMetrics(reg prometheus.Registerer, store ledger.Store) *Metrics {
 		Name: "hookkeeper_recovery_items_total",
 		Help: "Recovery items by outcome: Retried, Reissued, AwaitingReissue, Refused or Dismissed.",
 	}, []string{"outcome", "reason"})
-	reg.MustRegister(m.deferred, m.yields, m.scrubbed, m.pruned, m.acks, m.recovery)
+	m.probes = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "hookkeeper_circuit_probes_total",
+		Help: "Probes of endpoints whose circuit breaker is open, by result: closed (the breaker closed) or failed, counted by the engine that made them.",
+	}, []string{"result"})
+	reg.MustRegister(m.deferred, m.yields, m.scrubbed, m.pruned, m.acks, m.recovery, m.probes)
 	reg.MustRegister(m.attempts, m.exhausted, m.attemptDuration, m.schedulingLag, m.events, m.released,
 		&statsCollector{store: store})
 	return m
@@ -236,5 +241,16 @@ func (m *Metrics) observeAck(outcome string) {
 func (m *Metrics) observeRecovery(item ledger.RecoveryItem) {
 	if m != nil {
 		m.recovery.WithLabelValues(string(item.Outcome), item.Reason).Inc()
+	}
+}
+
+func (m *Metrics) observeProbe(success bool) {
+	if m == nil {
+		return
+	}
+	if success {
+		m.probes.WithLabelValues("closed").Inc()
+	} else {
+		m.probes.WithLabelValues("failed").Inc()
 	}
 }

@@ -28,13 +28,39 @@ func (e *Engine) RegisterEndpoint(ctx context.Context, ep ledger.Endpoint) (ledg
 	if err := checkWire(&ep); err != nil {
 		return ledger.Endpoint{}, fmt.Errorf("registering endpoint %s: %w: %w", ep.ID, ErrInvalidEndpoint, err)
 	}
+	prevURL := e.registeredURL(ctx, ep.ID)
 	stored, err := e.store.EndpointUpsert(ctx, &ledger.EndpointUpsertParams{Endpoint: ep, Now: e.opts.Clock.Now()})
 	if err != nil {
 		return ledger.Endpoint{}, fmt.Errorf("registering endpoint %s: %w", ep.ID, err)
 	}
 	e.apply(stored)
+	if prevURL != "" && prevURL != stored.URL {
+		// A new URL is a new receiver: what the breaker learnt of the old
+		// one (a streak, a 410) says nothing about it.
+		b, err := e.store.BreakerClose(ctx, stored.ID, ledger.BreakerURLChanged, e.opts.Clock.Now())
+		if err != nil {
+			return ledger.Endpoint{}, fmt.Errorf("registering endpoint %s: closing its breaker for the new URL: %w", ep.ID, err)
+		}
+		e.setBreaker(b)
+	}
 	e.wake()
 	return stored, nil
+}
+
+// registeredURL is the URL endpoint id is registered with, "" when it is
+// not (or the ledger cannot say: the breaker then keeps its state).
+func (e *Engine) registeredURL(ctx context.Context, id string) string {
+	e.mu.Lock()
+	st, ok := e.endpoints[id]
+	e.mu.Unlock()
+	if ok {
+		return st.cfg.URL
+	}
+	ep, err := e.store.EndpointGet(ctx, id)
+	if err != nil {
+		return ""
+	}
+	return ep.URL
 }
 
 // ErrInvalidEndpoint: RegisterEndpoint refused a configuration that could
@@ -159,11 +185,27 @@ func (e *Engine) endpointSlots() (full []string, slots map[string]int) {
 // (handoff.go) may take a slot of any endpoint, so each one in progress
 // counts against every endpoint's free slots.
 func (e *Engine) endpointSlotsLocked(held map[string]int) (full []string, slots map[string]int) {
+	now := e.opts.Clock.Now()
 	for id, st := range e.endpoints {
-		if st.cfg.MaxInFlight <= 0 {
+		if st.breaker.Open {
+			full = append(full, id) // held but for its probe (breaker.go)
 			continue
 		}
-		free := st.cfg.MaxInFlight - st.inFlight - e.handoffs - held[id]
+		limit := st.cfg.MaxInFlight
+		if st.breaker.ClosedAt != nil {
+			// Closed lately: the backlog ramps up instead of landing at once.
+			lim := limit
+			if lim <= 0 {
+				lim = e.opts.Workers
+			}
+			if n, capped := rampSlots(*st.breaker.ClosedAt, now, st.cfg.Policy.BreakerPolicyOrDefault().Ramp, lim); capped {
+				limit = n
+			}
+		}
+		if limit <= 0 {
+			continue
+		}
+		free := limit - st.inFlight - e.handoffs - held[id]
 		if free <= 0 {
 			full = append(full, id)
 			continue

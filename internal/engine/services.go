@@ -25,12 +25,13 @@ func (e *Engine) runServices(ctx context.Context) {
 	// a restart under load should not begin with that pause.
 	lastPrune, lastCompact := e.opts.Clock.Now(), e.opts.Clock.Now()
 	pruneBacklog := false
-	for {
+	for round := 0; ; round++ {
 		select {
 		case <-ctx.Done():
 			return
 		case <-sweep.C:
 		}
+		e.refreshBreakers(ctx, e.opts.Clock.Now(), round%breakerSweepEvery == 0)
 		if err := e.sweepAckTimeouts(ctx); err != nil && ctx.Err() == nil {
 			log.Error(err, "acknowledgement timeouts")
 		}

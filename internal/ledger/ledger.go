@@ -50,6 +50,8 @@ type Store interface {
 	Browser
 	// Evidence: what each attempt achieved, per endpoint and policy.
 	Evidence
+	// Breakers: each endpoint's circuit breaker, shared by every engine.
+	Breakers
 
 	// EndpointUpsert creates or replaces an endpoint's configuration and
 	// returns it with its new Version (1 on creation, +1 on every change).
@@ -223,6 +225,9 @@ const (
 	ExhaustGone         ExhaustReason = "Gone"
 	ExhaustAckRejected  ExhaustReason = "AckRejected"
 	ExhaustAckTimeout   ExhaustReason = "AckTimeout"
+	// ExhaustCircuitOpen: the delivery's horizon ran out while its
+	// endpoint's breaker held it; it was never sent again (docs/adr/0033).
+	ExhaustCircuitOpen ExhaustReason = "CircuitOpen"
 )
 
 // Resolution is what became of a terminal delivery that needed an owner.
@@ -287,6 +292,50 @@ type Policy struct {
 	PayloadRetention  time.Duration `json:"payloadRetention"`
 	EvidenceRetention time.Duration `json:"evidenceRetention"`
 	Budget            *RetryBudget  `json:"budget,omitempty"`
+	// Breaker tunes the endpoint's circuit breaker; nil means the
+	// defaults (DefaultBreakerPolicy).
+	Breaker *BreakerPolicy `json:"breaker,omitempty"`
+}
+
+// BreakerPolicy is when an endpoint's circuit breaker opens and how it
+// probes (docs/adr/0033).
+type BreakerPolicy struct {
+	// Disabled turns the breaker off: every delivery is attempted on its
+	// backoff, and 410 Gone exhausts the delivery as without a breaker.
+	Disabled bool `json:"disabled,omitempty"`
+	// Failures in a row (network errors, timeouts, 5xx; a 2xx or another
+	// answer resets the streak) that open the breaker, once they span at
+	// least MinDuration.
+	Failures    int           `json:"failures"`
+	MinDuration time.Duration `json:"minDuration"`
+	// ProbeInterval is the wait before the first probe; each failed probe
+	// doubles it, up to MaxProbeInterval.
+	ProbeInterval    time.Duration `json:"probeInterval"`
+	MaxProbeInterval time.Duration `json:"maxProbeInterval"`
+	// GoneProbeInterval is the wait between probes after a 410 Gone; 0
+	// means none: only an admin's probe or a new URL closes it.
+	GoneProbeInterval time.Duration `json:"goneProbeInterval,omitempty"`
+	// Ramp is how long, after it closes, the endpoint's in-flight attempts
+	// grow from one to the full limit, so that the backlog does not land
+	// at once.
+	Ramp time.Duration `json:"ramp"`
+}
+
+// DefaultBreakerPolicy applies to endpoints whose policy sets none.
+var DefaultBreakerPolicy = BreakerPolicy{
+	Failures:         10,
+	MinDuration:      time.Minute,
+	ProbeInterval:    30 * time.Second,
+	MaxProbeInterval: 10 * time.Minute,
+	Ramp:             time.Minute,
+}
+
+// BreakerPolicyOrDefault is p's breaker policy, or the defaults.
+func (p *Policy) BreakerPolicyOrDefault() BreakerPolicy {
+	if p.Breaker == nil {
+		return DefaultBreakerPolicy
+	}
+	return *p.Breaker
 }
 
 // Endpoint is a destination's configuration as registered by the
@@ -536,6 +585,12 @@ type AttemptRecordParams struct {
 	Attempt    Attempt
 	Next       Next
 	Now        time.Time
+	// Unsent records Next without an attempt: the delivery was never sent
+	// (its horizon ran out while its endpoint's breaker held it, see
+	// Breakers.BreakerExpire). No attempt row is added, Attempts and
+	// FirstAttemptAt stay, and the transition counts as no attempt outcome
+	// and no first attempt.
+	Unsent bool
 }
 
 // AttemptRecordResult is the outcome of one AttemptRecordParams.

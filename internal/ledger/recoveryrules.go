@@ -269,12 +269,13 @@ type BudgetBucket struct {
 // for AttemptRecordMany to add in one place whatever the driver.
 type FirstAttempts map[BudgetBucket]int64
 
-// Note counts res when it recorded a delivery's first attempt. A re-send's
-// first attempt is not one (Delivery.Resend): it spent the budget instead,
-// and counting it would raise the allowance it draws from.
-func (fa FirstAttempts) Note(res AttemptRecordResult, now time.Time) {
-	if res.Err == nil && res.Delivery.Attempts == 1 && !res.Delivery.Resend {
-		fa[BudgetBucket{EndpointID: res.Delivery.EndpointID, Minute: BudgetMinute(now)}]++
+// Note counts res, the result of p, when it recorded a delivery's first
+// attempt. A re-send's first attempt is not one (Delivery.Resend): it spent
+// the budget instead, and counting it would raise the allowance it draws
+// from.
+func (fa FirstAttempts) Note(p *AttemptRecordParams, res AttemptRecordResult) {
+	if res.Err == nil && !p.Unsent && res.Delivery.Attempts == 1 && !res.Delivery.Resend {
+		fa[BudgetBucket{EndpointID: res.Delivery.EndpointID, Minute: BudgetMinute(p.Now)}]++
 	}
 }
 

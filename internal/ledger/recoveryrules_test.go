@@ -69,7 +69,7 @@ func TestResendsSpendTheBudget(t *testing.T) {
 			recorded := tc.d
 			recorded.EndpointID, recorded.Attempts = "ns/ep", recorded.Attempts+1
 			fa := FirstAttempts{}
-			fa.Note(AttemptRecordResult{Delivery: recorded}, now)
+			fa.Note(&AttemptRecordParams{Now: now}, AttemptRecordResult{Delivery: recorded})
 			want := []BudgetBucket{}
 			if tc.first {
 				want = append(want, BudgetBucket{EndpointID: "ns/ep", Minute: 10, Count: 1})

@@ -81,6 +81,9 @@ type AttemptTransition struct {
 	// at Now, FailureCause its LastFailureReason.
 	Success, Failure bool
 	FailureCause     string
+	// Unsent is AttemptRecordParams.Unsent: no attempt was made, so
+	// Attempts, FirstAttemptAt and the last answer stay.
+	Unsent bool
 }
 
 // Transition returns what the attempt p does to its delivery, or why its
@@ -108,6 +111,10 @@ func (p *AttemptRecordParams) Transition() (AttemptTransition, error) {
 	case StateExhausted:
 		tr.Reason, tr.Resolution, tr.TerminalAt = n.Reason, ResolutionUnresolved, &now
 	}
+	if p.Unsent {
+		tr.Unsent = true
+		return tr, nil
+	}
 	tr.Success, tr.Failure = n.StatsOutcome()
 	if tr.Failure {
 		tr.FailureCause = FailureReason(p.Attempt)
@@ -119,10 +126,13 @@ func (p *AttemptRecordParams) Transition() (AttemptTransition, error) {
 // the drivers' attempt statements.
 func (tr AttemptTransition) Apply(d *Delivery) {
 	d.State = tr.State
-	d.Attempts++
-	if d.FirstAttemptAt == nil {
-		t := tr.FirstAttemptAt
-		d.FirstAttemptAt = &t
+	if !tr.Unsent {
+		d.Attempts++
+		if d.FirstAttemptAt == nil {
+			t := tr.FirstAttemptAt
+			d.FirstAttemptAt = &t
+		}
+		d.LastStatus, d.LastError = tr.LastStatus, tr.LastError
 	}
 	if !tr.DueAt.IsZero() {
 		d.DueAt = tr.DueAt
@@ -132,7 +142,6 @@ func (tr AttemptTransition) Apply(d *Delivery) {
 		t := *tr.AckDeadline
 		d.AckDeadline = &t
 	}
-	d.LastStatus, d.LastError = tr.LastStatus, tr.LastError
 	d.ExhaustReason, d.Resolution = tr.Reason, tr.Resolution
 	d.TerminalAt = nil
 	if tr.TerminalAt != nil {

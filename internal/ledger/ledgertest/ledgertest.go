@@ -82,6 +82,7 @@ func Exercise(t *testing.T, newStore func(t *testing.T) ledger.Store) {
 		{"Outcomes", exerciseOutcomes},
 		{"Owner", exerciseOwner},
 		{"Deferrals", exerciseDeferrals},
+		{"Breakers", exerciseBreakers},
 	}
 	for _, g := range groups {
 		t.Run(g.name, func(t *testing.T) {

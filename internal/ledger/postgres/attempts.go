@@ -103,7 +103,9 @@ func record(ctx context.Context, tx *txn, params []*ledger.AttemptRecordParams, 
 		}
 		d := &cur.d
 		tr.Apply(d)
-		attempts.add(p, d.Attempts)
+		if !p.Unsent {
+			attempts.add(p, d.Attempts)
+		}
 		if !slices.Contains(changed, d.ID) {
 			changed = append(changed, d.ID)
 		}
@@ -123,7 +125,7 @@ func record(ctx context.Context, tx *txn, params []*ledger.AttemptRecordParams, 
 	settled := ledger.SettledEvents{}
 	outcomes := ledger.OutcomeDeltas{}
 	for i, p := range params {
-		firsts.Note(results[i], p.Now)
+		firsts.Note(p, results[i])
 		noteSettled(settled, deliveries[p.DeliveryID], results[i].Delivery, p.Now)
 		outcomes.Note(results[i].Delivery, p.Now)
 	}

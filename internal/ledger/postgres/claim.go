@@ -26,7 +26,7 @@ const claimSQL = `
 		FROM deliveries d JOIN endpoints ep ON ep.id = d.endpoint_id
 		WHERE d.state IN ('scheduled', 'in_flight') AND d.due_at <= $1
 			AND (d.state = 'scheduled' OR d.lease_until <= $1)
-			AND NOT ep.paused AND ep.deleted_at IS NULL AND d.endpoint_id <> ALL($2::text[])
+			AND NOT ep.paused AND NOT ep.breaker_open AND ep.deleted_at IS NULL AND d.endpoint_id <> ALL($2::text[])
 		ORDER BY d.due_at, d.seq
 		LIMIT $3
 		FOR UPDATE OF d SKIP LOCKED
@@ -73,33 +73,40 @@ func (s *Store) DeliveryClaim(ctx context.Context, params *ledger.DeliveryClaimP
 		if err != nil {
 			return err
 		}
-		delta := ledger.StatsDelta{}
-		var (
-			d         deliveryRow
-			e         eventRow
-			prevState string
-			version   int64
-		)
-		dests := append(append(d.dests(), &prevState, &version), e.dests()...)
-		if _, err := pgx.ForEachRow(rows, dests, func() error {
-			ev, err := e.value()
-			if err != nil {
-				return err
-			}
-			c := ledger.ClaimedDelivery{Delivery: d.value(), Event: ev, EndpointVersion: version}
-			claimed = append(claimed, c)
-			// An expired lease changes owner, not state.
-			delta.Move(c.Delivery.EndpointID, ledger.DeliveryState(prevState), ledger.ResolutionNone, ledger.StateInFlight, ledger.ResolutionNone)
-			return nil
-		}); err != nil {
-			return err
-		}
-		tx.queueStats(delta) // with COMMIT
-		return nil
+		claimed, err = scanClaimed(tx, rows, claimed)
+		return err
 	})
 	if err != nil {
 		return nil, err
 	}
+	return claimed, nil
+}
+
+// scanClaimed reads the rows of a claim (claimSQL's columns) into
+// claimed and queues their counter changes with tx's COMMIT.
+func scanClaimed(tx *txn, rows pgx.Rows, claimed []ledger.ClaimedDelivery) ([]ledger.ClaimedDelivery, error) {
+	delta := ledger.StatsDelta{}
+	var (
+		d         deliveryRow
+		e         eventRow
+		prevState string
+		version   int64
+	)
+	dests := append(append(d.dests(), &prevState, &version), e.dests()...)
+	if _, err := pgx.ForEachRow(rows, dests, func() error {
+		ev, err := e.value()
+		if err != nil {
+			return err
+		}
+		c := ledger.ClaimedDelivery{Delivery: d.value(), Event: ev, EndpointVersion: version}
+		claimed = append(claimed, c)
+		// An expired lease changes owner, not state.
+		delta.Move(c.Delivery.EndpointID, ledger.DeliveryState(prevState), ledger.ResolutionNone, ledger.StateInFlight, ledger.ResolutionNone)
+		return nil
+	}); err != nil {
+		return nil, err
+	}
+	tx.queueStats(delta) // with COMMIT
 	return claimed, nil
 }
 
@@ -181,7 +188,7 @@ func (s *Store) NextDueAt(ctx context.Context, excludeEndpoints []string) (time.
 	var due int64
 	err := s.pool.QueryRow(ctx, `
 		SELECT d.due_at FROM deliveries d JOIN endpoints ep ON ep.id = d.endpoint_id
-		WHERE d.state = 'scheduled' AND NOT ep.paused AND ep.deleted_at IS NULL AND d.endpoint_id <> ALL($1::text[])
+		WHERE d.state = 'scheduled' AND NOT ep.paused AND NOT ep.breaker_open AND ep.deleted_at IS NULL AND d.endpoint_id <> ALL($1::text[])
 		ORDER BY d.due_at LIMIT 1`, excludeEndpoints).Scan(&due)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return time.Time{}, false, nil

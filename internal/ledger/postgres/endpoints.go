@@ -84,9 +84,11 @@ func (s *Store) EndpointDelete(ctx context.Context, params *ledger.EndpointDelet
 		var id string
 		b := &pgx.Batch{}
 		b.Queue(`SELECT id FROM endpoints WHERE id = $1 AND deleted_at IS NULL FOR UPDATE`, params.ID)
-		b.Queue(`UPDATE endpoints SET deleted_at = $2, secret_values = NULL, secret_not_after = NULL
+		b.Queue(`UPDATE endpoints SET deleted_at = $2, secret_values = NULL, secret_not_after = NULL, breaker_open = false
 			WHERE id = $1 AND deleted_at IS NULL RETURNING id`, params.ID, nanos(params.Now),
 		).QueryRow(func(row pgx.Row) error { return row.Scan(&id) })
+		// An endpoint created again under its name starts closed.
+		b.Queue(`DELETE FROM endpoint_breakers WHERE endpoint_id = $1`, params.ID)
 		if err := tx.SendBatch(ctx, b).Close(); err != nil {
 			return err // ErrNoRows becomes ledger.ErrNotFound
 		}

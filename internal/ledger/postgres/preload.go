@@ -42,7 +42,7 @@ func preload(ctx context.Context, tx pgx.Tx, namespaces []string, keys []idemKey
 	byID := make(map[string]*ledger.EventInsertResult)
 	b := &pgx.Batch{}
 	if len(namespaces) > 0 {
-		b.Queue(`SELECT id, namespace, event_types, paused, version FROM endpoints
+		b.Queue(`SELECT id, namespace, event_types, paused OR breaker_open, version FROM endpoints
 			WHERE namespace = ANY($1) AND deleted_at IS NULL ORDER BY id FOR KEY SHARE`,
 			namespaces).Query(func(rows pgx.Rows) error {
 			var ep fanoutEndpoint

@@ -47,7 +47,7 @@ func (s *Store) recordAttempts(t *wtx, params []*ledger.AttemptRecordParams, ds 
 			return nil, err
 		}
 		results[i] = res
-		fa.Note(res, p.Now)
+		fa.Note(p, res)
 		st.Note(res.Delivery, p.Now)
 		oc.Note(res.Delivery, p.Now)
 	}
@@ -92,9 +92,11 @@ func (s *Store) recordAttempt(t *wtx, p *ledger.AttemptRecordParams, ds ledger.S
 	if err := s.writeAttemptTransition(t, rowid, before, &d); err != nil {
 		return ledger.AttemptRecordResult{}, translate(op, err)
 	}
-	if _, err := t.stmt(s.ws.attemptInsert).ExecContext(t.ctx, d.ID, int64(d.Attempts), p.Owner, nanos(a.StartedAt),
-		int64(a.Duration), int64(a.StatusCode), a.Error, nullBytes(a.ResponseExcerpt), nanos(p.Now)); err != nil {
-		return ledger.AttemptRecordResult{}, translate(op, err)
+	if !p.Unsent {
+		if _, err := t.stmt(s.ws.attemptInsert).ExecContext(t.ctx, d.ID, int64(d.Attempts), p.Owner, nanos(a.StartedAt),
+			int64(a.Duration), int64(a.StatusCode), a.Error, nullBytes(a.ResponseExcerpt), nanos(p.Now)); err != nil {
+			return ledger.AttemptRecordResult{}, translate(op, err)
+		}
 	}
 	tr.Stats(ds, d.EndpointID, p.Now)
 

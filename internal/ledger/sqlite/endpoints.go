@@ -78,6 +78,9 @@ func (s *Store) EndpointDelete(ctx context.Context, p *ledger.EndpointDeletePara
 		} else if n == 0 {
 			return fmt.Errorf("%s: %w", op, ledger.ErrNotFound)
 		}
+		if err := forgetBreaker(t, p.ID); err != nil {
+			return fmt.Errorf("%s: %w", op, err)
+		}
 		ds := ledger.StatsDelta{}
 		live, err := s.liveEvents(t, p.ID, p.Now, ds)
 		if err != nil {

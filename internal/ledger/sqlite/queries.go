@@ -59,11 +59,11 @@ var writeSQL = struct {
 			version = endpoints.version + 1, deleted = 0, updated_at = excluded.updated_at
 		RETURNING version`,
 	statsEnsure:    `INSERT INTO endpoint_stats (endpoint_id) VALUES (?1) ON CONFLICT (endpoint_id) DO NOTHING`,
-	endpointDelete: `UPDATE endpoints SET deleted = 1, updated_at = ?2 WHERE id = ?1 AND deleted = 0`,
+	endpointDelete: `UPDATE endpoints SET deleted = 1, updated_at = ?2, breaker_open = 0 WHERE id = ?1 AND deleted = 0`,
 	deliveriesCancel: `UPDATE deliveries SET state = 'cancelled', terminal_at = ?2, lease_owner = '', lease_until = NULL
 		WHERE endpoint_id = ?1 AND ` + livePredicate,
 
-	namespaceEndpoints:    `SELECT id, event_types, paused, version FROM endpoints WHERE namespace = ?1 AND deleted = 0 ORDER BY id`,
+	namespaceEndpoints:    `SELECT id, event_types, paused OR breaker_open, version FROM endpoints WHERE namespace = ?1 AND deleted = 0 ORDER BY id`,
 	endpointForDeadLetter: `SELECT ep.namespace, ep.dead_letter, ep.owner, e.type FROM endpoints ep, events e WHERE ep.id = ?1 AND e.id = ?2`,
 	deadLetterTarget:      `SELECT namespace FROM endpoints WHERE id = ?1 AND deleted = 0`,
 
@@ -85,7 +85,7 @@ var writeSQL = struct {
 
 	// Claims read candidates in due order from a partial index and filter
 	// blocked endpoints in Go (claim.go). ?1 now, ?2 limit.
-	pausedEndpoints: `SELECT id FROM endpoints WHERE paused <> 0`,
+	pausedEndpoints: `SELECT id FROM endpoints WHERE paused <> 0 OR breaker_open <> 0`,
 	claimDue: `SELECT id, endpoint_id, state, due_at FROM deliveries
 		WHERE state = 'scheduled' AND due_at <= ?1 ORDER BY due_at, id LIMIT ?2`,
 	claimExpired: `SELECT id, endpoint_id, state, due_at FROM deliveries
