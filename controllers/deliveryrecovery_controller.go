@@ -30,6 +30,8 @@ type RecoveryEngine interface {
 	RecoveryStart(ctx context.Context, operationKey, specHash, objectUID string) (ledger.RecoveryOperation, error)
 	Recover(ctx context.Context, operationKey, deliveryID string, action ledger.RecoveryAction) (ledger.RecoveryItem, error)
 	RecoveryItems(ctx context.Context, operationKey string) ([]ledger.RecoveryItem, error)
+	ReplayList(ctx context.Context, params *ledger.ReplayListParams) ([]ledger.ReplayCandidate, error)
+	Replay(ctx context.Context, operationKey, eventID, endpointID string, onUnreplayable ledger.ReplayFallback) (ledger.RecoveryItem, error)
 	// RetryBudgetDeferrals reads, from the ledger, the retries and re-sends
 	// the endpoint's budget deferred on any replica.
 	RetryBudgetDeferrals(ctx context.Context, endpointID string, now time.Time) (ledger.DeferralStreak, error)
@@ -175,7 +177,11 @@ func (r *DeliveryRecoveryReconciler) run(ctx context.Context, rec *hookv1.Delive
 	}
 	applied := 0
 	if gate == nil {
-		if applied, err = r.apply(ctx, rec, &ep, &op, items); err != nil {
+		apply := r.apply
+		if rec.Spec.Action == hookv1.RecoveryModeReplay {
+			apply = r.applyReplay
+		}
+		if applied, err = apply(ctx, rec, &ep, &op, items); err != nil {
 			return nil, err
 		}
 	}
@@ -235,6 +241,73 @@ func (r *DeliveryRecoveryReconciler) apply(ctx context.Context, rec *hookv1.Deli
 		applied++
 	}
 	return applied, nil
+}
+
+// applyReplay sends the events the replay selects, created before the
+// operation's start, that it has not handled yet, oldest first, until it
+// has limit items in all; it returns how many it applied. An event applied
+// before (by this object or an earlier one of its name) comes back as a
+// replay of the call and sends nothing.
+func (r *DeliveryRecoveryReconciler) applyReplay(ctx context.Context, rec *hookv1.DeliveryRecovery, ep *ledger.Endpoint,
+	op *ledger.RecoveryOperation, items []ledger.RecoveryItem) (int, error) {
+	params, fallback := replaySelection(rec, op.StartedAt)
+	if params == nil {
+		return 0, nil
+	}
+	room := params.Limit - len(items)
+	if room <= 0 {
+		return 0, nil
+	}
+	// Every selected event becomes an item (refused and skipped ones too),
+	// so a full limit lists what the operation holds and what is left.
+	matched, err := r.Engine.ReplayList(ctx, params)
+	if err != nil {
+		return 0, fmt.Errorf("selecting events to replay: %w", err)
+	}
+	held := make(map[string]bool, len(items))
+	for i := range items {
+		held[items[i].EventID] = true
+	}
+	applied := 0
+	for i := range matched {
+		if held[matched[i].EventID] {
+			continue
+		}
+		if applied == room {
+			break
+		}
+		if _, err := r.Engine.Replay(ctx, op.Key, matched[i].EventID, ep.ID, fallback); err != nil {
+			return applied, err
+		}
+		applied++
+	}
+	return applied, nil
+}
+
+// replaySelection is the ledger query of a replay's spec: its window,
+// ending at the operation's start at the latest, its types and its limit;
+// and what it does with what it cannot replay. Nil without a replay block
+// (the API refuses that).
+func replaySelection(rec *hookv1.DeliveryRecovery, cutoff time.Time) (*ledger.ReplayListParams, ledger.ReplayFallback) {
+	spec := rec.Spec.Replay
+	if spec == nil {
+		return nil, ""
+	}
+	params := &ledger.ReplayListParams{Namespace: rec.Namespace, Since: spec.Since.Time, Until: cutoff, Limit: 100}
+	if spec.Until != nil && spec.Until.Time.Before(cutoff) {
+		params.Until = spec.Until.Time
+	}
+	if rec.Spec.Limit != nil {
+		params.Limit = int(*rec.Spec.Limit)
+	}
+	for _, t := range spec.EventTypes {
+		params.EventTypes = append(params.EventTypes, string(t))
+	}
+	fallback := ledger.ReplayRefuse
+	if spec.OnUnreplayable == hookv1.ReplayFallbackReissue {
+		fallback = ledger.ReplayReissue
+	}
+	return params, fallback
 }
 
 // recoverySelection is the ledger query of a recovery's spec: its

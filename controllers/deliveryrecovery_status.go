@@ -81,6 +81,9 @@ func recoverySpecHash(spec *hookv1.DeliveryRecoverySpec) (string, error) {
 		slices.Sort(sel.EventIDs)
 		slices.Sort(sel.EventTypes)
 	}
+	if rp := s.Replay; rp != nil {
+		slices.Sort(rp.EventTypes)
+	}
 	b, err := json.Marshal(s)
 	if err != nil {
 		return "", fmt.Errorf("hashing the spec: %w", err)
@@ -121,6 +124,8 @@ func modeAction(mode hookv1.RecoveryMode, ed *ledger.ExhaustedDelivery, replayWi
 // created to its end.
 func itemOutcome(it *ledger.RecoveryItem) (hookv1.ItemOutcome, bool) {
 	switch it.Outcome {
+	case ledger.OutcomeSkipped:
+		return hookv1.ItemSkipped, true
 	case ledger.OutcomeRefused:
 		return hookv1.ItemRefused, true
 	case ledger.OutcomeDismissed:
@@ -134,8 +139,11 @@ func itemOutcome(it *ledger.RecoveryItem) (hookv1.ItemOutcome, bool) {
 	case ledger.StateExhausted, ledger.StateCancelled:
 		return hookv1.ItemFailedAgain, true
 	}
-	if it.Outcome == ledger.OutcomeReissued {
+	switch it.Outcome {
+	case ledger.OutcomeReissued:
 		return hookv1.ItemReissued, it.NewDeliveryID == ""
+	case ledger.OutcomeReplayed:
+		return hookv1.ItemReplayed, false
 	}
 	return hookv1.ItemRetried, false
 }
@@ -158,13 +166,13 @@ type budgetFacts struct {
 	Deferrals ledger.DeferralStreak
 }
 
-// waitingResends counts the items whose re-send (a retry or a reissued
-// copy) is scheduled: not sent yet, or waiting to be sent again.
+// waitingResends counts the items whose re-send (a retry, a replay or a
+// reissued copy) is scheduled: not sent yet, or waiting to be sent again.
 func waitingResends(items []ledger.RecoveryItem) int {
 	n := 0
 	for i := range items {
 		it := &items[i]
-		if (it.Outcome == ledger.OutcomeRetried || it.Outcome == ledger.OutcomeReissued) &&
+		if (it.Outcome == ledger.OutcomeRetried || it.Outcome == ledger.OutcomeReplayed || it.Outcome == ledger.OutcomeReissued) &&
 			it.NewDeliveryID != "" && it.NewDeliveryState == ledger.StateScheduled {
 			n++
 		}
@@ -209,7 +217,7 @@ func recoveryStatus(rec *hookv1.DeliveryRecovery, p *recoveryProgress, now time.
 	case p.Block != nil:
 		state, reason, message = hookv1.RecoveryWaiting, p.Block.Reason, p.Block.Message
 	default:
-		state, reason, message = itemsState(&st.Counts, p.Items)
+		state, reason, message = itemsState(&st.Counts, p.Items, rec.Spec.Action == hookv1.RecoveryModeReplay)
 		if wait, ok := budgetWait(p.Budget, waitingResends(p.Items), now); ok && state == hookv1.RecoveryRunning {
 			reason, message = hookv1.ReasonBudgetExhausted, message+"; "+wait
 		}
@@ -220,7 +228,7 @@ func recoveryStatus(rec *hookv1.DeliveryRecovery, p *recoveryProgress, now time.
 	}
 	setRecoveryConditions(&st, rec.Generation, state, reason, message, now)
 
-	meta.SetStatusCondition(&st.Conditions, reissueRequiredCondition(p.Items, rec.Generation, now))
+	meta.SetStatusCondition(&st.Conditions, reissueRequiredCondition(p.Items, rec.Spec.Action == hookv1.RecoveryModeReplay, rec.Generation, now))
 	return st
 }
 
@@ -234,9 +242,9 @@ func undecodableRecoveryStatus(rec *hookv1.DeliveryRecovery, now time.Time) hook
 	return st
 }
 
-// reissueRequiredCondition: True while items were refused a Retry because
-// their events' one-time secrets were scrubbed.
-func reissueRequiredCondition(items []ledger.RecoveryItem, generation int64, now time.Time) metav1.Condition {
+// reissueRequiredCondition: True while items were refused a Retry (or a
+// Replay) because their events' one-time secrets were scrubbed.
+func reissueRequiredCondition(items []ledger.RecoveryItem, replay bool, generation int64, now time.Time) metav1.Condition {
 	n := 0
 	for i := range items {
 		if items[i].Outcome == ledger.OutcomeRefused && refusalOf(items[i].Reason).Reason == hookv1.RefusedReissueRequired {
@@ -245,15 +253,20 @@ func reissueRequiredCondition(items []ledger.RecoveryItem, generation int64, now
 	}
 	c := metav1.Condition{Type: hookv1.ConditionReissueRequired, ObservedGeneration: generation, LastTransitionTime: metav1.NewTime(now),
 		Status: metav1.ConditionFalse, Reason: hookv1.ReasonNoneRefused, Message: "no item needs a reissue"}
-	if n > 0 {
+	switch {
+	case n > 0 && replay:
+		c.Status, c.Reason = metav1.ConditionTrue, hookv1.RefusedReissueRequired
+		c.Message = fmt.Sprintf("%d events cannot be replayed: their one-time secrets were scrubbed; create a Replay with replay.onUnreplayable: Reissue (under a new name) for them", n)
+	case n > 0:
 		c.Status, c.Reason = metav1.ConditionTrue, hookv1.RefusedReissueRequired
 		c.Message = fmt.Sprintf("%d deliveries cannot be retried: their events' one-time secrets were scrubbed; create a DeliveryRecovery with action Reissue or Auto for them", n)
 	}
 	return c
 }
 
-// itemsState is where a started recovery stands by its items.
-func itemsState(c *hookv1.RecoveryCounts, items []ledger.RecoveryItem) (hookv1.RecoveryState, string, string) {
+// itemsState is where a started recovery (a replay when replay is set)
+// stands by its items.
+func itemsState(c *hookv1.RecoveryCounts, items []ledger.RecoveryItem, replay bool) (hookv1.RecoveryState, string, string) {
 	settled := 0
 	for i := range items {
 		if _, done := itemOutcome(&items[i]); done {
@@ -261,8 +274,13 @@ func itemsState(c *hookv1.RecoveryCounts, items []ledger.RecoveryItem) (hookv1.R
 		}
 	}
 	switch {
+	case len(items) == 0 && replay:
+		return hookv1.RecoveryComplete, hookv1.ReasonNothingMatched, "no event of the namespace matched the replay's window and types"
 	case len(items) == 0:
 		return hookv1.RecoveryComplete, hookv1.ReasonNothingMatched, "no unresolved exhausted delivery of the endpoint matched the selector"
+	case settled == len(items) && replay:
+		return hookv1.RecoveryComplete, hookv1.ReasonAllItemsSettled, fmt.Sprintf("%d of %d items settled: %d delivered, %d failed again, %d refused, %d skipped (already on their way)",
+			settled, len(items), c.Delivered, c.FailedAgain, c.Refused, c.Skipped)
 	case settled == len(items):
 		return hookv1.RecoveryComplete, hookv1.ReasonAllItemsSettled, fmt.Sprintf("%d of %d items settled: %d delivered, %d failed again, %d refused, %d dismissed",
 			settled, len(items), c.Delivered, c.FailedAgain, c.Refused, c.Dismissed)
@@ -325,6 +343,10 @@ func itemCounts(items []ledger.RecoveryItem) (hookv1.RecoveryCounts, []hookv1.Re
 			c.Refused++
 		case ledger.OutcomeDismissed:
 			c.Dismissed++
+		case ledger.OutcomeReplayed:
+			c.Replayed++
+		case ledger.OutcomeSkipped:
+			c.Skipped++
 		}
 		switch outcome {
 		case hookv1.ItemDelivered:
@@ -350,14 +372,15 @@ type refusal struct {
 	Message string
 }
 
-// refusals maps the delivery engine's refusal reasons onto the API's: the
-// one place where one becomes the other.
+// refusals maps the delivery engine's refusal (and skip) reasons onto the
+// API's: the one place where one becomes the other.
 var refusals = map[string]refusal{
 	ledger.RefusedReissueRequired:      {hookv1.RefusedReissueRequired, "the event's one-time secrets were scrubbed: only a reissue can resolve it"},
 	ledger.RefusedReplayWindowExceeded: {hookv1.RefusedReplayWindowExceeded, "the event is past its replay window: only a reissue can resolve it"},
 	ledger.RefusedPayloadExpired:       {hookv1.RefusedPayloadExpired, "the event's payload was pruned: only a reissue can resolve it"},
 	ledger.RefusedNoReissueHandler:     {hookv1.RefusedNoReissueHandler, "no endpoint in the namespace subscribes to hookkeeper.reissue.requested"},
 	ledger.RefusedAlreadyResolved:      {hookv1.RefusedAlreadyResolved, "the delivery was already resolved by another recovery"},
+	ledger.SkippedAlreadyPending:       {hookv1.SkippedAlreadyPending, "a delivery of the event to the endpoint is already on its way: nothing was sent"},
 }
 
 // refusalOf is the API's reason and message for an item's ledger reason;

@@ -326,6 +326,10 @@ func TestRecoverySpecHash(t *testing.T) {
 		"selector.eventTypes":      func(_, sel map[string]any) { sel["eventTypes"] = []any{"order.*"} },
 		"selector.exhaustedAfter":  func(_, sel map[string]any) { sel["exhaustedAfter"] = "2026-10-01T00:00:00Z" },
 		"selector.exhaustedBefore": func(_, sel map[string]any) { delete(sel, "exhaustedBefore") },
+		// A replay's fields: TestReplaySpecHash.
+		"replay": func(spec, _ map[string]any) {
+			spec["replay"] = map[string]any{"since": "2026-11-01T00:00:00Z", "eventTypes": []any{"order.*"}}
+		},
 	}
 	for name, mutate := range same {
 		if got := hashOf(t, mutate); got != want {
@@ -362,6 +366,7 @@ func TestRefusalsMapEveryLedgerReason(t *testing.T) {
 		{ledger.RefusedPayloadExpired, hookv1.RefusedPayloadExpired},
 		{ledger.RefusedNoReissueHandler, hookv1.RefusedNoReissueHandler},
 		{ledger.RefusedAlreadyResolved, hookv1.RefusedAlreadyResolved},
+		{ledger.SkippedAlreadyPending, hookv1.SkippedAlreadyPending},
 		{"", ""},
 	}
 	for _, tt := range tests {

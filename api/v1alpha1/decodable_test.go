@@ -254,6 +254,11 @@ spec:
 spec:
   endpointRef: {name: e}
   action: Dismiss
+`, `
+spec:
+  endpointRef: {name: e}
+  action: Replay
+  replay: {since: "2024-01-01T00:00:00Z", eventTypes: [a]}
 `},
 }
 

@@ -26,7 +26,8 @@ const (
 	// outcome (delivered, failed again, refused or dismissed).
 	ReasonAllItemsSettled = "AllItemsSettled"
 	// ReasonNothingMatched (Complete=True): no unresolved exhausted delivery
-	// of the endpoint matched the selector.
+	// of the endpoint matched the selector (for a Replay: no event matched
+	// the window and types).
 	ReasonNothingMatched = "NothingMatched"
 	// ReasonFailed (Complete=False): the recovery failed and will not run;
 	// the Failed condition says why.
@@ -66,3 +67,9 @@ const (
 	// RefusedAlreadyResolved: another recovery resolved the delivery first.
 	RefusedAlreadyResolved = "AlreadyResolved"
 )
+
+// SkippedAlreadyPending is the reason of a Replay's Skipped item: a
+// delivery of the event to the endpoint is scheduled, in flight or
+// awaiting its acknowledgement, so it is already on its way and the
+// replay sends nothing.
+const SkippedAlreadyPending = "AlreadyPending"

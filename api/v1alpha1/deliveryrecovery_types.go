@@ -5,8 +5,8 @@ import (
 )
 
 // RecoveryMode is what a DeliveryRecovery does with the deliveries it
-// selects.
-// +kubebuilder:validation:Enum=Auto;Retry;Reissue;Dismiss
+// selects, or Replay: send the events of a time window to the endpoint.
+// +kubebuilder:validation:Enum=Auto;Retry;Reissue;Dismiss;Replay
 type RecoveryMode string
 
 const (
@@ -20,7 +20,69 @@ const (
 	RecoveryModeReissue RecoveryMode = "Reissue"
 	// RecoveryModeDismiss resolves the deliveries without resending.
 	RecoveryModeDismiss RecoveryMode = "Dismiss"
+	// RecoveryModeReplay sends the namespace's events that spec.replay
+	// selects to the endpoint, under their own identity (the same
+	// webhook-id), whether or not it received them before
+	// (docs/adr/0034).
+	RecoveryModeReplay RecoveryMode = "Replay"
 )
+
+// ReplayFallback is what a Replay does with an event it cannot send under
+// its own identity.
+// +kubebuilder:validation:Enum=Refuse;Reissue
+type ReplayFallback string
+
+const (
+	// ReplayFallbackRefuse refuses the event with the reason a Retry gives
+	// (ReissueRequired, ReplayWindowExceeded, PayloadExpired).
+	ReplayFallbackRefuse ReplayFallback = "Refuse"
+	// ReplayFallbackReissue reissues it to the endpoint, as Auto does: a
+	// copy with a new identity when the event is complete and never
+	// carried secrets, else a hookkeeper.reissue.requested event to its
+	// producer.
+	ReplayFallbackReissue ReplayFallback = "Reissue"
+)
+
+// ReplaySpec selects the events a Replay sends: those of the namespace
+// created in [since, until) whose type matches eventTypes, oldest first,
+// up to spec.limit. The engine's own events (hookkeeper.*) are never
+// selected.
+// +kubebuilder:validation:XValidation:rule="!has(self.until) || self.since < self.until",message="replay.since must be earlier than replay.until"
+type ReplaySpec struct {
+	// since selects events created at or after this time.
+	// +required
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:Format=date-time
+	// +kubebuilder:validation:MaxLength=64
+	// +kubebuilder:validation:Pattern=`^[0-9]{4}-[0-9]{2}-[0-9]{2}T([01][0-9]|2[0-3]):[0-5][0-9]:[0-5][0-9](\.[0-9]{1,9})?(Z|[+-]([01][0-9]|2[0-3]):[0-5][0-9])$`
+	Since metav1.Time `json:"since"`
+
+	// until selects events created before this time; absent (or later)
+	// means before the operation first starts, so that applying it again
+	// never selects newer events.
+	// +optional
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:Format=date-time
+	// +kubebuilder:validation:MaxLength=64
+	// +kubebuilder:validation:Pattern=`^[0-9]{4}-[0-9]{2}-[0-9]{2}T([01][0-9]|2[0-3]):[0-5][0-9]:[0-5][0-9](\.[0-9]{1,9})?(Z|[+-]([01][0-9]|2[0-3]):[0-5][0-9])$`
+	Until *metav1.Time `json:"until,omitempty"`
+
+	// eventTypes selects events of these types or patterns ("order.*");
+	// "*" selects every type.
+	// +required
+	// +kubebuilder:validation:MinItems=1
+	// +kubebuilder:validation:MaxItems=64
+	// +listType=set
+	EventTypes []EventTypePattern `json:"eventTypes"`
+
+	// onUnreplayable is what happens to an event that cannot be sent under
+	// its own identity (its one-time secrets scrubbed, its payload pruned,
+	// or past the endpoint's replay window): Refuse (the item is refused
+	// with the reason) or Reissue (it is reissued to the endpoint).
+	// +optional
+	// +kubebuilder:default=Refuse
+	OnUnreplayable ReplayFallback `json:"onUnreplayable,omitempty"`
+}
 
 // DeliverySelector selects unresolved exhausted deliveries of the endpoint.
 // Criteria are ANDed; an empty selector selects all of them.
@@ -65,8 +127,11 @@ type DeliverySelector struct {
 
 // DeliveryRecoverySpec is the operation to run. It is immutable: to do
 // something else, create another DeliveryRecovery.
+// +kubebuilder:validation:XValidation:rule="self.action == 'Replay' ? has(self.replay) : !has(self.replay)",message="replay is required with action Replay, and only allowed with it"
+// +kubebuilder:validation:XValidation:rule="self.action != 'Replay' || !has(self.selector)",message="selector selects exhausted deliveries: a Replay selects events with replay instead"
 type DeliveryRecoverySpec struct {
-	// endpointRef names the WebhookEndpoint whose deliveries are recovered.
+	// endpointRef names the WebhookEndpoint whose deliveries are recovered,
+	// or to which a Replay sends events.
 	// +required
 	EndpointRef LocalObjectReference `json:"endpointRef"`
 
@@ -76,12 +141,19 @@ type DeliveryRecoverySpec struct {
 	Selector *DeliverySelector `json:"selector,omitempty"`
 
 	// action is Retry (same event identity), Reissue (new event identity
-	// with fresh material), Auto (retry where allowed, reissue otherwise) or
-	// Dismiss (resolve without resending).
+	// with fresh material), Auto (retry where allowed, reissue otherwise),
+	// Dismiss (resolve without resending), or Replay (send the events that
+	// replay selects, under their own identity).
 	// +required
 	Action RecoveryMode `json:"action"`
 
-	// limit is the most deliveries this operation handles, oldest first.
+	// replay selects the events a Replay sends; required with action
+	// Replay and only allowed with it.
+	// +optional
+	Replay *ReplaySpec `json:"replay,omitempty"`
+
+	// limit is the most deliveries (for a Replay: events) this operation
+	// handles, oldest first.
 	// +optional
 	// +kubebuilder:default=100
 	// +kubebuilder:validation:Minimum=1
@@ -97,8 +169,8 @@ type DeliveryRecoverySpec struct {
 	TTLSecondsAfterFinished *int32 `json:"ttlSecondsAfterFinished,omitempty"`
 }
 
-// ItemOutcome is where one recovered delivery stands.
-// +kubebuilder:validation:Enum=Pending;Retried;Reissued;AwaitingReissue;Refused;Dismissed;Delivered;FailedAgain
+// ItemOutcome is where one recovered delivery or replayed event stands.
+// +kubebuilder:validation:Enum=Pending;Retried;Reissued;AwaitingReissue;Refused;Dismissed;Delivered;FailedAgain;Replayed;Skipped
 type ItemOutcome string
 
 const (
@@ -110,13 +182,19 @@ const (
 	ItemDismissed       ItemOutcome = "Dismissed"
 	ItemDelivered       ItemOutcome = "Delivered"
 	ItemFailedAgain     ItemOutcome = "FailedAgain"
+	// ItemReplayed: a Replay sent the event again; it is on its way.
+	ItemReplayed ItemOutcome = "Replayed"
+	// ItemSkipped: a Replay found the event already on its way to the
+	// endpoint and sent nothing.
+	ItemSkipped ItemOutcome = "Skipped"
 )
 
-// RecoveryItem is one delivery handled by the operation.
+// RecoveryItem is one delivery (for a Replay: one event) handled by the
+// operation.
 type RecoveryItem struct {
-	// deliveryID is the exhausted delivery.
-	// +required
-	DeliveryID string `json:"deliveryID"`
+	// deliveryID is the exhausted delivery; empty for a Replay's item.
+	// +optional
+	DeliveryID string `json:"deliveryID,omitempty"`
 	// eventID is its event identity.
 	// +required
 	EventID string `json:"eventID"`
@@ -126,15 +204,16 @@ type RecoveryItem struct {
 	// outcome is where it stands.
 	// +required
 	Outcome ItemOutcome `json:"outcome"`
-	// reason is a machine-readable reason for a refusal: one of the
-	// Refused* reasons (deliveryrecovery_conditions.go).
+	// reason is a machine-readable reason for a refusal (one of the
+	// Refused* reasons, deliveryrecovery_conditions.go) or a skip
+	// (SkippedAlreadyPending).
 	// +optional
 	Reason string `json:"reason,omitempty"`
 	// message explains the outcome to a human.
 	// +optional
 	// +kubebuilder:validation:MaxLength=256
 	Message string `json:"message,omitempty"`
-	// newDeliveryID is the delivery created by a retry or reissue.
+	// newDeliveryID is the delivery created by a retry, replay or reissue.
 	// +optional
 	NewDeliveryID string `json:"newDeliveryID,omitempty"`
 	// newEventID is the event identity created by a reissue.
@@ -144,7 +223,8 @@ type RecoveryItem struct {
 
 // RecoveryCounts are the operation's items by outcome.
 type RecoveryCounts struct {
-	// matched is how many deliveries the selector matched (up to limit).
+	// matched is how many deliveries the selector matched, or events the
+	// replay selected (up to limit).
 	// +optional
 	// +kubebuilder:validation:Minimum=0
 	// +kubebuilder:validation:Maximum=2147483647
@@ -174,6 +254,18 @@ type RecoveryCounts struct {
 	// +kubebuilder:validation:Minimum=0
 	// +kubebuilder:validation:Maximum=2147483647
 	Dismissed int32 `json:"dismissed"`
+	// replayed items (of a Replay) were sent again under the same event
+	// identity.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=2147483647
+	Replayed int32 `json:"replayed"`
+	// skipped items (of a Replay) were already on their way to the
+	// endpoint.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=2147483647
+	Skipped int32 `json:"skipped"`
 	// delivered items reached their receiver after the recovery.
 	// +optional
 	// +kubebuilder:validation:Minimum=0
@@ -233,7 +325,7 @@ type DeliveryRecoveryStatus struct {
 	Items []RecoveryItem `json:"items,omitempty"`
 
 	// startTime is when the operation first started: it considers only
-	// deliveries exhausted before it. A DeliveryRecovery applied again
+	// deliveries exhausted (for a Replay: events created) before it. A DeliveryRecovery applied again
 	// under the same name reports the earlier start (docs/adr/0007).
 	// +optional
 	// +kubebuilder:validation:Type=string
@@ -252,7 +344,8 @@ type DeliveryRecoveryStatus struct {
 }
 
 // DeliveryRecovery is a one-shot operation, like a Job, that resolves the
-// unresolved exhausted deliveries of an endpoint. Its effects are keyed by
+// unresolved exhausted deliveries of an endpoint, or (action Replay) sends
+// it the events of a time window again. Its effects are keyed by
 // its namespace and name, so it never retries or reissues twice, not even
 // when it is deleted and applied again (docs/adr/0007).
 // +kubebuilder:object:root=true
@@ -266,6 +359,7 @@ type DeliveryRecoveryStatus struct {
 // +kubebuilder:printcolumn:name="Retried",type=integer,JSONPath=`.status.counts.retried`
 // +kubebuilder:printcolumn:name="Reissued",type=integer,JSONPath=`.status.counts.reissued`
 // +kubebuilder:printcolumn:name="Refused",type=integer,JSONPath=`.status.counts.refused`
+// +kubebuilder:printcolumn:name="Replayed",type=integer,JSONPath=`.status.counts.replayed`,priority=1
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 type DeliveryRecovery struct {
 	metav1.TypeMeta `json:",inline"`

@@ -101,6 +101,17 @@ var _ = Describe("the hookkeeper.dev CRDs", func() {
 		var rec hookv1.DeliveryRecovery
 		Expect(k8sClient.Get(ctx, keyOf(r), &rec)).To(Succeed())
 		Expect(*rec.Spec.Limit).To(BeEquivalentTo(100))
+
+		rp := object("DeliveryRecovery", "replay-defaults", `
+  endpointRef: {name: defaults}
+  action: Replay
+  replay: {since: "2026-12-01T09:00:00Z", eventTypes: ["order.*"]}
+`)
+		rp.SetNamespace(ns)
+		Expect(k8sClient.Create(ctx, rp)).To(Succeed())
+		Expect(k8sClient.Get(ctx, keyOf(rp), &rec)).To(Succeed())
+		Expect(rec.Spec.Replay.OnUnreplayable).To(Equal(hookv1.ReplayFallbackRefuse))
+		Expect(rec.Spec.Replay.Until).To(BeNil())
 	})
 
 	It("keeps a DeliveryRecovery's spec immutable but lets its status change", func() {
@@ -371,8 +382,43 @@ var _ = Describe("the hookkeeper.dev CRDs", func() {
 `, "spec.action", "Required value"),
 		Entry("an unknown recovery action", "DeliveryRecovery", `
   endpointRef: {name: n8n-ingress}
+  action: Resend
+`, "spec.action", `Unsupported value: "Resend"`),
+		Entry("a Replay without a replay block", "DeliveryRecovery", `
+  endpointRef: {name: billing}
   action: Replay
-`, "spec.action", `Unsupported value: "Replay"`),
+`, "spec", "replay is required with action Replay, and only allowed with it"),
+		Entry("a replay block with another action", "DeliveryRecovery", `
+  endpointRef: {name: billing}
+  action: Retry
+  replay: {since: "2026-12-01T09:00:00Z", eventTypes: ["order.*"]}
+`, "spec", "replay is required with action Replay, and only allowed with it"),
+		Entry("a Replay with a selector", "DeliveryRecovery", `
+  endpointRef: {name: billing}
+  action: Replay
+  selector: {eventTypes: ["order.*"]}
+  replay: {since: "2026-12-01T09:00:00Z", eventTypes: ["order.*"]}
+`, "spec", "selector selects exhausted deliveries: a Replay selects events with replay instead"),
+		Entry("a replay window that ends before it starts", "DeliveryRecovery", `
+  endpointRef: {name: billing}
+  action: Replay
+  replay: {since: "2026-12-01T09:00:00Z", until: "2026-12-01T09:00:00Z", eventTypes: ["order.*"]}
+`, "spec.replay", "replay.since must be earlier than replay.until"),
+		Entry("a replay without event types", "DeliveryRecovery", `
+  endpointRef: {name: billing}
+  action: Replay
+  replay: {since: "2026-12-01T09:00:00Z", eventTypes: []}
+`, "spec.replay.eventTypes", "should have at least 1 items"),
+		Entry("a replay without since", "DeliveryRecovery", `
+  endpointRef: {name: billing}
+  action: Replay
+  replay: {eventTypes: ["order.*"]}
+`, "spec.replay.since", "Required value"),
+		Entry("an unknown replay fallback", "DeliveryRecovery", `
+  endpointRef: {name: billing}
+  action: Replay
+  replay: {since: "2026-12-01T09:00:00Z", eventTypes: ["order.*"], onUnreplayable: Auto}
+`, "spec.replay.onUnreplayable", `Unsupported value: "Auto"`),
 		Entry("a recovery without an endpoint", "DeliveryRecovery", `
   action: Retry
 `, "spec.endpointRef", "Required value"),

@@ -208,8 +208,9 @@ type DeliveryCounts struct {
 	ExhaustedUnresolved int64 `json:"exhaustedUnresolved"`
 }
 
-// RecoveryAction is what a DeliveryRecovery can do for a delivery.
-// +kubebuilder:validation:Enum=Retry;Reissue;Dismiss
+// RecoveryAction is what a DeliveryRecovery can do for a delivery (or, in
+// a Replay's items, Replay: it sent the event again).
+// +kubebuilder:validation:Enum=Retry;Reissue;Dismiss;Replay
 type RecoveryAction string
 
 const (
@@ -219,6 +220,8 @@ const (
 	RecoveryReissue RecoveryAction = "Reissue"
 	// RecoveryDismiss resolves without resending.
 	RecoveryDismiss RecoveryAction = "Dismiss"
+	// RecoveryReplay is the action of a Replay's items.
+	RecoveryReplay RecoveryAction = "Replay"
 )
 
 // ExhaustedDelivery is one unresolved exhausted delivery, as listed on the

@@ -155,6 +155,10 @@ func progressLine(rec *hookv1.DeliveryRecovery) string {
 			msg = ": " + cond.Message
 		}
 	}
+	if rec.Spec.Action == hookv1.RecoveryModeReplay {
+		return fmt.Sprintf("%s matched=%d replayed=%d reissued=%d awaitingReissue=%d refused=%d skipped=%d delivered=%d failedAgain=%d%s",
+			state, c.Matched, c.Replayed, c.Reissued, c.AwaitingReissue, c.Refused, c.Skipped, c.Delivered, c.FailedAgain, msg)
+	}
 	return fmt.Sprintf("%s matched=%d retried=%d reissued=%d refused=%d dismissed=%d delivered=%d failedAgain=%d%s",
 		state, c.Matched, c.Retried, c.Reissued, c.Refused, c.Dismissed, c.Delivered, c.FailedAgain, msg)
 }

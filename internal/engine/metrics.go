@@ -85,7 +85,7 @@ func NewMetrics(reg prometheus.Registerer, store ledger.Store) *Metrics {
 	}, []string{"outcome"})
 	m.recovery = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "hookkeeper_recovery_items_total",
-		Help: "Recovery items by outcome: Retried, Reissued, AwaitingReissue, Refused or Dismissed.",
+		Help: "Recovery and replay items by outcome: Retried, Replayed, Reissued, AwaitingReissue, Refused, Skipped or Dismissed.",
 	}, []string{"outcome", "reason"})
 	m.probes = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "hookkeeper_circuit_probes_total",

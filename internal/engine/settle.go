@@ -211,3 +211,30 @@ func (e *Engine) ExhaustedList(ctx context.Context, params *ledger.ExhaustedList
 func (e *Engine) RecoveryItems(ctx context.Context, operationKey string) ([]ledger.RecoveryItem, error) {
 	return e.store.RecoveryItemsList(ctx, operationKey)
 }
+
+// ReplayList lists the events a replay considers (ledger.Recovery.ReplayList).
+func (e *Engine) ReplayList(ctx context.Context, params *ledger.ReplayListParams) ([]ledger.ReplayCandidate, error) {
+	return e.store.ReplayList(ctx, params)
+}
+
+// Replay sends one event to one endpoint for a replay operation, keyed by
+// the operation and the event, so that repeating it changes nothing
+// (ledger.Recovery.ReplayApply).
+func (e *Engine) Replay(ctx context.Context, operationKey, eventID, endpointID string, onUnreplayable ledger.ReplayFallback) (ledger.RecoveryItem, error) {
+	now := e.opts.Clock.Now()
+	item, err := e.store.ReplayApply(ctx, &ledger.ReplayApplyParams{
+		OperationKey: operationKey, EventID: eventID, EndpointID: endpointID, OnUnreplayable: onUnreplayable,
+		NewEventID: ledger.NewID("evt", now), NewDeliveryID: ledger.NewID("dlv", now), Now: now,
+	})
+	if err != nil {
+		return ledger.RecoveryItem{}, fmt.Errorf("replaying event %s to %s: %w", eventID, endpointID, err)
+	}
+	if !item.Replayed {
+		e.opts.Metrics.observeRecovery(item)
+		switch item.Outcome {
+		case ledger.OutcomeReplayed, ledger.OutcomeReissued, ledger.OutcomeAwaitingReissue:
+			e.wake()
+		}
+	}
+	return item, nil
+}

@@ -42,7 +42,8 @@ import (
 //     package, over narrow statement interfaces that each driver implements:
 //     Prune's stages (prune.go), ExhaustedList's pages (exhausted.go), the
 //     acknowledgement preambles (acks.go), RecoveryApply's plan
-//     (recovery.go) and RetryBudgetAcquire's transaction (budget.go).
+//     (recovery.go), ReplayList's walk and ReplayApply's plan (replay.go)
+//     and RetryBudgetAcquire's transaction (budget.go).
 type Store interface {
 	// Lifecycle: acknowledgements, secrets, retention, budgets, recovery.
 	Lifecycle

@@ -89,6 +89,26 @@ type Recovery interface {
 	// named it, so a re-created DeliveryRecovery finds them. Concurrent
 	// first calls create one record.
 	RecoveryOperationStart(ctx context.Context, params *RecoveryOperationParams) (RecoveryOperation, error)
+
+	// ReplayList lists the events of a namespace created in [Since, Until)
+	// whose type ReplaySelects, oldest first (by ID, which sorts by
+	// creation to the millisecond), for a replay to consider.
+	ReplayList(ctx context.Context, params *ReplayListParams) ([]ReplayCandidate, error)
+	// ReplayApply sends one event to one endpoint of its namespace for a
+	// replay operation, idempotently: the (OperationKey, EventID) pair is
+	// applied once, and a repeated call returns the recorded item (Action
+	// Replay, no DeliveryID) with Replayed set. PlanReplay decides: an
+	// event already on its way to the endpoint is Skipped; one that cannot
+	// be sent under its own identity is Refused with the reason a Retry
+	// gives, or reissued to the endpoint (OnUnreplayable Reissue: a copy,
+	// or a reissue request answered as for a Reissue); otherwise a new
+	// delivery of the same event (same webhook-id) to the endpoint is
+	// scheduled at Now: Outcome Replayed. The event's unresolved exhausted
+	// delivery to the endpoint, if any, is the new delivery's RetryOf and
+	// is resolved retried (reissued by a copy). Other deliveries never
+	// change. An unknown event is ErrNotFound, an endpoint that does not
+	// exist ErrEndpointDeleted; nothing is recorded then.
+	ReplayApply(ctx context.Context, params *ReplayApplyParams) (RecoveryItem, error)
 }
 
 // ErrNotAwaitingAck means the delivery is not waiting for an

@@ -36,8 +36,10 @@ type RecoveryRead struct {
 // RecoveryWrite is what RecoveryApply writes for one item, in the
 // transaction that read its facts.
 type RecoveryWrite struct {
-	// Item is the item to record, for Original's endpoint.
+	// Item is the item to record, for Original's endpoint, under ItemKey
+	// (see Key).
 	Item     RecoveryItem
+	ItemKey  string
 	Original Delivery
 	// Event is the new event (a reissued copy or a reissue request), or nil.
 	Event *Event
@@ -51,6 +53,10 @@ type RecoveryWrite struct {
 	// Resolution is what Original, exhausted and unresolved, becomes; none
 	// leaves it alone.
 	Resolution Resolution
+	// ReplayedEvent is the existing event a replay gives a new delivery
+	// (""): one that reached no endpoint when published is no longer
+	// undelivered, so retention ages it by its deliveries.
+	ReplayedEvent string
 	// Stats count the new deliveries and Original's resolution.
 	Stats StatsDelta
 	Now   time.Time
@@ -108,7 +114,11 @@ func applyRecovery(ctx context.Context, st RecoveryStatements, p *RecoveryApplyP
 	if err != nil {
 		return RecoveryItem{}, err
 	}
-	w, err := planWrite(ctx, st, p, f, step, reason)
+	newEventID, newDeliveryID := p.NewIDs()
+	w, err := planWrite(ctx, st, &itemPlan{
+		Key: p.DeliveryID, Action: p.Action, Original: f.Delivery, Event: &f.Event, Operation: p.OperationKey,
+		NewEventID: newEventID, NewDeliveryID: newDeliveryID, Now: p.Now,
+	}, step, reason)
 	if err != nil {
 		return RecoveryItem{}, err
 	}
@@ -118,16 +128,38 @@ func applyRecovery(ctx context.Context, st RecoveryStatements, p *RecoveryApplyP
 	return w.Item, nil
 }
 
-// planWrite turns step into the rows RecoveryApply writes.
-func planWrite(ctx context.Context, st RecoveryStatements, p *RecoveryApplyParams, f *RecoveryFacts, step RecoveryStep, reason string) (*RecoveryWrite, error) {
-	orig := &f.Delivery
-	now := p.Now.UTC()
-	newEventID, newDeliveryID := p.NewIDs()
+// itemPlan is what planWrite needs of one item, a recovery's or a
+// replay's.
+type itemPlan struct {
+	// Key is the item's key in the operation (RecoveryWrite.Key).
+	Key       string
+	Operation string
+	Action    RecoveryAction
+	// Original is the delivery the item resolves; for a replay without
+	// one, only its EventID and EndpointID (the replay's endpoint) are set.
+	Original                  Delivery
+	Event                     *Event
+	NewEventID, NewDeliveryID string
+	Now                       time.Time
+}
+
+// lister lists the live endpoints of a namespace (a reissue request's
+// subscribers).
+type lister interface {
+	LiveEndpoints(ctx context.Context, namespace string) ([]NamespaceEndpoint, error)
+}
+
+// planWrite turns step into the rows RecoveryApply or ReplayApply writes.
+func planWrite(ctx context.Context, st lister, ip *itemPlan, step RecoveryStep, reason string) (*RecoveryWrite, error) {
+	orig, ev := &ip.Original, ip.Event
+	now := ip.Now.UTC()
+	newEventID, newDeliveryID := ip.NewEventID, ip.NewDeliveryID
 	w := &RecoveryWrite{
 		Item: RecoveryItem{
-			OperationKey: p.OperationKey, DeliveryID: orig.ID, EventID: orig.EventID, Action: p.Action,
+			OperationKey: ip.Operation, DeliveryID: orig.ID, EventID: orig.EventID, Action: ip.Action,
 			Reason: reason, CreatedAt: now,
 		},
+		ItemKey:  ip.Key,
 		Original: *orig,
 		Stats:    StatsDelta{},
 		Now:      now,
@@ -136,28 +168,29 @@ func planWrite(ctx context.Context, st RecoveryStatements, p *RecoveryApplyParam
 		w.Stats.Add(endpointID, StateScheduled, ResolutionNone, 1)
 		return Delivery{ID: id, EventID: eventID, EndpointID: endpointID, State: StateScheduled, DueAt: now, CreatedAt: now}
 	}
-	// A retry and a reissued copy send the original's endpoint again what
-	// it was sent before: re-sends. A reissue request is a question to the
-	// producer's endpoints, sent once: not one.
+	// A retry, a replay and a reissued copy send an event again (to the
+	// endpoint that missed it, or, replayed, to one that never had it):
+	// re-sends, which the retry budget pays for. A reissue request is a
+	// question to the producer's endpoints, sent once: not one.
 	resend := func(d Delivery) Delivery {
 		d.Resend = true
 		return d
 	}
 	switch step {
-	case StepRetry:
+	case StepRetry, StepReplay:
 		d := resend(scheduled(newDeliveryID, orig.EventID, orig.EndpointID))
 		d.RetryOf = orig.ID
 		w.Deliveries = []Delivery{d}
 		w.Item.NewDeliveryID, w.Item.NewDeliveryState = d.ID, StateScheduled
 	case StepReissueCopy:
 		w.Event = &Event{
-			ID: newEventID, Namespace: f.Event.Namespace, Type: f.Event.Type, Data: f.Event.Data,
-			ReissueOf: f.Event.ID, CreatedAt: now,
+			ID: newEventID, Namespace: ev.Namespace, Type: ev.Type, Data: ev.Data,
+			ReissueOf: ev.ID, CreatedAt: now,
 		}
 		w.Deliveries = []Delivery{resend(scheduled(newDeliveryID, newEventID, orig.EndpointID))}
 		w.Item.NewEventID, w.Item.NewDeliveryID, w.Item.NewDeliveryState = newEventID, newDeliveryID, StateScheduled
 	case StepReissueRequest:
-		live, err := st.LiveEndpoints(ctx, f.Event.Namespace)
+		live, err := st.LiveEndpoints(ctx, ev.Namespace)
 		if err != nil {
 			return nil, err
 		}
@@ -170,15 +203,20 @@ func planWrite(ctx context.Context, st RecoveryStatements, p *RecoveryApplyParam
 			step, w.Item.Reason = StepRefuse, RefusedNoReissueHandler
 			break
 		}
-		data, err := json.Marshal(NewReissueRequestData(orig, &f.Event, p.OperationKey))
+		data, err := json.Marshal(NewReissueRequestData(orig, ev, ip.Operation))
 		if err != nil {
-			return nil, fmt.Errorf("reissue request for %s: %w", orig.ID, err)
+			return nil, fmt.Errorf("reissue request for %s: %w", ip.Key, err)
 		}
-		w.Event = &Event{ID: newEventID, Namespace: f.Event.Namespace, Type: ReissueRequestedEventType, Data: data, CreatedAt: now}
+		w.Event = &Event{ID: newEventID, Namespace: ev.Namespace, Type: ReissueRequestedEventType, Data: data, CreatedAt: now}
 		w.RequestEventID, w.Item.NewEventID = newEventID, newEventID
 	}
 	w.Item.Outcome = step.Outcome()
-	if w.Resolution = step.Resolution(); w.Resolution != ResolutionNone {
+	// A replay has no original unless the event's delivery to its
+	// endpoint was exhausted and left unresolved.
+	if w.Resolution = step.Resolution(); orig.ID == "" {
+		w.Resolution = ResolutionNone
+	}
+	if w.Resolution != ResolutionNone {
 		w.Stats.Move(orig.EndpointID, StateExhausted, ResolutionUnresolved, StateExhausted, w.Resolution)
 	}
 	return w, nil

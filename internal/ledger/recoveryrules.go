@@ -107,6 +107,12 @@ const (
 	StepReissueRequest
 	// StepDismiss resolves the delivery as dismissed.
 	StepDismiss
+	// StepReplay inserts a new delivery of the same event to the replay's
+	// endpoint (RetryOf its unresolved exhausted delivery there, if any).
+	StepReplay
+	// StepSkip records that the event is already on its way to the
+	// endpoint and changes nothing else.
+	StepSkip
 )
 
 // ErrEndpointDeleted is returned by RecoveryApply for a Retry or a Reissue
@@ -137,23 +143,41 @@ func PlanRecovery(action RecoveryAction, f *RecoveryFacts, now time.Time) (Recov
 	}
 	switch action {
 	case RecoveryRetry:
-		switch w := f.Policy.ReplayWindow; {
-		case f.Event.SecretsScrubbed():
-			return StepRefuse, RefusedReissueRequired, nil
-		case w > 0 && now.After(f.ReplayFrom.Add(w)):
-			return StepRefuse, RefusedReplayWindowExceeded, nil
-		case f.Event.PayloadPruned():
-			return StepRefuse, RefusedPayloadExpired, nil
+		if reason := ResendRefusal(&f.Event, f.Policy.ReplayWindow, f.ReplayFrom, now); reason != "" {
+			return StepRefuse, reason, nil
 		}
 		return StepRetry, "", nil
 	case RecoveryReissue:
-		if len(f.Event.SecretNames) == 0 && !f.Event.PayloadPruned() {
-			return StepReissueCopy, "", nil
-		}
-		return StepReissueRequest, "", nil
+		return reissueStep(&f.Event), "", nil
 	default:
 		return StepDismiss, "", nil
 	}
+}
+
+// ResendRefusal is why event e cannot be sent again under its own
+// identity at now ("" when it can), in this order: ReissueRequired (its
+// one-time secrets were scrubbed), ReplayWindowExceeded (now is after
+// replayFrom + window; a 0 window has no limit), PayloadExpired (its data
+// was pruned). A Retry and a Replay refuse alike.
+func ResendRefusal(e *Event, window time.Duration, replayFrom, now time.Time) string {
+	switch {
+	case e.SecretsScrubbed():
+		return RefusedReissueRequired
+	case window > 0 && now.After(replayFrom.Add(window)):
+		return RefusedReplayWindowExceeded
+	case e.PayloadPruned():
+		return RefusedPayloadExpired
+	}
+	return ""
+}
+
+// reissueStep is how e is reissued: copied when it is complete and never
+// carried secrets, else asked of its producer.
+func reissueStep(e *Event) RecoveryStep {
+	if len(e.SecretNames) == 0 && !e.PayloadPruned() {
+		return StepReissueCopy
+	}
+	return StepReissueRequest
 }
 
 // Outcome is the RecoveryOutcome of a step that was carried out.
@@ -167,6 +191,10 @@ func (s RecoveryStep) Outcome() RecoveryOutcome {
 		return OutcomeAwaitingReissue
 	case StepDismiss:
 		return OutcomeDismissed
+	case StepReplay:
+		return OutcomeReplayed
+	case StepSkip:
+		return OutcomeSkipped
 	default:
 		return OutcomeRefused
 	}
@@ -176,7 +204,7 @@ func (s RecoveryStep) Outcome() RecoveryOutcome {
 // is carried out (none for a refusal or a pending reissue request).
 func (s RecoveryStep) Resolution() Resolution {
 	switch s {
-	case StepRetry:
+	case StepRetry, StepReplay:
 		return ResolutionRetried
 	case StepReissueCopy:
 		return ResolutionReissued

@@ -126,15 +126,15 @@ func testBudgetConcurrent(t *testing.T, f *fixture) {
 
 // testBudgetNotRaisedByResends: the first attempts of re-sends (a
 // recovery's retry, a reissued copy, a replacement published with
-// ReissueOf) are not counted as first attempts, so a recovery never raises
-// the allowance it draws from; a fresh event's first attempt still is.
+// ReissueOf, a replay) are not counted as first attempts, so a recovery
+// never raises the allowance it draws from; a fresh event's first attempt
+// still is.
 func testBudgetNotRaisedByResends(t *testing.T, f *fixture) {
 	const ep = "a/ep"
 	f.upsert(endpoint("a", "ep", "*"), t0)
 	m := t0.Truncate(time.Minute).Add(time.Minute)
-	var events []ledger.EventInsertResult
-	for range 3 {
-		events = append(events, f.publish("a", "order.created", m))
+	for range 4 {
+		f.publish("a", "order.created", m)
 	}
 	exhausted := f.exhaustAll(m.Add(time.Second))
 
@@ -145,12 +145,13 @@ func testBudgetNotRaisedByResends(t *testing.T, f *fixture) {
 	retry := f.apply("op", exhausted[0].ID, ledger.RecoveryRetry, m1)
 	reissue := f.apply("op", exhausted[1].ID, ledger.RecoveryReissue, m1)
 	replacement := event("a", "order.created", m1)
-	replacement.ReissueOf = events[2].Event.ID
+	replacement.ReissueOf = exhausted[2].EventID
 	repl := f.insert(replacement)[0]
 	if repl.Err != nil || len(repl.Deliveries) != 1 {
 		t.Fatalf("replacement: %+v", repl)
 	}
-	resends := []string{retry.NewDeliveryID, reissue.NewDeliveryID, repl.Deliveries[0].ID}
+	replayed := f.replay("op", exhausted[3].EventID, ep, ledger.ReplayRefuse, m1)
+	resends := []string{retry.NewDeliveryID, reissue.NewDeliveryID, repl.Deliveries[0].ID, replayed.NewDeliveryID}
 	for _, id := range resends {
 		if d := f.delivery(id); !d.Resend || !d.SpendsRetryBudget() {
 			t.Fatalf("delivery %s is not a re-send that spends the budget: %+v", id, d)
@@ -159,7 +160,7 @@ func testBudgetNotRaisedByResends(t *testing.T, f *fixture) {
 
 	sent := f.attemptAll(m1.Add(time.Second), ledger.Next{State: ledger.StateScheduled, DueAt: m1.Add(30 * time.Second)})
 	wantEqual(t, "re-sends attempted", len(sent), len(resends))
-	f.wantAcquired("after the first attempts of three re-sends", ep, ratio, m1.Add(3*time.Second), 1, 0)
+	f.wantAcquired("after the first attempts of four re-sends", ep, ratio, m1.Add(3*time.Second), 1, 0)
 
 	// A fresh event's first attempt in the same minute counts.
 	f.publish("a", "order.created", m1.Add(4*time.Second))

@@ -75,6 +75,7 @@ func Exercise(t *testing.T, newStore func(t *testing.T) ledger.Store) {
 		{"Read", exerciseReads},
 		{"Concurrency", exerciseConcurrency},
 		{"Recovery", exerciseRecovery},
+		{"Replay", exerciseReplay},
 		{"Settlement", exerciseSettlement},
 		{"HeldAcks", exerciseHeldAcks},
 		{"Browse", exerciseBrowse},

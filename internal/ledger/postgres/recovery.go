@@ -170,6 +170,7 @@ func scanItem(row pgx.CollectableRow) (ledger.RecoveryItem, error) {
 		return ledger.RecoveryItem{}, err
 	}
 	it.Action, it.Outcome, it.NewDeliveryState = ledger.RecoveryAction(action), ledger.RecoveryOutcome(outcome), ledger.DeliveryState(ndState)
+	it.DeliveryID = ledger.ItemDeliveryID(it.Action, it.DeliveryID)
 	it.CreatedAt = fromNanos(created)
 	return it, nil
 }
@@ -259,12 +260,16 @@ func (r *recoveryTx) RecoveryWrite(_ context.Context, w *ledger.RecoveryWrite) e
 			WHERE id = $1 AND state = 'exhausted' AND resolution = 'unresolved'`,
 			w.Original.ID, string(w.Resolution), w.Item.OperationKey, now)
 	}
+	if w.ReplayedEvent != "" {
+		// ReplayRead locked the event.
+		b.Queue(`UPDATE events SET undelivered = false WHERE id = $1 AND undelivered`, w.ReplayedEvent)
+	}
 	it := &w.Item
 	b.Queue(`
 		INSERT INTO recovery_items (operation_key, delivery_id, event_id, endpoint_id, action, outcome, reason,
 			new_event_id, new_delivery_id, request_event_id, created_at)
 		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)`,
-		it.OperationKey, it.DeliveryID, it.EventID, w.Original.EndpointID, string(it.Action), string(it.Outcome),
+		it.OperationKey, w.ItemKey, it.EventID, w.Original.EndpointID, string(it.Action), string(it.Outcome),
 		it.Reason, it.NewEventID, it.NewDeliveryID, w.RequestEventID, now)
 	queueStats(b, w.Stats)
 	r.tx.queue("apply recovery", b) // with COMMIT

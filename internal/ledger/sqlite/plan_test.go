@@ -37,6 +37,11 @@ func TestPlansStayFlat(t *testing.T) {
 		// deliveries_live's predicate is the OR of the live states
 		// (migration 0011): a query uses it only if its WHERE clause
 		// implies that predicate.
+		// A replay walks a namespace's events in ID order, and reads one
+		// event's deliveries.
+		{"a page of a namespace's events for a replay", replaySQL.page, "events_namespace",
+			[]any{"shop", "evt_0", "evt_z", "", int64(0), int64(1000), 256}},
+		{"an event's deliveries to a replay's endpoint", replaySQL.deliveries, "deliveries_event", []any{"evt_1", "shop/billing"}},
 		{"due deliveries of a blocked endpoint", writeSQL.claimDueOf, "deliveries_live", []any{"shop/billing", int64(0), 10}},
 		{"live deliveries of a deleted endpoint", settleSQL.liveEvents, "deliveries_live", []any{"shop/billing"}},
 		{"cancel the live deliveries of a deleted endpoint", writeSQL.deliveriesCancel, "deliveries_live", []any{"shop/billing", int64(0)}},

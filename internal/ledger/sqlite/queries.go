@@ -246,7 +246,10 @@ func (s *Store) prepare(ctx context.Context) error {
 	}); err != nil {
 		return err
 	}
-	return s.prepareRecovery(ctx)
+	if err := s.prepareRecovery(ctx); err != nil {
+		return err
+	}
+	return s.prepareReplay(ctx)
 }
 
 // prepareVariants prepares dst[k] from text(k) for every variant k.

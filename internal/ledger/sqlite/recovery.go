@@ -230,6 +230,7 @@ func scanItem(sc scanner) (ledger.RecoveryItem, error) {
 	err := sc.Scan(&it.OperationKey, &it.DeliveryID, &it.EventID, &it.Action, &it.Outcome, &it.Reason,
 		&it.NewEventID, &it.NewDeliveryID, &created, &it.NewDeliveryState)
 	it.CreatedAt = fromNanos(created)
+	it.DeliveryID = ledger.ItemDeliveryID(it.Action, it.DeliveryID)
 	return it, err
 }
 
@@ -368,8 +369,13 @@ func (r recoveryTx) RecoveryWrite(_ context.Context, w *ledger.RecoveryWrite) er
 			return err
 		}
 	}
+	if w.ReplayedEvent != "" {
+		if err := s.replayReached(t, w.ReplayedEvent); err != nil {
+			return err
+		}
+	}
 	it := &w.Item
-	if _, err := t.stmt(s.rc.itemInsert).ExecContext(t.ctx, it.OperationKey, it.DeliveryID, it.EventID,
+	if _, err := t.stmt(s.rc.itemInsert).ExecContext(t.ctx, it.OperationKey, w.ItemKey, it.EventID,
 		w.Original.EndpointID, string(it.Action), string(it.Outcome), it.Reason, it.NewEventID, it.NewDeliveryID,
 		w.RequestEventID, now); err != nil {
 		return translate("record recovery item", err)

@@ -43,6 +43,7 @@ type Store struct {
 	ws writeStmts
 	rs readStmts
 	rc recoveryStmts
+	rp replayStmts
 	st settleStmts
 	oc outcomeStmts
 	// lock keeps a second process off the file while the store is open.
