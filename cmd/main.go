@@ -163,9 +163,10 @@ func main() {
 		os.Exit(1)
 	}
 
-	// Exhaustions reach the endpoints' status through a channel the
-	// WebhookEndpoint controller watches.
+	// Exhaustions and circuit-breaker changes reach the endpoints' status
+	// through channels the WebhookEndpoint controller watches.
 	exhausted := controllers.NewExhaustionEvents(1024)
+	breakers := controllers.NewBreakerEvents(1024)
 	eng, err := engine.New(engine.Options{
 		Store:       store,
 		Sender:      dispatch.NewGuardedSender(destinations),
@@ -175,6 +176,7 @@ func main() {
 		Logger:      ctrl.Log.WithName("engine"),
 		Metrics:     engine.NewMetrics(ctrlmetrics.Registry, store),
 		OnExhausted: exhausted.Notify,
+		OnBreaker:   breakers.Notify,
 	})
 	if err != nil {
 		setupLog.Error(err, "unable to create the delivery engine")
@@ -189,6 +191,8 @@ func main() {
 		Recorder:      mgr.GetEventRecorder("hookkeeper-webhookendpoint"),
 		DefaultPolicy: controllers.DefaultPolicy(),
 		Exhausted:     exhausted.Events(),
+		Breakers:      breakers.Events(),
+		Metrics:       controllers.NewBreakerMetrics(ctrlmetrics.Registry),
 		ResyncPeriod:  statusResync,
 		Destinations:  destinations,
 		Evidence:      store,

@@ -28,7 +28,8 @@ var defaultRetryOn = []string{"NetworkError", "Timeout", "408", "429", "5xx"}
 // DefaultRetryPolicySpec is the policy of endpoints without
 // spec.retryPolicyRef: exponential backoff from 5s doubling up to 1h with
 // 10% jitter, at most 12 attempts within 24h of the first, replayable for
-// 72h, and the CRD's defaults for everything else.
+// 72h, and the CRD's defaults for everything else (the circuit breaker's
+// are ledger.DefaultBreakerPolicy's).
 func DefaultRetryPolicySpec() hookv1.RetryPolicySpec {
 	d := func(d time.Duration) *metav1.Duration { return &metav1.Duration{Duration: d} }
 	retryOn := make([]hookv1.RetryClass, len(defaultRetryOn))
@@ -53,6 +54,13 @@ func DefaultRetryPolicySpec() hookv1.RetryPolicySpec {
 			Payloads:          d(defaultPayloadRetention),
 			Evidence:          d(defaultEvidenceRetention),
 		},
+		CircuitBreaker: &hookv1.CircuitBreaker{
+			Failures:         ptr.To(int32(ledger.DefaultBreakerPolicy.Failures)),
+			MinDuration:      d(ledger.DefaultBreakerPolicy.MinDuration),
+			ProbeInterval:    d(ledger.DefaultBreakerPolicy.ProbeInterval),
+			MaxProbeInterval: d(ledger.DefaultBreakerPolicy.MaxProbeInterval),
+			Ramp:             d(ledger.DefaultBreakerPolicy.Ramp),
+		},
 	}
 }
 
@@ -68,8 +76,9 @@ func DefaultPolicy() ledger.Policy {
 }
 
 // policyConfig converts a RetryPolicy spec into the engine's policy: the
-// backoff through backoffPolicy (shared with the RetryPolicy status), and
-// the retried failure classes, replay window, retention and retry budget.
+// backoff through backoffPolicy (shared with the RetryPolicy status), the
+// retried failure classes, replay window, retention and retry budget, and
+// the circuit breaker, always explicit (breakerPolicy).
 func policyConfig(spec *hookv1.RetryPolicySpec) (ledger.Policy, error) {
 	b, err := backoffPolicy(spec)
 	if err != nil {
@@ -101,6 +110,9 @@ func policyConfig(spec *hookv1.RetryPolicySpec) (ledger.Policy, error) {
 		if rb.MinRetriesPerMinute != nil {
 			p.Budget.MinPerMinute = int(*rb.MinRetriesPerMinute)
 		}
+	}
+	if p.Breaker, err = breakerPolicy(spec.CircuitBreaker); err != nil {
+		return ledger.Policy{}, err
 	}
 	return p, nil
 }

@@ -40,6 +40,7 @@ func TestDefaultPolicyIsReady(t *testing.T) {
 		ReplayWindow:      72 * time.Hour,
 		PayloadRetention:  168 * time.Hour,
 		EvidenceRetention: 720 * time.Hour,
+		Breaker:           &ledger.DefaultBreakerPolicy,
 	}
 	if diff := cmp.Diff(want, p); diff != "" {
 		t.Errorf("DefaultPolicy() (-want +got):\n%s", diff)
@@ -64,7 +65,7 @@ func TestPolicyConfig(t *testing.T) {
 		{
 			name: "unset retryOn and retention take the CRD defaults",
 			want: ledger.Policy{Backoff: fixed, RetryOn: defaultRetryOn, ReplayWindow: 2 * time.Hour,
-				PayloadRetention: 168 * time.Hour, EvidenceRetention: 720 * time.Hour},
+				PayloadRetention: 168 * time.Hour, EvidenceRetention: 720 * time.Hour, Breaker: &ledger.DefaultBreakerPolicy},
 		},
 		{
 			name: "retryOn, retention and budget are carried over",
@@ -75,7 +76,7 @@ func TestPolicyConfig(t *testing.T) {
 			},
 			want: ledger.Policy{Backoff: fixed, RetryOn: []string{"5xx", "429"}, ReplayWindow: 2 * time.Hour,
 				SecretGracePeriod: time.Hour, PayloadRetention: 24 * time.Hour, EvidenceRetention: 48 * time.Hour,
-				Budget: &ledger.RetryBudget{RatioPercent: 20, MinPerMinute: 3}},
+				Budget: &ledger.RetryBudget{RatioPercent: 20, MinPerMinute: 3}, Breaker: &ledger.DefaultBreakerPolicy},
 		},
 		{
 			name: "a budget without a floor gets the CRD's 10 per minute",
@@ -85,7 +86,35 @@ func TestPolicyConfig(t *testing.T) {
 			},
 			want: ledger.Policy{Backoff: fixed, RetryOn: defaultRetryOn, ReplayWindow: 2 * time.Hour,
 				PayloadRetention: 168 * time.Hour, EvidenceRetention: 720 * time.Hour,
-				Budget: &ledger.RetryBudget{RatioPercent: 50, MinPerMinute: 10}},
+				Budget: &ledger.RetryBudget{RatioPercent: 50, MinPerMinute: 10}, Breaker: &ledger.DefaultBreakerPolicy},
+		},
+		{
+			name: "circuitBreaker is carried over, the CRD's defaults for what it leaves unset",
+			mutate: func(s *hookv1.RetryPolicySpec) {
+				s.CircuitBreaker = &hookv1.CircuitBreaker{Failures: ptr.To[int32](3), MinDuration: dur("0s"), ProbeInterval: dur("1s"), GoneProbeInterval: dur("1h")}
+			},
+			want: ledger.Policy{Backoff: fixed, RetryOn: defaultRetryOn, ReplayWindow: 2 * time.Hour,
+				PayloadRetention: 168 * time.Hour, EvidenceRetention: 720 * time.Hour,
+				Breaker: &ledger.BreakerPolicy{Failures: 3, MinDuration: 0, ProbeInterval: time.Second, MaxProbeInterval: 10 * time.Minute,
+					GoneProbeInterval: time.Hour, Ramp: time.Minute}},
+		},
+		{
+			name:   "a disabled breaker",
+			mutate: func(s *hookv1.RetryPolicySpec) { s.CircuitBreaker = &hookv1.CircuitBreaker{Disabled: true} },
+			want: ledger.Policy{Backoff: fixed, RetryOn: defaultRetryOn, ReplayWindow: 2 * time.Hour,
+				PayloadRetention: 168 * time.Hour, EvidenceRetention: 720 * time.Hour,
+				Breaker: &ledger.BreakerPolicy{Disabled: true, Failures: 10, MinDuration: time.Minute, ProbeInterval: 30 * time.Second,
+					MaxProbeInterval: 10 * time.Minute, Ramp: time.Minute}},
+		},
+		{
+			name:    "a probeInterval above maxProbeInterval is an error naming the field",
+			mutate:  func(s *hookv1.RetryPolicySpec) { s.CircuitBreaker = &hookv1.CircuitBreaker{ProbeInterval: dur("20m")} },
+			wantErr: "spec.circuitBreaker.maxProbeInterval: must be at least circuitBreaker.probeInterval",
+		},
+		{
+			name:    "a breaker that opens on no failure is an error naming the field",
+			mutate:  func(s *hookv1.RetryPolicySpec) { s.CircuitBreaker = &hookv1.CircuitBreaker{Failures: ptr.To[int32](0)} },
+			wantErr: "spec.circuitBreaker.failures: must be at least 1",
 		},
 		{
 			name:    "an invalid backoff is an error naming the field",

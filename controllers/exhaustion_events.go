@@ -9,6 +9,7 @@ import (
 
 	hookv1 "github.com/hookkeeper/hookkeeper/api/v1alpha1"
 	"github.com/hookkeeper/hookkeeper/internal/engine"
+	"github.com/hookkeeper/hookkeeper/internal/ledger"
 )
 
 // ExhaustionEvents carries the engine's exhaustion notices to the
@@ -22,33 +23,62 @@ import (
 // controller's workqueue collapses repeated notices for one endpoint anyway
 // and the periodic refresh reads the ledger. On a replica that is not the
 // leader nobody reads the channel and notices are dropped the same way.
-type ExhaustionEvents struct {
-	ch      chan event.GenericEvent
-	dropped atomic.Int64
-}
+type ExhaustionEvents struct{ endpointWakeups }
 
 // NewExhaustionEvents returns an ExhaustionEvents buffering up to buffer
 // notices.
 func NewExhaustionEvents(buffer int) *ExhaustionEvents {
-	return &ExhaustionEvents{ch: make(chan event.GenericEvent, buffer)}
+	return &ExhaustionEvents{newEndpointWakeups(buffer)}
 }
 
 // Notify implements engine.Options.OnExhausted.
-func (x *ExhaustionEvents) Notify(n engine.ExhaustedNotice) {
-	ns, name, ok := strings.Cut(n.Delivery.EndpointID, "/")
+func (x *ExhaustionEvents) Notify(n engine.ExhaustedNotice) { x.wake(n.Delivery.EndpointID) }
+
+// BreakerEvents carries the engine's circuit-breaker changes (opened,
+// closed, a probe failed, a change another replica made) to the
+// WebhookEndpoint controller, so that CircuitOpen, its Events and
+// `kubectl wait --for=condition=CircuitOpen` follow the breaker within
+// moments. Wire Notify as engine.Options.OnBreaker and Events as
+// WebhookEndpointReconciler.Breakers. Like ExhaustionEvents, it never
+// blocks the engine.
+type BreakerEvents struct{ endpointWakeups }
+
+// NewBreakerEvents returns a BreakerEvents buffering up to buffer notices.
+func NewBreakerEvents(buffer int) *BreakerEvents {
+	return &BreakerEvents{newEndpointWakeups(buffer)}
+}
+
+// Notify implements engine.Options.OnBreaker.
+func (x *BreakerEvents) Notify(b ledger.Breaker) { x.wake(b.EndpointID) }
+
+// endpointWakeups is a bounded channel of reconcile requests for endpoints
+// named by their ledger ID ("<namespace>/<name>") that drops, and counts,
+// what does not fit.
+type endpointWakeups struct {
+	ch      chan event.GenericEvent
+	dropped *atomic.Int64
+}
+
+func newEndpointWakeups(buffer int) endpointWakeups {
+	return endpointWakeups{ch: make(chan event.GenericEvent, buffer), dropped: new(atomic.Int64)}
+}
+
+// wake asks for a reconcile of the endpoint, without blocking.
+func (w endpointWakeups) wake(endpointID string) {
+	ns, name, ok := strings.Cut(endpointID, "/")
 	if !ok || ns == "" || name == "" {
 		return
 	}
 	ev := event.GenericEvent{Object: &hookv1.WebhookEndpoint{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}}
 	select {
-	case x.ch <- ev:
+	case w.ch <- ev:
 	default:
-		x.dropped.Add(1)
+		w.dropped.Add(1)
 	}
 }
 
 // Events is the channel the controller watches.
-func (x *ExhaustionEvents) Events() <-chan event.GenericEvent { return x.ch }
+func (w endpointWakeups) Events() <-chan event.GenericEvent { return w.ch }
 
 // Dropped is how many notices were dropped because the buffer was full.
-func (x *ExhaustionEvents) Dropped() int64 { return x.dropped.Load() }
+func (w endpointWakeups) Dropped() int64 { return w.dropped.Load() }

@@ -35,6 +35,8 @@ var _ = Describe("A DeliveryRecovery over its endpoint's retry budget", func() {
 				AttemptTimeout: dur("5s"),
 				ReplayWindow:   *dur("1h"),
 				RetryBudget:    &hookv1.RetryBudget{RatioPercent: 0, MinRetriesPerMinute: ptr.To[int32](1)},
+				// The budget, not a breaker, is what holds the re-sends back.
+				CircuitBreaker: &hookv1.CircuitBreaker{Disabled: true},
 			},
 		}
 		Expect(k8sClient.Create(ctx, policy)).To(Succeed())

@@ -197,7 +197,7 @@ var _ = Describe("the samples with the real kubectl", func() {
 		}).WithTimeout(30 * time.Second).Should(Succeed())
 
 		out = run("get", "hookkeeper")
-		Expect(out).To(MatchRegexp(`NAME\s+URL\s+READY\s+PENDING\s+EXHAUSTED\s+LAST SUCCESS\s+FIRST TRY\s+AGE`))
+		Expect(out).To(MatchRegexp(`NAME\s+URL\s+READY\s+BREAKER\s+PENDING\s+EXHAUSTED\s+LAST SUCCESS\s+FIRST TRY\s+AGE`))
 		Expect(out).To(MatchRegexp(`NAME\s+ENDPOINT\s+ACTION\s+STATUS\s+MATCHED\s+RETRIED\s+REISSUED\s+REFUSED\s+AGE`))
 		Expect(out).To(ContainSubstring("webhookendpoint.hookkeeper.dev/n8n-ingress"))
 		Expect(out).To(MatchRegexp(`deliveryrecovery.hookkeeper.dev/n8n-outage-2026-11-28\s+n8n-ingress\s+Auto`))

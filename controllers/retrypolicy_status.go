@@ -83,6 +83,9 @@ func retryPolicyStatus(policy *hookv1.RetryPolicy, endpoints int32, now time.Tim
 		return status
 	}
 	p, err := backoffPolicy(&policy.Spec)
+	if err == nil {
+		_, err = breakerPolicy(policy.Spec.CircuitBreaker)
+	}
 	if err != nil {
 		ready.Status, ready.Reason, ready.Message = metav1.ConditionFalse, hookv1.ReasonInvalidSpec, conditionMessage(err)
 		meta.SetStatusCondition(&status.Conditions, ready)

@@ -14,6 +14,7 @@ import (
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
+	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
@@ -58,6 +59,10 @@ var (
 	eng        *engine.Engine
 	engineDone chan error
 	exhaustion *ExhaustionEvents
+	breakers   *BreakerEvents
+	// breakerRegistry holds the WebhookEndpoint controller's circuit
+	// metrics.
+	breakerRegistry = prometheus.NewRegistry()
 
 	destinations *destination.Policy
 
@@ -163,6 +168,7 @@ var _ = BeforeSuite(func() {
 	Expect(err).NotTo(HaveOccurred())
 	Expect((&RetryPolicyReconciler{Client: mgr.GetClient(), Recorder: mgr.GetEventRecorder("hookkeeper-retrypolicy"), Evidence: store, ResyncPeriod: suiteResync}).SetupWithManager(mgr)).To(Succeed())
 	exhaustion = NewExhaustionEvents(1024)
+	breakers = NewBreakerEvents(1024)
 	slowExhaustion := NewExhaustionEvents(1024)
 	// The manager's destination policy, with loopback allowed for the
 	// suite's receivers (as --allowed-destination-cidrs=127.0.0.0/8 does)
@@ -174,6 +180,7 @@ var _ = BeforeSuite(func() {
 		Store:         store,
 		Sender:        dispatch.NewGuardedSender(destinations),
 		OnExhausted:   func(n engine.ExhaustedNotice) { exhaustion.Notify(n); slowExhaustion.Notify(n) },
+		OnBreaker:     breakers.Notify,
 		IdleWait:      100 * time.Millisecond,
 		SweepInterval: 200 * time.Millisecond,
 		Logger:        logf.Log.WithName("engine"),
@@ -188,6 +195,8 @@ var _ = BeforeSuite(func() {
 		Recorder:      mgr.GetEventRecorder("hookkeeper-webhookendpoint"),
 		DefaultPolicy: DefaultPolicy(),
 		Exhausted:     exhaustion.Events(),
+		Breakers:      breakers.Events(),
+		Metrics:       NewBreakerMetrics(breakerRegistry),
 		ResyncPeriod:  suiteResync,
 		EventInterval: suiteEventInterval,
 		Destinations:  destinations,

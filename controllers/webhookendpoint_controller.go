@@ -10,6 +10,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/utils/clock"
@@ -53,6 +54,11 @@ type EndpointEngine interface {
 	// RetryBudgetDeferrals reads, from the ledger, the retries its budget
 	// deferred on any replica.
 	RetryBudgetDeferrals(ctx context.Context, endpointID string, now time.Time) (ledger.DeferralStreak, error)
+	// Breaker reads the endpoint's circuit breaker from the ledger (the
+	// zero breaker when it never opened); ProbeNow makes the next probe of
+	// an open one due now.
+	Breaker(ctx context.Context, endpointID string) (ledger.Breaker, error)
+	ProbeNow(ctx context.Context, endpointID string) (ledger.Breaker, error)
 }
 
 // WebhookEndpointReconciler registers WebhookEndpoints with the delivery
@@ -60,11 +66,13 @@ type EndpointEngine interface {
 //
 // Each reconcile gathers one observation (webhookendpoint_gather.go: the
 // RetryPolicy, the signing Secrets, the engine's configuration, counters,
-// exhausted deliveries and retry-budget deferrals, the outcome evidence,
-// the destination check), decides purely what the engine should have
-// (decideEndpoint: register, pause or leave it), does that, writes the
-// status computed from the observation once (endpointStatus), and then
-// emits the Events decided from it (endpointEvents). A missing or
+// exhausted deliveries and retry-budget deferrals, the circuit breaker, the
+// outcome evidence, the destination check), decides purely what the engine
+// should have (decideEndpoint: register, pause or leave it; a probe
+// request to act on), does that, writes the status computed from the
+// observation once (endpointStatus), and then emits the Events decided
+// from it (endpointEvents, breakerEvents) and sets the circuit metrics
+// (endpoint_breaker.go). A missing or
 // unusable RetryPolicy or signing secret leaves the engine's
 // configuration as it was; a url or header that can never be sent
 // (endpoint_wire.go) or a forbidden destination
@@ -84,6 +92,13 @@ type WebhookEndpointReconciler struct {
 	// Exhausted delivers the engine's exhaustion notices
 	// (ExhaustionEvents.Events); nil means periodic refreshes only.
 	Exhausted <-chan event.GenericEvent
+	// Breakers delivers the engine's circuit-breaker changes
+	// (BreakerEvents.Events), so that CircuitOpen follows the breaker
+	// within moments; nil means periodic refreshes only.
+	Breakers <-chan event.GenericEvent
+	// Metrics keeps the circuit metrics (NewBreakerMetrics); nil keeps
+	// none.
+	Metrics *BreakerMetrics
 	// ResyncPeriod paces the refresh of the counters: every endpoint is
 	// reconciled again after between one and two periods (default 30s).
 	ResyncPeriod time.Duration
@@ -136,6 +151,9 @@ func (r *WebhookEndpointReconciler) Reconcile(ctx context.Context, req ctrl.Requ
 func (r *WebhookEndpointReconciler) reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	var ep hookv1.WebhookEndpoint
 	if err := r.Get(ctx, req.NamespacedName, &ep); err != nil {
+		if apierrors.IsNotFound(err) {
+			r.Metrics.forget(req.Namespace, req.Name)
+		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
 	if !ep.DeletionTimestamp.IsZero() {
@@ -154,13 +172,23 @@ func (r *WebhookEndpointReconciler) reconcile(ctx context.Context, req ctrl.Requ
 	obs := r.gather(ctx, before, now)
 	d := decideEndpoint(obs)
 	applyErr := r.apply(ctx, obs, &d)
+	breaker, probeErr := r.requestProbe(ctx, obs, &d)
 	f := endpointFactsOf(obs, &d, applyErr)
+	f.Breaker = breaker
 	ep.Status = endpointStatus(before, obs, &d, f)
 	evs, memo := endpointEvents(before, &ep, f, obs.Memo, now, r.eventInterval())
+	// The breaker's Events are counted against the status (its openings
+	// and probe request), so they follow only a status that was written.
+	news := breakerChange(before.Status.Breaker, ep.Status.Breaker)
+	var breakerEvs []endpointEvent
+	if breaker != nil {
+		breakerEvs = breakerEvents(&ep, news, ep.Status.Breaker, meta.FindStatusCondition(ep.Status.Conditions, hookv1.ConditionCircuitOpen), breaker.Probe)
+	}
 
-	err := errors.Join(obs.Err, applyErr, obs.Secondary)
+	err := errors.Join(obs.Err, applyErr, obs.Secondary, probeErr)
 	if werr := updateStatus(ctx, r.Client, before, &ep, func(e *hookv1.WebhookEndpoint) any { return e.Status }); werr != nil {
 		if apierrors.IsNotFound(werr) {
+			r.Metrics.forget(ep.Namespace, ep.Name)
 			return ctrl.Result{}, nil
 		}
 		if statusRefusedForInvalidSpec(ctx, werr, ep.DecodeError()) {
@@ -169,7 +197,8 @@ func (r *WebhookEndpointReconciler) reconcile(ctx context.Context, req ctrl.Requ
 		}
 		return ctrl.Result{}, errors.Join(err, werr)
 	}
-	r.emit(&ep, evs)
+	r.emit(&ep, append(evs, breakerEvs...))
+	r.Metrics.observe(&ep, news.Opened)
 	if f.Deliveries != nil {
 		r.remember(ep.UID, memo)
 	}
@@ -196,6 +225,34 @@ func (r *WebhookEndpointReconciler) apply(ctx context.Context, obs *endpointObse
 		log.FromContext(ctx).Info("registered with the delivery engine", "version", stored.Version, "secrets", len(d.Rotation.Secrets))
 	}
 	return nil
+}
+
+// requestProbe acts on the decision's probe request (engine.ProbeNow) and
+// returns what the status shows of the breaker: nil when it could not be
+// read. A request the engine failed to take is not recorded, so the
+// retried reconcile asks again; asking twice only makes the probe due now
+// twice.
+func (r *WebhookEndpointReconciler) requestProbe(ctx context.Context, obs *endpointObservation, d *endpointDecision) (*breakerFacts, error) {
+	if obs.Breaker == nil {
+		return nil, nil
+	}
+	bf := &breakerFacts{Breaker: *obs.Breaker, Policy: breakerInEffect(obs, d)}
+	p := d.Probe
+	if p == nil || !p.Valid {
+		bf.Probe = p
+		return bf, nil
+	}
+	b, err := r.Engine.ProbeNow(ctx, ledger.EndpointID(obs.Endpoint.Namespace, obs.Endpoint.Name))
+	switch {
+	case errors.Is(err, ledger.ErrNotFound): // not registered: nothing to probe
+	case err != nil:
+		return bf, fmt.Errorf("asking the delivery engine for a probe: %w", err)
+	default:
+		bf.Breaker = b
+	}
+	bf.Probe = p
+	log.FromContext(ctx).Info("a probe was requested", "requestedAt", p.Value, "breakerOpen", bf.Breaker.Open)
+	return bf, nil
 }
 
 // emit emits the Events endpointEvents decided.
@@ -248,6 +305,7 @@ func (r *WebhookEndpointReconciler) finalize(ctx context.Context, ep *hookv1.Web
 	}
 	log.FromContext(ctx).Info("removed from the delivery engine", "cancelledDeliveries", cancelled)
 	r.remember(ep.UID, nil)
+	r.Metrics.forget(ep.Namespace, ep.Name)
 	orig := ep.DeepCopy()
 	controllerutil.RemoveFinalizer(ep, endpointFinalizer)
 	if err := r.Patch(ctx, ep, client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{})); err != nil {
@@ -276,10 +334,11 @@ func (r *WebhookEndpointReconciler) requeueAfter(f *endpointFacts, now time.Time
 }
 
 // SetupWithManager registers the controller. It reconciles an endpoint when
-// its spec changes (its own status writes do not requeue it), when its
-// signing Secret, generated Secrets or RetryPolicy change, when the engine
-// reports an exhaustion, when a DeliveryRecovery of it progresses
-// (endpoint_recoveries.go), and after every resync period.
+// its spec or its probe-request annotation changes (its own status writes
+// do not requeue it), when its signing Secret, generated Secrets or
+// RetryPolicy change, when the engine reports an exhaustion or a breaker
+// change, when a DeliveryRecovery of it progresses (endpoint_recoveries.go),
+// and after every resync period.
 func (r *WebhookEndpointReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	if r.APIReader == nil {
 		r.APIReader = mgr.GetAPIReader()
@@ -289,7 +348,7 @@ func (r *WebhookEndpointReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	}
 	b := ctrl.NewControllerManagedBy(mgr).
 		Named("webhookendpoint").
-		For(&hookv1.WebhookEndpoint{}, builder.WithPredicates(predicate.Or(predicate.GenerationChangedPredicate{}, deletionStarted()))).
+		For(&hookv1.WebhookEndpoint{}, builder.WithPredicates(predicate.Or(predicate.GenerationChangedPredicate{}, deletionStarted(), probeRequested()))).
 		Owns(&corev1.Secret{}, builder.OnlyMetadata).
 		Watches(&corev1.Secret{}, handler.EnqueueRequestsFromMapFunc(endpointsReferencing(r.Client, signingSecretRefIndex)), builder.OnlyMetadata).
 		Watches(&hookv1.RetryPolicy{}, handler.EnqueueRequestsFromMapFunc(endpointsReferencing(r.Client, retryPolicyRefIndex)),
@@ -297,6 +356,9 @@ func (r *WebhookEndpointReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Watches(&hookv1.DeliveryRecovery{}, handler.EnqueueRequestsFromMapFunc(endpointOfRecovery), builder.WithPredicates(recoveryProgressed()))
 	if r.Exhausted != nil {
 		b = b.WatchesRawSource(source.Channel(r.Exhausted, &handler.EnqueueRequestForObject{}))
+	}
+	if r.Breakers != nil {
+		b = b.WatchesRawSource(source.Channel(r.Breakers, &handler.EnqueueRequestForObject{}))
 	}
 	return b.Complete(r)
 }
@@ -327,6 +389,20 @@ func deletionStarted() predicate.Funcs {
 		GenericFunc: func(event.GenericEvent) bool { return false },
 		UpdateFunc: func(e event.UpdateEvent) bool {
 			return e.ObjectOld.GetDeletionTimestamp().IsZero() && !e.ObjectNew.GetDeletionTimestamp().IsZero()
+		},
+	}
+}
+
+// probeRequested passes the update that changes the probe-request
+// annotation (`kubectl hookkeeper probe`), which does not change the
+// generation.
+func probeRequested() predicate.Funcs {
+	return predicate.Funcs{
+		CreateFunc:  func(event.CreateEvent) bool { return false },
+		DeleteFunc:  func(event.DeleteEvent) bool { return false },
+		GenericFunc: func(event.GenericEvent) bool { return false },
+		UpdateFunc: func(e event.UpdateEvent) bool {
+			return e.ObjectOld.GetAnnotations()[hookv1.AnnotationProbeRequestedAt] != e.ObjectNew.GetAnnotations()[hookv1.AnnotationProbeRequestedAt]
 		},
 	}
 }

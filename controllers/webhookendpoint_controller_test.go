@@ -127,7 +127,10 @@ func newEndpoint(ns, name, url string, mutate ...func(*hookv1.WebhookEndpointSpe
 	return ep
 }
 
-// fastPolicy retries every 100ms, up to attempts in all.
+// fastPolicy retries every 100ms, up to attempts in all. Its circuit
+// breaker is off: the specs that use it count attempts and exhaustions,
+// which an open breaker would hold once a slow run's failures spanned its
+// minute (breakerPolicy's spec has its own).
 func fastPolicy(ns, name string, attempts int32) *hookv1.RetryPolicy {
 	p := &hookv1.RetryPolicy{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
@@ -136,6 +139,7 @@ func fastPolicy(ns, name string, attempts int32) *hookv1.RetryPolicy {
 			Horizon:        hookv1.Horizon{MaxAttempts: ptr.To(attempts)},
 			AttemptTimeout: dur("5s"),
 			ReplayWindow:   *dur("1h"),
+			CircuitBreaker: &hookv1.CircuitBreaker{Disabled: true},
 		},
 	}
 	Expect(k8sClient.Create(ctx, p)).To(Succeed())
@@ -534,8 +538,8 @@ var _ = Describe("WebhookEndpoint controller", func() {
 		Expect(wide).To(ConsistOf("Healthy", "Last Failure", "Recovered", "Exhausted 24h", "Budget Limited", "Policy"))
 		out, err := exec.Command(kubectl, "--kubeconfig", kubeconfig, "-n", ns, "get", "whep", "failing", "-o", "wide").CombinedOutput()
 		Expect(err).NotTo(HaveOccurred(), "%s", out)
-		Expect(string(out)).To(MatchRegexp(`NAME\s+URL\s+READY\s+HEALTHY\s+PENDING\s+EXHAUSTED\s+LAST SUCCESS\s+LAST FAILURE\s+FIRST TRY\s+RECOVERED\s+EXHAUSTED 24H\s+BUDGET LIMITED\s+POLICY\s+AGE`))
-		Expect(string(out)).To(MatchRegexp(`failing\s+\S+\s+True\s+False\s+\d+\s+1000\s+HTTP 503\s+0%\s+0\s+1000\s+False\s+once\s+`), "no success yet: LAST SUCCESS is blank")
+		Expect(string(out)).To(MatchRegexp(`NAME\s+URL\s+READY\s+HEALTHY\s+BREAKER\s+PENDING\s+EXHAUSTED\s+LAST SUCCESS\s+LAST FAILURE\s+FIRST TRY\s+RECOVERED\s+EXHAUSTED 24H\s+BUDGET LIMITED\s+POLICY\s+AGE`))
+		Expect(string(out)).To(MatchRegexp(`failing\s+\S+\s+True\s+False\s+Closed\s+\d+\s+1000\s+HTTP 503\s+0%\s+0\s+1000\s+False\s+once\s+`), "no success yet: LAST SUCCESS is blank")
 
 		// The condition's advice is a command an admin can paste: run it
 		// with the real kubectl and it creates the DeliveryRecovery.

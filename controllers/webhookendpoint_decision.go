@@ -50,9 +50,23 @@ type endpointDecision struct {
 	// Rotation says which secrets the engine signs with; set when Problem
 	// is nil.
 	Rotation rotationPlan
+	// Probe is the probe request to act on (endpoint_breaker.go); nil when
+	// there is none new.
+	Probe *probeRequest
 }
 
-// decideEndpoint decides what the engine should have of an endpoint. The
+// decideEndpoint decides what the engine should have of an endpoint
+// (decideEngine) and which probe request to act on (decideProbe), unless
+// gathering failed: then the request waits for the retried reconcile.
+func decideEndpoint(obs *endpointObservation) endpointDecision {
+	d := decideEngine(obs)
+	if obs.Err == nil {
+		d.Probe = decideProbe(obs.Endpoint)
+	}
+	return d
+}
+
+// decideEngine decides what the engine should have of an endpoint. The
 // first problem wins, in this order: an internal error while gathering, a
 // spec the operator could not decode (what was left out would read as
 // unset), a spec that can never be sent or a forbidden destination (the
@@ -62,7 +76,7 @@ type endpointDecision struct {
 // controller still owes the endpoint is waited for (or, in a namespace
 // being deleted, a problem). With no problem the endpoint is registered
 // unless the engine already has exactly its configuration.
-func decideEndpoint(obs *endpointObservation) endpointDecision {
+func decideEngine(obs *endpointObservation) endpointDecision {
 	ep, reg := obs.Endpoint, obs.Registered
 	switch {
 	case obs.Err != nil:

@@ -45,6 +45,10 @@ type endpointObservation struct {
 	// Deferrals is the endpoint's latest streak of retries deferred by its
 	// retry budget, on any replica; nil when it could not be read.
 	Deferrals *ledger.DeferralStreak
+	// Breaker is the endpoint's circuit breaker as the ledger holds it
+	// (the zero breaker when it never opened); nil when it could not be
+	// read.
+	Breaker *ledger.Breaker
 	// Evidence are the endpoint's outcome buckets of the last 7 days;
 	// EvidenceRead is false when there is no source or the read failed.
 	Evidence     []ledger.OutcomeBucket
@@ -131,14 +135,22 @@ func (r *WebhookEndpointReconciler) gatherDeliveries(ctx context.Context, obs *e
 	return nil
 }
 
-// gatherSecondary reads the retry-budget deferrals and the outcome
-// evidence; a failed read leaves what it feeds as it was.
+// gatherSecondary reads the retry-budget deferrals, the circuit breaker
+// and the outcome evidence; a failed read leaves what it feeds as it was.
 func (r *WebhookEndpointReconciler) gatherSecondary(ctx context.Context, obs *endpointObservation) {
 	id := ledger.EndpointID(obs.Endpoint.Namespace, obs.Endpoint.Name)
 	if streak, err := r.Engine.RetryBudgetDeferrals(ctx, id, obs.Now); err != nil {
 		obs.Secondary = errors.Join(obs.Secondary, fmt.Errorf("reading the endpoint's retry-budget deferrals: %w", err))
 	} else {
 		obs.Deferrals = &streak
+	}
+	switch b, err := r.Engine.Breaker(ctx, id); {
+	case errors.Is(err, ledger.ErrNotFound):
+		obs.Breaker = &ledger.Breaker{EndpointID: id}
+	case err != nil:
+		obs.Secondary = errors.Join(obs.Secondary, fmt.Errorf("reading the endpoint's circuit breaker: %w", err))
+	default:
+		obs.Breaker = &b
 	}
 	if r.Evidence == nil {
 		return

@@ -44,6 +44,10 @@ type endpointFacts struct {
 	// Waiting is set while the endpoint waits for the signing-secret
 	// controller: Ready says what it said.
 	Waiting bool
+	// Breaker is what the reconcile knows of the circuit breaker; nil when
+	// it could not be read, and status.breaker and CircuitOpen keep what
+	// they said.
+	Breaker *breakerFacts
 }
 
 // endpointFactsOf is what the status is computed from: the observation,
@@ -141,13 +145,18 @@ func webhookEndpointStatus(ep *hookv1.WebhookEndpoint, f *endpointFacts, now tim
 }
 
 // endpointStatus is the status one reconcile writes: webhookEndpointStatus
-// of the facts, the outcome evidence, and RetryBudgetLimited from the
-// ledger's deferrals (kept as it was when they could not be read).
+// of the facts, the outcome evidence, RetryBudgetLimited from the ledger's
+// deferrals, and status.breaker with CircuitOpen from the ledger's breaker
+// (each kept as it was when it could not be read).
 func endpointStatus(ep *hookv1.WebhookEndpoint, obs *endpointObservation, d *endpointDecision, f *endpointFacts) hookv1.WebhookEndpointStatus {
 	status := webhookEndpointStatus(ep, f, obs.Now)
 	status.Evidence = endpointEvidence(ep.Status.Evidence, obs)
 	if obs.Deferrals != nil {
 		meta.SetStatusCondition(&status.Conditions, retryBudgetCondition(*obs.Deferrals, budgetInEffect(obs, d), ep.Generation, obs.Now))
+	}
+	if bf := f.Breaker; bf != nil {
+		status.Breaker = breakerStatus(ep.Status.Breaker, bf)
+		meta.SetStatusCondition(&status.Conditions, circuitCondition(ep, bf, obs.Now))
 	}
 	return status
 }

@@ -10,8 +10,9 @@ package v1alpha1
 // except these, which are True while there is something to see or do, so
 // that `kubectl wait --for=condition=X` reads naturally:
 // DeliveriesExhausted and ReissueRequired (work for an admin),
-// RetryBudgetLimited (retries held back), and kstatus's Stalled and
-// Reconciling, whose polarity kstatus defines.
+// RetryBudgetLimited (retries held back), CircuitOpen (deliveries held by
+// the circuit breaker), and kstatus's Stalled and Reconciling, whose
+// polarity kstatus defines.
 const (
 	// ConditionReady is True when the object is fully resolved and in use.
 	ConditionReady = "Ready"
@@ -41,6 +42,14 @@ const (
 	// deferrals stop. It counts the deferrals of every replica, from the
 	// ledger.
 	ConditionRetryBudgetLimited = "RetryBudgetLimited"
+	// ConditionCircuitOpen is True while the endpoint's circuit breaker is
+	// open (reason Failing or Gone): no attempt is made but one probe at a
+	// time, and the endpoint's deliveries wait; the message names the
+	// failures, the last one and the next probe. False (reason Closed,
+	// ProbeSucceeded, URLChanged or Disabled) while attempts flow. It
+	// shows the ledger's breaker, shared by every replica; spec.paused
+	// overrides it.
+	ConditionCircuitOpen = "CircuitOpen"
 	// ConditionStalled (kstatus) is True while the object needs a person:
 	// a WebhookEndpoint's Ready=False that the operator cannot get past by
 	// itself, or a failed DeliveryRecovery; same reason and message. kstatus

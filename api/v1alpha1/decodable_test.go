@@ -275,6 +275,7 @@ status:
 status:
   conditions: [{type: Ready, status: "True", reason: R, message: m, lastTransitionTime: "2024-01-01T00:00:00Z"}]
   recentExhausted: [{deliveryID: d, eventID: e, eventType: t, attempts: 1, reason: MaxAttempts, exhaustedAt: "2024-01-01T00:00:00Z", recovery: Retry}]
+  breaker: {state: Open}
   evidence:
     last24h: {settled: 1, recoveredByAttempt: [{attempt: 2, count: 1}], exhaustedByReason: [{reason: Gone, count: 1}]}
     last7d: {settled: 1, recoveredByAttempt: [{attempt: 2, count: 1}], exhaustedByReason: [{reason: Gone, count: 1}]}

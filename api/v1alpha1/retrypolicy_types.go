@@ -175,6 +175,87 @@ type RetryBudget struct {
 	MinRetriesPerMinute *int32 `json:"minRetriesPerMinute,omitempty"`
 }
 
+// CircuitBreaker says when an endpoint's circuit breaker opens and how it
+// probes (docs/operations/circuit-breaker.md, docs/adr/0033). While it is
+// open no attempt is made to the endpoint except one probe at a time; a
+// probe that succeeds closes it and the backlog drains over ramp. Every
+// field has a default, so `circuitBreaker: {}` (the default) is the
+// recommended breaker.
+// +kubebuilder:validation:XValidation:rule="!has(self.probeInterval) || !has(self.maxProbeInterval) || duration(self.probeInterval) <= duration(self.maxProbeInterval)",message="circuitBreaker.maxProbeInterval must be at least circuitBreaker.probeInterval (maxProbeInterval defaults to 10m)",fieldPath=.maxProbeInterval
+type CircuitBreaker struct {
+	// disabled turns the breaker off: every delivery is attempted on its
+	// backoff however often the endpoint fails, and a 410 Gone exhausts
+	// only the delivery that got it.
+	// +optional
+	// +kubebuilder:default=false
+	Disabled bool `json:"disabled,omitempty"`
+
+	// failures is how many attempts in a row must fail (no answer: a
+	// network error or a timeout; or a 5xx) to open the breaker, once the
+	// streak spans at least minDuration. A 2xx ends the streak; other
+	// answers (a 4xx about the event, a 429) neither count nor end it.
+	// +optional
+	// +kubebuilder:default=10
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=10000
+	Failures *int32 `json:"failures,omitempty"`
+
+	// minDuration is how long the streak of failures must last, from its
+	// first failure to its last, before the breaker opens, so that a burst
+	// of failures in one second does not open it. "0s" opens on the count
+	// alone.
+	// +optional
+	// +kubebuilder:default="1m"
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:MaxLength=32
+	// +kubebuilder:validation:Pattern=`^([0-9]+(\.[0-9]+)?(ns|us|ms|s|m|h))+$`
+	// +kubebuilder:validation:XValidation:rule="duration(self) <= duration('24h')",message="circuitBreaker.minDuration must be at most 24h"
+	MinDuration *metav1.Duration `json:"minDuration,omitempty"`
+
+	// probeInterval is the wait from the opening to the first probe; each
+	// failed probe doubles it, up to maxProbeInterval.
+	// +optional
+	// +kubebuilder:default="30s"
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:MaxLength=32
+	// +kubebuilder:validation:Pattern=`^([0-9]+(\.[0-9]+)?(ns|us|ms|s|m|h))+$`
+	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('1s') && duration(self) <= duration('24h')",message="circuitBreaker.probeInterval must be between 1s and 24h"
+	ProbeInterval *metav1.Duration `json:"probeInterval,omitempty"`
+
+	// maxProbeInterval caps the wait between two probes; at least
+	// probeInterval.
+	// +optional
+	// +kubebuilder:default="10m"
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:MaxLength=32
+	// +kubebuilder:validation:Pattern=`^([0-9]+(\.[0-9]+)?(ns|us|ms|s|m|h))+$`
+	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('1s') && duration(self) <= duration('24h')",message="circuitBreaker.maxProbeInterval must be between 1s and 24h"
+	MaxProbeInterval *metav1.Duration `json:"maxProbeInterval,omitempty"`
+
+	// goneProbeInterval is the wait between probes of a breaker opened by
+	// a 410 Gone, which says the URL is gone rather than down. Absent (the
+	// default): no automatic probe; a new spec.url or `kubectl hookkeeper
+	// probe` closes or probes it.
+	// +optional
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:MaxLength=32
+	// +kubebuilder:validation:Pattern=`^([0-9]+(\.[0-9]+)?(ns|us|ms|s|m|h))+$`
+	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('1s') && duration(self) <= duration('168h')",message="circuitBreaker.goneProbeInterval must be between 1s and 168h"
+	GoneProbeInterval *metav1.Duration `json:"goneProbeInterval,omitempty"`
+
+	// ramp is how long, after the breaker closes, the endpoint's attempts
+	// in flight grow from one to spec.maxInFlight, so that the backlog does
+	// not land on a receiver that just came back all at once. "0s" sends at
+	// the full limit at once.
+	// +optional
+	// +kubebuilder:default="1m"
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:MaxLength=32
+	// +kubebuilder:validation:Pattern=`^([0-9]+(\.[0-9]+)?(ns|us|ms|s|m|h))+$`
+	// +kubebuilder:validation:XValidation:rule="duration(self) <= duration('1h')",message="circuitBreaker.ramp must be at most 1h"
+	Ramp *metav1.Duration `json:"ramp,omitempty"`
+}
+
 // RetryPolicySpec is how hard hookkeeper tries to deliver, and how long it
 // keeps what it needs to prove and replay a delivery.
 // +kubebuilder:validation:XValidation:rule="!has(self.horizon.maxAge) || duration(self.replayWindow) >= duration(self.horizon.maxAge)",message="replayWindow must be at least horizon.maxAge: a delivery can still be retried automatically until its horizon"
@@ -235,6 +316,13 @@ type RetryPolicySpec struct {
 	// unbounded (still subject to the horizon).
 	// +optional
 	RetryBudget *RetryBudget `json:"retryBudget,omitempty"`
+
+	// circuitBreaker says when the breaker of an endpoint on this policy
+	// opens (a streak of failures, or a 410 Gone) and how it probes. The
+	// defaults apply when it is absent; disabled: true turns it off.
+	// +optional
+	// +kubebuilder:default={}
+	CircuitBreaker *CircuitBreaker `json:"circuitBreaker,omitempty"`
 }
 
 // RetryPolicyStatus is the policy as the engine will apply it.

@@ -79,6 +79,18 @@ var _ = Describe("the hookkeeper.dev CRDs", func() {
 		Expect(got.Spec.Retention.SecretGracePeriod.Duration).To(BeZero())
 		Expect(got.Spec.Retention.Payloads.Duration.String()).To(Equal("168h0m0s"))
 		Expect(got.Spec.Retention.Evidence.Duration.String()).To(Equal("720h0m0s"))
+		// The circuit breaker's defaults are the engine's
+		// (ledger.DefaultBreakerPolicy); goneProbeInterval stays absent: no
+		// automatic probe after a 410 Gone.
+		cb := got.Spec.CircuitBreaker
+		Expect(cb).NotTo(BeNil())
+		Expect(cb.Disabled).To(BeFalse())
+		Expect(*cb.Failures).To(BeEquivalentTo(10))
+		Expect(cb.MinDuration.Duration.String()).To(Equal("1m0s"))
+		Expect(cb.ProbeInterval.Duration.String()).To(Equal("30s"))
+		Expect(cb.MaxProbeInterval.Duration.String()).To(Equal("10m0s"))
+		Expect(cb.GoneProbeInterval).To(BeNil())
+		Expect(cb.Ramp.Duration.String()).To(Equal("1m0s"))
 
 		e := object("WebhookEndpoint", "defaults", `
   url: https://example.com/hooks
@@ -296,6 +308,43 @@ var _ = Describe("the hookkeeper.dev CRDs", func() {
   replayWindow: 24h
   retryBudget: {minRetriesPerMinute: 5}
 `, "spec.retryBudget.ratioPercent", "Required value"),
+		// RetryPolicy: the circuit breaker.
+		Entry("a breaker that opens on no failure", "RetryPolicy", `
+  backoff: {initialDelay: 5s}
+  horizon: {maxAttempts: 3}
+  replayWindow: 24h
+  circuitBreaker: {failures: 0}
+`, "spec.circuitBreaker.failures", "should be greater than or equal to 1"),
+		Entry("a probeInterval below a second", "RetryPolicy", `
+  backoff: {initialDelay: 5s}
+  horizon: {maxAttempts: 3}
+  replayWindow: 24h
+  circuitBreaker: {probeInterval: 100ms}
+`, "spec.circuitBreaker.probeInterval", "circuitBreaker.probeInterval must be between 1s and 24h"),
+		Entry("a probeInterval above the default maxProbeInterval", "RetryPolicy", `
+  backoff: {initialDelay: 5s}
+  horizon: {maxAttempts: 3}
+  replayWindow: 24h
+  circuitBreaker: {probeInterval: 20m}
+`, "spec.circuitBreaker.maxProbeInterval", "circuitBreaker.maxProbeInterval must be at least circuitBreaker.probeInterval"),
+		Entry("a maxProbeInterval below the probeInterval", "RetryPolicy", `
+  backoff: {initialDelay: 5s}
+  horizon: {maxAttempts: 3}
+  replayWindow: 24h
+  circuitBreaker: {probeInterval: 1m, maxProbeInterval: 30s}
+`, "spec.circuitBreaker.maxProbeInterval", "circuitBreaker.maxProbeInterval must be at least circuitBreaker.probeInterval"),
+		Entry("a ramp over an hour", "RetryPolicy", `
+  backoff: {initialDelay: 5s}
+  horizon: {maxAttempts: 3}
+  replayWindow: 24h
+  circuitBreaker: {ramp: 2h}
+`, "spec.circuitBreaker.ramp", "circuitBreaker.ramp must be at most 1h"),
+		Entry("a goneProbeInterval that is not a duration", "RetryPolicy", `
+  backoff: {initialDelay: 5s}
+  horizon: {maxAttempts: 3}
+  replayWindow: 24h
+  circuitBreaker: {goneProbeInterval: never}
+`, "spec.circuitBreaker.goneProbeInterval", "should match"),
 		// WebhookEndpoint.
 		Entry("an owner with spaces", "WebhookEndpoint", `
   url: https://example.com/hooks

@@ -82,3 +82,53 @@ const (
 // ReasonDeliveriesExhausted is the reason of the Warning Event an endpoint
 // gets when deliveries to it are exhausted.
 const ReasonDeliveriesExhausted = "DeliveriesExhausted"
+
+// Reasons of CircuitOpen, in two families: why it is open (True), why
+// attempts flow (False). The True reasons are the ledger's breaker reasons.
+const (
+	// ReasonCircuitFailing (CircuitOpen=True): attempts kept failing, a
+	// streak of the policy's circuitBreaker.failures over at least
+	// circuitBreaker.minDuration. Probes follow at a growing interval.
+	ReasonCircuitFailing = "Failing"
+	// ReasonCircuitGone (CircuitOpen=True): the receiver answered 410 Gone,
+	// a statement about the URL: no automatic probe unless the policy sets
+	// circuitBreaker.goneProbeInterval. A new spec.url closes it, `kubectl
+	// hookkeeper probe` asks for a probe.
+	ReasonCircuitGone = "Gone"
+	// ReasonCircuitClosed (CircuitOpen=False): the breaker has never opened.
+	ReasonCircuitClosed = "Closed"
+	// ReasonProbeSucceeded (CircuitOpen=False): a probe succeeded and closed
+	// the breaker; the backlog drains over circuitBreaker.ramp.
+	ReasonProbeSucceeded = "ProbeSucceeded"
+	// ReasonURLChanged (CircuitOpen=False): spec.url changed while the
+	// breaker was open, which closes it: a new URL is a new receiver.
+	ReasonURLChanged = "URLChanged"
+	// ReasonCircuitBreakerDisabled (CircuitOpen=False): the policy in
+	// effect sets circuitBreaker.disabled and the breaker is closed.
+	ReasonCircuitBreakerDisabled = "Disabled"
+)
+
+// Reasons of the Events of the circuit breaker.
+const (
+	// ReasonCircuitOpened is the Warning Event of each opening of an
+	// endpoint's breaker (one per opening the ledger counts), naming
+	// spec.owner.
+	ReasonCircuitOpened = "CircuitOpened"
+	// ReasonCircuitClosedEvent is the Normal Event of the breaker closing
+	// (CircuitClosed).
+	ReasonCircuitClosedEvent = "CircuitClosed"
+	// ReasonProbeRequested is the Normal Event of a probe requested with
+	// AnnotationProbeRequestedAt, once per request.
+	ReasonProbeRequested = "ProbeRequested"
+	// ReasonProbeRequestInvalid is the Warning Event of a probe request
+	// whose value is not an RFC 3339 time; nothing is probed.
+	ReasonProbeRequestInvalid = "ProbeRequestInvalid"
+)
+
+// AnnotationProbeRequestedAt on a WebhookEndpoint asks for a probe of its
+// open circuit breaker now: an RFC 3339 time, written by `kubectl
+// hookkeeper probe` with a merge patch (RBAC: patch webhookendpoints). The
+// controller acts once per value: it records the value it acted on in
+// status.breaker.probeRequest, so a GitOps re-apply of the same value asks
+// for nothing.
+const AnnotationProbeRequestedAt = "hookkeeper.dev/probe-requested-at"

@@ -263,6 +263,113 @@ type ExhaustedDelivery struct {
 	Recovery RecoveryAction `json:"recovery"`
 }
 
+// CircuitState is whether an endpoint's circuit breaker lets attempts
+// through.
+// +kubebuilder:validation:Enum=Closed;Open
+type CircuitState string
+
+const (
+	// CircuitClosed: attempts are made on the retry policy.
+	CircuitClosed CircuitState = "Closed"
+	// CircuitOpen: no attempt is made but one probe at a time; the
+	// endpoint's deliveries wait.
+	CircuitOpen CircuitState = "Open"
+)
+
+// CircuitBreakerStatus is an endpoint's circuit breaker as the ledger
+// holds it, shared by every replica (docs/operations/circuit-breaker.md).
+// Only the controller writes it: it is status, so a re-apply of the
+// manifest neither resets nor fights it.
+type CircuitBreakerStatus struct {
+	// state is Closed or Open.
+	// +required
+	State CircuitState `json:"state"`
+
+	// reason is why the breaker opened last: Failing (a streak of failed
+	// attempts) or Gone (the receiver answered 410 Gone). Kept once it
+	// closes.
+	// +optional
+	// +kubebuilder:validation:MaxLength=64
+	Reason string `json:"reason,omitempty"`
+
+	// openedAt is when the breaker opened last.
+	// +optional
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:Format=date-time
+	// +kubebuilder:validation:MaxLength=64
+	// +kubebuilder:validation:Pattern=`^[0-9]{4}-[0-9]{2}-[0-9]{2}T([01][0-9]|2[0-3]):[0-5][0-9]:[0-5][0-9](\.[0-9]{1,9})?(Z|[+-]([01][0-9]|2[0-3]):[0-5][0-9])$`
+	OpenedAt *metav1.Time `json:"openedAt,omitempty"`
+
+	// openings is how often the breaker has opened.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	Openings int64 `json:"openings,omitempty"`
+
+	// failures is the length of the streak of failures that opened it.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=2147483647
+	Failures int32 `json:"failures,omitempty"`
+
+	// lastFailure describes the streak's last failure, such as "HTTP 503"
+	// (never a secret).
+	// +optional
+	// +kubebuilder:validation:MaxLength=256
+	LastFailure string `json:"lastFailure,omitempty"`
+
+	// nextProbeAt is when the next probe is due while it is open; absent
+	// when no automatic probe is scheduled (after a 410 Gone, unless the
+	// policy sets circuitBreaker.goneProbeInterval).
+	// +optional
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:Format=date-time
+	// +kubebuilder:validation:MaxLength=64
+	// +kubebuilder:validation:Pattern=`^[0-9]{4}-[0-9]{2}-[0-9]{2}T([01][0-9]|2[0-3]):[0-5][0-9]:[0-5][0-9](\.[0-9]{1,9})?(Z|[+-]([01][0-9]|2[0-3]):[0-5][0-9])$`
+	NextProbeAt *metav1.Time `json:"nextProbeAt,omitempty"`
+
+	// probes counts the probes since it opened last.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=2147483647
+	Probes int32 `json:"probes,omitempty"`
+
+	// lastProbeAt is when the last probe since it opened ended.
+	// +optional
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:Format=date-time
+	// +kubebuilder:validation:MaxLength=64
+	// +kubebuilder:validation:Pattern=`^[0-9]{4}-[0-9]{2}-[0-9]{2}T([01][0-9]|2[0-3]):[0-5][0-9]:[0-5][0-9](\.[0-9]{1,9})?(Z|[+-]([01][0-9]|2[0-3]):[0-5][0-9])$`
+	LastProbeAt *metav1.Time `json:"lastProbeAt,omitempty"`
+
+	// lastProbeResult is how the last probe failed, such as "HTTP 503";
+	// empty when it succeeded.
+	// +optional
+	// +kubebuilder:validation:MaxLength=256
+	LastProbeResult string `json:"lastProbeResult,omitempty"`
+
+	// closedAt is when the breaker closed last.
+	// +optional
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:Format=date-time
+	// +kubebuilder:validation:MaxLength=64
+	// +kubebuilder:validation:Pattern=`^[0-9]{4}-[0-9]{2}-[0-9]{2}T([01][0-9]|2[0-3]):[0-5][0-9]:[0-5][0-9](\.[0-9]{1,9})?(Z|[+-]([01][0-9]|2[0-3]):[0-5][0-9])$`
+	ClosedAt *metav1.Time `json:"closedAt,omitempty"`
+
+	// closeReason is why it closed last: ProbeSucceeded or URLChanged.
+	// +optional
+	// +kubebuilder:validation:MaxLength=64
+	CloseReason string `json:"closeReason,omitempty"`
+
+	// probeRequest is the last value of the annotation
+	// hookkeeper.dev/probe-requested-at the controller acted on (`kubectl
+	// hookkeeper probe`): a request is acted on once, when the annotation
+	// differs from it, so re-applying a manifest that carries the
+	// annotation asks for nothing.
+	// +optional
+	// +kubebuilder:validation:MaxLength=64
+	ProbeRequest string `json:"probeRequest,omitempty"`
+}
+
 // WebhookEndpointStatus is the endpoint as the engine sees it.
 type WebhookEndpointStatus struct {
 	// observedGeneration is the generation this status describes.
@@ -270,8 +377,9 @@ type WebhookEndpointStatus struct {
 	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
 
 	// conditions: Ready (policy and secret resolved, URL allowed, registered
-	// with the engine), Healthy (recent attempts succeed) and
-	// DeliveriesExhausted (True while unresolved exhausted deliveries exist).
+	// with the engine), Healthy (recent attempts succeed),
+	// DeliveriesExhausted (True while unresolved exhausted deliveries exist)
+	// and CircuitOpen (True while the circuit breaker holds deliveries).
 	// +optional
 	// +listType=map
 	// +listMapKey=type
@@ -322,6 +430,13 @@ type WebhookEndpointStatus struct {
 	// evidence is what the endpoint's retry policies achieved for it.
 	// +optional
 	Evidence *DeliveryEvidence `json:"evidence,omitempty"`
+
+	// breaker is the endpoint's circuit breaker (condition CircuitOpen);
+	// absent until the controller has read it. spec.paused overrides it:
+	// a paused endpoint is sent nothing, probes included, whatever it
+	// shows.
+	// +optional
+	Breaker *CircuitBreakerStatus `json:"breaker,omitempty"`
 }
 
 // WebhookEndpoint is a destination for events of some types in its namespace.
@@ -332,6 +447,7 @@ type WebhookEndpointStatus struct {
 // +kubebuilder:printcolumn:name="URL",type=string,JSONPath=`.spec.url`
 // +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
 // +kubebuilder:printcolumn:name="Healthy",type=string,priority=1,JSONPath=`.status.conditions[?(@.type=="Healthy")].status`
+// +kubebuilder:printcolumn:name="Breaker",type=string,JSONPath=`.status.breaker.state`,description="Open while the circuit breaker holds deliveries (condition CircuitOpen)"
 // +kubebuilder:printcolumn:name="Pending",type=integer,JSONPath=`.status.deliveries.pending`
 // +kubebuilder:printcolumn:name="Exhausted",type=integer,JSONPath=`.status.deliveries.exhaustedUnresolved`
 // +kubebuilder:printcolumn:name="Last Success",type=date,JSONPath=`.status.lastSuccessTime`

@@ -18,7 +18,7 @@ func (p *plugin) statusCommand() *cobra.Command {
 	var out *outputFlags
 	cmd := &cobra.Command{
 		Use:   "status [-A]",
-		Short: "Endpoints that are not Ready or Healthy, or have exhausted deliveries",
+		Short: "Endpoints that are not Ready or Healthy, have an open circuit breaker or exhausted deliveries",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			s, err := p.open(out)
@@ -55,12 +55,14 @@ type attention struct {
 	ready    *metav1.Condition
 	healthy  *metav1.Condition
 	// reason and message are those of the condition that is the first
-	// cause: not Ready, else not Healthy, else unresolved deliveries.
+	// cause: not Ready, else an open circuit breaker (reason CircuitOpen),
+	// else not Healthy, else unresolved deliveries.
 	reason, message string
 }
 
-// needAttention keeps the endpoints that are not Ready, not Healthy, or
-// have unresolved exhausted deliveries, in their order.
+// needAttention keeps the endpoints that are not Ready, have an open
+// circuit breaker, are not Healthy, or have unresolved exhausted
+// deliveries, in their order.
 func needAttention(eps []hookv1.WebhookEndpoint) []attention {
 	var out []attention
 	for i := range eps {
@@ -72,14 +74,18 @@ func needAttention(eps []hookv1.WebhookEndpoint) []attention {
 		}
 		isReady := a.ready != nil && a.ready.Status == metav1.ConditionTrue
 		isHealthy := a.healthy == nil || a.healthy.Status != metav1.ConditionFalse
+		circuit := meta.FindStatusCondition(ep.Status.Conditions, hookv1.ConditionCircuitOpen)
+		isOpen := circuit != nil && circuit.Status == metav1.ConditionTrue
 		exhausted := ep.Status.Deliveries.ExhaustedUnresolved
 		switch {
-		case isReady && isHealthy && exhausted == 0:
+		case isReady && isHealthy && !isOpen && exhausted == 0:
 			continue
 		case !isReady && a.ready != nil:
 			a.reason, a.message = a.ready.Reason, a.ready.Message
 		case !isReady:
 			a.reason, a.message = "NotReconciled", "the operator has not reconciled the endpoint yet"
+		case isOpen:
+			a.reason, a.message = hookv1.ConditionCircuitOpen, circuit.Message
 		case !isHealthy:
 			a.reason, a.message = a.healthy.Reason, a.healthy.Message
 		default:

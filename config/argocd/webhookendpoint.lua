@@ -1,7 +1,8 @@
 -- Argo CD health of a hookkeeper.dev WebhookEndpoint (docs/gitops.md).
 -- The same rules as kstatus where they overlap: not yet observed or not
 -- Ready is Progressing, Stalled is Degraded; beyond kstatus, a paused
--- endpoint is Suspended and exhausted deliveries or a failing receiver are
+-- endpoint is Suspended (spec.paused overrides the circuit breaker), and an
+-- open circuit breaker, exhausted deliveries or a failing receiver are
 -- Degraded, with the condition's message.
 local hs = {}
 local function condition(t)
@@ -32,6 +33,12 @@ end
 if obj.spec.paused then
   hs.status = "Suspended"
   hs.message = "paused: deliveries wait"
+  return hs
+end
+local circuit = condition("CircuitOpen")
+if circuit ~= nil and circuit.status == "True" then
+  hs.status = "Degraded"
+  hs.message = circuit.message
   return hs
 end
 local exhausted = condition("DeliveriesExhausted")

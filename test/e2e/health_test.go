@@ -24,6 +24,7 @@ var _ = Describe("Health for GitOps tools", func() {
 	It("computes Current/Healthy, InProgress/Progressing and Failed/Degraded with the condition's message for every kind", func() {
 		ns := useNamespace("e2e-health")
 		rcv := newReceiver("healthy", false, answer(204))
+		down := newReceiver("down", false, answer(503))
 		apply(policyYAML(ns, "fast", "100ms", 2) + "---\n" +
 			// Attempts-only horizon past the replay window: Ready=False ReplayWindowTooShort.
 			fmt.Sprintf(`apiVersion: hookkeeper.dev/v1alpha1
@@ -37,7 +38,21 @@ spec:
   attemptTimeout: 5s
   replayWindow: 1h
 `, ns) + "---\n" +
+			// A breaker that opens on the first failure and probes once an hour.
+			fmt.Sprintf(`apiVersion: hookkeeper.dev/v1alpha1
+kind: RetryPolicy
+metadata:
+  name: breaker
+  namespace: %s
+spec:
+  backoff: {strategy: Fixed, initialDelay: 100ms, jitterPercent: 0}
+  horizon: {maxAttempts: 100}
+  attemptTimeout: 5s
+  replayWindow: 1h
+  circuitBreaker: {failures: 1, minDuration: 0s, probeInterval: 1h, maxProbeInterval: 1h}
+`, ns) + "---\n" +
 			endpointYAML(ns, "healthy", rcv.URL("/hooks"), "[health.ok]", "fast", "") + "---\n" +
+			endpointYAML(ns, "open-breaker", down.URL("/hooks"), "[health.down]", "breaker", "") + "---\n" +
 			endpointYAML(ns, "missing-policy", rcv.URL("/hooks"), "[health.none]", "no-such-policy", "") + "---\n" +
 			endpointYAML(ns, "forbidden", "http://169.254.169.254/latest/meta-data/", "[health.none]", "fast", ""))
 		recovery := func(name, endpoint, action string) string {
@@ -57,6 +72,8 @@ spec:
 		apply(recovery("conflict", "healthy", "Retry"))
 		kubectlWait("deliveryrecovery/conflict", "--for=condition=Failed", 30*time.Second)
 		Eventually(func() string { return jsonpath("deliveryrecovery/waiting", "{.status.state}") }).Should(Equal("Waiting"))
+		api.publish(ns, "health-down", `{"type":"health.down","data":{}}`)
+		kubectlWait("webhookendpoint/open-breaker", "--for=condition=CircuitOpen", 30*time.Second)
 		Eventually(func() string {
 			return jsonpath("webhookendpoint/forbidden", `{.status.conditions[?(@.type=="Ready")].reason}`)
 		}).Should(Equal("DestinationForbidden"))
@@ -72,13 +89,15 @@ spec:
 			object    string
 			kstatus   status.Status
 			argo      string
-			condition string // whose message both must carry ("" for none)
+			condition string // whose message Argo CD, and kstatus unless Current, must carry ("" for none)
 		}{
 			{"retrypolicy/fast", status.CurrentStatus, "Healthy", ""},
 			{"retrypolicy/too-short", status.FailedStatus, "Degraded", "Ready"},
 			{"webhookendpoint/healthy", status.CurrentStatus, "Healthy", ""},
 			{"webhookendpoint/missing-policy", status.FailedStatus, "Degraded", "Ready"},
 			{"webhookendpoint/forbidden", status.FailedStatus, "Degraded", "Ready"},
+			// The spec is applied (kstatus Current); the receiver is down.
+			{"webhookendpoint/open-breaker", status.CurrentStatus, "Degraded", "CircuitOpen"},
 			{"deliveryrecovery/done", status.CurrentStatus, "Healthy", ""},
 			{"deliveryrecovery/waiting", status.InProgressStatus, "Progressing", "Complete"},
 			{"deliveryrecovery/conflict", status.FailedStatus, "Degraded", "Failed"},
@@ -96,7 +115,9 @@ spec:
 			if c.condition != "" {
 				want := conditionMessage(u, c.condition)
 				Expect(want).NotTo(BeEmpty())
-				Expect(res.Message).To(Equal(want), "kstatus message of %s", c.object)
+				if c.kstatus != status.CurrentStatus {
+					Expect(res.Message).To(Equal(want), "kstatus message of %s", c.object)
+				}
 				Expect(msg).To(Equal(want), "Argo CD message of %s", c.object)
 			}
 

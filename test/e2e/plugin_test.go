@@ -2,9 +2,12 @@ package e2e
 
 import (
 	"bytes"
+	"fmt"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
@@ -72,6 +75,63 @@ var _ = Describe("kubectl hookkeeper", func() {
 		after := signingSecret("fine")
 		Expect(after).NotTo(Equal(before))
 		Expect(stdout).NotTo(ContainSubstring(string(after)))
+	})
+
+	It("probe: asks the operator for a probe of an open circuit breaker now, which closes it when the receiver is back", func() {
+		ns := useNamespace("e2e-probe")
+		run := func(args ...string) (string, string, error) {
+			return runPlugin(kubeconfig, append(args, "-n", ns)...)
+		}
+		var up atomic.Bool
+		rcv := newReceiver("flaky", false, func(int, *received) int {
+			if up.Load() {
+				return 204
+			}
+			return 503
+		})
+		// One failure opens the breaker; the next automatic probe is an hour
+		// away, so only the requested one can close it within the test.
+		apply(fmt.Sprintf(`apiVersion: hookkeeper.dev/v1alpha1
+kind: RetryPolicy
+metadata:
+  name: breaker
+  namespace: %s
+spec:
+  backoff: {strategy: Fixed, initialDelay: 100ms, jitterPercent: 0}
+  horizon: {maxAttempts: 100}
+  attemptTimeout: 5s
+  replayWindow: 2h
+  circuitBreaker: {failures: 1, minDuration: 0s, probeInterval: 1h, maxProbeInterval: 1h}
+`, ns) + "---\n" + endpointYAML(ns, "flaky", rcv.URL("/hooks"), "[probe.test]", "breaker", "  owner: team-payments\n"))
+		kubectlWait("webhookendpoint/flaky", "--for=condition=Ready", 30*time.Second)
+
+		By("one 503 opens the breaker: the BREAKER column, status and the Warning Event naming the owner")
+		api.publish(ns, "probe-1", `{"type":"probe.test","data":{}}`)
+		kubectlWait("webhookendpoint/flaky", "--for=condition=CircuitOpen", 30*time.Second)
+		Expect(kubectl("get", "whep", "flaky", "-n", ns)).To(MatchRegexp(`(?m)^flaky\s+\S+\s+True\s+Open\s+`))
+		stdout, stderr, err := run("status")
+		Expect(err).NotTo(HaveOccurred(), stderr)
+		Expect(stdout).To(MatchRegexp(`\ne2e-probe\s+flaky\s+True\s+\w+\s+0\s+CircuitOpen\n$`))
+		Eventually(func() string {
+			return kubectlOutput("get", "events", "-n", ns, "--field-selector", "reason=CircuitOpened", "-o", "jsonpath={.items[*].message}")
+		}).Should(ContainSubstring("Owner: team-payments"))
+
+		By("the receiver is back; probe --wait: the operator acts at once, the probe closes the breaker")
+		up.Store(true)
+		stdout, stderr, err = run("probe", "flaky", "--wait", "--timeout", "30s")
+		Expect(err).NotTo(HaveOccurred(), "stdout:\n%s\nstderr:\n%s", stdout, stderr)
+		Expect(stdout).To(HavePrefix("webhookendpoint/flaky: the operator acted on the probe request; CircuitOpen="))
+		kubectlWait("webhookendpoint/flaky", "--for=condition=CircuitOpen=false", 30*time.Second)
+		Expect(jsonpath("webhookendpoint/flaky", `{.status.conditions[?(@.type=="CircuitOpen")].reason}`)).To(Equal("ProbeSucceeded"))
+		Expect(jsonpath("webhookendpoint/flaky", "{.status.breaker.probeRequest}")).To(Equal(
+			jsonpath("webhookendpoint/flaky", `{.metadata.annotations.hookkeeper\.dev/probe-requested-at}`)))
+		// The failure that opened it, then the probe, which delivered.
+		Eventually(func() int { return len(rcv.received()) }).Should(Equal(2))
+		Eventually(func() string { return jsonpath("webhookendpoint/flaky", "{.status.deliveries.delivered}") }).Should(Equal("1"))
+		Expect(strings.Count(kubectl("get", "events", "-n", ns, "--field-selector", "reason=CircuitOpened", "-o", "name"), "\n")).To(Equal(1))
+		Eventually(func() int {
+			return strings.Count(kubectlOutput("get", "events", "-n", ns, "--field-selector", "reason=CircuitClosed", "-o", "name"), "\n")
+		}).Should(Equal(1))
 	})
 })
 
