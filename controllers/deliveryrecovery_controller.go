@@ -32,6 +32,9 @@ type RecoveryEngine interface {
 	RecoveryItems(ctx context.Context, operationKey string) ([]ledger.RecoveryItem, error)
 	ReplayList(ctx context.Context, params *ledger.ReplayListParams) ([]ledger.ReplayCandidate, error)
 	Replay(ctx context.Context, operationKey, eventID, endpointID string, onUnreplayable ledger.ReplayFallback) (ledger.RecoveryItem, error)
+	// RetryBudgetDeferrals reads, from the ledger, the retries and re-sends
+	// the endpoint's budget deferred on any replica.
+	RetryBudgetDeferrals(ctx context.Context, endpointID string, now time.Time) (ledger.DeferralStreak, error)
 }
 
 const (
@@ -187,7 +190,16 @@ func (r *DeliveryRecoveryReconciler) run(ctx context.Context, rec *hookv1.Delive
 			return nil, fmt.Errorf("reading the items of recovery %s: %w", key, err)
 		}
 	}
-	return &recoveryProgress{Operation: &op, Items: items}, nil
+	progress := &recoveryProgress{Operation: &op, Items: items}
+	// Re-sends that wait may wait for the retry budget they draw on.
+	if facts.Registered && ep.Policy.Budget != nil && waitingResends(items) > 0 {
+		d, err := r.Engine.RetryBudgetDeferrals(ctx, endpointID, r.now())
+		if err != nil {
+			return nil, fmt.Errorf("reading the retry budget's deferrals of endpoint %s: %w", endpointID, err)
+		}
+		progress.Budget = &budgetFacts{Budget: *ep.Policy.Budget, Deferrals: d}
+	}
+	return progress, nil
 }
 
 // apply runs the action on the matching deliveries exhausted before the

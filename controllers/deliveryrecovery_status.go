@@ -149,11 +149,52 @@ func itemOutcome(it *ledger.RecoveryItem) (hookv1.ItemOutcome, bool) {
 }
 
 // recoveryProgress is what a reconcile learned: why the recovery does
-// not run (Block), or its operation and items.
+// not run (Block), or its operation and items, and, while some of its
+// re-sends wait, its endpoint's retry budget (Budget, nil when the
+// endpoint has none or nothing waits).
 type recoveryProgress struct {
 	Block     *block
 	Operation *ledger.RecoveryOperation
 	Items     []ledger.RecoveryItem
+	Budget    *budgetFacts
+}
+
+// budgetFacts are the retry budget a recovery's re-sends draw on and the
+// endpoint's latest streak of deferrals, on any replica.
+type budgetFacts struct {
+	Budget    ledger.RetryBudget
+	Deferrals ledger.DeferralStreak
+}
+
+// waitingResends counts the items whose re-send (a retry, a replay or a
+// reissued copy) is scheduled: not sent yet, or waiting to be sent again.
+func waitingResends(items []ledger.RecoveryItem) int {
+	n := 0
+	for i := range items {
+		it := &items[i]
+		if (it.Outcome == ledger.OutcomeRetried || it.Outcome == ledger.OutcomeReplayed || it.Outcome == ledger.OutcomeReissued) &&
+			it.NewDeliveryID != "" && it.NewDeliveryState == ledger.StateScheduled {
+			n++
+		}
+	}
+	return n
+}
+
+// budgetWait says why waiting re-sends wait when it is the retry budget:
+// its streak of deferrals still holds at now. ok is false otherwise.
+func budgetWait(f *budgetFacts, waiting int, now time.Time) (message string, ok bool) {
+	if f == nil || waiting == 0 || !f.Deferrals.Active(now) {
+		return "", false
+	}
+	d, b := &f.Deferrals, &f.Budget
+	message = fmt.Sprintf("%d re-sends wait for the endpoint's retry budget (%d retries per minute plus %d%% of the minute's first attempts, "+
+		"spec.retryBudget of its RetryPolicy), which re-sends draw on like retries: it deferred %d retries and re-sends since %s, the last at %s; "+
+		"they go out as later minutes allow, none is dropped",
+		waiting, b.MinPerMinute, b.RatioPercent, d.Count, formatTime(d.First), formatTime(d.Last))
+	if b.MinPerMinute == 0 {
+		message += "; with minRetriesPerMinute 0 nothing is re-sent in a minute without first attempts"
+	}
+	return message, true
 }
 
 // recoveryStatus computes a DeliveryRecovery's status at now: the state,
@@ -177,6 +218,9 @@ func recoveryStatus(rec *hookv1.DeliveryRecovery, p *recoveryProgress, now time.
 		state, reason, message = hookv1.RecoveryWaiting, p.Block.Reason, p.Block.Message
 	default:
 		state, reason, message = itemsState(&st.Counts, p.Items, rec.Spec.Action == hookv1.RecoveryModeReplay)
+		if wait, ok := budgetWait(p.Budget, waitingResends(p.Items), now); ok && state == hookv1.RecoveryRunning {
+			reason, message = hookv1.ReasonBudgetExhausted, message+"; "+wait
+		}
 		if op := p.Operation; op != nil && op.ObjectUID != string(rec.UID) {
 			message += fmt.Sprintf("; this operation first started at %s under an earlier DeliveryRecovery of this name and does not act again",
 				op.StartedAt.UTC().Format(time.RFC3339))

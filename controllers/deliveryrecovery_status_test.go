@@ -51,6 +51,8 @@ func TestRecoveryStatus(t *testing.T) {
 	}
 	started := &ledger.RecoveryOperation{Key: "drec:shop/r", SpecHash: "h", ObjectUID: "uid-now", StartedAt: now.Add(-30 * time.Second)}
 	earlier := &ledger.RecoveryOperation{Key: "drec:shop/r", SpecHash: "h", ObjectUID: "uid-earlier", StartedAt: now.Add(-48 * time.Hour)}
+	spent := &budgetFacts{Budget: ledger.RetryBudget{RatioPercent: 10, MinPerMinute: 100},
+		Deferrals: ledger.DeferralStreak{Count: 900, First: now.Add(-9 * time.Minute), Last: now.Add(-time.Second)}}
 	tests := []struct {
 		name         string
 		progress     recoveryProgress
@@ -88,6 +90,24 @@ func TestRecoveryStatus(t *testing.T) {
 			progress:  recoveryProgress{Operation: started, Items: []ledger.RecoveryItem{item(ledger.OutcomeReissued, "", ledger.StateDelivered)}},
 			wantState: hookv1.RecoveryComplete, wantReason: hookv1.ReasonAllItemsSettled, wantRR: metav1.ConditionFalse,
 			wantCounts: hookv1.RecoveryCounts{Matched: 1, Reissued: 1, Delivered: 1}},
+		{name: "re-sends held back by the retry budget say so",
+			progress: recoveryProgress{Operation: started, Budget: spent, Items: []ledger.RecoveryItem{
+				item(ledger.OutcomeRetried, "", ledger.StateDelivered), item(ledger.OutcomeRetried, "", ledger.StateScheduled),
+				item(ledger.OutcomeReissued, "", ledger.StateScheduled),
+			}},
+			wantState: hookv1.RecoveryRunning, wantReason: hookv1.ReasonBudgetExhausted, wantRR: metav1.ConditionFalse,
+			wantCounts:  hookv1.RecoveryCounts{Matched: 3, Retried: 2, Reissued: 1, Delivered: 1},
+			wantMessage: "2 re-sends wait for the endpoint's retry budget"},
+		{name: "a budget that deferred nothing lately holds nothing back",
+			progress: recoveryProgress{Operation: started, Budget: &budgetFacts{Budget: spent.Budget,
+				Deferrals: ledger.DeferralStreak{Count: 5, First: now.Add(-time.Hour), Last: now.Add(-ledger.DeferralWindow - time.Second)}},
+				Items: []ledger.RecoveryItem{item(ledger.OutcomeRetried, "", ledger.StateScheduled)}},
+			wantState: hookv1.RecoveryRunning, wantReason: hookv1.ReasonRunning, wantRR: metav1.ConditionFalse,
+			wantCounts: hookv1.RecoveryCounts{Matched: 1, Retried: 1}},
+		{name: "a complete recovery is complete whatever the budget",
+			progress:  recoveryProgress{Operation: started, Budget: spent, Items: []ledger.RecoveryItem{item(ledger.OutcomeRetried, "", ledger.StateDelivered)}},
+			wantState: hookv1.RecoveryComplete, wantReason: hookv1.ReasonAllItemsSettled, wantRR: metav1.ConditionFalse,
+			wantCounts: hookv1.RecoveryCounts{Matched: 1, Retried: 1, Delivered: 1}},
 		{name: "applied again under its name, it reports the earlier outcome and says so",
 			progress:  recoveryProgress{Operation: earlier, Items: []ledger.RecoveryItem{item(ledger.OutcomeRetried, "", ledger.StateDelivered)}},
 			wantState: hookv1.RecoveryComplete, wantReason: hookv1.ReasonAllItemsSettled, wantRR: metav1.ConditionFalse,
@@ -383,5 +403,49 @@ func TestUndecodableRecoveryStatus(t *testing.T) {
 	rec.Status = st
 	if again := undecodableRecoveryStatus(rec, now.Add(time.Hour)); !reflect.DeepEqual(again, st) {
 		t.Errorf("a later reconcile changes the status: %+v", again)
+	}
+}
+
+// TestBudgetWait: which items wait, and when the retry budget is why.
+func TestBudgetWait(t *testing.T) {
+	now := time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
+	active := ledger.DeferralStreak{Count: 42, First: now.Add(-5 * time.Minute), Last: now.Add(-30 * time.Second)}
+	items := []ledger.RecoveryItem{
+		{Outcome: ledger.OutcomeRetried, NewDeliveryID: "dlv_1", NewDeliveryState: ledger.StateScheduled},
+		{Outcome: ledger.OutcomeReissued, NewDeliveryID: "dlv_2", NewDeliveryState: ledger.StateScheduled},
+		{Outcome: ledger.OutcomeRetried, NewDeliveryID: "dlv_3", NewDeliveryState: ledger.StateInFlight},  // being sent
+		{Outcome: ledger.OutcomeRetried, NewDeliveryID: "dlv_4", NewDeliveryState: ledger.StateDelivered}, // settled
+		{Outcome: ledger.OutcomeAwaitingReissue, NewEventID: "evt_5"},                                     // waits for the producer
+		{Outcome: ledger.OutcomeDismissed},
+	}
+	if got := waitingResends(items); got != 2 {
+		t.Fatalf("waitingResends = %d, want 2", got)
+	}
+	tests := []struct {
+		name    string
+		facts   *budgetFacts
+		waiting int
+		want    []string // in the message; nil: not the budget
+	}{
+		{"no budget read", nil, 2, nil},
+		{"nothing waits", &budgetFacts{Budget: ledger.RetryBudget{MinPerMinute: 10}, Deferrals: active}, 0, nil},
+		{"no deferral lately", &budgetFacts{Budget: ledger.RetryBudget{MinPerMinute: 10}}, 2, nil},
+		{"deferring", &budgetFacts{Budget: ledger.RetryBudget{RatioPercent: 20, MinPerMinute: 10}, Deferrals: active}, 2,
+			[]string{"2 re-sends wait", "10 retries per minute plus 20% of the minute's first attempts", "deferred 42 retries and re-sends since 2026-11-29T11:55:00Z", "none is dropped"}},
+		{"without a floor", &budgetFacts{Budget: ledger.RetryBudget{RatioPercent: 20}, Deferrals: active}, 1,
+			[]string{"1 re-sends wait", "with minRetriesPerMinute 0 nothing is re-sent in a minute without first attempts"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			msg, ok := budgetWait(tt.facts, tt.waiting, now)
+			if ok != (tt.want != nil) {
+				t.Fatalf("budgetWait = %q, %t; want the budget named: %t", msg, ok, tt.want != nil)
+			}
+			for _, w := range tt.want {
+				if !strings.Contains(msg, w) {
+					t.Errorf("message %q lacks %q", msg, w)
+				}
+			}
+		})
 	}
 }

@@ -24,7 +24,7 @@ func retryBudgetCondition(d ledger.DeferralStreak, budget *ledger.RetryBudget, g
 		return c
 	}
 	c.Status, c.Reason = metav1.ConditionTrue, hookv1.ReasonRetriesDeferred
-	c.Message = fmt.Sprintf("%d retries deferred by the retry budget since %s (the last at %s); they are sent in later minutes, never dropped",
+	c.Message = fmt.Sprintf("%d retries deferred by the retry budget (recovery re-sends included) since %s (the last at %s); they are sent in later minutes, never dropped",
 		d.Count, formatTime(d.First), formatTime(d.Last))
 	if budget != nil {
 		c.Message += fmt.Sprintf(". Budget: %d%% of the minute's first attempts plus %d retries per minute (spec.retryBudget of the RetryPolicy)",

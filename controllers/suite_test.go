@@ -15,11 +15,17 @@ import (
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	"github.com/prometheus/client_golang/prometheus"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
+	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
@@ -145,10 +151,14 @@ var _ = BeforeSuite(func() {
 	k8sClient, err = client.New(cfg, client.Options{Scheme: scheme})
 	Expect(err).NotTo(HaveOccurred())
 
+	// The suite's endpoints and recoveries, but for those of the
+	// slow-refresh namespace, which a manager of its own reconciles.
+	notSlow := cache.ByObject{Field: fields.OneTermNotEqualSelector("metadata.namespace", slowRefreshNamespace)}
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:                 scheme,
 		Metrics:                metricsserver.Options{BindAddress: "0"},
 		HealthProbeBindAddress: "0",
+		Cache:                  cache.Options{ByObject: map[client.Object]cache.ByObject{&hookv1.WebhookEndpoint{}: notSlow, &hookv1.DeliveryRecovery{}: notSlow}},
 	})
 	Expect(err).NotTo(HaveOccurred())
 
@@ -159,6 +169,7 @@ var _ = BeforeSuite(func() {
 	Expect((&RetryPolicyReconciler{Client: mgr.GetClient(), Recorder: mgr.GetEventRecorder("hookkeeper-retrypolicy"), Evidence: store, ResyncPeriod: suiteResync}).SetupWithManager(mgr)).To(Succeed())
 	exhaustion = NewExhaustionEvents(1024)
 	breakers = NewBreakerEvents(1024)
+	slowExhaustion := NewExhaustionEvents(1024)
 	// The manager's destination policy, with loopback allowed for the
 	// suite's receivers (as --allowed-destination-cidrs=127.0.0.0/8 does)
 	// and a resolver that knows the suite's test names.
@@ -168,7 +179,7 @@ var _ = BeforeSuite(func() {
 	eng, err = engine.New(engine.Options{
 		Store:         store,
 		Sender:        dispatch.NewGuardedSender(destinations),
-		OnExhausted:   exhaustion.Notify,
+		OnExhausted:   func(n engine.ExhaustedNotice) { exhaustion.Notify(n); slowExhaustion.Notify(n) },
 		OnBreaker:     breakers.Notify,
 		IdleWait:      100 * time.Millisecond,
 		SweepInterval: 200 * time.Millisecond,
@@ -200,7 +211,50 @@ var _ = BeforeSuite(func() {
 		defer GinkgoRecover()
 		Expect(mgr.Start(ctx)).To(Succeed())
 	}()
+	startSlowRefreshManager(slowExhaustion)
 })
+
+// slowRefreshNamespace is reconciled by a manager whose WebhookEndpoint
+// controller refreshes every endpoint only after slowRefresh, so that a
+// spec there sees only what an event triggers, not a periodic refresh.
+const (
+	slowRefreshNamespace = "slow-refresh"
+	slowRefresh          = time.Hour
+)
+
+// startSlowRefreshManager starts, beside the suite's, a manager of the
+// slow-refresh namespace alone with the controllers its endpoints and
+// recoveries need, on the suite's engine. Its controllers share their
+// names with the suite's.
+func startSlowRefreshManager(exhausted *ExhaustionEvents) {
+	Expect(k8sClient.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: slowRefreshNamespace}})).To(Succeed())
+	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
+		Scheme:                 scheme,
+		Metrics:                metricsserver.Options{BindAddress: "0"},
+		HealthProbeBindAddress: "0",
+		Cache:                  cache.Options{DefaultNamespaces: map[string]cache.Config{slowRefreshNamespace: {}}},
+		Controller:             config.Controller{SkipNameValidation: ptr.To(true)},
+	})
+	Expect(err).NotTo(HaveOccurred())
+	Expect((&WebhookEndpointReconciler{
+		Client:        mgr.GetClient(),
+		APIReader:     mgr.GetAPIReader(),
+		Engine:        eng,
+		Recorder:      mgr.GetEventRecorder("hookkeeper-webhookendpoint"),
+		DefaultPolicy: DefaultPolicy(),
+		Exhausted:     exhausted.Events(),
+		ResyncPeriod:  slowRefresh,
+		EventInterval: suiteEventInterval,
+		Destinations:  destinations,
+		Evidence:      store,
+	}).SetupWithManager(mgr)).To(Succeed())
+	Expect((&SigningSecretReconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Engine: eng}).SetupWithManager(mgr)).To(Succeed())
+	Expect((&DeliveryRecoveryReconciler{Client: mgr.GetClient(), Engine: eng, FollowInterval: 200 * time.Millisecond, Recorder: mgr.GetEventRecorder("hookkeeper-deliveryrecovery")}).SetupWithManager(mgr)).To(Succeed())
+	go func() {
+		defer GinkgoRecover()
+		Expect(mgr.Start(ctx)).To(Succeed())
+	}()
+}
 
 var _ = AfterSuite(func() {
 	cancel()

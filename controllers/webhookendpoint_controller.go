@@ -136,6 +136,7 @@ func (r *WebhookEndpointReconciler) now() time.Time {
 // +kubebuilder:rbac:groups=hookkeeper.dev,resources=webhookendpoints/status,verbs=update
 // +kubebuilder:rbac:groups=hookkeeper.dev,resources=webhookendpoints/finalizers,verbs=update
 // +kubebuilder:rbac:groups=hookkeeper.dev,resources=retrypolicies,verbs=list;watch
+// +kubebuilder:rbac:groups=hookkeeper.dev,resources=deliveryrecoveries,verbs=list;watch
 // +kubebuilder:rbac:groups="",resources=secrets,verbs=get;list;watch
 // +kubebuilder:rbac:groups="",resources=namespaces,verbs=get
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
@@ -336,7 +337,8 @@ func (r *WebhookEndpointReconciler) requeueAfter(f *endpointFacts, now time.Time
 // its spec or its probe-request annotation changes (its own status writes
 // do not requeue it), when its signing Secret, generated Secrets or
 // RetryPolicy change, when the engine reports an exhaustion or a breaker
-// change, and after every resync period.
+// change, when a DeliveryRecovery of it progresses (endpoint_recoveries.go),
+// and after every resync period.
 func (r *WebhookEndpointReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	if r.APIReader == nil {
 		r.APIReader = mgr.GetAPIReader()
@@ -350,7 +352,8 @@ func (r *WebhookEndpointReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Owns(&corev1.Secret{}, builder.OnlyMetadata).
 		Watches(&corev1.Secret{}, handler.EnqueueRequestsFromMapFunc(endpointsReferencing(r.Client, signingSecretRefIndex)), builder.OnlyMetadata).
 		Watches(&hookv1.RetryPolicy{}, handler.EnqueueRequestsFromMapFunc(endpointsReferencing(r.Client, retryPolicyRefIndex)),
-			builder.WithPredicates(policyReadinessChanged()))
+			builder.WithPredicates(policyReadinessChanged())).
+		Watches(&hookv1.DeliveryRecovery{}, handler.EnqueueRequestsFromMapFunc(endpointOfRecovery), builder.WithPredicates(recoveryProgressed()))
 	if r.Exhausted != nil {
 		b = b.WatchesRawSource(source.Channel(r.Exhausted, &handler.EnqueueRequestForObject{}))
 	}

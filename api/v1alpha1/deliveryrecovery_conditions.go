@@ -5,7 +5,7 @@ package v1alpha1
 //
 //	state     Complete                                Failed
 //	Waiting   False WaitingForEndpoint                False NotFailed
-//	Running   False Running                           False NotFailed
+//	Running   False Running | BudgetExhausted         False NotFailed
 //	Complete  True  AllItemsSettled | NothingMatched  False NotFailed
 //	Failed    False Failed                            True  SpecConflict | InvalidSpec
 const (
@@ -16,6 +16,12 @@ const (
 	// ReasonRunning (Complete=False): the recovery started and some items
 	// have not reached their outcome yet.
 	ReasonRunning = "Running"
+	// ReasonBudgetExhausted (Complete=False): the recovery runs, and its
+	// re-sends wait for the endpoint's retry budget, which deferred retries
+	// or re-sends within the last 2 minutes: a recovery's re-sends draw on
+	// the budget like retries (docs/adr/0035) and go out as later minutes
+	// allow, none dropped. The message says how many wait and the budget.
+	ReasonBudgetExhausted = "BudgetExhausted"
 	// ReasonAllItemsSettled (Complete=True): every item reached its
 	// outcome (delivered, failed again, refused or dismissed).
 	ReasonAllItemsSettled = "AllItemsSettled"

@@ -354,6 +354,7 @@ type DeliveryRecoveryStatus struct {
 // +kubebuilder:printcolumn:name="Endpoint",type=string,JSONPath=`.spec.endpointRef.name`
 // +kubebuilder:printcolumn:name="Action",type=string,JSONPath=`.spec.action`
 // +kubebuilder:printcolumn:name="Status",type=string,JSONPath=`.status.state`
+// +kubebuilder:printcolumn:name="Reason",type=string,JSONPath=`.status.conditions[?(@.type=="Complete")].reason`,priority=1
 // +kubebuilder:printcolumn:name="Matched",type=integer,JSONPath=`.status.counts.matched`
 // +kubebuilder:printcolumn:name="Retried",type=integer,JSONPath=`.status.counts.retried`
 // +kubebuilder:printcolumn:name="Reissued",type=integer,JSONPath=`.status.counts.reissued`

@@ -156,7 +156,9 @@ type Retention struct {
 
 // RetryBudget bounds what automatic retries may cost an endpoint: per minute,
 // retries may not exceed ratioPercent of first attempts plus
-// minRetriesPerMinute. Retries over budget are deferred, never dropped.
+// minRetriesPerMinute. Retries over budget are deferred, never dropped. A
+// DeliveryRecovery's re-sends (retries and reissued events) draw on it too:
+// each one's first attempt counts as a retry, not as a first attempt.
 type RetryBudget struct {
 	// ratioPercent is the number of retries allowed per 100 first attempts.
 	// +required

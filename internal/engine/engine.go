@@ -488,9 +488,10 @@ func (e *Engine) start(ctx, attemptCtx context.Context, wg *sync.WaitGroup, c *l
 	budget := st.cfg.Policy.Budget
 	e.mu.Unlock()
 
-	// A retry spends the endpoint's retry budget, shared by every engine
+	// A retry, and a re-send's first attempt (a recovery, a reissue, a
+	// replay), spends the endpoint's retry budget, shared by every engine
 	// on the ledger; over budget it waits for the next minute.
-	if c.Delivery.Attempts > 0 && budget != nil {
+	if c.Delivery.SpendsRetryBudget() && budget != nil {
 		ok, err := e.store.RetryBudgetAcquire(ctx, &ledger.RetryBudgetParams{EndpointID: c.Delivery.EndpointID, Budget: *budget, Now: now})
 		if err != nil {
 			e.opts.Logger.Error(err, "taking from the retry budget; releasing delivery", "delivery", c.Delivery.ID)

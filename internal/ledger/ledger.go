@@ -498,6 +498,12 @@ type Delivery struct {
 	TerminalAt     *time.Time
 	// RetryOf is the exhausted delivery a recovery retry resends.
 	RetryOf string
+	// Resend marks a delivery that sends again what was sent or attempted
+	// before: a recovery's retry, the deliveries of a reissued event
+	// (ReissueOf), a replay. Its first attempt spends the endpoint's retry
+	// budget and is not counted as a first attempt (SpendsRetryBudget,
+	// FirstAttempts; docs/adr/0035).
+	Resend bool
 	// ResolvedBy is the recovery operation that gave the resolution.
 	ResolvedBy string
 	CreatedAt  time.Time

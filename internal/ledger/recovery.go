@@ -44,7 +44,8 @@ type RecoveryWrite struct {
 	// Event is the new event (a reissued copy or a reissue request), or nil.
 	Event *Event
 	// Deliveries are the new deliveries, scheduled at Now: Event's, or the
-	// retry of Original (RetryOf set).
+	// retry of Original (RetryOf set); a retry's and a reissued copy's are
+	// re-sends (Resend), a reissue request's are not.
 	Deliveries []Delivery
 	// RequestEventID is the reissue request's event ID, kept with the item
 	// so that the replacement completes it.
@@ -167,9 +168,17 @@ func planWrite(ctx context.Context, st lister, ip *itemPlan, step RecoveryStep, 
 		w.Stats.Add(endpointID, StateScheduled, ResolutionNone, 1)
 		return Delivery{ID: id, EventID: eventID, EndpointID: endpointID, State: StateScheduled, DueAt: now, CreatedAt: now}
 	}
+	// A retry, a replay and a reissued copy send an event again (to the
+	// endpoint that missed it, or, replayed, to one that never had it):
+	// re-sends, which the retry budget pays for. A reissue request is a
+	// question to the producer's endpoints, sent once: not one.
+	resend := func(d Delivery) Delivery {
+		d.Resend = true
+		return d
+	}
 	switch step {
 	case StepRetry, StepReplay:
-		d := scheduled(newDeliveryID, orig.EventID, orig.EndpointID)
+		d := resend(scheduled(newDeliveryID, orig.EventID, orig.EndpointID))
 		d.RetryOf = orig.ID
 		w.Deliveries = []Delivery{d}
 		w.Item.NewDeliveryID, w.Item.NewDeliveryState = d.ID, StateScheduled
@@ -178,7 +187,7 @@ func planWrite(ctx context.Context, st lister, ip *itemPlan, step RecoveryStep, 
 			ID: newEventID, Namespace: ev.Namespace, Type: ev.Type, Data: ev.Data,
 			ReissueOf: ev.ID, CreatedAt: now,
 		}
-		w.Deliveries = []Delivery{scheduled(newDeliveryID, newEventID, orig.EndpointID)}
+		w.Deliveries = []Delivery{resend(scheduled(newDeliveryID, newEventID, orig.EndpointID))}
 		w.Item.NewEventID, w.Item.NewDeliveryID, w.Item.NewDeliveryState = newEventID, newDeliveryID, StateScheduled
 	case StepReissueRequest:
 		live, err := st.LiveEndpoints(ctx, ev.Namespace)

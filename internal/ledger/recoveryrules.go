@@ -53,6 +53,13 @@ func (b RetryBudget) Allowance(firstAttempts int64) int64 {
 	return int64(b.RatioPercent)*firstAttempts/100 + int64(b.MinPerMinute)
 }
 
+// SpendsRetryBudget reports whether an attempt of d takes one retry from
+// its endpoint's retry budget: every attempt after the first, and a
+// re-send's first attempt. A recovery or a replay then costs the receiver
+// no more than the retries the budget allows, whoever asked for them
+// (docs/adr/0035).
+func (d *Delivery) SpendsRetryBudget() bool { return d.Attempts > 0 || d.Resend }
+
 // SecretsScrubbed reports whether e carried one-time secrets that are gone.
 func (e *Event) SecretsScrubbed() bool { return len(e.SecretNames) > 0 && len(e.Secrets) == 0 }
 
@@ -291,9 +298,11 @@ type BudgetBucket struct {
 type FirstAttempts map[BudgetBucket]int64
 
 // Note counts res, the result of p, when it recorded a delivery's first
-// attempt.
+// attempt. A re-send's first attempt is not one (Delivery.Resend): it spent
+// the budget instead, and counting it would raise the allowance it draws
+// from.
 func (fa FirstAttempts) Note(p *AttemptRecordParams, res AttemptRecordResult) {
-	if res.Err == nil && !p.Unsent && res.Delivery.Attempts == 1 {
+	if res.Err == nil && !p.Unsent && res.Delivery.Attempts == 1 && !res.Delivery.Resend {
 		fa[BudgetBucket{EndpointID: res.Delivery.EndpointID, Minute: BudgetMinute(p.Now)}]++
 	}
 }

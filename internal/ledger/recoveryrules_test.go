@@ -2,6 +2,7 @@ package ledger
 
 import (
 	"errors"
+	"slices"
 	"testing"
 	"time"
 
@@ -42,6 +43,48 @@ func TestBudgetMinuteAndAllowance(t *testing.T) {
 	for limit, want := range map[int]int{-1: 100, 0: 100, 1: 1, 10000: 10000, 10001: 10000} {
 		if got := ExhaustedLimit(limit); got != want {
 			t.Errorf("ExhaustedLimit(%d) = %d, want %d", limit, got, want)
+		}
+	}
+}
+
+// TestResendsSpendTheBudget: which attempts take from the retry budget and
+// which count as first attempts, so that a re-send draws on the allowance
+// without raising it.
+func TestResendsSpendTheBudget(t *testing.T) {
+	now := time.Unix(600, 0)
+	for _, tc := range []struct {
+		name          string
+		d             Delivery // as the claim found it, before its attempt
+		spends, first bool
+	}{
+		{"a fresh delivery's first attempt", Delivery{}, false, true},
+		{"a fresh delivery's retry", Delivery{Attempts: 1}, true, false},
+		{"a re-send's first attempt", Delivery{Resend: true, RetryOf: "dlv_1"}, true, false},
+		{"a re-send's retry", Delivery{Resend: true, Attempts: 2}, true, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := tc.d.SpendsRetryBudget(); got != tc.spends {
+				t.Errorf("SpendsRetryBudget() = %t, want %t", got, tc.spends)
+			}
+			recorded := tc.d
+			recorded.EndpointID, recorded.Attempts = "ns/ep", recorded.Attempts+1
+			fa := FirstAttempts{}
+			fa.Note(&AttemptRecordParams{Now: now}, AttemptRecordResult{Delivery: recorded})
+			want := []BudgetBucket{}
+			if tc.first {
+				want = append(want, BudgetBucket{EndpointID: "ns/ep", Minute: 10, Count: 1})
+			}
+			if got := fa.Buckets(); !slices.Equal(got, want) {
+				t.Errorf("first attempts %v, want %v", got, want)
+			}
+		})
+	}
+	// A delivery that an event reissuing another creates is a re-send; one
+	// of an ordinary event is not.
+	for reissueOf, want := range map[string]bool{"": false, "evt_1": true} {
+		p := EventInsertParams{ReissueOf: reissueOf, Now: now}
+		if got := p.NewDelivery("dlv_2", "evt_2", "ns/ep", false).Resend; got != want {
+			t.Errorf("NewDelivery of an event with ReissueOf %q: Resend %t, want %t", reissueOf, got, want)
 		}
 	}
 }

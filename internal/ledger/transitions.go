@@ -34,8 +34,9 @@ import (
 // from the old state to the new one; counters.go), and the attempt and
 // acknowledgement rows also note an outcome (StatsDelta.Outcome). An
 // exhaustion dead-letters by DeadLetters and NewDeadLetterData (rules.go);
-// a first attempt counts towards the retry budget by FirstAttempts
-// (recoveryrules.go); the transition that ends an event's last pending
+// a first attempt counts towards the retry budget by FirstAttempts, and a
+// retry or a re-send's first attempt spends it (SpendsRetryBudget,
+// recoveryrules.go); the transition that ends an event's last pending
 // delivery settles its secrets by SettledEvents and SettleSecrets, and
 // SecretsScrubDue sweeps by ScrubDueSecrets (secretrules.go); Prune ages
 // events out by PruneStages and PruneStage.Prunes (prunerules.go).
@@ -43,11 +44,13 @@ import (
 // NewDelivery is the delivery p creates to an endpoint (paused or not):
 // scheduled, due at p.Now; or, when p.LeaseTo is set and the endpoint is
 // neither paused nor in p.LeaseTo.ExcludeEndpoints, in_flight and leased to
-// p.LeaseTo, as if claimed in the same transaction. Drivers insert it as returned and count it with
+// p.LeaseTo, as if claimed in the same transaction. It is a Resend when p
+// reissues an event (ReissueOf). Drivers insert it as returned and count it with
 // StatsDelta.Add(endpointID, d.State, ResolutionNone, 1).
 func (p *EventInsertParams) NewDelivery(id, eventID, endpointID string, paused bool) Delivery {
 	now := p.Now.UTC()
-	d := Delivery{ID: id, EventID: eventID, EndpointID: endpointID, State: StateScheduled, DueAt: now, CreatedAt: now}
+	d := Delivery{ID: id, EventID: eventID, EndpointID: endpointID, State: StateScheduled, DueAt: now, CreatedAt: now,
+		Resend: p.ReissueOf != ""}
 	if p.LeaseTo != nil && !paused && !slices.Contains(p.LeaseTo.ExcludeEndpoints, endpointID) {
 		until := p.LeaseTo.Until.UTC()
 		d.State, d.LeaseOwner, d.LeaseUntil = StateInFlight, p.LeaseTo.Owner, &until

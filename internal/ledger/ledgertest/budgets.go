@@ -123,3 +123,51 @@ func testBudgetConcurrent(t *testing.T, f *fixture) {
 		t.Fatalf("granted %d retries of a budget of %d", granted, floor)
 	}
 }
+
+// testBudgetNotRaisedByResends: the first attempts of re-sends (a
+// recovery's retry, a reissued copy, a replacement published with
+// ReissueOf, a replay) are not counted as first attempts, so a recovery
+// never raises the allowance it draws from; a fresh event's first attempt
+// still is.
+func testBudgetNotRaisedByResends(t *testing.T, f *fixture) {
+	const ep = "a/ep"
+	f.upsert(endpoint("a", "ep", "*"), t0)
+	m := t0.Truncate(time.Minute).Add(time.Minute)
+	for range 4 {
+		f.publish("a", "order.created", m)
+	}
+	exhausted := f.exhaustAll(m.Add(time.Second))
+
+	// The next minute: no first attempt yet, and a budget of 100% of them
+	// without a floor allows nothing.
+	m1 := m.Add(time.Minute)
+	ratio := ledger.RetryBudget{RatioPercent: 100}
+	retry := f.apply("op", exhausted[0].ID, ledger.RecoveryRetry, m1)
+	reissue := f.apply("op", exhausted[1].ID, ledger.RecoveryReissue, m1)
+	replacement := event("a", "order.created", m1)
+	replacement.ReissueOf = exhausted[2].EventID
+	repl := f.insert(replacement)[0]
+	if repl.Err != nil || len(repl.Deliveries) != 1 {
+		t.Fatalf("replacement: %+v", repl)
+	}
+	replayed := f.replay("op", exhausted[3].EventID, ep, ledger.ReplayRefuse, m1)
+	resends := []string{retry.NewDeliveryID, reissue.NewDeliveryID, repl.Deliveries[0].ID, replayed.NewDeliveryID}
+	for _, id := range resends {
+		if d := f.delivery(id); !d.Resend || !d.SpendsRetryBudget() {
+			t.Fatalf("delivery %s is not a re-send that spends the budget: %+v", id, d)
+		}
+	}
+
+	sent := f.attemptAll(m1.Add(time.Second), ledger.Next{State: ledger.StateScheduled, DueAt: m1.Add(30 * time.Second)})
+	wantEqual(t, "re-sends attempted", len(sent), len(resends))
+	f.wantAcquired("after the first attempts of four re-sends", ep, ratio, m1.Add(3*time.Second), 1, 0)
+
+	// A fresh event's first attempt in the same minute counts.
+	f.publish("a", "order.created", m1.Add(4*time.Second))
+	claimed := f.claim("w", m1.Add(4*time.Second), time.Minute, 10)
+	if len(claimed) != 1 || claimed[0].Delivery.Resend || claimed[0].Delivery.SpendsRetryBudget() {
+		t.Fatalf("claimed %+v, want the fresh event's delivery only", claimed)
+	}
+	f.mustRecord(attempt(claimed[0].Delivery.ID, "w", m1.Add(5*time.Second), 204, ledger.Next{State: ledger.StateDelivered}))
+	f.wantAcquired("after one fresh first attempt", ep, ratio, m1.Add(6*time.Second), 2, 1)
+}

@@ -18,6 +18,10 @@ import (
 //     arrives, then the replacement; its NewDeliveryID is empty until then.
 //   - The request event's deliveries get store-generated IDs; the copy's one
 //     delivery and a retry's delivery take NewDeliveryID.
+//   - A retry's and a reissued copy's delivery, and every delivery of an
+//     event published with ReissueOf, are re-sends (Resend); a reissue
+//     request's are not. A re-send's first attempt is no first attempt
+//     for the retry budget.
 //   - Refusals are recorded: a repeat returns the same refusal even when
 //     the conditions changed since.
 //   - Reissue copies only an event that never carried secrets and still
@@ -34,6 +38,7 @@ func exerciseRecovery(t *testing.T, newStore func(t *testing.T) ledger.Store) {
 	subtests(t, newStore, map[string]func(t *testing.T, f *fixture){
 		"BudgetArithmeticAndMinutes":           testBudgetArithmetic,
 		"BudgetSpentOnceUnderConcurrency":      testBudgetConcurrent,
+		"BudgetNotRaisedByResends":             testBudgetNotRaisedByResends,
 		"ExhaustedListFilters":                 testExhaustedListFilters,
 		"ExhaustedListPagesPastNonMatching":    testExhaustedListPages,
 		"Retry":                                testRecoveryRetry,
@@ -191,7 +196,7 @@ func testRecoveryRetry(t *testing.T, f *fixture) {
 	})
 	wantEqual(t, "the retry", f.delivery(p.NewDeliveryID), ledger.Delivery{
 		ID: p.NewDeliveryID, EventID: ev.Event.ID, EndpointID: ep, State: ledger.StateScheduled,
-		DueAt: now, CreatedAt: now, RetryOf: orig.ID,
+		DueAt: now, CreatedAt: now, RetryOf: orig.ID, Resend: true,
 	})
 	resolved := orig
 	resolved.Resolution, resolved.ResolvedBy = ledger.ResolutionRetried, "op-1"
@@ -254,6 +259,7 @@ func testRecoveryReissueCopy(t *testing.T, f *fixture) {
 	})
 	wantEqual(t, "the copy's deliveries (one, to the same endpoint)", f.list(ledger.DeliveryBrowseParams{EventID: p.NewEventID}), []ledger.Delivery{{
 		ID: p.NewDeliveryID, EventID: p.NewEventID, EndpointID: ep, State: ledger.StateScheduled, DueAt: now, CreatedAt: now,
+		Resend: true,
 	}})
 	resolved := orig
 	resolved.Resolution, resolved.ResolvedBy = ledger.ResolutionReissued, "op-c"
@@ -305,7 +311,8 @@ func testRecoveryReissueRequest(t *testing.T, f *fixture) {
 	reqDeliveries := f.list(ledger.DeliveryBrowseParams{EventID: req.ID})
 	wantEqual(t, "the request's subscribers", endpointsOf(reqDeliveries), []string{audit, producer})
 	for _, d := range reqDeliveries {
-		if d.State != ledger.StateScheduled || !d.DueAt.Equal(now) {
+		// A question to the producer, sent once: not a re-send.
+		if d.State != ledger.StateScheduled || !d.DueAt.Equal(now) || d.Resend {
 			t.Fatalf("request delivery: %+v", d)
 		}
 	}
@@ -341,6 +348,11 @@ func testRecoveryReissueRequest(t *testing.T, f *fixture) {
 		Outcome: ledger.OutcomeReissued, NewEventID: repl.Event.ID, NewDeliveryID: deliveryTo(t, repl, audit),
 		NewDeliveryState: ledger.StateScheduled, CreatedAt: now,
 	}})
+	for _, d := range repl.Deliveries {
+		if !d.Resend {
+			t.Fatalf("a delivery of the replacement is not a re-send: %+v", d)
+		}
+	}
 	resolved := orig
 	resolved.Resolution, resolved.ResolvedBy = ledger.ResolutionReissued, "op-r"
 	wantEqual(t, "the original after the replacement", f.delivery(orig.ID), resolved)

@@ -165,6 +165,7 @@ func testReplayNewEndpoint(t *testing.T, f *fixture) {
 	})
 	wantEqual(t, "the replayed delivery", f.delivery(p.NewDeliveryID), ledger.Delivery{
 		ID: p.NewDeliveryID, EventID: delivered.Event.ID, EndpointID: billing, State: ledger.StateScheduled, DueAt: now, CreatedAt: now,
+		Resend: true, // it pays for itself from the retry budget (ADR 0035)
 	})
 	wantEqual(t, "the other endpoint's delivery", f.delivery(ordersDelivery.ID), ordersDelivery)
 	f.wantCounts(billing, counts{Pending: 1})

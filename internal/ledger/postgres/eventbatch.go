@@ -86,6 +86,7 @@ type eventBatch struct {
 	dlvIDs, dlvEvents, dlvEndpoints, dlvStates, dlvOwners []string
 	dlvDueAt                                              []int64
 	dlvLeaseUntil                                         []*int64
+	dlvResend                                             []bool
 }
 
 // add queues event e and its deliveries ds (scheduled, or leased to their
@@ -116,6 +117,7 @@ func (b *eventBatch) add(e ledger.Event, ds []ledger.Delivery) error {
 		b.dlvStates = append(b.dlvStates, string(d.State))
 		b.dlvOwners = append(b.dlvOwners, d.LeaseOwner)
 		b.dlvLeaseUntil = append(b.dlvLeaseUntil, nullNanos(d.LeaseUntil))
+		b.dlvResend = append(b.dlvResend, d.Resend)
 	}
 	return nil
 }
@@ -143,10 +145,10 @@ const insertEventsSQL = `
 		JOIN ins ON ins.id = u.event_id
 	), dlv AS (
 		INSERT INTO deliveries (id, event_id, endpoint_id, state, attempts, due_at, lease_owner, lease_until,
-			last_status, last_error, exhaust_reason, resolution, created_at)
-		SELECT u.id, u.event_id, u.endpoint_id, u.state, 0, u.due_at, u.lease_owner, u.lease_until, 0, '', '', '', u.due_at
-		FROM unnest($12::text[], $13::text[], $14::text[], $15::bigint[], $16::text[], $17::text[], $18::bigint[])
-			WITH ORDINALITY AS u(id, event_id, endpoint_id, due_at, state, lease_owner, lease_until, n)
+			last_status, last_error, exhaust_reason, resolution, created_at, resend)
+		SELECT u.id, u.event_id, u.endpoint_id, u.state, 0, u.due_at, u.lease_owner, u.lease_until, 0, '', '', '', u.due_at, u.resend
+		FROM unnest($12::text[], $13::text[], $14::text[], $15::bigint[], $16::text[], $17::text[], $18::bigint[], $19::boolean[])
+			WITH ORDINALITY AS u(id, event_id, endpoint_id, due_at, state, lease_owner, lease_until, resend, n)
 		JOIN ins ON ins.id = u.event_id
 		ORDER BY u.n -- seq follows the batch order
 	)
@@ -156,7 +158,7 @@ const insertEventsSQL = `
 func (b *eventBatch) args() []any {
 	return []any{b.ids, b.namespaces, b.types, b.data, b.secretNames, b.reissueOf, b.keys, b.bodyHash, b.createdAt,
 		b.secretEvents, b.secretValues,
-		b.dlvIDs, b.dlvEvents, b.dlvEndpoints, b.dlvDueAt, b.dlvStates, b.dlvOwners, b.dlvLeaseUntil}
+		b.dlvIDs, b.dlvEvents, b.dlvEndpoints, b.dlvDueAt, b.dlvStates, b.dlvOwners, b.dlvLeaseUntil, b.dlvResend}
 }
 
 // queue queues the insert of a batch in which no event has an idempotency

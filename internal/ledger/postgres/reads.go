@@ -13,7 +13,7 @@ import (
 // it with the table alias d.
 const deliveryColumns = `d.id, d.event_id, d.endpoint_id, d.state, d.attempts, d.due_at,
 	d.first_attempt_at, d.lease_owner, d.lease_until, d.ack_deadline, d.last_status,
-	d.last_error, d.exhaust_reason, d.resolution, d.terminal_at, d.created_at, d.retry_of, d.resolved_by`
+	d.last_error, d.exhaust_reason, d.resolution, d.terminal_at, d.created_at, d.retry_of, d.resolved_by, d.resend`
 
 // deliveryRow receives deliveryColumns.
 type deliveryRow struct {
@@ -26,7 +26,7 @@ type deliveryRow struct {
 func (r *deliveryRow) dests() []any {
 	return []any{&r.d.ID, &r.d.EventID, &r.d.EndpointID, &r.state, &r.d.Attempts, &r.dueAt,
 		&r.firstAttemptAt, &r.d.LeaseOwner, &r.leaseUntil, &r.ackDeadline, &r.d.LastStatus,
-		&r.d.LastError, &r.reason, &r.resolution, &r.terminal, &r.createdAt, &r.d.RetryOf, &r.d.ResolvedBy}
+		&r.d.LastError, &r.reason, &r.resolution, &r.terminal, &r.createdAt, &r.d.RetryOf, &r.d.ResolvedBy, &r.d.Resend}
 }
 
 func (r *deliveryRow) value() ledger.Delivery {

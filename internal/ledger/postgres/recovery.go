@@ -249,9 +249,9 @@ func (r *recoveryTx) RecoveryWrite(_ context.Context, w *ledger.RecoveryWrite) e
 		for _, d := range w.Deliveries {
 			b.Queue(`
 				INSERT INTO deliveries (id, event_id, endpoint_id, state, attempts, due_at, lease_owner,
-					last_status, last_error, exhaust_reason, resolution, created_at, retry_of)
-				VALUES ($1, $2, $3, 'scheduled', 0, $4, '', 0, '', '', '', $4, $5)`,
-				d.ID, d.EventID, d.EndpointID, nanos(d.DueAt), d.RetryOf)
+					last_status, last_error, exhaust_reason, resolution, created_at, retry_of, resend)
+				VALUES ($1, $2, $3, 'scheduled', 0, $4, '', 0, '', '', '', $4, $5, $6)`,
+				d.ID, d.EventID, d.EndpointID, nanos(d.DueAt), d.RetryOf, d.Resend)
 		}
 	}
 	if w.Resolution != ledger.ResolutionNone {

@@ -193,7 +193,7 @@ func deliveryDest(d *ledger.Delivery) ([]any, func()) {
 	)
 	dest := []any{&d.ID, &d.EventID, &d.EndpointID, &d.State, &due, &d.LeaseOwner, &leaseUntil, &attempts,
 		&firstAttempt, &ackDeadline, &lastStatus, &d.LastError, &d.ExhaustReason, &d.Resolution, &terminalAt, &created,
-		&d.RetryOf, &d.ResolvedBy}
+		&d.RetryOf, &d.ResolvedBy, &d.Resend}
 	return dest, func() {
 		d.DueAt = fromNanos(due)
 		d.CreatedAt = fromNanos(created)

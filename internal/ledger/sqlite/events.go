@@ -213,7 +213,7 @@ func (s *Store) storeDelivery(t *wtx, eventID, endpointID string, now time.Time)
 // publisher).
 func (s *Store) insertDelivery(t *wtx, d ledger.Delivery) error {
 	_, err := t.stmt(s.ws.deliveryInsert).ExecContext(t.ctx, d.ID, d.EventID, d.EndpointID, string(d.State),
-		nanos(d.DueAt), d.LeaseOwner, nullNanosPtr(d.LeaseUntil))
+		nanos(d.DueAt), d.LeaseOwner, nullNanosPtr(d.LeaseUntil), d.Resend)
 	return translate("insert delivery of event "+d.EventID+" to "+d.EndpointID, err)
 }
 

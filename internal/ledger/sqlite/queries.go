@@ -27,7 +27,7 @@ const livePredicate = `(state = 'scheduled' OR state = 'in_flight' OR state = 'a
 
 const deliveryCols = `id, event_id, endpoint_id, state, due_at, lease_owner, lease_until, attempts,
 	first_attempt_at, ack_deadline, last_status, last_error, exhaust_reason, resolution, terminal_at, created_at,
-	retry_of, resolved_by`
+	retry_of, resolved_by, resend`
 
 // prefixed returns a column list with every column qualified by alias.
 func prefixed(alias, cols string) string {
@@ -71,8 +71,8 @@ var writeSQL = struct {
 	eventInsert: `INSERT INTO events (id, namespace, type, data, secrets, secret_names, reissue_of, idempotency_key, body_hash, created_at)
 		VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)
 		ON CONFLICT (namespace, idempotency_key) WHERE idempotency_key <> '' DO NOTHING`,
-	deliveryInsert: `INSERT INTO deliveries (id, event_id, endpoint_id, state, due_at, created_at, lease_owner, lease_until)
-		VALUES (?1, ?2, ?3, ?4, ?5, ?5, ?6, ?7)`,
+	deliveryInsert: `INSERT INTO deliveries (id, event_id, endpoint_id, state, due_at, created_at, lease_owner, lease_until, resend)
+		VALUES (?1, ?2, ?3, ?4, ?5, ?5, ?6, ?7, ?8)`,
 	deliveriesByEvent: `SELECT ` + deliveryCols + ` FROM deliveries WHERE event_id = ?1 ORDER BY id`,
 
 	statsApply: `UPDATE endpoint_stats SET

@@ -51,8 +51,8 @@ var recoverySQL = struct {
 			(SELECT min(x.first_attempt_at) FROM deliveries x WHERE x.event_id = d.event_id)
 		FROM deliveries d JOIN events e ON e.id = d.event_id JOIN endpoints ep ON ep.id = d.endpoint_id
 		WHERE d.id = ?1`,
-	deliveryInsertAs: `INSERT INTO deliveries (id, event_id, endpoint_id, state, due_at, retry_of, created_at)
-		VALUES (?1, ?2, ?3, 'scheduled', ?4, ?5, ?4)`,
+	deliveryInsertAs: `INSERT INTO deliveries (id, event_id, endpoint_id, state, due_at, retry_of, created_at, resend)
+		VALUES (?1, ?2, ?3, 'scheduled', ?4, ?5, ?4, ?6)`,
 	// The original is never reset: it only gains a resolution, and only
 	// while it is still unresolved.
 	resolve: `UPDATE deliveries SET resolution = ?2, resolved_by = ?3, resolved_at = ?4
@@ -360,7 +360,7 @@ func (r recoveryTx) RecoveryWrite(_ context.Context, w *ledger.RecoveryWrite) er
 	}
 	for _, d := range w.Deliveries {
 		if _, err := t.stmt(s.rc.deliveryInsertAs).ExecContext(t.ctx, d.ID, d.EventID, d.EndpointID,
-			nanos(d.DueAt), d.RetryOf); err != nil {
+			nanos(d.DueAt), d.RetryOf, d.Resend); err != nil {
 			return translate("insert delivery of event "+d.EventID+" to "+d.EndpointID, err)
 		}
 	}
