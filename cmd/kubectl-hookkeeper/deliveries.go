@@ -29,7 +29,7 @@ attempts: exit 0 when Delivered, 1 when Exhausted or Cancelled or still
 pending at the timeout. With -o, print the delivery as it ended instead.`,
 		Args: exactlyOne("ENDPOINT"),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := positive("--timeout", timeout); err != nil {
+			if err := positiveTimeout(timeout); err != nil {
 				return err
 			}
 			s, err := p.open(out)

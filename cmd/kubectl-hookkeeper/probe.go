@@ -35,7 +35,7 @@ has acted on it (RBAC: get webhookendpoints too) and print the CircuitOpen
 condition. With -o, print the endpoint (after --wait, as the operator left it).`,
 		Args: exactlyOne("ENDPOINT"),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := positive("--timeout", timeout); err != nil {
+			if err := positiveTimeout(timeout); err != nil {
 				return err
 			}
 			s, err := p.open(out)

@@ -33,7 +33,7 @@ print each change of its counts until it is Complete (exit 0) or Failed
 			if err != nil {
 				return err
 			}
-			if err := positive("--timeout", timeout); err != nil {
+			if err := positiveTimeout(timeout); err != nil {
 				return err
 			}
 			s, err := p.open(out)
@@ -131,10 +131,10 @@ func (p *plugin) recoverEndpoint(ctx context.Context, s *session, spec hookv1.De
 	}
 }
 
-// positive refuses a duration flag that is not, naming it.
-func positive(flag string, d time.Duration) error {
+// positiveTimeout refuses a --timeout that is not positive.
+func positiveTimeout(d time.Duration) error {
 	if d <= 0 {
-		return fmt.Errorf("%s %s: must be positive", flag, d)
+		return fmt.Errorf("--timeout %s: must be positive", d)
 	}
 	return nil
 }

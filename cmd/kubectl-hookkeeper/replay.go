@@ -40,7 +40,7 @@ zone), a duration (2h: that long ago) or an RFC 3339 time.`,
 			if err != nil {
 				return err
 			}
-			if err := positive("--timeout", timeout); err != nil {
+			if err := positiveTimeout(timeout); err != nil {
 				return err
 			}
 			s, err := p.open(out)

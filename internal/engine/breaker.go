@@ -211,7 +211,7 @@ func (e *Engine) observeBreaker(ep *ledger.Endpoint, res *dispatch.Result, failu
 	st.streak = st.streak.observe(s, now, failure)
 	reason := ledger.BreakerFailing
 	switch {
-	case s == gone && !(st.breaker.Open && st.breaker.Reason == ledger.BreakerGone):
+	case s == gone && (!st.breaker.Open || st.breaker.Reason != ledger.BreakerGone):
 		reason = ledger.BreakerGone
 	case st.breaker.Open || st.opening || !st.streak.trips(pol, now):
 		e.mu.Unlock()

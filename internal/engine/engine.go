@@ -480,6 +480,13 @@ func (e *Engine) start(ctx, attemptCtx context.Context, wg *sync.WaitGroup, c *l
 	}
 
 	e.mu.Lock()
+	if st.breaker.Open && !e.probes[c.Delivery.ID] {
+		// Leased before the breaker opened (by a claim or a publish's
+		// hand-off): it waits with the rest instead of being sent.
+		e.mu.Unlock()
+		e.release(c, now, "circuit_open")
+		return false
+	}
 	if max := st.cfg.MaxInFlight; max > 0 && st.inFlight >= max {
 		e.mu.Unlock()
 		e.release(c, now, "max_in_flight")

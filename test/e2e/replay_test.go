@@ -121,7 +121,7 @@ spec:
 		uid := jsonpath(rec, `{.metadata.uid}`)
 		Eventually(func() string { return kubectl("get", "-n", ns, "deliveryrecoveries", "-o", "name") }).
 			WithTimeout(30 * time.Second).ShouldNot(ContainSubstring("billing-since"))
-		until := time.Now().Truncate(time.Second) // after every event above, before the next
+		until := time.Now().Truncate(time.Second)                                        // after every event above, before the next
 		later := api.publish(ns, "o3", `{"type":"order.created","data":{"order":4}}`).ID // billing's by subscription
 		apply(manifest)
 		Expect(jsonpath(rec, `{.metadata.uid}`)).NotTo(Equal(uid))

@@ -24,7 +24,7 @@ const (
 	// read's snapshot is taken once the lock is held, so it sees what the
 	// transaction that held it before committed (a join read under the
 	// lock would see the breaker as it was when the statement began).
-	breakerLockSQL = `SELECT id FROM endpoints WHERE id = $1 AND deleted_at IS NULL FOR NO KEY UPDATE`
+	breakerLockSQL  = `SELECT id FROM endpoints WHERE id = $1 AND deleted_at IS NULL FOR NO KEY UPDATE`
 	breakerWriteSQL = `
 		INSERT INTO endpoint_breakers (endpoint_id, open, closed_at, state) VALUES ($1, $2, $3, $4)
 		ON CONFLICT (endpoint_id) DO UPDATE SET open = EXCLUDED.open, closed_at = EXCLUDED.closed_at, state = EXCLUDED.state`
