@@ -126,7 +126,7 @@ var _ = Describe("Delivery", func() {
 		Expect(jsonpath(ep, `{.status.recentExhausted[0].recovery}`)).To(Equal("Retry"))
 		Expect(jsonpath(ep, `{.status.conditions[?(@.type=="Healthy")].status}`)).To(Equal("False"))
 		Expect(jsonpath(ep, `{.status.deliveries.delivered}`)).To(Equal("0"))
-		Expect(kubectl("get", "-n", ns, "webhookendpoint", "billing")).To(MatchRegexp(`(?m)^billing\s+http://\S+\s+True\s+0\s+1\s`),
+		Expect(kubectl("get", "-n", ns, "webhookendpoint", "billing")).To(MatchRegexp(`(?m)^billing\s+http://\S+\s+True\s+Closed\s+0\s+1\s`),
 			"kubectl get shows the exhausted delivery")
 
 		d := api.deliveryOf(Default, ns, a.ID)

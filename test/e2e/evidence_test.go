@@ -70,7 +70,7 @@ var _ = Describe("Evidence", func() {
 		kubectlWait("webhookendpoint/late", "--for=jsonpath={.status.evidence.last24h.settled}=2", 60*time.Second)
 		Expect(jsonpath("webhookendpoint/late", `{.status.evidence.last24h.firstTry} {.status.evidence.last24h.exhausted}`)).To(Equal("50% 1"))
 		kubectlWait("webhookendpoint/flaky", "--for=jsonpath={.status.evidence.last24h.settled}=1", 60*time.Second)
-		Expect(kubectl("get", "-n", ns, "whep", "flaky")).To(MatchRegexp(`flaky\s+\S+\s+True\s+0\s+0\s+\S+\s+0%\s+`))
+		Expect(kubectl("get", "-n", ns, "whep", "flaky")).To(MatchRegexp(`flaky\s+\S+\s+True\s+Closed\s+0\s+0\s+\S+\s+0%\s+`))
 
 		By("the owner named in the DeliveriesExhausted condition and Event")
 		kubectlWait("webhookendpoint/never", "--for=condition=DeliveriesExhausted", 60*time.Second)

@@ -115,7 +115,7 @@ spec:
 		for _, ev := range []string{before, invoice, secret, logged} {
 			Expect(billing.of(ev)).To(BeEmpty(), "billing got %s", ev)
 		}
-		Expect(kubectl("get", "-n", ns, rec, "-o", "wide")).To(MatchRegexp(`billing-since\s+billing\s+Replay\s+Complete\s+4\s+0\s+0\s+2\s+2`))
+		Expect(kubectl("get", "-n", ns, rec, "-o", "wide")).To(MatchRegexp(`billing-since\s+billing\s+Replay\s+Complete\s+AllItemsSettled\s+4\s+0\s+0\s+2\s+2`))
 
 		By("deleted by its TTL and applied again (a GitOps sync): the first outcome, nothing sent")
 		uid := jsonpath(rec, `{.metadata.uid}`)
