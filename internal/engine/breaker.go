@@ -176,7 +176,7 @@ func (e *Engine) setBreaker(b ledger.Breaker) {
 	}
 	e.mu.Unlock()
 	if changed {
-		e.breakerChanged(b)
+		e.announceBreaker(b)
 	}
 }
 
@@ -186,7 +186,8 @@ func breakerChanged(a, b *ledger.Breaker) bool {
 		!a.UpdatedAt.Equal(b.UpdatedAt)
 }
 
-func (e *Engine) breakerChanged(b ledger.Breaker) {
+// announceBreaker tells OnBreaker of a change this engine made or saw.
+func (e *Engine) announceBreaker(b ledger.Breaker) {
 	if e.opts.OnBreaker != nil {
 		e.opts.OnBreaker(b)
 	}

@@ -173,9 +173,5 @@ func (b breakerTx) LeaseOf(ctx context.Context, endpointID, owner string, now, u
 	if err != nil {
 		return nil, err
 	}
-	out, err := scanClaimed(b.tx, rows, nil)
-	if err != nil && errors.Is(err, pgx.ErrNoRows) {
-		return nil, nil
-	}
-	return out, err
+	return scanClaimed(b.tx, rows, nil)
 }

@@ -2,7 +2,6 @@ package sqlite
 
 import (
 	"context"
-	"database/sql"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -182,8 +181,5 @@ func (b breakerTx) LeaseOf(_ context.Context, endpointID, owner string, now, unt
 // created again under its name starts closed.
 func forgetBreaker(t *wtx, endpointID string) error {
 	_, err := t.tx.ExecContext(t.ctx, breakerForgetSQL, endpointID)
-	if errors.Is(err, sql.ErrNoRows) {
-		return nil
-	}
 	return translate("forget the breaker", err)
 }
