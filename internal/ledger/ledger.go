@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/hookkeeper/hookkeeper/internal/backoff"
+	"github.com/hookkeeper/hookkeeper/internal/credential"
 	"github.com/hookkeeper/hookkeeper/internal/sensitive"
 	"github.com/hookkeeper/hookkeeper/internal/wire"
 )
@@ -361,6 +362,13 @@ type Endpoint struct {
 	RateLimit   RateLimit
 	MaxInFlight int
 	Headers     []wire.Header
+	// Credentials are the values read from Secrets that attempts carry
+	// (auth, headers, TLS); nil for none. Stored with the rest, revealed
+	// only in the store's column.
+	Credentials *credential.Set
+	// Filter is a CEL expression over the event that fan-out must also
+	// match (EventInsertParams.Filter evaluates it), "" for none.
+	Filter string
 	// Version increments on every upsert; the engine uses it to notice a
 	// changed configuration.
 	Version   int64
@@ -420,6 +428,10 @@ type EventInsertParams struct {
 	// it keeps a single publish from becoming an unbounded number of
 	// outbound requests.
 	MaxFanOut int
+	// Filter evaluates the filters of the endpoints whose patterns select
+	// the event (Receives); an endpoint with a filter receives nothing
+	// from an insert without one.
+	Filter FilterFunc `json:"-"`
 	// Endpoint, when set, addresses the event to that one endpoint (its
 	// ID, "<namespace>/<name>") instead of fanning it out by type: see
 	// Receives and CheckTarget (targeting.go).

@@ -31,13 +31,26 @@ func (e *TargetError) Is(target error) bool { return target == ErrUnknownEndpoin
 // to that endpoint whatever its patterns (the publisher named it: a test
 // event reaches an endpoint that subscribes to nothing like it) and to no
 // other; any other event goes to every endpoint whose patterns select its
-// type. Both drivers call it for each endpoint of the namespace.
-func (p *EventInsertParams) Receives(endpointID string, patterns []string) bool {
+// type and whose filter (when it has one) p.Filter says the event
+// matches. Both drivers call it for each endpoint of the namespace, inside
+// the insert's transaction.
+func (p *EventInsertParams) Receives(endpointID string, patterns []string, filter string) bool {
 	if p.Endpoint != "" {
 		return endpointID == p.Endpoint
 	}
-	return eventtype.MatchAny(patterns, p.Type)
+	if !eventtype.MatchAny(patterns, p.Type) {
+		return false
+	}
+	// Without an evaluator a filter matches nothing: an insert that forgot
+	// it never sends an endpoint what its filter would have refused.
+	return filter == "" || (p.Filter != nil && p.Filter(endpointID, filter))
 }
+
+// FilterFunc reports whether an event matches an endpoint's filter
+// expression (Endpoint.Filter, never ""). The publish core supplies it
+// (package eventfilter), so that the ledger knows nothing of the
+// expression language; an expression it cannot evaluate is no match.
+type FilterFunc func(endpointID, filter string) bool
 
 // CheckTarget refuses p when it is addressed to one endpoint and matches,
 // the number of live endpoints of its namespace that Receive it, is 0.

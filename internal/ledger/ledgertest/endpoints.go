@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/hookkeeper/hookkeeper/internal/backoff"
+	"github.com/hookkeeper/hookkeeper/internal/credential"
 	"github.com/hookkeeper/hookkeeper/internal/ledger"
 	"github.com/hookkeeper/hookkeeper/internal/sensitive"
 	"github.com/hookkeeper/hookkeeper/internal/wire"
@@ -48,6 +49,14 @@ func fullEndpoint(ns, name string) ledger.Endpoint {
 		RateLimit:   ledger.RateLimit{PerSecond: 50, Burst: 100},
 		MaxInFlight: 16,
 		Headers:     []wire.Header{{Name: "X-Team", Value: "payments"}, {Name: "X-Env", Value: "prod"}},
+		Credentials: &credential.Set{
+			Headers: []credential.Header{{Name: "X-Api-Key", Value: sensitive.Bytes("key-" + name)}},
+			OAuth2: &credential.OAuth2{TokenURL: "https://auth.example/token", ClientID: sensitive.Bytes("client"),
+				ClientSecret: sensitive.Bytes("client-secret"), Scopes: []string{"a", "b"}, Audience: "receiver",
+				Params: map[string]string{"resource": "orders"}},
+			TLS: &credential.TLS{CertPEM: []byte("cert"), KeyPEM: sensitive.Bytes("key"), CAPEM: []byte("ca"), SystemRoots: true},
+		},
+		Filter: `data.amount > 1000 && type == "order.created"`,
 	}
 }
 
@@ -67,6 +76,16 @@ func exerciseEndpoints(t *testing.T, newStore func(t *testing.T) ledger.Store) {
 			wantEqual(t, "EndpointGet", read, want)
 			if string(read.Secrets[1].Value.Reveal()) != "whsec_previous" {
 				t.Fatalf("signing secret not stored: %q", read.Secrets[1].Value.Reveal())
+			}
+			if c := read.Credentials; c == nil || string(c.OAuth2.ClientSecret.Reveal()) != "client-secret" ||
+				string(c.Headers[0].Value.Reveal()) != "key-orders" || string(c.TLS.KeyPEM.Reveal()) != "key" {
+				t.Fatalf("credentials not stored with their values")
+			}
+			// Registering without credentials or filter clears them.
+			in.Credentials, in.Filter = nil, ""
+			f.upsert(in, at(time.Second))
+			if read, err = f.s.EndpointGet(f.ctx, in.ID); err != nil || read.Credentials != nil || read.Filter != "" {
+				t.Fatalf("after an upsert without them: credentials %v, filter %q, %v", read.Credentials != nil, read.Filter, err)
 			}
 		},
 		"UpsertBumpsVersion": func(t *testing.T, f *fixture) {

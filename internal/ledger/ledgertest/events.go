@@ -63,6 +63,31 @@ func exerciseEvents(t *testing.T, newStore func(t *testing.T) ledger.Store) {
 			}
 		},
 		"SecretsNeverFormatted": testSecretsNeverFormatted,
+		"FilterDecidesAmongMatchingTypes": func(t *testing.T, f *fixture) {
+			f.upsert(endpoint("shop", "all", "*"), t0)
+			big := endpoint("shop", "big", "order.*")
+			big.Filter = "big"
+			f.upsert(big, t0)
+			other := endpoint("shop", "other", "invoice.*")
+			other.Filter = "any"
+			f.upsert(other, t0)
+			var asked []string
+			withFilter := func(match bool) *ledger.EventInsertParams {
+				p := event("shop", "order.created", t0)
+				p.Filter = func(id, filter string) bool {
+					asked = append(asked, id+"="+filter)
+					return match
+				}
+				return p
+			}
+			res := f.insert(withFilter(true), withFilter(false), event("shop", "order.created", t0))
+			wantEqual(t, "deliveries per item", [][]string{
+				endpointsOf(res[0].Deliveries), endpointsOf(res[1].Deliveries), endpointsOf(res[2].Deliveries),
+			}, [][]string{{"shop/all", "shop/big"}, {"shop/all"}, {"shop/all"}})
+			// Asked only for the endpoint whose types match; an insert
+			// without an evaluator sends a filtered endpoint nothing.
+			wantEqual(t, "filters evaluated", asked, []string{"shop/big=big", "shop/big=big"})
+		},
 		"BatchAppliesInOrderAcrossNamespaces": func(t *testing.T, f *fixture) {
 			f.upsert(endpoint("a", "all", "*"), t0)
 			f.upsert(endpoint("b", "all", "*"), t0)

@@ -9,13 +9,14 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/hookkeeper/hookkeeper/internal/credential"
 	"github.com/hookkeeper/hookkeeper/internal/ledger"
 	"github.com/hookkeeper/hookkeeper/internal/sensitive"
 )
 
 const endpointColumns = `id, namespace, name, url, event_types, secret_values, secret_not_after,
 	policy, ack_mode, ack_timeout, paused, dead_letter, rate_per_second, rate_burst,
-	max_in_flight, headers, version, updated_at, owner`
+	max_in_flight, headers, version, updated_at, owner, credentials, filter`
 
 // EndpointUpsert implements ledger.Store.
 func (s *Store) EndpointUpsert(ctx context.Context, params *ledger.EndpointUpsertParams) (ledger.Endpoint, error) {
@@ -36,11 +37,15 @@ func (s *Store) EndpointUpsert(ctx context.Context, params *ledger.EndpointUpser
 		return ledger.Endpoint{}, fmt.Errorf("%s %s: %w", op, ep.ID, err)
 	}
 	values, notAfter := encodeSecrets(ep.Secrets)
+	creds, err := ep.Credentials.Store()
+	if err != nil {
+		return ledger.Endpoint{}, fmt.Errorf("%s %s: credentials: %w", op, ep.ID, err)
+	}
 	var version int64
 	err = s.tx(ctx, op+" "+ep.ID, func(tx *txn) error {
 		b := &pgx.Batch{}
 		b.Queue(`INSERT INTO endpoints (`+endpointColumns+`)
-			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, 1, $17, $18)
+			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, 1, $17, $18, $19, $20)
 			ON CONFLICT (id) DO UPDATE SET
 				url = EXCLUDED.url, event_types = EXCLUDED.event_types,
 				secret_values = EXCLUDED.secret_values, secret_not_after = EXCLUDED.secret_not_after,
@@ -48,11 +53,12 @@ func (s *Store) EndpointUpsert(ctx context.Context, params *ledger.EndpointUpser
 				paused = EXCLUDED.paused, dead_letter = EXCLUDED.dead_letter,
 				rate_per_second = EXCLUDED.rate_per_second, rate_burst = EXCLUDED.rate_burst,
 				max_in_flight = EXCLUDED.max_in_flight, headers = EXCLUDED.headers, owner = EXCLUDED.owner,
+				credentials = EXCLUDED.credentials, filter = EXCLUDED.filter,
 				version = endpoints.version + 1, updated_at = EXCLUDED.updated_at, deleted_at = NULL
 			RETURNING version`,
 			ep.ID, ep.Namespace, ep.Name, ep.URL, ep.EventTypes, values, notAfter,
 			policy, string(ep.AckMode), int64(ep.AckTimeout), ep.Paused, ep.DeadLetter,
-			ep.RateLimit.PerSecond, ep.RateLimit.Burst, ep.MaxInFlight, headers, nanos(params.Now), ep.Owner,
+			ep.RateLimit.PerSecond, ep.RateLimit.Burst, ep.MaxInFlight, headers, nanos(params.Now), ep.Owner, creds, ep.Filter,
 		).QueryRow(func(row pgx.Row) error { return row.Scan(&version) })
 		// Shard 0 of the stats is what makes the endpoint known to
 		// EndpointStats (the other shards come with the first writes,
@@ -175,11 +181,12 @@ func scanEndpoint(row pgx.CollectableRow) (ledger.Endpoint, error) {
 		values          [][]byte
 		notAfter        []int64
 		policy, headers []byte
+		creds           []byte
 		updatedAt       int64
 	)
 	err := row.Scan(&ep.ID, &ep.Namespace, &ep.Name, &ep.URL, &ep.EventTypes, &values, &notAfter,
 		&policy, &ackMode, &ackTimeout, &ep.Paused, &ep.DeadLetter, &ep.RateLimit.PerSecond, &ep.RateLimit.Burst,
-		&ep.MaxInFlight, &headers, &ep.Version, &updatedAt, &ep.Owner)
+		&ep.MaxInFlight, &headers, &ep.Version, &updatedAt, &ep.Owner, &creds, &ep.Filter)
 	if err != nil {
 		return ledger.Endpoint{}, err
 	}
@@ -190,6 +197,9 @@ func scanEndpoint(row pgx.CollectableRow) (ledger.Endpoint, error) {
 		return ledger.Endpoint{}, fmt.Errorf("endpoint %s: decode headers: %w", ep.ID, err)
 	}
 	if ep.Secrets, err = decodeSecrets(values, notAfter); err != nil {
+		return ledger.Endpoint{}, fmt.Errorf("endpoint %s: %w", ep.ID, err)
+	}
+	if ep.Credentials, err = credential.Load(creds); err != nil {
 		return ledger.Endpoint{}, fmt.Errorf("endpoint %s: %w", ep.ID, err)
 	}
 	ep.AckMode = ledger.AckMode(ackMode)

@@ -226,7 +226,7 @@ func newEvent(p *ledger.EventInsertParams, endpoints []fanoutEndpoint) ledger.Ev
 	var ds []ledger.Delivery
 	var leased []ledger.ClaimedDelivery
 	for _, ep := range endpoints {
-		if p.Receives(ep.id, ep.eventTypes) {
+		if p.Receives(ep.id, ep.eventTypes, ep.filter) {
 			d := p.NewDelivery(ledger.NewID("dlv", now), e.ID, ep.id, ep.paused)
 			ds = append(ds, d)
 			if d.State == ledger.StateInFlight {

@@ -13,6 +13,7 @@ import (
 type fanoutEndpoint struct {
 	id         string
 	eventTypes []string
+	filter     string
 	paused     bool
 	version    int64
 }
@@ -42,12 +43,12 @@ func preload(ctx context.Context, tx pgx.Tx, namespaces []string, keys []idemKey
 	byID := make(map[string]*ledger.EventInsertResult)
 	b := &pgx.Batch{}
 	if len(namespaces) > 0 {
-		b.Queue(`SELECT id, namespace, event_types, paused OR breaker_open, version FROM endpoints
+		b.Queue(`SELECT id, namespace, event_types, filter, paused OR breaker_open, version FROM endpoints
 			WHERE namespace = ANY($1) AND deleted_at IS NULL ORDER BY id FOR KEY SHARE`,
 			namespaces).Query(func(rows pgx.Rows) error {
 			var ep fanoutEndpoint
 			var ns string
-			_, err := pgx.ForEachRow(rows, []any{&ep.id, &ns, &ep.eventTypes, &ep.paused, &ep.version}, func() error {
+			_, err := pgx.ForEachRow(rows, []any{&ep.id, &ns, &ep.eventTypes, &ep.filter, &ep.paused, &ep.version}, func() error {
 				endpoints[ns] = append(endpoints[ns], ep)
 				return nil
 			})

@@ -4,6 +4,7 @@ import (
 	"database/sql"
 	"encoding/json"
 	"fmt"
+	"github.com/hookkeeper/hookkeeper/internal/credential"
 	"time"
 
 	"github.com/hookkeeper/hookkeeper/internal/ledger"
@@ -91,12 +92,12 @@ func scanEndpoint(sc scanner) (ledger.Endpoint, error) {
 	var (
 		ep                            ledger.Endpoint
 		types, policy, headers        string
-		secrets                       []byte
+		secrets, creds                []byte
 		ackTimeout, updated           int64
 		perSecond, burst, maxInFlight int64
 	)
 	err := sc.Scan(&ep.ID, &ep.Namespace, &ep.Name, &ep.URL, &types, &secrets, &policy, &ep.AckMode, &ackTimeout,
-		&ep.Paused, &ep.DeadLetter, &perSecond, &burst, &maxInFlight, &headers, &ep.Version, &updated, &ep.Owner)
+		&ep.Paused, &ep.DeadLetter, &perSecond, &burst, &maxInFlight, &headers, &ep.Version, &updated, &ep.Owner, &creds, &ep.Filter)
 	if err != nil {
 		return ep, err
 	}
@@ -115,6 +116,9 @@ func scanEndpoint(sc scanner) (ledger.Endpoint, error) {
 	}
 	if ep.Secrets, err = decodeSecrets(secrets); err != nil {
 		return ep, fmt.Errorf("endpoint %s signing secrets: %w", ep.ID, err)
+	}
+	if ep.Credentials, err = credential.Load(creds); err != nil {
+		return ep, fmt.Errorf("endpoint %s: %w", ep.ID, err)
 	}
 	return ep, nil
 }

@@ -56,10 +56,14 @@ func endpointArgs(ep ledger.Endpoint, p *ledger.EndpointUpsertParams) ([]any, er
 	if err != nil {
 		return nil, fmt.Errorf("headers: %w", err)
 	}
+	creds, err := ep.Credentials.Store()
+	if err != nil {
+		return nil, fmt.Errorf("credentials: %w", err)
+	}
 	return []any{
 		ep.ID, ep.Namespace, ep.Name, ep.URL, types, secrets, policy, string(ep.AckMode), int64(ep.AckTimeout),
 		ep.Paused, ep.DeadLetter, int64(ep.RateLimit.PerSecond), int64(ep.RateLimit.Burst), int64(ep.MaxInFlight),
-		headers, nanos(p.Now), ep.Owner,
+		headers, nanos(p.Now), ep.Owner, creds, ep.Filter,
 	}, nil
 }
 

@@ -15,6 +15,7 @@ import (
 type subscriber struct {
 	id       string
 	patterns []string
+	filter   string
 	paused   bool
 	version  int64
 }
@@ -103,7 +104,7 @@ func (s *Store) insertEvent(t *wtx, p *ledger.EventInsertParams, subs map[string
 	}
 	var targets []subscriber
 	for _, ep := range eps {
-		if p.Receives(ep.id, ep.patterns) {
+		if p.Receives(ep.id, ep.patterns, ep.filter) {
 			targets = append(targets, ep)
 		}
 	}
@@ -231,7 +232,7 @@ func (s *Store) subscribers(t *wtx, namespace string) ([]subscriber, error) {
 			sub   subscriber
 			types string
 		)
-		if err := rows.Scan(&sub.id, &types, &sub.paused, &sub.version); err != nil {
+		if err := rows.Scan(&sub.id, &types, &sub.filter, &sub.paused, &sub.version); err != nil {
 			return nil, translate(op, err)
 		}
 		if err := json.Unmarshal([]byte(types), &sub.patterns); err != nil {

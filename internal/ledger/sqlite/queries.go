@@ -14,7 +14,7 @@ import (
 // prepared.
 
 const endpointCols = `id, namespace, name, url, event_types, signing_secrets, policy, ack_mode, ack_timeout_ns,
-	paused, dead_letter, rate_per_second, rate_burst, max_in_flight, headers, version, updated_at, owner`
+	paused, dead_letter, rate_per_second, rate_burst, max_in_flight, headers, version, updated_at, owner, credentials, filter`
 
 const eventCols = `id, namespace, type, data, secrets, secret_names, secrets_scrubbed_at, reissue_of,
 	idempotency_key, body_hash, created_at, secrets_scrub_due, payload_pruned_at`
@@ -48,7 +48,7 @@ var writeSQL = struct {
 	attemptLeased, attemptInsert string
 }{
 	endpointUpsert: `INSERT INTO endpoints (` + endpointCols + `, deleted)
-		VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, 1, ?16, ?17, 0)
+		VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, 1, ?16, ?17, ?18, ?19, 0)
 		ON CONFLICT (id) DO UPDATE SET
 			namespace = excluded.namespace, name = excluded.name, url = excluded.url,
 			event_types = excluded.event_types, signing_secrets = excluded.signing_secrets,
@@ -56,6 +56,7 @@ var writeSQL = struct {
 			paused = excluded.paused, dead_letter = excluded.dead_letter,
 			rate_per_second = excluded.rate_per_second, rate_burst = excluded.rate_burst,
 			max_in_flight = excluded.max_in_flight, headers = excluded.headers, owner = excluded.owner,
+			credentials = excluded.credentials, filter = excluded.filter,
 			version = endpoints.version + 1, deleted = 0, updated_at = excluded.updated_at
 		RETURNING version`,
 	statsEnsure:    `INSERT INTO endpoint_stats (endpoint_id) VALUES (?1) ON CONFLICT (endpoint_id) DO NOTHING`,
@@ -63,7 +64,7 @@ var writeSQL = struct {
 	deliveriesCancel: `UPDATE deliveries SET state = 'cancelled', terminal_at = ?2, lease_owner = '', lease_until = NULL
 		WHERE endpoint_id = ?1 AND ` + livePredicate,
 
-	namespaceEndpoints:    `SELECT id, event_types, paused OR breaker_open, version FROM endpoints WHERE namespace = ?1 AND deleted = 0 ORDER BY id`,
+	namespaceEndpoints:    `SELECT id, event_types, filter, paused OR breaker_open, version FROM endpoints WHERE namespace = ?1 AND deleted = 0 ORDER BY id`,
 	endpointForDeadLetter: `SELECT ep.namespace, ep.dead_letter, ep.owner, e.type FROM endpoints ep, events e WHERE ep.id = ?1 AND e.id = ?2`,
 	deadLetterTarget:      `SELECT namespace FROM endpoints WHERE id = ?1 AND deleted = 0`,
 
