@@ -405,6 +405,95 @@ var _ = Describe("the hookkeeper.dev CRDs", func() {
   eventTypes: ["*"]
   headers: [{name: X-Tenant, value: "acme\r\nX-Evil: 1"}]
 `, "spec.headers[0].value", "header values must not contain control characters other than tab"),
+		Entry("a header with both a value and valueFrom", "WebhookEndpoint", `
+  url: https://example.com/hooks
+  eventTypes: ["*"]
+  headers: [{name: X-Api-Key, value: inline, valueFrom: {secretKeyRef: {name: creds, key: api-key}}}]
+`, "spec.headers[0]", "a header sets value or valueFrom, not both"),
+		Entry("a header from a Secret without a key", "WebhookEndpoint", `
+  url: https://example.com/hooks
+  eventTypes: ["*"]
+  headers: [{name: X-Api-Key, valueFrom: {secretKeyRef: {name: creds}}}]
+`, "spec.headers[0].valueFrom.secretKeyRef.key", "Required value"),
+		Entry("a reserved header from a Secret", "WebhookEndpoint", `
+  url: https://example.com/hooks
+  eventTypes: ["*"]
+  headers: [{name: webhook-id, valueFrom: {secretKeyRef: {name: creds, key: id}}}]
+`, "spec.headers[0]", "headers must not set a header hookkeeper or the HTTP stack sets"),
+		Entry("auth with two schemes", "WebhookEndpoint", `
+  url: https://example.com/hooks
+  eventTypes: ["*"]
+  auth:
+    basic: {secretRef: {name: basic}}
+    bearer: {tokenSecretRef: {name: token, key: token}}
+`, "spec.auth", "auth sets exactly one of basic, bearer and oauth2"),
+		Entry("auth with no scheme", "WebhookEndpoint", `
+  url: https://example.com/hooks
+  eventTypes: ["*"]
+  auth: {}
+`, "spec.auth", "auth sets exactly one of basic, bearer and oauth2"),
+		Entry("an Authorization header beside auth", "WebhookEndpoint", `
+  url: https://example.com/hooks
+  eventTypes: ["*"]
+  headers: [{name: authorization, valueFrom: {secretKeyRef: {name: creds, key: auth}}}]
+  auth: {bearer: {tokenSecretRef: {name: token, key: token}}}
+`, "spec", "headers must not set Authorization when auth is set"),
+		Entry("an OAuth2 token URL that is not a URL", "WebhookEndpoint", `
+  url: https://example.com/hooks
+  eventTypes: ["*"]
+  auth:
+    oauth2:
+      tokenURL: auth.example.com/token
+      clientIDRef: {name: oauth, key: id}
+      clientSecretRef: {name: oauth, key: secret}
+`, "spec.auth.oauth2.tokenURL", "tokenURL must be an absolute http or https URL with a host"),
+		Entry("an OAuth2 token URL with user information", "WebhookEndpoint", `
+  url: https://example.com/hooks
+  eventTypes: ["*"]
+  auth:
+    oauth2:
+      tokenURL: https://client:secret@auth.example.com/token
+      clientIDRef: {name: oauth, key: id}
+      clientSecretRef: {name: oauth, key: secret}
+`, "spec.auth.oauth2.tokenURL", "tokenURL must not contain user information"),
+		Entry("an OAuth2 client secret in endpointParams", "WebhookEndpoint", `
+  url: https://example.com/hooks
+  eventTypes: ["*"]
+  auth:
+    oauth2:
+      tokenURL: https://auth.example.com/token
+      clientIDRef: {name: oauth, key: id}
+      clientSecretRef: {name: oauth, key: secret}
+      endpointParams: {client_secret: inline}
+`, "spec.auth.oauth2.endpointParams", "endpointParams must not set grant_type, client_id, client_secret"),
+		Entry("tls on an http url", "WebhookEndpoint", `
+  url: http://example.com/hooks
+  eventTypes: ["*"]
+  tls: {clientCertificateSecretRef: {name: client-tls}}
+`, "spec", "tls only applies to an https url"),
+		Entry("tls without a certificate or a CA", "WebhookEndpoint", `
+  url: https://example.com/hooks
+  eventTypes: ["*"]
+  tls: {}
+`, "spec.tls", "tls sets clientCertificateSecretRef, caBundle or both"),
+		Entry("a CA bundle from both a ConfigMap and a Secret", "WebhookEndpoint", `
+  url: https://example.com/hooks
+  eventTypes: ["*"]
+  tls:
+    caBundle:
+      configMapKeyRef: {name: ca, key: ca.crt}
+      secretKeyRef: {name: ca, key: ca.crt}
+`, "spec.tls.caBundle", "caBundle sets exactly one of configMapKeyRef and secretKeyRef"),
+		Entry("includeSystemRoots without a CA bundle", "WebhookEndpoint", `
+  url: https://example.com/hooks
+  eventTypes: ["*"]
+  tls: {clientCertificateSecretRef: {name: client-tls}, includeSystemRoots: true}
+`, "spec.tls", "tls.includeSystemRoots only applies with tls.caBundle"),
+		Entry("an empty filter", "WebhookEndpoint", `
+  url: https://example.com/hooks
+  eventTypes: ["*"]
+  filter: ""
+`, "spec.filter", "should be at least 1 chars long"),
 		Entry("an acknowledgement timeout in Response mode", "WebhookEndpoint", `
   url: https://example.com/hooks
   eventTypes: ["*"]

@@ -42,6 +42,18 @@ const (
 	// client refuses or alters its value. As for URLInvalid, the API server
 	// refuses these; the message names the header, never its value.
 	ReasonHeadersInvalid = "HeadersInvalid"
+	// ReasonCredentialsUnavailable (Ready=False): a Secret or ConfigMap
+	// that spec.headers[].valueFrom, spec.auth or spec.tls names is
+	// missing, lacks the key, or holds a value that cannot be used (a
+	// certificate and key that do not pair, a CA bundle without a
+	// certificate, a header value with a line break). The message names the
+	// object and the key, never the value. The engine holds the endpoint
+	// paused: its deliveries wait and are sent once the value is readable.
+	ReasonCredentialsUnavailable = "CredentialsUnavailable"
+	// ReasonFilterInvalid (Ready=False): spec.filter does not compile, is
+	// not a boolean, or may cost more than the limit; the message gives the
+	// position. The endpoint receives no events until it is corrected.
+	ReasonFilterInvalid = "FilterInvalid"
 	// ReasonNamespaceTerminating (Ready=False): the endpoint's namespace is
 	// being deleted and refuses new objects, so the operator does not
 	// re-create what the endpoint needs (its generated signing Secret); the

@@ -56,13 +56,16 @@ type RateLimit struct {
 	Burst *int32 `json:"burst,omitempty"`
 }
 
-// Header is a static HTTP header sent with every attempt. The names
-// hookkeeper or the HTTP stack sets are refused, compared case-insensitively;
-// the list is internal/wire.ReservedHeaders, and a test keeps this rule's
-// list equal to it. The value's rule sits here, not on the value, so that a
-// refusal shows "object" instead of the value, which may be a credential.
+// Header is an HTTP header sent with every attempt: a static value, or a
+// value read from a Secret (valueFrom), which is where a credential such as
+// an API key belongs. The names hookkeeper or the HTTP stack sets are
+// refused, compared case-insensitively; the list is
+// internal/wire.ReservedHeaders, and a test keeps this rule's list equal to
+// it. The value's rule sits here, not on the value, so that a refusal shows
+// "object" instead of the value.
 // +kubebuilder:validation:XValidation:rule="!(self.name.lowerAscii() in ['webhook-id', 'webhook-timestamp', 'webhook-signature', 'hookkeeper-delivery-id', 'content-type', 'user-agent', 'host', 'content-length', 'transfer-encoding', 'trailer', 'te', 'connection', 'keep-alive', 'proxy-connection', 'upgrade', 'accept-encoding'])",message="headers must not set a header hookkeeper or the HTTP stack sets (webhook-id, webhook-timestamp, webhook-signature, hookkeeper-delivery-id, content-type, user-agent, host, content-length, transfer-encoding, trailer, te, connection, keep-alive, proxy-connection, upgrade, accept-encoding)"
-// +kubebuilder:validation:XValidation:rule="!self.value.matches('[\\x00-\\x08\\x0a-\\x1f\\x7f]|^[ \\t]|[ \\t]$')",message="header values must not contain control characters other than tab, nor begin or end with a space or tab",fieldPath=.value
+// +kubebuilder:validation:XValidation:rule="!has(self.value) || !self.value.matches('[\\x00-\\x08\\x0a-\\x1f\\x7f]|^[ \\t]|[ \\t]$')",message="header values must not contain control characters other than tab, nor begin or end with a space or tab",fieldPath=.value
+// +kubebuilder:validation:XValidation:rule="!(has(self.value) && has(self.valueFrom))",message="a header sets value or valueFrom, not both"
 type Header struct {
 	// name is the header name (an HTTP token), compared case-insensitively.
 	// +required
@@ -71,13 +74,137 @@ type Header struct {
 	// +kubebuilder:validation:XValidation:rule="self.matches('^[-!#$%&\\'*+.^_`|~0-9A-Za-z]+$')",message="header names must be HTTP tokens: letters, digits and !#$%&'*+-.^_`|~"
 	Name string `json:"name"`
 
-	// value is the header value, sent as written: no control characters
+	// value is the header value (empty when neither it nor valueFrom is
+	// set, as with a container's environment variable), sent as written: no control characters
 	// but tab, and no surrounding spaces or tabs (Go's HTTP client refuses
-	// the first and trims the second). Do not put credentials here: headers
-	// are part of the spec and readable by anyone who can read the endpoint.
-	// +required
+	// the first and trims the second). Do not put credentials here: the
+	// spec is readable by anyone who can read the endpoint; use valueFrom.
+	// +optional
 	// +kubebuilder:validation:MaxLength=1024
-	Value string `json:"value"`
+	Value string `json:"value,omitempty"`
+
+	// valueFrom reads the value from a key of a Secret in the endpoint's
+	// namespace, at every change of the Secret, on every replica, without
+	// a restart. The same rules as value apply to what it holds.
+	// +optional
+	ValueFrom *HeaderValueSource `json:"valueFrom,omitempty"`
+}
+
+// HeaderValueSource says where a header's value comes from.
+type HeaderValueSource struct {
+	// secretKeyRef selects a key of a Secret in the endpoint's namespace.
+	// +required
+	SecretKeyRef SecretKeySelector `json:"secretKeyRef"`
+}
+
+// Auth is how attempts authenticate to the receiver: exactly one of basic,
+// bearer and oauth2, each read from Secrets in the endpoint's namespace.
+// It sets the Authorization header.
+// +kubebuilder:validation:XValidation:rule="(has(self.basic) ? 1 : 0) + (has(self.bearer) ? 1 : 0) + (has(self.oauth2) ? 1 : 0) == 1",message="auth sets exactly one of basic, bearer and oauth2"
+type Auth struct {
+	// basic is HTTP basic authentication.
+	// +optional
+	Basic *BasicAuth `json:"basic,omitempty"`
+	// bearer sends a token from a Secret as "Authorization: Bearer <token>".
+	// +optional
+	Bearer *BearerAuth `json:"bearer,omitempty"`
+	// oauth2 fetches an access token with the client credentials grant and
+	// sends it as a bearer token.
+	// +optional
+	OAuth2 *OAuth2Auth `json:"oauth2,omitempty"`
+}
+
+// BasicAuth reads a username and a password from one Secret.
+type BasicAuth struct {
+	// secretRef names a Secret with the keys username and password (a
+	// kubernetes.io/basic-auth Secret has them).
+	// +required
+	SecretRef LocalObjectReference `json:"secretRef"`
+}
+
+// BearerAuth reads a bearer token from a Secret.
+type BearerAuth struct {
+	// tokenSecretRef selects the Secret key that holds the token.
+	// +required
+	TokenSecretRef SecretKeySelector `json:"tokenSecretRef"`
+}
+
+// OAuth2Auth is the OAuth 2.0 client credentials grant (RFC 6749 §4.4).
+// The token is fetched once, cached until shortly before it expires,
+// shared by the endpoint's attempts, and fetched again once when the
+// receiver answers 401. The token URL is a destination like the endpoint's
+// url: the same safe-destination rules apply to it.
+type OAuth2Auth struct {
+	// tokenURL is the authorization server's token endpoint.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=2048
+	// +kubebuilder:validation:XValidation:rule="isURL(self) && url(self).getScheme() in ['http', 'https'] && url(self).getHostname() != ''",message="tokenURL must be an absolute http or https URL with a host"
+	// +kubebuilder:validation:XValidation:rule="!self.matches('^[a-zA-Z][a-zA-Z0-9+.-]*://[^/?#]*@')",message="tokenURL must not contain user information: the client id and secret come from Secrets"
+	TokenURL string `json:"tokenURL"`
+
+	// clientIDRef selects the Secret key that holds the client id.
+	// +required
+	ClientIDRef SecretKeySelector `json:"clientIDRef"`
+
+	// clientSecretRef selects the Secret key that holds the client secret.
+	// +required
+	ClientSecretRef SecretKeySelector `json:"clientSecretRef"`
+
+	// scopes are requested with the token.
+	// +optional
+	// +kubebuilder:validation:MaxItems=32
+	// +listType=atomic
+	// +kubebuilder:validation:items:MinLength=1
+	// +kubebuilder:validation:items:MaxLength=256
+	// +kubebuilder:validation:items:Pattern=`^[\x21\x23-\x5b\x5d-\x7e]+$`
+	Scopes []string `json:"scopes,omitempty"`
+
+	// audience is sent as the token request's audience parameter.
+	// +optional
+	// +kubebuilder:validation:MaxLength=2048
+	Audience string `json:"audience,omitempty"`
+
+	// endpointParams are further parameters of the token request (for
+	// example resource). They are not secret: they sit in the spec.
+	// +optional
+	// +kubebuilder:validation:MaxProperties=16
+	// +kubebuilder:validation:XValidation:rule="self.all(k, !(k in ['grant_type', 'client_id', 'client_secret', 'scope', 'audience']))",message="endpointParams must not set grant_type, client_id, client_secret, scope or audience: they have fields of their own"
+	EndpointParams map[string]string `json:"endpointParams,omitempty"`
+}
+
+// EndpointTLS is the HTTPS client of the endpoint (and of its OAuth2 token
+// URL): a client certificate for mutual TLS, and the CAs its server
+// certificate is verified against.
+// +kubebuilder:validation:XValidation:rule="has(self.clientCertificateSecretRef) || has(self.caBundle)",message="tls sets clientCertificateSecretRef, caBundle or both"
+// +kubebuilder:validation:XValidation:rule="!has(self.includeSystemRoots) || !self.includeSystemRoots || has(self.caBundle)",message="tls.includeSystemRoots only applies with tls.caBundle"
+type EndpointTLS struct {
+	// clientCertificateSecretRef names a kubernetes.io/tls Secret (keys
+	// tls.crt and tls.key) whose certificate is presented to the receiver.
+	// +optional
+	ClientCertificateSecretRef *LocalObjectReference `json:"clientCertificateSecretRef,omitempty"`
+
+	// caBundle holds the PEM certificates trusted to sign the receiver's
+	// certificate, instead of the system roots (or in addition to them,
+	// with includeSystemRoots).
+	// +optional
+	CABundle *CABundleSource `json:"caBundle,omitempty"`
+
+	// includeSystemRoots trusts the system roots as well as caBundle.
+	// +optional
+	IncludeSystemRoots bool `json:"includeSystemRoots,omitempty"`
+}
+
+// CABundleSource is a key of a ConfigMap or of a Secret in the endpoint's
+// namespace holding PEM certificates.
+// +kubebuilder:validation:XValidation:rule="has(self.configMapKeyRef) != has(self.secretKeyRef)",message="caBundle sets exactly one of configMapKeyRef and secretKeyRef"
+type CABundleSource struct {
+	// configMapKeyRef selects a ConfigMap key.
+	// +optional
+	ConfigMapKeyRef *ConfigMapKeySelector `json:"configMapKeyRef,omitempty"`
+	// secretKeyRef selects a Secret key.
+	// +optional
+	SecretKeyRef *SecretKeySelector `json:"secretKeyRef,omitempty"`
 }
 
 // EventTypePattern is an exact event type ("order.created"), a prefix
@@ -88,6 +215,8 @@ type Header struct {
 type EventTypePattern string
 
 // WebhookEndpointSpec is where events of some types go and how.
+// +kubebuilder:validation:XValidation:rule="!has(self.tls) || (isURL(self.url) && url(self.url).getScheme() == 'https')",message="tls only applies to an https url"
+// +kubebuilder:validation:XValidation:rule="!has(self.auth) || !has(self.headers) || !self.headers.exists(h, h.name.lowerAscii() == 'authorization')",message="headers must not set Authorization when auth is set"
 type WebhookEndpointSpec struct {
 	// url receives the deliveries: http or https, with a host that is an IP
 	// address or an ASCII DNS name, an optional port from 1 to 65535, and
@@ -186,6 +315,30 @@ type WebhookEndpointSpec struct {
 	// +listType=map
 	// +listMapKey=name
 	Headers []Header `json:"headers,omitempty"`
+
+	// auth authenticates attempts to the receiver with credentials read
+	// from Secrets: basic, bearer or OAuth2 client credentials.
+	// +optional
+	Auth *Auth `json:"auth,omitempty"`
+
+	// tls configures the HTTPS client: a client certificate (mutual TLS)
+	// and private CAs. Only with an https url.
+	// +optional
+	TLS *EndpointTLS `json:"tls,omitempty"`
+
+	// filter is a CEL expression over the event that must be true for the
+	// endpoint to receive it, in addition to eventTypes: the variables are
+	// type (string), data (the event's JSON object) and namespace (the
+	// publisher's), for example `data.amount > 1000 && data.currency ==
+	// "EUR"`. It is compiled and cost-checked when the endpoint is
+	// reconciled: an invalid expression makes the endpoint not Ready
+	// (FilterInvalid) and it receives nothing until it is corrected. An
+	// event on which it cannot be evaluated (a missing field) does not
+	// match.
+	// +optional
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=4096
+	Filter string `json:"filter,omitempty"`
 }
 
 // DeliveryCounts are the endpoint's deliveries by state.
