@@ -132,6 +132,7 @@ func endpointConfig(ep *hookv1.WebhookEndpoint, policy ledger.Policy, secrets []
 		Paused:      spec.Paused,
 		Owner:       spec.Owner,
 		MaxInFlight: defaultMaxInFlight,
+		Filter:      spec.Filter,
 	}
 	for _, t := range spec.EventTypes {
 		out.EventTypes = append(out.EventTypes, string(t))
@@ -156,7 +157,9 @@ func endpointConfig(ep *hookv1.WebhookEndpoint, policy ledger.Policy, secrets []
 		out.MaxInFlight = int(*spec.MaxInFlight)
 	}
 	for _, h := range spec.Headers {
-		out.Headers = append(out.Headers, wire.Header{Name: h.Name, Value: h.Value})
+		if h.ValueFrom == nil { // the others are credentials (readCredentials)
+			out.Headers = append(out.Headers, wire.Header{Name: h.Name, Value: h.Value})
+		}
 	}
 	return out
 }

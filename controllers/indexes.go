@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"reflect"
+	"slices"
 	"sync"
 
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -21,6 +22,12 @@ const (
 	// signingSecretRefIndex indexes WebhookEndpoints by the Secret named in
 	// spec.signingSecretRef.
 	signingSecretRefIndex = "spec.signingSecretRef.name"
+	// credentialSecretIndex indexes WebhookEndpoints by every Secret their
+	// headers, auth and tls read (endpoint_credentials.go).
+	credentialSecretIndex = "spec.credentials.secrets"
+	// caConfigMapIndex indexes WebhookEndpoints by the ConfigMap holding
+	// their CA bundle.
+	caConfigMapIndex = "spec.tls.caBundle.configMapKeyRef.name"
 )
 
 // endpointIndexes are the extractors of the indexes above.
@@ -39,6 +46,51 @@ var endpointIndexes = map[string]client.IndexerFunc{
 		}
 		return []string{ep.Spec.SigningSecretRef.Name}
 	},
+	credentialSecretIndex: func(o client.Object) []string {
+		return credentialSecrets(&o.(*hookv1.WebhookEndpoint).Spec)
+	},
+	caConfigMapIndex: func(o client.Object) []string {
+		if t := o.(*hookv1.WebhookEndpoint).Spec.TLS; t != nil && t.CABundle != nil && t.CABundle.ConfigMapKeyRef != nil {
+			return []string{t.CABundle.ConfigMapKeyRef.Name}
+		}
+		return nil
+	},
+}
+
+// credentialSecrets are the names of the Secrets spec reads credentials
+// from, each once.
+func credentialSecrets(spec *hookv1.WebhookEndpointSpec) []string {
+	var names []string
+	add := func(n string) {
+		if !slices.Contains(names, n) {
+			names = append(names, n)
+		}
+	}
+	for _, h := range spec.Headers {
+		if h.ValueFrom != nil {
+			add(h.ValueFrom.SecretKeyRef.Name)
+		}
+	}
+	if a := spec.Auth; a != nil {
+		switch {
+		case a.Basic != nil:
+			add(a.Basic.SecretRef.Name)
+		case a.Bearer != nil:
+			add(a.Bearer.TokenSecretRef.Name)
+		case a.OAuth2 != nil:
+			add(a.OAuth2.ClientIDRef.Name)
+			add(a.OAuth2.ClientSecretRef.Name)
+		}
+	}
+	if t := spec.TLS; t != nil {
+		if t.ClientCertificateSecretRef != nil {
+			add(t.ClientCertificateSecretRef.Name)
+		}
+		if t.CABundle != nil && t.CABundle.SecretKeyRef != nil {
+			add(t.CABundle.SecretKeyRef.Name)
+		}
+	}
+	return names
 }
 
 var (

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"math/rand/v2"
 	"sync"
 	"time"
@@ -138,6 +139,7 @@ func (r *WebhookEndpointReconciler) now() time.Time {
 // +kubebuilder:rbac:groups=hookkeeper.dev,resources=retrypolicies,verbs=list;watch
 // +kubebuilder:rbac:groups=hookkeeper.dev,resources=deliveryrecoveries,verbs=list;watch
 // +kubebuilder:rbac:groups="",resources=secrets,verbs=get;list;watch
+// +kubebuilder:rbac:groups="",resources=configmaps,verbs=get;list;watch
 // +kubebuilder:rbac:groups="",resources=namespaces,verbs=get
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 
@@ -335,22 +337,24 @@ func (r *WebhookEndpointReconciler) requeueAfter(f *endpointFacts, now time.Time
 
 // SetupWithManager registers the controller. It reconciles an endpoint when
 // its spec or its probe-request annotation changes (its own status writes
-// do not requeue it), when its signing Secret, generated Secrets or
-// RetryPolicy change, when the engine reports an exhaustion or a breaker
+// do not requeue it), when its signing Secret, generated Secrets, the
+// Secrets and ConfigMap its credentials come from, or its RetryPolicy
+// change, when the engine reports an exhaustion or a breaker
 // change, when a DeliveryRecovery of it progresses (endpoint_recoveries.go),
 // and after every resync period.
 func (r *WebhookEndpointReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	if r.APIReader == nil {
 		r.APIReader = mgr.GetAPIReader()
 	}
-	if err := indexEndpoints(mgr, retryPolicyRefIndex, signingSecretRefIndex); err != nil {
+	if err := indexEndpoints(mgr, retryPolicyRefIndex, signingSecretRefIndex, credentialSecretIndex, caConfigMapIndex); err != nil {
 		return err
 	}
 	b := ctrl.NewControllerManagedBy(mgr).
 		Named("webhookendpoint").
 		For(&hookv1.WebhookEndpoint{}, builder.WithPredicates(predicate.Or(predicate.GenerationChangedPredicate{}, deletionStarted(), probeRequested()))).
 		Owns(&corev1.Secret{}, builder.OnlyMetadata).
-		Watches(&corev1.Secret{}, handler.EnqueueRequestsFromMapFunc(endpointsReferencing(r.Client, signingSecretRefIndex)), builder.OnlyMetadata).
+		Watches(&corev1.Secret{}, handler.EnqueueRequestsFromMapFunc(endpointsReferencing(r.Client, signingSecretRefIndex, credentialSecretIndex)), builder.OnlyMetadata).
+		Watches(&corev1.ConfigMap{}, handler.EnqueueRequestsFromMapFunc(endpointsReferencing(r.Client, caConfigMapIndex)), builder.OnlyMetadata).
 		Watches(&hookv1.RetryPolicy{}, handler.EnqueueRequestsFromMapFunc(endpointsReferencing(r.Client, retryPolicyRefIndex)),
 			builder.WithPredicates(policyReadinessChanged())).
 		Watches(&hookv1.DeliveryRecovery{}, handler.EnqueueRequestsFromMapFunc(endpointOfRecovery), builder.WithPredicates(recoveryProgressed()))
@@ -365,16 +369,21 @@ func (r *WebhookEndpointReconciler) SetupWithManager(mgr ctrl.Manager) error {
 
 // endpointsReferencing maps an object to the endpoints of its namespace
 // that name it, through the field index.
-func endpointsReferencing(c client.Reader, index string) handler.MapFunc {
+func endpointsReferencing(c client.Reader, indexes ...string) handler.MapFunc {
 	return func(ctx context.Context, o client.Object) []reconcile.Request {
-		var eps hookv1.WebhookEndpointList
-		if err := c.List(ctx, &eps, client.InNamespace(o.GetNamespace()), client.MatchingFields{index: o.GetName()}); err != nil {
-			log.FromContext(ctx).Error(err, "listing the endpoints that reference an object", "index", index, "name", o.GetName())
-			return nil
-		}
-		reqs := make([]reconcile.Request, 0, len(eps.Items))
-		for i := range eps.Items {
-			reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&eps.Items[i])})
+		var reqs []reconcile.Request
+		for _, index := range indexes {
+			var eps hookv1.WebhookEndpointList
+			if err := c.List(ctx, &eps, client.InNamespace(o.GetNamespace()), client.MatchingFields{index: o.GetName()}); err != nil {
+				log.FromContext(ctx).Error(err, "listing the endpoints that reference an object", "index", index, "name", o.GetName())
+				continue
+			}
+			for i := range eps.Items {
+				req := reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&eps.Items[i])}
+				if !slices.Contains(reqs, req) {
+					reqs = append(reqs, req)
+				}
+			}
 		}
 		return reqs
 	}

@@ -41,6 +41,10 @@ type endpointDecision struct {
 	// Internal is set when Problem is an internal error: the reconcile is
 	// retried and observedGeneration does not advance.
 	Internal bool
+	// Held is set when Problem is and Desired is registered all the same,
+	// paused (credentials that cannot be read: its deliveries wait) or
+	// receiving nothing (a filter that does not compile).
+	Held bool
 	// Waiting is set when the endpoint waits for the signing-secret
 	// controller (its generated secret, or the record of a rotation): the
 	// engine keeps what it has and Ready says what it said.
@@ -66,6 +70,10 @@ func decideEndpoint(obs *endpointObservation) endpointDecision {
 	return d
 }
 
+// matchNothing is the filter an endpoint whose spec.filter does not compile
+// is registered with: it receives nothing until the filter is corrected.
+const matchNothing = "false"
+
 // decideEngine decides what the engine should have of an endpoint. The
 // first problem wins, in this order: an internal error while gathering, a
 // spec the operator could not decode (what was left out would read as
@@ -74,8 +82,11 @@ func decideEndpoint(obs *endpointObservation) endpointDecision {
 // RetryPolicy, then an unusable signing secret; each but the third leaves
 // the engine's configuration as it was. A secret the signing-secret
 // controller still owes the endpoint is waited for (or, in a namespace
-// being deleted, a problem). With no problem the endpoint is registered
-// unless the engine already has exactly its configuration.
+// being deleted, a problem). Credentials that cannot be read and a filter
+// that does not compile are problems of their own: the endpoint is
+// registered all the same (Held), paused or matching nothing. Otherwise
+// the endpoint is registered unless the engine already has exactly its
+// configuration.
 func decideEngine(obs *endpointObservation) endpointDecision {
 	ep, reg := obs.Endpoint, obs.Registered
 	switch {
@@ -102,6 +113,17 @@ func decideEngine(obs *endpointObservation) endpointDecision {
 
 	d := endpointDecision{Rotation: planRotation(rotationOf(obs))}
 	d.Desired = endpointConfig(ep, obs.Policy, d.Rotation.Secrets)
+	d.Desired.Credentials = obs.Credentials.Set
+	switch {
+	case obs.Credentials.Problem != nil:
+		// Registered paused rather than left as it was: events published
+		// meanwhile get deliveries, which wait for the Secret.
+		d.Problem, d.Held = obs.Credentials.Problem, true
+		d.Desired.Paused, d.Desired.Credentials = true, nil
+	case obs.FilterProblem != nil:
+		d.Problem, d.Held = obs.FilterProblem, true
+		d.Desired.Filter = matchNothing
+	}
 	if reg == nil || !sameConfig(d.Desired, *reg) {
 		d.Action = actionRegister
 	}

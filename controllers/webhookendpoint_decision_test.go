@@ -2,13 +2,16 @@ package controllers
 
 import (
 	"errors"
+	"reflect"
 	"testing"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	hookv1 "github.com/hookkeeper/hookkeeper/api/v1alpha1"
+	"github.com/hookkeeper/hookkeeper/internal/credential"
 	"github.com/hookkeeper/hookkeeper/internal/ledger"
+	"github.com/hookkeeper/hookkeeper/internal/sensitive"
 )
 
 // TestDecideEndpoint: what the engine gets of an endpoint, for every kind
@@ -109,6 +112,92 @@ func TestDecideEndpoint(t *testing.T) {
 			}
 			if tt.wantSecrets == 2 && !d.Rotation.PreviousUntil.Equal(now.Add(time.Hour)) {
 				t.Errorf("the previous secret is valid until %s, want the grace period from its rotation", d.Rotation.PreviousUntil)
+			}
+		})
+	}
+}
+
+// TestDecideEndpointCredentialsAndFilter: credentials that cannot be read
+// register the endpoint paused and without them (its deliveries wait), a
+// filter that does not compile registers it matching nothing, and both
+// come after the problems that leave the engine's configuration alone.
+func TestDecideEndpointCredentialsAndFilter(t *testing.T) {
+	now := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+	ep := &hookv1.WebhookEndpoint{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: "orders"},
+		Spec: hookv1.WebhookEndpointSpec{URL: "https://hooks.example.com/orders", EventTypes: []hookv1.EventTypePattern{"*"},
+			Filter: "data.amount > 1000"},
+	}
+	policy := DefaultPolicy()
+	good := signingSource{SecretName: "orders-signing", Current: mustSecret(t)}
+	set := &credential.Set{Bearer: sensitive.Bytes("token-1")}
+	missing := &problem{hookv1.ReasonCredentialsUnavailable, `spec.auth.bearer.tokenSecretRef: Secret "token" not found`}
+	badFilter := &problem{hookv1.ReasonFilterInvalid, "spec.filter: 1:6: undeclared reference to 'amout'"}
+	policyProblem := &problem{hookv1.ReasonRetryPolicyNotFound, `RetryPolicy "fast" not found`}
+	current := endpointConfig(ep, policy, []ledger.SigningSecret{{Value: good.Current}})
+	current.Credentials = set
+	held := current
+	held.Paused, held.Credentials = true, nil
+	rotated := current
+	rotated.Credentials = &credential.Set{Bearer: sensitive.Bytes("token-0")}
+
+	tests := []struct {
+		name       string
+		registered *ledger.Endpoint
+		creds      credentialSource
+		filter     *problem
+		policy     *problem
+		wantAction engineAction
+		wantReason string
+		wantPaused bool
+		wantCreds  *credential.Set
+		wantFilter string
+		wantHeld   bool
+	}{
+		{name: "credentials read: registered with them and the filter", creds: credentialSource{Set: set},
+			wantAction: actionRegister, wantCreds: set, wantFilter: "data.amount > 1000"},
+		{name: "the engine has them: nothing to do", registered: &current, creds: credentialSource{Set: set},
+			wantAction: actionSkip, wantCreds: set, wantFilter: "data.amount > 1000"},
+		{name: "a rotated Secret: registered again with the new value", registered: &rotated, creds: credentialSource{Set: set},
+			wantAction: actionRegister, wantCreds: set, wantFilter: "data.amount > 1000"},
+		{name: "a missing Secret, new endpoint: registered paused without credentials, so deliveries wait",
+			creds: credentialSource{Problem: missing}, wantAction: actionRegister, wantReason: hookv1.ReasonCredentialsUnavailable,
+			wantPaused: true, wantFilter: "data.amount > 1000", wantHeld: true},
+		{name: "a Secret deleted under a registered endpoint: paused, its credentials dropped", registered: &current,
+			creds: credentialSource{Problem: missing}, wantAction: actionRegister, wantReason: hookv1.ReasonCredentialsUnavailable,
+			wantPaused: true, wantFilter: "data.amount > 1000", wantHeld: true},
+		{name: "still missing: nothing to do", registered: &held, creds: credentialSource{Problem: missing},
+			wantAction: actionSkip, wantReason: hookv1.ReasonCredentialsUnavailable, wantPaused: true, wantFilter: "data.amount > 1000", wantHeld: true},
+		{name: "a filter that does not compile: registered matching nothing", creds: credentialSource{Set: set}, filter: badFilter,
+			wantAction: actionRegister, wantReason: hookv1.ReasonFilterInvalid, wantCreds: set, wantFilter: matchNothing, wantHeld: true},
+		{name: "missing credentials win over a bad filter", creds: credentialSource{Problem: missing}, filter: badFilter,
+			wantAction: actionRegister, wantReason: hookv1.ReasonCredentialsUnavailable, wantPaused: true, wantFilter: "data.amount > 1000", wantHeld: true},
+		{name: "a policy problem wins: the engine keeps what it has", registered: &current, creds: credentialSource{Problem: missing}, policy: policyProblem,
+			wantAction: actionSkip, wantReason: hookv1.ReasonRetryPolicyNotFound},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			d := decideEndpoint(&endpointObservation{
+				Endpoint: ep, Registered: tt.registered, Policy: policy, PolicyProblem: tt.policy,
+				Signing: good, Credentials: tt.creds, FilterProblem: tt.filter, Now: now,
+			})
+			if d.Action != tt.wantAction || d.Held != tt.wantHeld {
+				t.Fatalf("action = %s, held %v; want %s, %v", d.Action, d.Held, tt.wantAction, tt.wantHeld)
+			}
+			if got := ""; d.Problem != nil {
+				got = d.Problem.Reason
+				if got != tt.wantReason {
+					t.Fatalf("reason %s, want %q", got, tt.wantReason)
+				}
+			} else if tt.wantReason != "" {
+				t.Fatalf("no problem, want reason %s", tt.wantReason)
+			}
+			if tt.wantReason != "" && !tt.wantHeld {
+				return
+			}
+			if d.Desired.Paused != tt.wantPaused || d.Desired.Filter != tt.wantFilter || !reflect.DeepEqual(d.Desired.Credentials, tt.wantCreds) {
+				t.Errorf("desired: paused %v, filter %q, credentials %v; want %v, %q, %v",
+					d.Desired.Paused, d.Desired.Filter, d.Desired.Credentials != nil, tt.wantPaused, tt.wantFilter, tt.wantCreds != nil)
 			}
 		})
 	}

@@ -33,6 +33,12 @@ type endpointObservation struct {
 	PolicyProblem *problem
 	// Signing is the endpoint's signing secret as its Secrets hold it.
 	Signing signingSource
+	// Credentials are the values spec.headers[].valueFrom, spec.auth and
+	// spec.tls name, or why they cannot be read.
+	Credentials credentialSource
+	// FilterProblem is why spec.filter cannot be used; nil when it can (or
+	// there is none).
+	FilterProblem *problem
 	// SendProblem is why the spec can never be sent or its destination is
 	// forbidden (endpoint_wire.go, webhookendpoint_destination.go).
 	SendProblem *problem
@@ -106,11 +112,16 @@ func (r *WebhookEndpointReconciler) gatherEngineInputs(ctx context.Context, obs 
 	if err != nil {
 		return &stepError{"reading the signing secret", err}
 	}
+	obs.Credentials, err = readCredentials(ctx, r.APIReader, ep)
+	if err != nil {
+		return &stepError{"reading the endpoint's credentials", err}
+	}
 	if secretOwed(obs) {
 		if obs.NamespaceTerminating, err = r.namespaceTerminating(ctx, ep.Namespace); err != nil {
 			return &stepError{"reading the endpoint's namespace", err}
 		}
 	}
+	obs.FilterProblem = filterProblem(&ep.Spec)
 	if obs.SendProblem = wireProblem(&ep.Spec); obs.SendProblem == nil {
 		obs.SendProblem = r.destinationProblem(ctx, ep.Spec.URL, obs.Now)
 	}

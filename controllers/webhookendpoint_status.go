@@ -66,10 +66,13 @@ func endpointFactsOf(obs *endpointObservation, d *endpointDecision, applyErr err
 		return f // the counters were not read: the status keeps them
 	}
 	inEffect := d.Desired.Policy
-	if d.Problem == nil && !d.Waiting {
+	switch {
+	case d.Problem == nil && !d.Waiting:
 		f.Registered = true
 		f.PreviousSecretUntil = d.Rotation.PreviousUntil
-	} else if obs.Registered != nil {
+	case d.Held:
+		f.Registered, f.RegisteredPaused = true, d.Desired.Paused
+	case obs.Registered != nil:
 		inEffect = obs.Registered.Policy
 		f.RegisteredPaused = d.Problem != nil && (obs.Registered.Paused || d.Action == actionPause)
 	}
@@ -88,7 +91,7 @@ func endpointFactsOf(obs *endpointObservation, d *endpointDecision, applyErr err
 // after the decision; nil when none.
 func budgetInEffect(obs *endpointObservation, d *endpointDecision) *ledger.RetryBudget {
 	switch {
-	case d.Problem == nil && !d.Waiting && obs.Err == nil:
+	case (d.Problem == nil || d.Held) && !d.Waiting && obs.Err == nil:
 		return d.Desired.Policy.Budget
 	case obs.Registered != nil:
 		return obs.Registered.Policy.Budget
@@ -168,6 +171,10 @@ func readyCondition(f *endpointFacts, generation int64, now time.Time) metav1.Co
 	if f.Problem != nil {
 		c.Status, c.Reason = metav1.ConditionFalse, f.Problem.Reason
 		switch {
+		case f.Registered && f.Problem.Reason == hookv1.ReasonCredentialsUnavailable:
+			c.Message = f.Problem.Message + "; the delivery engine holds the endpoint paused: its deliveries wait, and none is sent until the credentials can be read"
+		case f.Registered && f.Problem.Reason == hookv1.ReasonFilterInvalid:
+			c.Message = f.Problem.Message + "; the endpoint receives no events until the filter is corrected"
 		case f.Registered && f.Problem.Reason == hookv1.ReasonDestinationForbidden:
 			c.Message = f.Problem.Message + "; the delivery engine holds the endpoint paused: its deliveries wait, and none is sent until the url is allowed"
 		case f.Registered && (f.Problem.Reason == hookv1.ReasonURLInvalid || f.Problem.Reason == hookv1.ReasonHeadersInvalid):
