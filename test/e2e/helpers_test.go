@@ -122,6 +122,7 @@ type deliveryView struct {
 	State         string `json:"state"`
 	Attempts      int    `json:"attempts"`
 	LastStatus    int    `json:"lastStatus"`
+	LastError     string `json:"lastError"`
 	ExhaustReason string `json:"exhaustReason"`
 	Resolution    string `json:"resolution"`
 }
