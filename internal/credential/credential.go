@@ -89,7 +89,11 @@ var (
 	ErrTokenURL            = errors.New("tokenURL must be an absolute http or https URL with a host")
 	ErrKeyPair             = errors.New("the certificate and key do not form a valid pair")
 	ErrCABundle            = errors.New("the CA bundle holds no PEM certificate")
+	ErrOAuth2Param         = errors.New("params must not set grant_type, client_id, client_secret, scope or audience: the grant and its fields set them")
 )
+
+// reservedParams are the token request's parameters the sender sets.
+var reservedParams = []string{"grant_type", "client_id", "client_secret", "scope", "audience"}
 
 // Check reports the first rule s breaks; nil for a nil Set.
 func (s *Set) Check() error {
@@ -143,6 +147,11 @@ func (s *Set) Check() error {
 		}
 		if len(o.ClientSecret) == 0 {
 			return fmt.Errorf("auth.oauth2 client secret: %w", ErrEmptyValue)
+		}
+		for _, k := range reservedParams {
+			if _, ok := o.Params[k]; ok {
+				return fmt.Errorf("auth.oauth2.params[%q]: %w", k, ErrOAuth2Param)
+			}
 		}
 	}
 	if t := s.TLS; t != nil {
