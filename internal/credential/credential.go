@@ -234,7 +234,7 @@ func (s *Set) Empty() bool {
 type stored struct {
 	Headers []storedHeader `json:"headers,omitempty"`
 	Basic   *storedBasic   `json:"basic,omitempty"`
-	Bearer  []byte         `json:"bearer,omitempty"`
+	Bearer  *[]byte        `json:"bearer,omitempty"` // a pointer, so that an empty bearer is kept
 	OAuth2  *storedOAuth2  `json:"oauth2,omitempty"`
 	TLS     *storedTLS     `json:"tls,omitempty"`
 }
@@ -279,10 +279,8 @@ func (s *Set) Store() ([]byte, error) {
 		out.Basic = &storedBasic{Username: b.Username.Reveal(), Password: b.Password.Reveal()}
 	}
 	if s.Bearer != nil {
-		out.Bearer = s.Bearer.Reveal()
-		if out.Bearer == nil {
-			out.Bearer = []byte{}
-		}
+		b := []byte(s.Bearer.Reveal())
+		out.Bearer = &b
 	}
 	if o := s.OAuth2; o != nil {
 		out.OAuth2 = &storedOAuth2{TokenURL: o.TokenURL, ClientID: o.ClientID.Reveal(), ClientSecret: o.ClientSecret.Reveal(),
@@ -316,7 +314,10 @@ func Load(b []byte) (*Set, error) {
 		s.Basic = &Basic{Username: b.Username, Password: b.Password}
 	}
 	if in.Bearer != nil {
-		s.Bearer = sensitive.Bytes(in.Bearer)
+		s.Bearer = sensitive.Bytes(*in.Bearer)
+		if s.Bearer == nil {
+			s.Bearer = sensitive.Bytes{}
+		}
 	}
 	if o := in.OAuth2; o != nil {
 		s.OAuth2 = &OAuth2{TokenURL: o.TokenURL, ClientID: o.ClientID, ClientSecret: o.ClientSecret,
