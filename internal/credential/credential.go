@@ -279,7 +279,7 @@ func (s *Set) Store() ([]byte, error) {
 		out.Basic = &storedBasic{Username: b.Username.Reveal(), Password: b.Password.Reveal()}
 	}
 	if s.Bearer != nil {
-		b := []byte(s.Bearer.Reveal())
+		b := s.Bearer.Reveal()
 		out.Bearer = &b
 	}
 	if o := s.OAuth2; o != nil {
