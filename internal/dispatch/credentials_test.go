@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/hookkeeper/hookkeeper/internal/credential"
+	"github.com/hookkeeper/hookkeeper/internal/destination"
 	"github.com/hookkeeper/hookkeeper/internal/dispatch"
 	"github.com/hookkeeper/hookkeeper/internal/sensitive"
 	"github.com/hookkeeper/hookkeeper/internal/wire"
@@ -186,6 +187,21 @@ func TestSendMutualTLS(t *testing.T) {
 	}
 	if n := len(rc.requests()); n != 1 {
 		t.Errorf("the receiver handled %d requests, want 1", n)
+	}
+}
+
+// The HTTPS client of TLS credentials dials through the sender's guard
+// like the base client: loopback stays forbidden.
+func TestSendTLSCredentialsKeepTheGuard(t *testing.T) {
+	ca := newTestCA(t, "private-ca")
+	rc := newTLSReceiver(t, ca, nil, nil)
+	s := dispatch.NewGuardedSender(destination.New(destination.Options{Resolver: testDNS}))
+	res := s.Send(context.Background(), credRequest(t, rc.URL, "ep", &credential.Set{TLS: &credential.TLS{CAPEM: ca.pem}}))
+	if res.Class != dispatch.ForbiddenDestination {
+		t.Errorf("result %+v, want ForbiddenDestination", res)
+	}
+	if n := len(rc.requests()); n != 0 {
+		t.Errorf("the receiver got %d requests", n)
 	}
 }
 
