@@ -89,7 +89,11 @@ var (
 	ErrTokenURL            = errors.New("tokenURL must be an absolute http or https URL with a host")
 	ErrKeyPair             = errors.New("the certificate and key do not form a valid pair")
 	ErrCABundle            = errors.New("the CA bundle holds no PEM certificate")
+	ErrOAuth2Param         = errors.New("params must not set grant_type, client_id, client_secret, scope or audience: the grant and its fields set them")
 )
+
+// reservedParams are the token request's parameters the sender sets.
+var reservedParams = []string{"grant_type", "client_id", "client_secret", "scope", "audience"}
 
 // Check reports the first rule s breaks; nil for a nil Set.
 func (s *Set) Check() error {
@@ -143,6 +147,11 @@ func (s *Set) Check() error {
 		}
 		if len(o.ClientSecret) == 0 {
 			return fmt.Errorf("auth.oauth2 client secret: %w", ErrEmptyValue)
+		}
+		for _, k := range reservedParams {
+			if _, ok := o.Params[k]; ok {
+				return fmt.Errorf("auth.oauth2.params[%q]: %w", k, ErrOAuth2Param)
+			}
 		}
 	}
 	if t := s.TLS; t != nil {
@@ -225,7 +234,7 @@ func (s *Set) Empty() bool {
 type stored struct {
 	Headers []storedHeader `json:"headers,omitempty"`
 	Basic   *storedBasic   `json:"basic,omitempty"`
-	Bearer  []byte         `json:"bearer,omitempty"`
+	Bearer  *[]byte        `json:"bearer,omitempty"` // a pointer, so that an empty bearer is kept
 	OAuth2  *storedOAuth2  `json:"oauth2,omitempty"`
 	TLS     *storedTLS     `json:"tls,omitempty"`
 }
@@ -270,10 +279,8 @@ func (s *Set) Store() ([]byte, error) {
 		out.Basic = &storedBasic{Username: b.Username.Reveal(), Password: b.Password.Reveal()}
 	}
 	if s.Bearer != nil {
-		out.Bearer = s.Bearer.Reveal()
-		if out.Bearer == nil {
-			out.Bearer = []byte{}
-		}
+		b := s.Bearer.Reveal()
+		out.Bearer = &b
 	}
 	if o := s.OAuth2; o != nil {
 		out.OAuth2 = &storedOAuth2{TokenURL: o.TokenURL, ClientID: o.ClientID.Reveal(), ClientSecret: o.ClientSecret.Reveal(),
@@ -307,7 +314,10 @@ func Load(b []byte) (*Set, error) {
 		s.Basic = &Basic{Username: b.Username, Password: b.Password}
 	}
 	if in.Bearer != nil {
-		s.Bearer = sensitive.Bytes(in.Bearer)
+		s.Bearer = sensitive.Bytes(*in.Bearer)
+		if s.Bearer == nil {
+			s.Bearer = sensitive.Bytes{}
+		}
 	}
 	if o := in.OAuth2; o != nil {
 		s.OAuth2 = &OAuth2{TokenURL: o.TokenURL, ClientID: o.ClientID, ClientSecret: o.ClientSecret,

@@ -17,6 +17,13 @@
 //     dialled by package destination's policy, so that an endpoint cannot
 //     be aimed at loopback, cloud metadata or the cluster's own ranges, by
 //     URL or by DNS (ForbiddenDestination, never retried);
+//   - an endpoint's credentials (package credential) on each attempt:
+//     headers and Basic or Bearer authorization from Secrets, an OAuth2
+//     client-credentials token fetched through the same guarded client,
+//     cached per endpoint until shortly before it expires and renewed once
+//     on a 401, and a client certificate and private roots through one
+//     HTTPS client per TLS fingerprint (credentials.go, oauth2.go); every
+//     credential value is redacted from response excerpts;
 //   - errors that name neither the URL's path, query or user information
 //     nor any secret, because they are stored in the ledger and shown on
 //     resources;

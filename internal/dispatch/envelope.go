@@ -8,6 +8,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/hookkeeper/hookkeeper/internal/credential"
 	"github.com/hookkeeper/hookkeeper/internal/sensitive"
 	"github.com/hookkeeper/hookkeeper/internal/wire"
 )
@@ -42,6 +43,14 @@ type Request struct {
 	// Timeout bounds the attempt, response body included; zero means
 	// DefaultTimeout.
 	Timeout time.Duration
+	// Credentials are the endpoint's values from Secrets (headers, auth,
+	// TLS); nil sends none. The sender prepares a Set once and remembers
+	// it by its address: a Set must not be modified once passed, a
+	// rotation passes a new one.
+	Credentials *credential.Set
+	// Endpoint is the endpoint's ID, the key of the sender's caches of
+	// OAuth2 tokens and TLS clients; it matters only with Credentials.
+	Endpoint string
 }
 
 // DeliveryIDHeader carries the delivery's ID (canonical form).

@@ -41,3 +41,23 @@ func redactSecrets(excerpt []byte, secrets sensitive.Bytes) []byte {
 	}
 	return excerpt
 }
+
+// redactValues replaces each of needles in excerpt, and a needle's start
+// (of at least minRedactLength bytes) that ends the excerpt: an excerpt
+// cut at MaxExcerpt must not keep the first half of a credential.
+func redactValues(excerpt []byte, needles [][]byte) []byte {
+	for _, n := range needles {
+		if bytes.Contains(excerpt, n) {
+			excerpt = bytes.ReplaceAll(excerpt, n, redacted)
+		}
+	}
+	for _, n := range needles {
+		for i := max(0, len(excerpt)-len(n)+1); i <= len(excerpt)-minRedactLength; i++ {
+			if excerpt[i] == n[0] && bytes.HasPrefix(n, excerpt[i:]) {
+				excerpt = append(excerpt[:i:i], redacted...)
+				break
+			}
+		}
+	}
+	return excerpt
+}

@@ -14,7 +14,8 @@ type ErrorClass string
 const (
 	// None: a response arrived (StatusCode is set).
 	None ErrorClass = ""
-	// NetworkError: no response (refused or reset connection, DNS, TLS).
+	// NetworkError: no response (refused or reset connection, DNS, TLS),
+	// or no OAuth2 access token (the token endpoint failed).
 	NetworkError ErrorClass = "NetworkError"
 	// Timeout: no complete response within the attempt's timeout.
 	Timeout ErrorClass = "Timeout"

@@ -28,6 +28,8 @@ type received struct {
 	method string
 	header http.Header
 	body   []byte
+	// clientCN is the common name of the client certificate, over TLS.
+	clientCN string
 }
 
 // receiver is a loopback HTTP server that records requests and answers
@@ -37,10 +39,19 @@ type receiver struct {
 	mu      sync.Mutex
 	got     []received
 	conns   atomic.Int32
+	closed  atomic.Int32
 	respond func(w http.ResponseWriter, r *http.Request)
 }
 
 func newReceiver(t *testing.T, respond func(w http.ResponseWriter, r *http.Request)) *receiver {
+	t.Helper()
+	rc := newUnstartedReceiver(t, respond)
+	rc.Start()
+	t.Cleanup(rc.Close)
+	return rc
+}
+
+func newUnstartedReceiver(t *testing.T, respond func(w http.ResponseWriter, r *http.Request)) *receiver {
 	t.Helper()
 	rc := &receiver{respond: respond}
 	rc.Server = httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -48,8 +59,12 @@ func newReceiver(t *testing.T, respond func(w http.ResponseWriter, r *http.Reque
 		if err != nil {
 			t.Errorf("receiver: reading body: %v", err)
 		}
+		got := received{method: r.Method, header: r.Header.Clone(), body: body}
+		if r.TLS != nil && len(r.TLS.PeerCertificates) > 0 {
+			got.clientCN = r.TLS.PeerCertificates[0].Subject.CommonName
+		}
 		rc.mu.Lock()
-		rc.got = append(rc.got, received{r.Method, r.Header.Clone(), body})
+		rc.got = append(rc.got, got)
 		rc.mu.Unlock()
 		if rc.respond != nil {
 			rc.respond(w, r)
@@ -58,12 +73,13 @@ func newReceiver(t *testing.T, respond func(w http.ResponseWriter, r *http.Reque
 		w.WriteHeader(http.StatusNoContent)
 	}))
 	rc.Config.ConnState = func(_ net.Conn, s http.ConnState) {
-		if s == http.StateNew {
+		switch s {
+		case http.StateNew:
 			rc.conns.Add(1)
+		case http.StateClosed, http.StateHijacked:
+			rc.closed.Add(1)
 		}
 	}
-	rc.Start()
-	t.Cleanup(rc.Close)
 	return rc
 }
 

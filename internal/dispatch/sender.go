@@ -34,6 +34,9 @@ type Sender struct {
 	once   sync.Once
 	client *http.Client
 	ua     []string
+	// creds holds what endpoints with credentials need across attempts:
+	// their prepared Sets, OAuth2 tokens and HTTPS clients.
+	creds credCache
 }
 
 func (s *Sender) init() {
@@ -59,8 +62,16 @@ func (s *Sender) now() time.Time {
 }
 
 // Send makes one attempt: it POSTs the envelope of req, signed with every
-// signing secret, and reads at most MaxExcerpt bytes of the response. It
-// never returns an error of its own: failures are in the Result.
+// signing secret and carrying req.Credentials, and reads at most
+// MaxExcerpt bytes of the response. It never returns an error of its own:
+// failures are in the Result.
+//
+// With OAuth2 credentials, a token endpoint that fails is the attempt's
+// failure (NetworkError, Timeout or ForbiddenDestination, with an error
+// of its own that quotes neither its answer nor the client secret), and a
+// 401 from the receiver renews the token and resends once. TLS
+// credentials need the Client's Transport to be an *http.Transport
+// (ErrTLSTransport otherwise).
 func (s *Sender) Send(ctx context.Context, req Request) Result {
 	s.once.Do(s.init)
 	began := time.Now()
@@ -100,6 +111,18 @@ func (s *Sender) send(ctx context.Context, req *Request) Result {
 	if err := wire.CheckParsedURL(req.URL, hr.URL); err != nil {
 		return invalid(fmt.Errorf("endpoint %w", err))
 	}
+	client := s.client
+	var creds *prepared // nil without credentials: nothing below costs more
+	if !req.Credentials.Empty() {
+		creds = s.credentials(req.Endpoint, req.Credentials)
+		if creds.err != nil {
+			return invalid(creds.err)
+		}
+		if err := crossCheck(hr.URL.Scheme, req.Headers, req.Credentials); err != nil {
+			return invalid(err)
+		}
+		client = creds.client
+	}
 	h := hr.Header
 	for _, sh := range req.Headers {
 		// A reserved name is refused, never overwritten below: the
@@ -127,7 +150,34 @@ func (s *Sender) send(ctx context.Context, req *Request) Result {
 	hr.GetBody = env.getBody
 	hr.ContentLength = int64(len(payload))
 
-	resp, err := s.client.Do(hr)
+	var token string // the OAuth2 access token sent, redacted from the excerpt
+	var fetch *tokenFetch
+	if creds != nil {
+		creds.apply(h)
+		if creds.oauth != nil {
+			fetch = &tokenFetch{ctx: ctx, actx: actx, client: client, now: s.now, timeout: timeout}
+			if token, res.Class, res.Err = creds.oauth.get(fetch, ""); res.Err != nil {
+				return res
+			}
+			h["Authorization"] = []string{"Bearer " + token}
+		}
+	}
+
+	resp, err := client.Do(hr)
+	if err == nil && resp.StatusCode == http.StatusUnauthorized && token != "" {
+		// The token was revoked or rotated before its expiry: a new one
+		// and one resend of the same request (same body, same
+		// webhook-id); its answer is the attempt's.
+		_, _ = io.CopyN(io.Discard, resp.Body, maxDrain)
+		_ = resp.Body.Close()
+		if token, res.Class, res.Err = creds.oauth.get(fetch, token); res.Err != nil {
+			return res
+		}
+		hr = hr.Clone(actx)
+		hr.Header["Authorization"] = []string{"Bearer " + token}
+		hr.Body, _ = env.getBody()
+		resp, err = client.Do(hr)
+	}
 	if err != nil {
 		res.Class, res.Err = transportError(ctx, actx, err, hr.URL, timeout)
 		return res
@@ -140,6 +190,9 @@ func (s *Sender) send(ctx context.Context, req *Request) Result {
 	// arrived. A body longer than the drain limit closes the connection.
 	if resp.Body != http.NoBody {
 		res.Excerpt = redactSecrets(readExcerpt(resp.Body, s.maxExcerpt(), resp.ContentLength), req.Secrets)
+		if creds != nil {
+			res.Excerpt = creds.redact(res.Excerpt, token)
+		}
 		_, _ = io.CopyN(io.Discard, resp.Body, maxDrain)
 	}
 	_ = resp.Body.Close()

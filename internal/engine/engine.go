@@ -567,6 +567,8 @@ func (e *Engine) attempt(ctx context.Context, ep *ledger.Endpoint, c *ledger.Cla
 		Secrets:        c.Event.Secrets,
 		SigningSecrets: signingSecrets(ep.Secrets, started),
 		Timeout:        ep.Policy.Backoff.AttemptTimeout,
+		Credentials:    ep.Credentials,
+		Endpoint:       ep.ID,
 	})
 	probe := e.isProbe(c.Delivery.ID)
 	if ctx.Err() != nil {

@@ -8,6 +8,7 @@ import (
 
 	"golang.org/x/time/rate"
 
+	"github.com/hookkeeper/hookkeeper/internal/dispatch"
 	"github.com/hookkeeper/hookkeeper/internal/ledger"
 	"github.com/hookkeeper/hookkeeper/internal/wire"
 )
@@ -67,9 +68,10 @@ func (e *Engine) registeredURL(ctx context.Context, id string) string {
 // never be sent.
 var ErrInvalidEndpoint = errors.New("invalid endpoint configuration")
 
-// checkWire checks the URL and the static headers with package wire, the
-// checks the sender applies to every attempt, so that an endpoint is
-// refused once instead of failing every delivery.
+// checkWire checks the URL, the static headers (package wire) and the
+// credentials (dispatch.CheckCredentials), the checks the sender applies
+// to every attempt, so that an endpoint is refused once instead of
+// failing every delivery. Its errors name fields, never values.
 func checkWire(ep *ledger.Endpoint) error {
 	if err := wire.CheckURL(ep.URL); err != nil {
 		return err
@@ -80,7 +82,7 @@ func checkWire(ep *ledger.Endpoint) error {
 			return err
 		}
 	}
-	return nil
+	return dispatch.CheckCredentials(ep.URL, ep.Headers, ep.Credentials)
 }
 
 // RemoveEndpoint deletes an endpoint: its pending deliveries are cancelled
@@ -94,6 +96,10 @@ func (e *Engine) RemoveEndpoint(ctx context.Context, id string) (int, error) {
 	e.mu.Lock()
 	delete(e.endpoints, id)
 	e.mu.Unlock()
+	// The sender's token and HTTPS client for the endpoint go with it.
+	if f, ok := e.opts.Sender.(interface{ Forget(endpoint string) }); ok {
+		f.Forget(id)
+	}
 	return n, nil
 }
 
