@@ -12,6 +12,7 @@ import (
 
 	hookv1 "github.com/hookkeeper/hookkeeper/api/v1alpha1"
 	"github.com/hookkeeper/hookkeeper/internal/credential"
+	"github.com/hookkeeper/hookkeeper/internal/dispatch"
 	"github.com/hookkeeper/hookkeeper/internal/sensitive"
 	"github.com/hookkeeper/hookkeeper/internal/wire"
 )
@@ -71,7 +72,13 @@ func readCredentials(ctx context.Context, reader client.Reader, ep *hookv1.Webho
 	}
 	// The rules the engine applies at registration, so that a set it would
 	// refuse is a condition here rather than a failed registration.
-	if err := set.Check(); err != nil {
+	var static []wire.Header
+	for _, h := range spec.Headers {
+		if h.ValueFrom == nil {
+			static = append(static, wire.Header{Name: h.Name, Value: h.Value})
+		}
+	}
+	if err := dispatch.CheckCredentials(spec.URL, static, set); err != nil {
 		return credentialSource{Problem: &problem{hookv1.ReasonCredentialsUnavailable, "the credentials cannot be sent: " + err.Error()}}, nil
 	}
 	return credentialSource{Set: set}, nil
