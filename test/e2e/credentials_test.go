@@ -51,7 +51,11 @@ var _ = Describe("Credentials from Secrets", func() {
 		bearer.set("token", token)
 
 		By("applying the endpoints before their Secrets, as a GitOps sync may")
-		apply(policyYAML(ns, "fast", "200ms", 20) + "---\n" +
+		// 401 is retried: between a rotation of a Secret and its
+		// registration an attempt may still carry the old value, which the
+		// receivers here refuse at once (a real one would accept both for
+		// a while).
+		apply(policyYAML(ns, "fast", "200ms", 50) + "  retryOn: [NetworkError, Timeout, \"401\", 5xx]\n---\n" +
 			endpointYAML(ns, "header", header.url(), "[order.created]", "fast", `  headers:
   - name: X-Api-Key
     valueFrom: {secretKeyRef: {name: receiver-header, key: api-key}}
