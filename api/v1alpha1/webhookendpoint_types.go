@@ -328,7 +328,7 @@ type WebhookEndpointSpec struct {
 
 	// filter is a CEL expression over the event that must be true for the
 	// endpoint to receive it, in addition to eventTypes: the variables are
-	// type (string), data (the event's JSON object) and namespace (the
+	// type (string), data (the event's JSON object) and publisherNamespace (the
 	// publisher's), for example `data.amount > 1000 && data.currency ==
 	// "EUR"`. It is compiled and cost-checked when the endpoint is
 	// reconciled: an invalid expression makes the endpoint not Ready

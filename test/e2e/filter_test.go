@@ -21,7 +21,7 @@ var _ = Describe("Filters on data", func() {
 			endpointYAML(ns, "big-eur", big.URL("/hooks"), "[order.created]", "fast",
 				"  filter: 'has(data.amount) && data.amount > 1000 && data.currency == \"EUR\"'\n") + "---\n" +
 			endpointYAML(ns, "usd", usd.URL("/hooks"), "[order.*]", "fast",
-				"  filter: 'data.currency == \"USD\" && namespace == \""+ns+"\"'\n") + "---\n" +
+				"  filter: 'data.currency == \"USD\" && publisherNamespace == \""+ns+"\"'\n") + "---\n" +
 			endpointYAML(ns, "all", all.URL("/hooks"), "[order.*]", "fast", ""))
 		for _, ep := range []string{"big-eur", "usd", "all"} {
 			kubectlWait("webhookendpoint/"+ep, "--for=condition=Ready", 30*time.Second)
