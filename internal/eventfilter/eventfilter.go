@@ -47,6 +47,7 @@ import (
 	"github.com/google/cel-go/cel"
 	"github.com/google/cel-go/checker"
 	"github.com/google/cel-go/common/types"
+	"github.com/google/cel-go/common/types/ref"
 	"github.com/google/cel-go/ext"
 )
 
@@ -197,7 +198,14 @@ func (p *Program) MatchEvent(ctx context.Context, ev *Event) (bool, error) {
 	if err := ctx.Err(); err != nil {
 		return false, &EvalError{Reason: ReasonCanceled, Err: err}
 	}
-	out, _, err := p.prg.ContextEval(ctx, (*vars)(ev))
+	var out ref.Val
+	var err error
+	if ctx.Done() == nil {
+		// Nothing can interrupt it: no interrupt state to set up.
+		out, _, err = p.prg.Eval((*vars)(ev))
+	} else {
+		out, _, err = p.prg.ContextEval(ctx, (*vars)(ev))
+	}
 	if err != nil {
 		return false, &EvalError{Reason: reasonOf(err), Err: err}
 	}
