@@ -3,6 +3,8 @@ package publish
 import (
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
+
+	"github.com/hookkeeper/hookkeeper/internal/eventfilter"
 )
 
 // Doors, as metric labels.
@@ -14,7 +16,8 @@ const (
 // Metrics are publishing's Prometheus metrics, shared by the cores of
 // both doors. A nil *Metrics records nothing.
 type Metrics struct {
-	unavailable *prometheus.CounterVec
+	unavailable  *prometheus.CounterVec
+	filterErrors *prometheus.CounterVec
 }
 
 // NewMetrics registers the metrics with reg.
@@ -26,8 +29,31 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	for _, d := range []string{DoorHTTP, DoorKube} {
 		m.unavailable.WithLabelValues(d)
 	}
-	reg.MustRegister(m.unavailable)
+	m.filterErrors = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "hookkeeper_filter_evaluation_errors_total",
+		Help: "Endpoint filters (spec.filter) that gave no answer on an event, so that the endpoint did not receive it, by reason: no_such_key (a field the event lacks), type (a value of another type), cost (data too large for filters), canceled (the fan-out's filter budget spent), data (data not JSON), compile (the expression does not compile) or other.",
+	}, []string{"reason"})
+	for _, r := range eventfilter.Reasons {
+		m.filterErrors.WithLabelValues(r)
+	}
+	reg.MustRegister(m.unavailable, m.filterErrors)
 	return m
+}
+
+func (m *Metrics) countFilterError(reason string) {
+	if m != nil {
+		m.filterErrors.WithLabelValues(reason).Inc()
+	}
+}
+
+// FilterErrors returns how many filter evaluations gave no answer for
+// reason: what hookkeeper_filter_evaluation_errors_total holds.
+func (m *Metrics) FilterErrors(reason string) float64 {
+	var out dto.Metric
+	if m == nil || m.filterErrors.WithLabelValues(reason).Write(&out) != nil {
+		return 0
+	}
+	return out.GetCounter().GetValue()
 }
 
 func (m *Metrics) countLedgerUnavailable(door string) {

@@ -69,6 +69,12 @@ type Config struct {
 	// different secret values is a conflict. Without it only secret names
 	// count. Keep it stable for at least the longest replay window.
 	SecretsHashKey []byte
+	// FilterBudget bounds the time one event's fan-out spends evaluating
+	// endpoints' filters (default DefaultFilterBudget); past it, the
+	// remaining filtered endpoints do not receive the event, counted as
+	// canceled. Each evaluation is bounded by its compile-time estimate,
+	// so this is a backstop, not a rule a filter should meet.
+	FilterBudget time.Duration
 	// Door labels this core's metrics ("http", "kube").
 	Door string
 	// Metrics, when set, counts what the ledger refused (NewMetrics).
@@ -102,6 +108,9 @@ func New(cfg Config) (*Core, error) {
 	}
 	if cfg.RetryAfter <= 0 {
 		cfg.RetryAfter = DefaultRetryAfter
+	}
+	if cfg.FilterBudget <= 0 {
+		cfg.FilterBudget = DefaultFilterBudget
 	}
 	return &Core{cfg: cfg}, nil
 }
@@ -181,7 +190,7 @@ func (c *Core) checkAddress(ns, key string) error {
 // commit hands b to the Committer and explains its outcome.
 func (c *Core) commit(ctx context.Context, ns, key string, b *canonicalBody) (ledger.EventInsertResult, error) {
 	now := c.cfg.Now()
-	params := &ledger.EventInsertParams{
+	f := &fanOut{EventInsertParams: ledger.EventInsertParams{
 		ID:             ledger.NewID("evt", now),
 		Namespace:      ns,
 		Type:           b.Type,
@@ -194,7 +203,9 @@ func (c *Core) commit(ctx context.Context, ns, key string, b *canonicalBody) (le
 		MaxFanOut:      c.cfg.MaxFanOut,
 		Endpoint:       targetEndpoint(ns, b.Endpoint),
 		Now:            now,
-	}
+	}, now: c.cfg.Now, budget: c.cfg.FilterBudget, metrics: c.cfg.Metrics}
+	params := &f.EventInsertParams
+	params.Filter = f.matches
 	ctx, cancel := context.WithTimeout(ctx, c.cfg.CommitTimeout)
 	defer cancel()
 	res, err := c.cfg.Committer.Publish(ctx, params)

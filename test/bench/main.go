@@ -14,7 +14,9 @@
 //     the ledger;
 //   - the cost per event, the aggregated API, and the circuit breaker: the
 //     attempts a down receiver gets per minute with and without it, and
-//     publishing while one of ten endpoints is down (breaker.go).
+//     publishing while one of ten endpoints is down (breaker.go);
+//   - what endpoints' filters add to a publish with 100 endpoints
+//     (filters.go).
 package main
 
 import (
@@ -50,7 +52,7 @@ import (
 const token = "bench-token"
 
 // allSteps are the steps of `make bench`.
-const allSteps = "sqlite,postgres,lag,rss,deliveryapi,cost,history,disk,manager,breaker"
+const allSteps = "sqlite,postgres,lag,rss,deliveryapi,cost,history,disk,manager,breaker,filters"
 
 // verboseHosts passes -v to enginehost (set from --v).
 var verboseHosts bool
@@ -82,6 +84,8 @@ type config struct {
 	breakerRate                   int
 	// breakerStores are the stores the breaker step runs on.
 	breakerStores string
+	// The filters step (filters.go): publishing time of both ledgers.
+	filterDuration time.Duration
 }
 
 // bothStores is the default of --cost-stores and --history-stores.
@@ -112,6 +116,7 @@ func main() {
 	flag.IntVar(&cfg.breakerRate, "breaker-rate", 50, "events/s published to the breaker step's down receiver")
 	flag.DurationVar(&cfg.breakerMeasure, "breaker-measure", 15*time.Second, "publishing time at saturation of the breaker step's ten-endpoint engines, side by side, after the breaker opened")
 	flag.StringVar(&cfg.breakerStores, "breaker-stores", bothStores, "stores the breaker step runs on (one alone: figures are printed, not written)")
+	flag.DurationVar(&cfg.filterDuration, "filter-duration", 30*time.Second, "publishing time of the filters step, split between the ledger without filters and the one with")
 	flag.StringVar(&cfg.enginehost, "enginehost", "", "use this enginehost binary instead of building ./test/enginehost (to compare builds in one session)")
 	flag.Parse()
 	if err := run(cfg); err != nil {
@@ -135,6 +140,7 @@ type results struct {
 	disk                   diskResults
 	manager                managerResults
 	breaker                breakerResults // breaker.go
+	filters                filterResults  // filters.go
 }
 
 type throughput struct {
@@ -291,6 +297,14 @@ func run(cfg config) error {
 	}
 	if cfg.steps == "breaker" && cfg.breakerStores == bothStores {
 		return writeSection(cfg.out, breakerHeading, r.breaker.markdown(r.machine))
+	}
+	if cfg.runs("filters") {
+		if err := runFilters(cfg, work, &r.filters); err != nil {
+			return err
+		}
+	}
+	if cfg.steps == "filters" {
+		return writeSection(cfg.out, filtersHeading, r.filters.markdown(r.machine))
 	}
 	if cfg.steps != allSteps || cfg.historyStores != bothStores || cfg.costStores != bothStores || cfg.breakerStores != bothStores {
 		fmt.Println("not all steps ran: results not written")
@@ -796,6 +810,7 @@ Reproduce: `+"`make bench`"+` (needs `+"`./hack/postgres.sh`"+`, which `+"`make 
 	b.WriteString(costSection(cfg, r, keptNotes(cfg.out)))
 	b.WriteString(r.deliveryAPI.markdown(r.machine))
 	b.WriteString(r.breaker.markdown(r.machine))
+	b.WriteString(r.filters.markdown(r.machine))
 	if err := os.WriteFile(cfg.out, []byte(b.String()), 0o644); err != nil {
 		return err
 	}
