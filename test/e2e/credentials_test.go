@@ -46,7 +46,9 @@ var _ = Describe("Credentials from Secrets", func() {
 		basic.set("pass", pass)
 		// The bearer receiver echoes the Authorization header in its
 		// answer: the attempt's excerpt must not keep it.
-		bearer := newCredReceiver(nil, func(r *http.Request, c *credState) bool { return r.Header.Get("Authorization") == "Bearer "+c.get("token") })
+		bearer := newCredReceiver(nil, func(r *http.Request, c *credState) bool {
+			return r.Header.Get("Authorization") == "Bearer "+c.get("token")
+		})
 		bearer.echoAuthorization = true
 		bearer.set("token", token)
 

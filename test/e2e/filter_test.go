@@ -37,7 +37,7 @@ var _ = Describe("Filters on data", func() {
 			{"order.created", `{"amount":5000,"currency":"USD"}`, []string{"all", "usd"}},
 			{"order.refunded", `{"amount":5000,"currency":"EUR"}`, []string{"all"}},
 			{"order.created", `{"currency":"EUR"}`, []string{"all"}}, // no amount: has() guards it
-			{"order.updated", `{"amount":3}`, []string{"all"}},      // no currency: an error, no match
+			{"order.updated", `{"amount":3}`, []string{"all"}},       // no currency: an error, no match
 		}
 		ids := make([]string, len(events))
 		for i, e := range events {
