@@ -14,6 +14,7 @@ import (
 	"github.com/hookkeeper/hookkeeper/internal/dispatch"
 	"github.com/hookkeeper/hookkeeper/internal/engine"
 	"github.com/hookkeeper/hookkeeper/internal/ledger"
+	"github.com/hookkeeper/hookkeeper/internal/ledger/postgres/pgtest"
 	"github.com/hookkeeper/hookkeeper/internal/sensitive"
 	"github.com/hookkeeper/hookkeeper/internal/wire"
 )
@@ -113,5 +114,54 @@ func TestEngineAttemptsCarryCredentials(t *testing.T) {
 				t.Errorf("the receiver saw %q, want %q", seen, want)
 			}
 		})
+	}
+}
+
+// A rotation registered by one process (the leader's controller) reaches
+// the attempts of every process sharing the ledger: after it, no replica
+// sends the old value, though each had the old configuration cached.
+func TestCredentialsRotationReachesEveryReplica(t *testing.T) {
+	store := pgtest.NewSchemaStore(t)
+	var mu sync.Mutex
+	byToken := map[string]int{}
+	rc := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		byToken[r.Header.Get("Authorization")]++
+		mu.Unlock()
+		w.WriteHeader(http.StatusNoContent)
+	}))
+	t.Cleanup(rc.Close)
+	a := run(t, engine.Options{Store: store})
+	b := run(t, engine.Options{Store: store})
+	ctx := context.Background()
+	ep := endpoint(t, "shop", "partner", rc.URL, []string{"*"}, policy(3, time.Millisecond))
+	register := func(token string) {
+		t.Helper()
+		ep.Credentials = &credential.Set{Bearer: sensitive.Bytes(token)}
+		if _, err := a.RegisterEndpoint(ctx, ep); err != nil {
+			t.Fatal(err)
+		}
+	}
+	delivered := func(n int64) {
+		t.Helper()
+		eventually(t, "the deliveries", func() bool {
+			s, _ := a.EndpointStats(ctx, ep.ID)
+			return s.Delivered == n
+		})
+	}
+	register("token-one")
+	for i := range 20 {
+		publish(t, []*engine.Engine{a, b}[i%2], "shop", "order.created", `{"n":1}`)
+	}
+	delivered(20)
+	register("token-two")
+	for i := range 20 {
+		publish(t, []*engine.Engine{a, b}[i%2], "shop", "order.created", `{"n":2}`)
+	}
+	delivered(40)
+	mu.Lock()
+	defer mu.Unlock()
+	if byToken["Bearer token-one"] != 20 || byToken["Bearer token-two"] != 20 {
+		t.Fatalf("requests by credential: %v; want 20 with each, none of the old after the rotation", byToken)
 	}
 }
