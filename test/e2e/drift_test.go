@@ -32,7 +32,7 @@ var _ = Describe("GitOps drift", func() {
 		for _, f := range files {
 			b, err := os.ReadFile(f)
 			Expect(err).NotTo(HaveOccurred())
-			docs = append(docs, url.ReplaceAllString(string(b), "  url: "+rcv.URL("/"+filepath.Base(f))))
+			docs = append(docs, url.ReplaceAllString(string(b), "  url: "+loopbackURL(string(b), rcv, "/"+filepath.Base(f))))
 		}
 		manifests := strings.Join(docs, "---\n")
 		applySS := func() {

@@ -316,3 +316,15 @@ func metricsText() string {
 	Expect(resp.StatusCode).To(Equal(http.StatusOK), "GET /metrics: %s", data)
 	return string(data)
 }
+
+// loopbackURL is the URL a sample document gets on loopback: rcv's, in
+// https for a sample with tls (which applies only to https urls; such a
+// sample names credential Secrets that the test does not create, so
+// nothing is sent to it).
+func loopbackURL(doc string, rcv *receiver, path string) string {
+	u := rcv.URL(path)
+	if strings.Contains(doc, "\n  tls:\n") {
+		u = strings.Replace(u, "http://", "https://", 1)
+	}
+	return u
+}

@@ -37,7 +37,7 @@ var _ = Describe("DeliveryRecovery under GitOps", func() {
 			b, err := os.ReadFile(f)
 			Expect(err).NotTo(HaveOccurred())
 			doc := string(b)
-			target := rcv.URL("/" + strings.TrimSuffix(filepath.Base(f), ".yaml"))
+			target := loopbackURL(doc, rcv, "/"+strings.TrimSuffix(filepath.Base(f), ".yaml"))
 			if strings.Contains(doc, "name: n8n-ingress\n") && strings.Contains(doc, "kind: WebhookEndpoint") {
 				target = strings.Replace(rcv.URL("/n8n"), "127.0.0.1", "[::1]", 1)
 			}

@@ -54,6 +54,7 @@ func init() {
 		unusedGrants[grant{"hookkeeper.dev", resource, "list"}] = listFallback
 	}
 	unusedGrants[grant{"", "secrets", "list"}] = listFallback
+	unusedGrants[grant{"", "configmaps", "list"}] = listFallback
 }
 
 // grant is one verb on one resource (subresource after a slash) of one API
