@@ -21,6 +21,9 @@ const (
 	CodeBodyTooLarge         Code = "BodyTooLarge"         // 413
 	CodeHeaderTooLarge       Code = "HeaderTooLarge"       // 431: request headers exceed the API's bound
 	CodeFanOutLimit          Code = "FanOutLimitExceeded"  // 422: the event type matches more endpoints than allowed
+	// 422: the event breaks its type's contract (WebhookEventType); the
+	// codes are the publish core's rules: SchemaViolation, MissingSecret,
+	// UnknownEventType, EventTypeNotReady, ValidUntilTooLate.
 	CodeUnsupportedMediaType Code = "UnsupportedMediaType" // 415: Content-Type is not application/json
 	CodeIdempotencyConflict  Code = "IdempotencyConflict"  // 409: key already used with a different body
 	CodeNotFound             Code = "NotFound"             // 404: unknown path, or object absent from this namespace

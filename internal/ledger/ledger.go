@@ -375,6 +375,17 @@ type Endpoint struct {
 	UpdatedAt time.Time
 }
 
+// ReplayClass is an event type's replay contract (WebhookEventType
+// spec.replay).
+type ReplayClass string
+
+// The replay classes; "" is ReplayRetryable.
+const (
+	ReplayRetryable   ReplayClass = "Retryable"
+	ReplayReissueOnly ReplayClass = "ReissueOnly"
+	ReplayNever       ReplayClass = "Never"
+)
+
 // EndpointID returns the ID of the endpoint name in namespace.
 func EndpointID(namespace, name string) string { return namespace + "/" + name }
 
@@ -428,6 +439,17 @@ type EventInsertParams struct {
 	// it keeps a single publish from becoming an unbounded number of
 	// outbound requests.
 	MaxFanOut int
+	// TypeGeneration is the generation of the WebhookEventType that
+	// validated the event; 0 when none did.
+	TypeGeneration int64
+	// ReplayClass is the type's replay contract.
+	ReplayClass ReplayClass
+	// ValidUntil: a delivery not delivered by then is cancelled with
+	// reason Expired, never sent late. nil: no bound.
+	ValidUntil *time.Time
+	// PolicyOverride is the type's RetryPolicy, replacing the endpoint's
+	// for this event's deliveries; nil: the endpoint's.
+	PolicyOverride *Policy
 	// Filter evaluates the filters of the endpoints whose patterns select
 	// the event (Receives); an endpoint with a filter receives nothing
 	// from an insert without one.
