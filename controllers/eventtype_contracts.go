@@ -82,6 +82,10 @@ func (c *EventTypeContracts) Contract(namespace, typ string) (*publish.Contract,
 		Name: et.Name, Generation: et.Generation, RequiredSecrets: et.Spec.RequiredSecrets,
 		Replay: ledger.ReplayClass(et.Spec.Replay),
 	}
+	if err := et.DecodeError(); err != nil {
+		contract.NotReady = hookv1.ReasonInvalidSpec + ": " + err.Error()
+		return contract, strict, nil
+	}
 	if contract.Replay == ledger.ReplayRetryable {
 		contract.Replay = "" // the ledger's default
 	}

@@ -49,7 +49,7 @@ func (r *WebhookEventTypeReconciler) reconcile(ctx context.Context, req ctrl.Req
 	if err := r.Get(ctx, req.NamespacedName, &et); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
-	facts := eventTypeFacts{}
+	facts := eventTypeFacts{Undecodable: et.DecodeError()}
 	holder, err := holderOf(ctx, r.Client, et.Namespace, et.Spec.Type)
 	if err != nil {
 		return ctrl.Result{}, err
@@ -99,6 +99,8 @@ func (r *WebhookEventTypeReconciler) now() time.Time {
 
 // eventTypeFacts is what a reconcile of a WebhookEventType found.
 type eventTypeFacts struct {
+	// Undecodable is set when stored values could not be decoded.
+	Undecodable error
 	// HeldBy names the older WebhookEventType holding the same type; "".
 	HeldBy        string
 	HasSchema     bool
@@ -125,6 +127,9 @@ func eventTypeStatus(et *hookv1.WebhookEventType, f eventTypeFacts, now time.Tim
 	c := metav1.Condition{Type: hookv1.ConditionReady, ObservedGeneration: et.Generation, LastTransitionTime: metav1.NewTime(now),
 		Status: metav1.ConditionFalse}
 	switch {
+	case f.Undecodable != nil:
+		c.Reason = hookv1.ReasonInvalidSpec
+		c.Message = fmt.Sprintf("%v; every publish of %q is refused until the object is fixed", f.Undecodable, et.Spec.Type)
 	case f.HeldBy != "":
 		c.Reason = hookv1.ReasonTypeConflict
 		c.Message = fmt.Sprintf("WebhookEventType %q, older, holds type %q in this namespace: this one is not in effect; delete one of them", f.HeldBy, et.Spec.Type)

@@ -158,6 +158,11 @@ type WebhookEventType struct {
 	// status is the type as observed by the controller.
 	// +optional
 	Status WebhookEventTypeStatus `json:"status,omitempty"`
+
+	// Undecodable lists the stored values the Go types could not decode and
+	// left out, as "path: error"; empty for every object the CRD schema
+	// admits. Set by UnmarshalJSON, never serialized (see DecodeError).
+	Undecodable []string `json:"-"`
 }
 
 // WebhookEventTypeList is a list of WebhookEventType.
