@@ -30,10 +30,27 @@ const eventTypeIndex = "spec.type"
 type EventTypeContracts struct {
 	// Reader is the manager's cache (mgr.GetCache()).
 	Reader client.Reader
+	// NamespaceReader reads Namespaces (mgr.GetAPIReader()): with a get,
+	// which a namespace-scoped install grants too, remembered for
+	// strictTTL, rather than a cluster-wide watch.
+	NamespaceReader client.Reader
+	// Now is the clock of that memory; time.Now when nil.
+	Now func() time.Time
 
 	mu       sync.Mutex
 	compiled map[types.UID]compiledSchema
+	strictOf map[string]strictness
 }
+
+// strictness is what was read of a namespace's label, and when.
+type strictness struct {
+	strict bool
+	read   time.Time
+}
+
+// strictTTL is how long a namespace's strictness is remembered: a change
+// of its label applies to publishes within this time.
+const strictTTL = 10 * time.Second
 
 type compiledSchema struct {
 	generation int64
@@ -47,7 +64,7 @@ func SetupEventTypeContracts(mgr ctrl.Manager) (*EventTypeContracts, error) {
 	if err := indexEventTypes(mgr); err != nil {
 		return nil, err
 	}
-	return &EventTypeContracts{Reader: mgr.GetCache()}, nil
+	return &EventTypeContracts{Reader: mgr.GetCache(), NamespaceReader: mgr.GetAPIReader()}, nil
 }
 
 func indexEventTypes(mgr ctrl.Manager) error {
@@ -119,17 +136,40 @@ func (c *EventTypeContracts) Contract(namespace, typ string) (*publish.Contract,
 	return contract, strict, nil
 }
 
-// strict reports whether namespace carries the strict label.
+// strict reports whether namespace carries the strict label, as read
+// within strictTTL.
 func (c *EventTypeContracts) strict(ctx context.Context, namespace string) (bool, error) {
+	now := time.Now
+	if c.Now != nil {
+		now = c.Now
+	}
+	c.mu.Lock()
+	known, ok := c.strictOf[namespace]
+	c.mu.Unlock()
+	if ok && now().Sub(known.read) < strictTTL {
+		return known.strict, nil
+	}
+	reader := c.NamespaceReader
+	if reader == nil {
+		reader = c.Reader
+	}
 	ns := &metav1.PartialObjectMetadata{}
 	ns.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("Namespace"))
-	switch err := c.Reader.Get(ctx, types.NamespacedName{Name: namespace}, ns); {
+	strict := false
+	switch err := reader.Get(ctx, types.NamespacedName{Name: namespace}, ns); {
 	case apierrors.IsNotFound(err):
-		return false, nil
 	case err != nil:
 		return false, fmt.Errorf("reading namespace %s: %w", namespace, err)
+	default:
+		strict = ns.Labels[hookv1.StrictEventTypesLabel] == "true"
 	}
-	return ns.Labels[hookv1.StrictEventTypesLabel] == "true", nil
+	c.mu.Lock()
+	if c.strictOf == nil {
+		c.strictOf = map[string]strictness{}
+	}
+	c.strictOf[namespace] = strictness{strict: strict, read: now()}
+	c.mu.Unlock()
+	return strict, nil
 }
 
 // schema compiles et's schema, once per generation.

@@ -35,7 +35,6 @@ type WebhookEventTypeReconciler struct {
 // +kubebuilder:rbac:groups=hookkeeper.dev,resources=webhookeventtypes/status,verbs=update
 // +kubebuilder:rbac:groups=hookkeeper.dev,resources=retrypolicies,verbs=list;watch
 // +kubebuilder:rbac:groups=hookkeeper.dev,resources=webhookendpoints,verbs=list;watch
-// +kubebuilder:rbac:groups="",resources=namespaces,verbs=get;list;watch
 
 // Reconcile gathers the type, the types that name the same type, its
 // policy and the endpoints of the namespace, and writes the status.
