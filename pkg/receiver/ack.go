@@ -108,10 +108,10 @@ func (a *Acknowledger) Acknowledge(ctx context.Context, deliveryID string, outco
 	}
 	defer resp.Body.Close()
 	answer, _ := io.ReadAll(io.LimitReader(resp.Body, 4<<10))
-	switch {
-	case resp.StatusCode == http.StatusOK:
+	switch resp.StatusCode {
+	case http.StatusOK:
 		return nil
-	case resp.StatusCode == http.StatusConflict:
+	case http.StatusConflict:
 		return fmt.Errorf("acknowledge %s: %w", deliveryID, ErrNotAwaitingAck)
 	}
 	var apiErr struct {
