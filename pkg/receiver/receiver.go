@@ -245,13 +245,14 @@ func (r *Receiver) Handler(process ProcessFunc) http.Handler {
 // webhook-timestamp plus the tolerance; a duplicate carrying a later
 // replay-until extends it.
 func (r *Receiver) Receive(w http.ResponseWriter, req *http.Request, process ProcessFunc) Result {
-	res := r.receive(req, process)
+	res := r.receive(w, req, process)
 	writeAnswer(w, res)
 	return res
 }
 
-func (r *Receiver) receive(req *http.Request, process ProcessFunc) Result {
-	body, err := io.ReadAll(http.MaxBytesReader(nil, req.Body, r.opts.MaxBodyBytes))
+func (r *Receiver) receive(w http.ResponseWriter, req *http.Request, process ProcessFunc) Result {
+	// Through w, the server closes the connection of a body over the limit.
+	body, err := io.ReadAll(http.MaxBytesReader(w, req.Body, r.opts.MaxBodyBytes))
 	if err != nil {
 		if _, ok := errors.AsType[*http.MaxBytesError](err); ok {
 			return Result{Status: http.StatusRequestEntityTooLarge, Err: fmt.Errorf("%w: over %d bytes", ErrBodyTooLarge, r.opts.MaxBodyBytes)}
