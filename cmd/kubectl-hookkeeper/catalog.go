@@ -340,11 +340,10 @@ func printCatalogDetails(w io.Writer, entries []catalogEntry) error {
 			field("Example", "none: "+e.NoExample)
 			continue
 		}
-		body, err := json.MarshalIndent(e.Example, "    ", "  ")
-		if err != nil {
+		fmt.Fprintf(&b, "  Example publish body (POST /v1/namespaces/%s/events):\n    ", e.Namespace)
+		if err := encodeJSON(&b, e.Example, "    ", "  "); err != nil {
 			return fmt.Errorf("the example of %s: %w", e.Type, err)
 		}
-		fmt.Fprintf(&b, "  Example publish body (POST /v1/namespaces/%s/events):\n    %s\n", e.Namespace, body)
 	}
 	_, err := io.WriteString(w, b.String())
 	return err
@@ -360,17 +359,25 @@ func printCatalogDocument(w io.Writer, entries []catalogEntry, format string) er
 	if doc.EventTypes == nil {
 		doc.EventTypes = []catalogEntry{}
 	}
-	var out []byte
-	var err error
-	if format == "yaml" {
-		out, err = yaml.Marshal(doc)
-	} else {
-		out, err = json.MarshalIndent(doc, "", "    ")
-		out = append(out, '\n')
+	if format == "json" {
+		if err := encodeJSON(w, doc, "", "    "); err != nil {
+			return fmt.Errorf("printing the catalog as json: %w", err)
+		}
+		return nil
 	}
+	out, err := yaml.Marshal(doc)
 	if err != nil {
-		return fmt.Errorf("printing the catalog as %s: %w", format, err)
+		return fmt.Errorf("printing the catalog as yaml: %w", err)
 	}
 	_, err = w.Write(out)
 	return err
+}
+
+// encodeJSON writes v indented, and a newline, without escaping <, > and
+// & (the secrets' placeholders are <name>).
+func encodeJSON(w io.Writer, v any, prefix, indent string) error {
+	enc := json.NewEncoder(w)
+	enc.SetEscapeHTML(false)
+	enc.SetIndent(prefix, indent)
+	return enc.Encode(v)
 }
