@@ -10,6 +10,7 @@
 //	kubectl hookkeeper rotate-secret ENDPOINT
 //	kubectl hookkeeper send-test ENDPOINT [--timeout 2m] [-o ...]
 //	kubectl hookkeeper trace EVENT [-o ...]
+//	kubectl hookkeeper catalog [TYPE] [-A] [--examples] [-o table|json|yaml]
 //
 // send-test and trace use the aggregated API delivery.hookkeeper.dev
 // (kubectl get deliveries): creating a webhookevent needs the

@@ -43,7 +43,7 @@ as they do in kubectl.`,
 	root.SetOut(streams.Out)
 	root.SetErr(streams.ErrOut)
 	p.config.AddFlags(root.PersistentFlags())
-	root.AddCommand(p.statusCommand(), p.recoverCommand(), p.replayCommand(), p.rotateSecretCommand(), p.probeCommand(), p.sendTestCommand(), p.traceCommand())
+	root.AddCommand(p.statusCommand(), p.recoverCommand(), p.replayCommand(), p.rotateSecretCommand(), p.probeCommand(), p.sendTestCommand(), p.traceCommand(), p.catalogCommand())
 	return root
 }
 

@@ -16,7 +16,9 @@
 //     attempts a down receiver gets per minute with and without it, and
 //     publishing while one of ten endpoints is down (breaker.go);
 //   - what endpoints' filters add to a publish with 100 endpoints
-//     (filters.go).
+//     (filters.go);
+//   - what a 20-field schema of the event's type adds to a publish
+//     (schemas.go).
 package main
 
 import (
@@ -52,7 +54,7 @@ import (
 const token = "bench-token"
 
 // allSteps are the steps of `make bench`.
-const allSteps = "sqlite,postgres,lag,rss,deliveryapi,cost,history,disk,manager,breaker,filters"
+const allSteps = "sqlite,postgres,lag,rss,deliveryapi,cost,history,disk,manager,breaker,filters,schema"
 
 // verboseHosts passes -v to enginehost (set from --v).
 var verboseHosts bool
@@ -86,6 +88,8 @@ type config struct {
 	breakerStores string
 	// The filters step (filters.go): publishing time of both ledgers.
 	filterDuration time.Duration
+	// The schema step (schemas.go): publishing time of both ledgers.
+	schemaDuration time.Duration
 }
 
 // bothStores is the default of --cost-stores and --history-stores.
@@ -117,6 +121,7 @@ func main() {
 	flag.DurationVar(&cfg.breakerMeasure, "breaker-measure", 15*time.Second, "publishing time at saturation of the breaker step's ten-endpoint engines, side by side, after the breaker opened")
 	flag.StringVar(&cfg.breakerStores, "breaker-stores", bothStores, "stores the breaker step runs on (one alone: figures are printed, not written)")
 	flag.DurationVar(&cfg.filterDuration, "filter-duration", 30*time.Second, "publishing time of the filters step, split between the ledger without filters and the one with")
+	flag.DurationVar(&cfg.schemaDuration, "schema-duration", 30*time.Second, "publishing time of the schema step, split between the ledger without a contract and the one with the schema")
 	flag.StringVar(&cfg.enginehost, "enginehost", "", "use this enginehost binary instead of building ./test/enginehost (to compare builds in one session)")
 	flag.Parse()
 	if err := run(cfg); err != nil {
@@ -141,6 +146,7 @@ type results struct {
 	manager                managerResults
 	breaker                breakerResults // breaker.go
 	filters                filterResults  // filters.go
+	schema                 schemaResults  // schemas.go
 }
 
 type throughput struct {
@@ -305,6 +311,14 @@ func run(cfg config) error {
 	}
 	if cfg.steps == "filters" {
 		return writeSection(cfg.out, filtersHeading, r.filters.markdown(r.machine))
+	}
+	if cfg.runs("schema") {
+		if err := runSchemas(cfg, work, &r.schema); err != nil {
+			return err
+		}
+	}
+	if cfg.steps == "schema" {
+		return writeSection(cfg.out, schemaHeading, r.schema.markdown(r.machine))
 	}
 	if cfg.steps != allSteps || cfg.historyStores != bothStores || cfg.costStores != bothStores || cfg.breakerStores != bothStores {
 		fmt.Println("not all steps ran: results not written")
@@ -811,6 +825,7 @@ Reproduce: `+"`make bench`"+` (needs `+"`./hack/postgres.sh`"+`, which `+"`make 
 	b.WriteString(r.deliveryAPI.markdown(r.machine))
 	b.WriteString(r.breaker.markdown(r.machine))
 	b.WriteString(r.filters.markdown(r.machine))
+	b.WriteString(r.schema.markdown(r.machine))
 	if err := os.WriteFile(cfg.out, []byte(b.String()), 0o644); err != nil {
 		return err
 	}

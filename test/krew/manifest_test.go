@@ -96,7 +96,7 @@ func TestManifest(t *testing.T) {
 		t.Errorf("spec.version %q, want the release tag %s", p.Spec.Version, tag)
 	}
 	// Every verb the plugin has is described.
-	for _, verb := range []string{"status", "recover", "replay", "rotate-secret", "send-test", "trace"} {
+	for _, verb := range []string{"status", "recover", "replay", "rotate-secret", "send-test", "trace", "probe", "catalog"} {
 		if !regexp.MustCompile(`(?m)^\s+` + regexp.QuoteMeta(verb) + `\s`).MatchString(p.Spec.Description) {
 			t.Errorf("spec.description does not describe %s", verb)
 		}
