@@ -64,7 +64,7 @@ func TestDecide(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got := decide(tt.ep, tt.d, &tt.res, t0, t0, nil)
+			got := decide(tt.ep, &tt.ep.Policy, tt.d, &tt.res, t0, t0, nil)
 			if got.next != tt.want {
 				t.Errorf("next = %+v, want %+v", got.next, tt.want)
 			}
@@ -96,7 +96,7 @@ func TestDecideAckTimeout(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if got := decideAckTimeout(ep, &tt.d, t0, nil); got != tt.want {
+			if got := decideAckTimeout(&ep.Policy, &tt.d, t0, nil); got != tt.want {
 				t.Errorf("decideAckTimeout = %+v, want %+v", got, tt.want)
 			}
 		})
