@@ -208,18 +208,17 @@ const claimExpiredSQL = `
 		FROM deliveries d
 		WHERE d.valid_until <= $1 AND d.state IN ('scheduled', 'in_flight')
 			AND (d.state = 'scheduled' OR d.lease_until <= $1)
-		ORDER BY d.valid_until, d.id
+		ORDER BY d.valid_until
 		LIMIT $2
 		FOR UPDATE OF d SKIP LOCKED
 	), claimed AS (
 		UPDATE deliveries d SET state = 'in_flight', lease_owner = $3, lease_until = $4
 		FROM picked WHERE d.id = picked.id
-		RETURNING ` + deliveryColumns + `, d.valid_until, picked.prev_state
+		RETURNING ` + deliveryColumns + `, picked.prev_state
 	)
 	SELECT ` + deliveryColumns + `, d.prev_state, ep.version, ` + eventColumns + `
 	FROM claimed d JOIN endpoints ep ON ep.id = d.endpoint_id
-		JOIN events e ON e.id = d.event_id LEFT JOIN event_secrets sec ON sec.event_id = e.id
-	ORDER BY d.valid_until, d.id`
+		JOIN events e ON e.id = d.event_id LEFT JOIN event_secrets sec ON sec.event_id = e.id`
 
 // DeliveryClaimExpired implements ledger.Store: two round trips, as a
 // claim.

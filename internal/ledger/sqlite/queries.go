@@ -117,7 +117,7 @@ var writeSQL = struct {
 	claimExpiring: `SELECT id, endpoint_id, state, due_at FROM deliveries
 		WHERE valid_until <= ?1 AND (state = 'scheduled' OR state = 'in_flight')
 			AND (state = 'scheduled' OR lease_until <= ?1)
-		ORDER BY valid_until, id LIMIT ?2`,
+		ORDER BY valid_until LIMIT ?2`,
 
 	release: `UPDATE deliveries SET state = 'scheduled', due_at = ?3, lease_owner = '', lease_until = NULL
 		WHERE id = ?1 AND state = 'in_flight' AND lease_owner = ?2
