@@ -2,7 +2,6 @@ package engine
 
 import (
 	"context"
-	"errors"
 	"time"
 
 	"github.com/hookkeeper/hookkeeper/internal/ledger"
@@ -18,19 +17,18 @@ import (
 // the event may come back (replayUntil).
 
 // expire records c, leased to this engine, cancelled with reason Expired
-// at now instead of sending it, and reports whether the ledger took it.
-func (e *Engine) expire(ctx context.Context, c *ledger.ClaimedDelivery, now time.Time) bool {
+// at now instead of sending it. If that fails, its lease expires and
+// whoever claims it next finds it expired.
+func (e *Engine) expire(ctx context.Context, c *ledger.ClaimedDelivery, now time.Time) {
 	written, err := e.record(ctx, expiredRecord(c, e.opts.Owner, now))
 	if err == nil {
 		err = written.attempt.Err
 	}
 	if err != nil {
-		// The lease expires and whoever claims it next finds it expired.
 		e.opts.Logger.Error(err, "cancelling an expired delivery failed; its lease expires", "delivery", c.Delivery.ID)
-		return false
+		return
 	}
 	e.expired(c)
-	return true
 }
 
 // expiredRecord is the record that cancels c, unsent, as Expired.
@@ -78,7 +76,7 @@ func (e *Engine) sweepExpired(ctx context.Context, now time.Time) {
 		}
 		for i, r := range results {
 			if r.Err != nil {
-				e.opts.Logger.Error(errors.Unwrap(r.Err), "cancelling an expired delivery failed", "delivery", held[i].Delivery.ID)
+				e.opts.Logger.Error(r.Err, "cancelling an expired delivery failed", "delivery", held[i].Delivery.ID)
 				continue
 			}
 			e.expired(&held[i])
