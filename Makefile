@@ -116,7 +116,8 @@ FUZZ_TARGETS := \
 	./internal/publish:FuzzCanonicalPublishBody \
 	./internal/canonjson:FuzzCanonicalAppendString \
 	./internal/signing:FuzzVerify \
-	./internal/signing:FuzzVerifyMutation
+	./internal/signing:FuzzVerifyMutation \
+	./pkg/receiver:FuzzVerify
 FUZZTIME ?= 1m
 
 .PHONY: fuzz

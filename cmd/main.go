@@ -216,6 +216,17 @@ func main() {
 		setupLog.Error(err, "unable to create controller", "controller", "DeliveryRecovery")
 		os.Exit(1)
 	}
+	if err := (&controllers.WebhookEventTypeReconciler{Client: mgr.GetClient()}).SetupWithManager(mgr); err != nil {
+		setupLog.Error(err, "unable to create controller", "controller", "WebhookEventType")
+		os.Exit(1)
+	}
+	// Every replica holds publishes to the event types' contracts, from
+	// its own cache.
+	contracts, err := controllers.SetupEventTypeContracts(mgr)
+	if err != nil {
+		setupLog.Error(err, "unable to set up the event types' contracts")
+		os.Exit(1)
+	}
 	if err := mgr.Add(everyReplica(eng.Run)); err != nil {
 		setupLog.Error(err, "unable to add the delivery engine")
 		os.Exit(1)
@@ -236,7 +247,7 @@ func main() {
 		if servingCert != nil {
 			certs = servingCert
 		}
-		api, err := apiServer(apiFlags, mgr.GetConfig(), eng, store, certs, publishMetrics)
+		api, err := apiServer(apiFlags, mgr.GetConfig(), eng, store, certs, publishMetrics, contracts)
 		if err != nil {
 			setupLog.Error(err, "unable to set up the HTTP API")
 			os.Exit(1)
@@ -253,7 +264,8 @@ func main() {
 		}
 		// kubectl create webhookevent: the publish core with the HTTP API's
 		// limits, whether or not the HTTP API itself is served.
-		core, err := publish.New(publish.Config{Committer: eng, MaxFanOut: apiFlags.maxFanOut, Door: publish.DoorKube, Metrics: publishMetrics})
+		core, err := publish.New(publish.Config{Committer: eng, MaxFanOut: apiFlags.maxFanOut, Door: publish.DoorKube, Metrics: publishMetrics,
+			Contracts: contracts})
 		if err != nil {
 			setupLog.Error(err, "unable to set up publishing through the aggregated API")
 			os.Exit(1)

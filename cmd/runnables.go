@@ -31,7 +31,7 @@ func (everyReplica) NeedLeaderElection() bool          { return false }
 // replica and shuts down gracefully with the manager. cfg reaches the API
 // server for --api-auth=kubernetes; certs is the self-provisioned
 // certificate (nil without --serving-cert-secret).
-func apiServer(o apiOptions, cfg *rest.Config, eng *engine.Engine, store ledger.Store, certs certificateSource, pm *publish.Metrics) (everyReplica, error) {
+func apiServer(o apiOptions, cfg *rest.Config, eng *engine.Engine, store ledger.Store, certs certificateSource, pm *publish.Metrics, contracts publish.Contracts) (everyReplica, error) {
 	log := ctrl.Log.WithName("api")
 	auth, err := o.buildAuth(cfg, log)
 	if err != nil {
@@ -42,7 +42,7 @@ func apiServer(o apiOptions, cfg *rest.Config, eng *engine.Engine, store ledger.
 		return nil, err
 	}
 	handler, err := httpapi.New(httpapi.Config{
-		Publisher: eng, Reader: store, Auth: auth, Acknowledger: eng, Log: log, MaxFanOut: o.maxFanOut, PublishMetrics: pm,
+		Publisher: eng, Reader: store, Auth: auth, Acknowledger: eng, Log: log, MaxFanOut: o.maxFanOut, PublishMetrics: pm, Contracts: contracts,
 	})
 	if err != nil {
 		return nil, err

@@ -66,6 +66,10 @@ var (
 
 	destinations *destination.Policy
 
+	// contracts are the event types' contracts as the publish core reads
+	// them, from the manager's cache.
+	contracts *EventTypeContracts
+
 	// errorLog keeps the error-level lines the manager logged, for specs
 	// that assert something is not an error.
 	errorLog = &logLines{}
@@ -206,6 +210,9 @@ var _ = BeforeSuite(func() {
 	Expect((&SigningSecretReconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Engine: eng}).SetupWithManager(mgr)).To(Succeed())
 
 	Expect((&DeliveryRecoveryReconciler{Client: mgr.GetClient(), Engine: eng, FollowInterval: 200 * time.Millisecond, Recorder: mgr.GetEventRecorder("hookkeeper-deliveryrecovery")}).SetupWithManager(mgr)).To(Succeed())
+	Expect((&WebhookEventTypeReconciler{Client: mgr.GetClient()}).SetupWithManager(mgr)).To(Succeed())
+	contracts, err = SetupEventTypeContracts(mgr)
+	Expect(err).NotTo(HaveOccurred())
 
 	go func() {
 		defer GinkgoRecover()

@@ -38,6 +38,7 @@ say "building and starting a local control plane, the operator and the demo rece
 go build -o bin/manager ./cmd
 go build -o bin/devcluster ./hack/devcluster
 go build -o bin/demoreceiver ./hack/demoreceiver
+go build -o bin/examplereceiver ./hack/examplereceiver
 # devcluster: etcd, kube-apiserver and kube-controllers, and the route from
 # kube-apiserver to the manager's aggregated API on 127.0.0.1:18443.
 bin/devcluster --dir "$DEV_DIR" --delivery-api 127.0.0.1:18443 >"$DEV_DIR/cluster.log" 2>&1 &
@@ -134,10 +135,37 @@ show "$KUBECTL" get --namespace demo webhookendpoint n8n
 expect "delivered" "$(k get webhookendpoint n8n -o jsonpath='{.status.deliveries.delivered}')" 0
 expect "exhausted reason" "$(k get webhookendpoint n8n -o jsonpath='{.status.recentExhausted[0].reason}')" AckRejected
 
-say "7. what the policy achieved in this story, from the ledger's evidence (refreshed on the status resync)"
+say "7. a receiver built with pkg/receiver: a replayed delivery is recognised and leaves one row"
+show "$KUBECTL" apply -f hack/demo/bookkeeping.yaml
+show "$KUBECTL" wait --namespace demo --for=condition=Ready webhookendpoint/bookkeeping --timeout=60s
+k get secret "$(k get webhookendpoint bookkeeping -o jsonpath='{.status.signingSecretName}')" -o jsonpath='{.data.signingSecret}' | base64 -d >"$DEV_DIR/secrets/bookkeeping"
+# hack/examplereceiver: verifies, de-duplicates on webhook-id in its own
+# SQLite database, books one row per event in the same transaction.
+bin/examplereceiver --listen 127.0.0.1:18101 --db "$DEV_DIR/bookkeeping.db" --secret-file "$DEV_DIR/secrets/bookkeeping" >"$DEV_DIR/bookkeeping.log" 2>&1 &
+pids+=($!)
+for _ in $(seq 1 60); do curl -fsS http://127.0.0.1:18101/rows >/dev/null 2>&1 && break; sleep 0.5; done
+SINCE="$(date -u +%Y-%m-%dT%H:%M:%SZ)"
+INVOICE='{"type":"invoice.paid","data":{"invoice":42,"amount":"129.00"}}'
+printf '$ publish invoice-42 %s\n' "$INVOICE"
+ANSWER="$(publish invoice-42 "$INVOICE")" && echo "$ANSWER"
+INVOICE_EVENT="$(grep -o '"id":"[^"]*"' <<<"$ANSWER" | head -1 | cut -d'"' -f4)"
+show "$KUBECTL" wait --namespace demo --for=jsonpath='{.status.deliveries.delivered}'=1 webhookendpoint/bookkeeping --timeout=60s
+sed "s/SINCE/$SINCE/" hack/demo/replay.yaml >"$DEV_DIR/replay.yaml"
+show "$KUBECTL" apply -f "$DEV_DIR/replay.yaml"
+show "$KUBECTL" wait --namespace demo --for=condition=Complete deliveryrecovery/replay-invoices --timeout=60s
+show "$KUBECTL" get --namespace demo deliveryrecovery replay-invoices
+expect "replayed and delivered under the same webhook-id" \
+	"$(k get deliveryrecovery replay-invoices -o jsonpath='{.status.counts.replayed} {.status.counts.delivered}')" "1 1"
+printf '$ grep %s %s\n' "$INVOICE_EVENT" "bookkeeping.log  # the receiver's log"
+grep -o "\(processed\|duplicate\) $INVOICE_EVENT.*" "$DEV_DIR/bookkeeping.log" || true
+expect "the receiver recognised the replay" "$(grep -c "duplicate $INVOICE_EVENT" "$DEV_DIR/bookkeeping.log")" 1
+show curl -sS http://127.0.0.1:18101/rows
+expect "booked rows for the event" "$(curl -sS http://127.0.0.1:18101/rows | grep -o "\"webhookID\":\"$INVOICE_EVENT\"" | wc -l | tr -d ' ')" 1
+
+say "8. what the policy achieved in this story, from the ledger's evidence (refreshed on the status resync)"
 # Settled: the confirmation exhausted while the receiver was down, the
 # reissue request and its replacement delivered, the order rejected by the
-# workflow.
+# workflow (the invoice of step 7 has a policy of its own).
 show "$KUBECTL" wait --namespace demo --for=jsonpath='{.status.evidence.last24h.settled}'=4 retrypolicy/demo-fast --timeout=60s
 show "$KUBECTL" get --namespace demo retrypolicy demo-fast
 show "$KUBECTL" get --namespace demo webhookendpoint -o wide
@@ -148,7 +176,7 @@ expect "exhausted, by reason" "$(k get retrypolicy demo-fast -o jsonpath='{range
 expect "recovered by a retry" "$(k get retrypolicy demo-fast -o jsonpath='{.status.evidence.last24h.recovered}')" 0
 expect "the advice" "$(k get retrypolicy demo-fast -o jsonpath='{.status.conditions[?(@.type=="HorizonFit")].reason}')" InsufficientEvidence
 
-say "8. deleting the namespace completes: kube-controllers' namespace controller, the manager's finalizers"
+say "9. deleting the namespace completes: kube-controllers' namespace controller, the manager's finalizers"
 # The namespace controller walks every resource discovery lists, the
 # aggregated delivery.hookkeeper.dev included: the manager serves it until
 # the end, so nothing waits for an unavailable APIService.

@@ -58,6 +58,7 @@ var (
 		"RetryPolicy":      reflect.TypeFor[hookv1.RetryPolicy](),
 		"WebhookEndpoint":  reflect.TypeFor[hookv1.WebhookEndpoint](),
 		"DeliveryRecovery": reflect.TypeFor[hookv1.DeliveryRecovery](),
+		"WebhookEventType": reflect.TypeFor[hookv1.WebhookEventType](),
 	}
 )
 
@@ -260,6 +261,11 @@ spec:
   action: Replay
   replay: {since: "2024-01-01T00:00:00Z", eventTypes: [a]}
 `},
+	"WebhookEventType": {`
+spec:
+  type: a
+  validFor: 1h
+`},
 }
 
 // statusFixtures are valid statuses of each kind, written after create.
@@ -284,6 +290,12 @@ status:
 status:
   conditions: [{type: Complete, status: "True", reason: R, message: m, lastTransitionTime: "2024-01-01T00:00:00Z"}]
   items: [{deliveryID: d, eventID: e, outcome: Pending}]
+`,
+	"WebhookEventType": `
+status:
+  conditions: [{type: Ready, status: "True", reason: R, message: m, lastTransitionTime: "2024-01-01T00:00:00Z"}]
+  schema: None
+  endpoints: 1
 `,
 }
 

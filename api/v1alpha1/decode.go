@@ -11,7 +11,7 @@ import (
 	kjson "sigs.k8s.io/json"
 )
 
-// The three kinds decode leniently: a stored object whose value the Go types
+// The four kinds decode leniently: a stored object whose value the Go types
 // cannot decode (a duration that overflows time.Duration, a date-time Go's
 // RFC 3339 parser refuses, an integer out of range) would otherwise fail the
 // whole list and watch of its kind, in every namespace, and stop the
@@ -47,6 +47,18 @@ func (d *DeliveryRecovery) UnmarshalJSON(data []byte) error {
 	d.Undecodable = problems
 	return err
 }
+
+// UnmarshalJSON decodes a WebhookEventType leniently; see Undecodable.
+func (t *WebhookEventType) UnmarshalJSON(data []byte) error {
+	type plain WebhookEventType
+	problems, err := decodeLeniently(data, (*plain)(t))
+	t.Undecodable = problems
+	return err
+}
+
+// DecodeError is nil when t decoded completely, else an error naming every
+// field that was left out.
+func (t *WebhookEventType) DecodeError() error { return undecodableError(t.Undecodable) }
 
 // DecodeError is nil when r decoded completely, else an error naming every
 // field that was left out.

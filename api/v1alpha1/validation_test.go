@@ -35,8 +35,8 @@ func newNamespace() string {
 }
 
 var _ = Describe("the hookkeeper.dev CRDs", func() {
-	It("installs all three kinds with a status subresource in the hookkeeper category", func() {
-		for _, kind := range []string{"RetryPolicy", "WebhookEndpoint", "DeliveryRecovery"} {
+	It("installs all four kinds with a status subresource in the hookkeeper category", func() {
+		for _, kind := range []string{"RetryPolicy", "WebhookEndpoint", "DeliveryRecovery", "WebhookEventType"} {
 			mapping, err := k8sClient.RESTMapper().RESTMapping(hookv1.GroupVersion.WithKind(kind).GroupKind(), "v1alpha1")
 			Expect(err).NotTo(HaveOccurred(), kind)
 			Expect(mapping.Scope.Name()).To(BeEquivalentTo("namespace"), kind)

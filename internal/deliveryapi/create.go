@@ -143,6 +143,10 @@ func publishRequest(ns string, spec *v1alpha1.WebhookEventSpec) *publish.Request
 	if spec.Data != nil {
 		r.Data = spec.Data.Raw
 	}
+	if spec.ValidUntil != nil {
+		t := spec.ValidUntil.UTC()
+		r.ValidUntil = &t
+	}
 	return r
 }
 
@@ -153,6 +157,11 @@ func publishError(err error) error {
 	if fe, ok := errors.AsType[*publish.FieldError](err); ok {
 		return apierrors.NewInvalid(webhookEventGK, "", field.ErrorList{
 			field.Invalid(specField(fe.Field), field.OmitValueType{}, fe.Message+" ("+string(fe.Rule)+")"),
+		})
+	}
+	if ce, ok := errors.AsType[*publish.ContractError](err); ok {
+		return apierrors.NewInvalid(webhookEventGK, "", field.ErrorList{
+			field.Invalid(specField(ce.Field), field.OmitValueType{}, ce.Message+" ("+string(ce.Rule)+")"),
 		})
 	}
 	if fe, ok := errors.AsType[*publish.FanOutError](err); ok {

@@ -14,13 +14,16 @@ type Code string
 
 // Error codes and the status each is answered with.
 const (
-	CodeInvalidJSON          Code = "InvalidJSON"          // 400: malformed, not an object, trailing data, duplicate keys
-	CodeUnknownField         Code = "UnknownField"         // 400: a body field or query parameter the API does not know
-	CodeInvalidField         Code = "InvalidField"         // 400: a known field or header with a bad value
-	CodeSecretCollision      Code = "SecretCollision"      // 400: a secret shares its name with a top-level data key
-	CodeBodyTooLarge         Code = "BodyTooLarge"         // 413
-	CodeHeaderTooLarge       Code = "HeaderTooLarge"       // 431: request headers exceed the API's bound
-	CodeFanOutLimit          Code = "FanOutLimitExceeded"  // 422: the event type matches more endpoints than allowed
+	CodeInvalidJSON     Code = "InvalidJSON"         // 400: malformed, not an object, trailing data, duplicate keys
+	CodeUnknownField    Code = "UnknownField"        // 400: a body field or query parameter the API does not know
+	CodeInvalidField    Code = "InvalidField"        // 400: a known field or header with a bad value
+	CodeSecretCollision Code = "SecretCollision"     // 400: a secret shares its name with a top-level data key
+	CodeBodyTooLarge    Code = "BodyTooLarge"        // 413
+	CodeHeaderTooLarge  Code = "HeaderTooLarge"      // 431: request headers exceed the API's bound
+	CodeFanOutLimit     Code = "FanOutLimitExceeded" // 422: the event type matches more endpoints than allowed
+	// 422: the event breaks its type's contract (WebhookEventType); the
+	// codes are the publish core's rules: SchemaViolation, MissingSecret,
+	// UnknownEventType, EventTypeNotReady, ValidUntilTooLate.
 	CodeUnsupportedMediaType Code = "UnsupportedMediaType" // 415: Content-Type is not application/json
 	CodeIdempotencyConflict  Code = "IdempotencyConflict"  // 409: key already used with a different body
 	CodeNotFound             Code = "NotFound"             // 404: unknown path, or object absent from this namespace

@@ -71,6 +71,9 @@ type Config struct {
 	// PublishMetrics, when set, counts publishes the ledger could not take
 	// (door "http").
 	PublishMetrics *publish.Metrics
+	// Contracts, when set, holds publishes to their types' contracts
+	// (publish.Config.Contracts).
+	Contracts publish.Contracts
 }
 
 // Handler serves the API. Build it with New.
@@ -105,6 +108,7 @@ func New(cfg Config) (*Handler, error) {
 	core, err := publish.New(publish.Config{
 		Committer: cfg.Publisher, Now: cfg.Now, MaxBytes: cfg.MaxBodyBytes, MaxSecrets: cfg.MaxSecrets, MaxFanOut: cfg.MaxFanOut,
 		CommitTimeout: cfg.PublishTimeout, SecretsHashKey: cfg.SecretsHashKey, Door: publish.DoorHTTP, Metrics: cfg.PublishMetrics,
+		Contracts: cfg.Contracts,
 	})
 	if err != nil {
 		return nil, err

@@ -51,6 +51,9 @@ func publishRefusal(err error) *apiError {
 		}
 		return &apiError{status: http.StatusBadRequest, code: code, field: f, message: fe.Message}
 	}
+	if ce, ok := errors.AsType[*publish.ContractError](err); ok {
+		return &apiError{status: http.StatusUnprocessableEntity, code: Code(ce.Rule), field: ce.Field, message: ce.Message}
+	}
 	if tl, ok := errors.AsType[*publish.TooLargeError](err); ok {
 		return bodyTooLarge(tl.Limit)
 	}

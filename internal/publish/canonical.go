@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/hookkeeper/hookkeeper/internal/canonjson"
 	"github.com/hookkeeper/hookkeeper/internal/eventtype"
@@ -36,7 +37,10 @@ type canonicalBody struct {
 	// Endpoint, when set, addresses the event to that WebhookEndpoint
 	// (a name in the namespace published to) instead of fanning it out.
 	Endpoint string
-	Hash     []byte
+	// ValidUntil, when set, is the publisher's bound on delivery (UTC);
+	// it may shorten the type's validFor, never lengthen it.
+	ValidUntil *time.Time
+	Hash       []byte
 }
 
 // parseBody validates a request's JSON form and computes its hash.
@@ -56,7 +60,7 @@ type canonicalBody struct {
 func parseBody(doc []byte, maxSecrets int, secretsKey []byte) (*canonicalBody, error) {
 	p := parsers.get()
 	defer parsers.put(p, len(doc))
-	top, err := parseStrictObject(p, doc, "type", "data", "secrets", "reissueOf", "endpoint")
+	top, err := parseStrictObject(p, doc, "type", "data", "secrets", "reissueOf", "endpoint", "validUntil")
 	if err != nil {
 		return nil, err
 	}
@@ -114,6 +118,19 @@ func parseBody(doc []byte, maxSecrets int, secretsKey []byte) (*canonicalBody, e
 		b.Endpoint = e
 	}
 
+	if v, present := top.Get("validUntil"); present && !isNull(v) {
+		u, ok := canonjson.String(v)
+		if !ok {
+			return nil, errValidUntil
+		}
+		t, err := time.Parse(time.RFC3339, u)
+		if err != nil {
+			return nil, errValidUntil
+		}
+		t = t.UTC()
+		b.ValidUntil = &t
+	}
+
 	// The parser's buffers go back to the pool: keep copies.
 	b.Data = bytes.Clone(data)
 	if secrets != nil {
@@ -164,6 +181,10 @@ func canonicalRequest(r *Request, maxSecrets int, secretsKey []byte) (*canonical
 		return nil, err
 	}
 	b.Endpoint = r.Endpoint
+	if r.ValidUntil != nil {
+		t := r.ValidUntil.UTC()
+		b.ValidUntil = &t
+	}
 	b.Hash = bodyHash(&b, secretsKey)
 	return &b, nil
 }
@@ -187,7 +208,10 @@ func canonicalObject(field string, v []byte) ([]byte, error) {
 	return bytes.Clone(obj.Canonical), nil
 }
 
-var errDataObject = invalid(RuleInvalid, "data", "data is required and must be a JSON object")
+var (
+	errDataObject = invalid(RuleInvalid, "data", "data is required and must be a JSON object")
+	errValidUntil = invalid(RuleInvalid, "validUntil", "validUntil must be an RFC 3339 time (2026-12-02T15:04:05Z)")
+)
 
 func checkType(t string) error {
 	if err := eventtype.Validate(t); err != nil {
@@ -252,7 +276,7 @@ func secretNames(secrets, data []byte, maxSecrets int) ([]string, error) {
 var hashDocs = sync.Pool{New: func() any { return new([]byte) }}
 
 // bodyHash hashes the canonical form of b (see parseBody): the document
-// {"data","endpoint","reissueOf","secretNames","secretsMAC","type"},
+// {"data","endpoint","reissueOf","secretNames","secretsMAC","type","validUntil"},
 // written in that (sorted) order, each member only when set but data and
 // type, as encoding/json wrote it from a map before (TestBodyHashGolden).
 func bodyHash(b *canonicalBody, secretsKey []byte) []byte {
@@ -285,6 +309,9 @@ func bodyHash(b *canonicalBody, secretsKey []byte) []byte {
 		}
 	}
 	doc = canonjson.AppendString(append(doc, `,"type":`...), b.Type)
+	if b.ValidUntil != nil {
+		doc = canonjson.AppendString(append(doc, `,"validUntil":`...), b.ValidUntil.Format(time.RFC3339Nano))
+	}
 	doc = append(doc, '}')
 	sum := sha256.Sum256(doc)
 	if cap(doc) <= maxPooledBody {

@@ -18,6 +18,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 	"unicode/utf8"
 
 	"github.com/hookkeeper/hookkeeper/internal/eventtype"
@@ -37,7 +38,7 @@ import (
 // a plain hash would let anyone holding the database brute-force a
 // low-entropy secret (a six-digit code) after it was scrubbed.
 func oldParsePublishBody(doc []byte, maxSecrets int, secretsKey []byte) (*canonicalBody, error) {
-	top, aerr := oldParseStrictObject(doc, "type", "data", "secrets", "reissueOf", "endpoint")
+	top, aerr := oldParseStrictObject(doc, "type", "data", "secrets", "reissueOf", "endpoint", "validUntil")
 	if aerr != nil {
 		return nil, aerr
 	}
@@ -105,6 +106,19 @@ func oldParsePublishBody(doc []byte, maxSecrets int, secretsKey []byte) (*canoni
 		return nil, invalid(RuleInvalid, "endpoint", "endpoint must be a string")
 	}
 
+	switch v := top["validUntil"].(type) {
+	case nil:
+	case string:
+		t, err := time.Parse(time.RFC3339, v)
+		if err != nil {
+			return nil, errValidUntil
+		}
+		t = t.UTC()
+		b.ValidUntil = &t
+	default:
+		return nil, errValidUntil
+	}
+
 	var err error
 	if b.Data, err = oldCanonicalJSON(data); err != nil {
 		return nil, err
@@ -130,6 +144,9 @@ func oldBodyHash(b *canonicalBody, secretsKey []byte) ([]byte, error) {
 	// the keys still inside their replay window) stay what they were.
 	if b.Endpoint != "" {
 		doc["endpoint"] = b.Endpoint
+	}
+	if b.ValidUntil != nil {
+		doc["validUntil"] = b.ValidUntil.Format(time.RFC3339Nano)
 	}
 	if len(b.SecretNames) > 0 {
 		doc["secretNames"] = b.SecretNames

@@ -75,6 +75,10 @@ type Config struct {
 	// canceled. Each evaluation is bounded by its compile-time estimate,
 	// so this is a backstop, not a rule a filter should meet.
 	FilterBudget time.Duration
+	// Contracts, when set, holds publishes to their types' contracts
+	// (WebhookEventType): schema, required secrets, strict namespaces,
+	// validFor, replay class and retry policy.
+	Contracts Contracts
 	// Door labels this core's metrics ("http", "kube").
 	Door string
 	// Metrics, when set, counts what the ledger refused (NewMetrics).
@@ -136,6 +140,9 @@ type Request struct {
 	// Endpoint, when set, addresses the event to this WebhookEndpoint of
 	// the namespace instead of fanning it out.
 	Endpoint string
+	// ValidUntil, when set, bounds when a delivery may still be sent;
+	// it may shorten the type's validFor, never lengthen it.
+	ValidUntil *time.Time
 }
 
 // Publish validates r, commits it and returns the new event, or with
@@ -205,6 +212,9 @@ func (c *Core) commit(ctx context.Context, ns, key string, b *canonicalBody) (le
 		Now:            now,
 	}, now: c.cfg.Now, budget: c.cfg.FilterBudget, metrics: c.cfg.Metrics}
 	params := &f.EventInsertParams
+	if err := c.applyContract(ns, b, params, now); err != nil {
+		return ledger.EventInsertResult{}, err
+	}
 	params.Filter = f.matches
 	ctx, cancel := context.WithTimeout(ctx, c.cfg.CommitTimeout)
 	defer cancel()

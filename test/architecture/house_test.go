@@ -55,7 +55,7 @@ func (h house) partOf(pkg string) string {
 // non-test imports of the module, relative to it.
 func packages(t *testing.T) map[string][]string {
 	t.Helper()
-	cmd := exec.Command("go", "list", "-f", `{{.ImportPath}} {{join .Imports " "}}`, "./api/...", "./cmd/...", "./controllers/...", "./internal/...")
+	cmd := exec.Command("go", "list", "-f", `{{.ImportPath}} {{join .Imports " "}}`, "./api/...", "./cmd/...", "./controllers/...", "./internal/...", "./pkg/...")
 	cmd.Dir = testenv.RepoRoot()
 	out, err := cmd.CombinedOutput()
 	if err != nil {

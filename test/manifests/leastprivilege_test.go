@@ -50,7 +50,7 @@ var unusedGrants = map[grant]string{
 const listFallback = "the caches' fallback from a watch-list to a list; see listFallback"
 
 func init() {
-	for _, resource := range []string{"webhookendpoints", "retrypolicies", "deliveryrecoveries"} {
+	for _, resource := range []string{"webhookendpoints", "retrypolicies", "deliveryrecoveries", "webhookeventtypes"} {
 		unusedGrants[grant{"hookkeeper.dev", resource, "list"}] = listFallback
 	}
 	unusedGrants[grant{"", "secrets", "list"}] = listFallback
@@ -72,7 +72,8 @@ func (g grant) String() string {
 // as the installer's ServiceAccount, with a token of it and nothing else
 // (no impersonation, no admin credentials), through the whole story: the
 // serving certificate provisioned and the APIService's caBundle kept, leader
-// election, an endpoint with a generated signing secret, a publish through
+// election, an endpoint with a generated signing secret and its event
+// type's contract, a publish through
 // the HTTP API authenticated with TokenReview and SubjectAccessReview, an
 // exhaustion and its Event, a Retry recovery deleted after its TTL, a
 // rotation, a read through the aggregated API, the endpoint's deletion and
@@ -283,8 +284,16 @@ spec:
   url: %[2]s/orders
   eventTypes: [order.created]
   retryPolicyRef: {name: fast}
+---
+apiVersion: hookkeeper.dev/v1alpha1
+kind: WebhookEventType
+metadata: {name: order-created, namespace: %[1]s}
+spec:
+  type: order.created
+  schema: {type: object, required: [order], properties: {order: {type: integer}}}
 `, shop, receiver.URL), "apply", "-f", "-")
 	kwait("-n", shop, "webhookendpoint/orders", "--for=condition=Ready")
+	kwait("-n", shop, "webhookeventtype/order-created", "--for=condition=Ready")
 	kwait("-n", shop, "retrypolicy/fast", "--for=condition=Ready")
 
 	step("a publish through the HTTP API, exhausted while the receiver is down")

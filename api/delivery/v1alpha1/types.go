@@ -170,6 +170,16 @@ type WebhookEventSpec struct {
 	// deliveries say where it went.
 	// +optional
 	Endpoint string `json:"endpoint,omitempty"`
+	// ValidUntil is when the event stops being deliverable: a delivery not
+	// delivered by then is cancelled (Expired), never sent late. In a
+	// create it may shorten its WebhookEventType's validFor, never
+	// lengthen it.
+	// +optional
+	ValidUntil *metav1.Time `json:"validUntil,omitempty"`
+	// TypeGeneration is the generation of the WebhookEventType that
+	// validated the event; absent when none did.
+	// +optional
+	TypeGeneration int64 `json:"typeGeneration,omitempty"`
 }
 
 // WebhookEventStatus is what became of the event's material.

@@ -614,12 +614,25 @@ func schema_hookkeeper_api_delivery_v1alpha1_WebhookEventSpec(ref common.Referen
 							Format:      "",
 						},
 					},
+					"validUntil": {
+						SchemaProps: spec.SchemaProps{
+							Description: "ValidUntil is when the event stops being deliverable: a delivery not delivered by then is cancelled (Expired), never sent late. In a create it may shorten its WebhookEventType's validFor, never lengthen it.",
+							Ref:         ref(v1.Time{}.OpenAPIModelName()),
+						},
+					},
+					"typeGeneration": {
+						SchemaProps: spec.SchemaProps{
+							Description: "TypeGeneration is the generation of the WebhookEventType that validated the event; absent when none did.",
+							Type:        []string{"integer"},
+							Format:      "int64",
+						},
+					},
 				},
 				Required: []string{"type"},
 			},
 		},
 		Dependencies: []string{
-			runtime.RawExtension{}.OpenAPIModelName()},
+			v1.Time{}.OpenAPIModelName(), runtime.RawExtension{}.OpenAPIModelName()},
 	}
 }
 
