@@ -66,6 +66,14 @@ const (
 	RefusedNoReissueHandler = "NoReissueHandler"
 	// RefusedAlreadyResolved: another recovery resolved the delivery first.
 	RefusedAlreadyResolved = "AlreadyResolved"
+	// RefusedNotReplayable: a Retry, a Reissue or a replay was refused
+	// because the event's WebhookEventType says replay: Never; only a
+	// Dismiss resolves it.
+	RefusedNotReplayable = "NotReplayable"
+	// RefusedExpired: a Retry or a replay was refused because the event's
+	// validUntil has passed (nothing is sent late); a Reissue asks its
+	// producer for a fresh event.
+	RefusedExpired = "Expired"
 )
 
 // SkippedAlreadyPending is the reason of a Replay's Skipped item: a

@@ -51,10 +51,26 @@ type Request struct {
 	// Endpoint is the endpoint's ID, the key of the sender's caches of
 	// OAuth2 tokens and TLS clients; it matters only with Credentials.
 	Endpoint string
+	// ReplayUntil is sent as Hookkeeper-Replay-Until (RFC 3339, UTC, to
+	// the second): until when the event may come back to the receiver,
+	// which keeps its de-duplication record that long. The engine computes
+	// it; zero sends no header.
+	ReplayUntil time.Time
 }
 
 // DeliveryIDHeader carries the delivery's ID (canonical form).
 const DeliveryIDHeader = "Hookkeeper-Delivery-Id"
+
+// FormatReplayUntil is t as the Hookkeeper-Replay-Until header carries it:
+// RFC 3339 in UTC, to the second, rounded up (a receiver that keeps its
+// record until the value shown keeps it at least until t).
+func FormatReplayUntil(t time.Time) string {
+	t = t.UTC()
+	if s := t.Truncate(time.Second); !s.Equal(t) {
+		t = s.Add(time.Second)
+	}
+	return t.Format(time.RFC3339)
+}
 
 // ErrKeyCollision reports a secret with the name of a key of data.
 var ErrKeyCollision = errors.New("secret collides with a data key")

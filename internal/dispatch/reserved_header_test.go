@@ -5,6 +5,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/hookkeeper/hookkeeper/internal/dispatch"
 	"github.com/hookkeeper/hookkeeper/internal/wire"
@@ -19,6 +20,7 @@ func TestSendSetsOnlyReservedHeaders(t *testing.T) {
 	rc := newReceiver(t, nil)
 	req := signedRequest(t, rc.URL+"/hooks", mustSecret(t))
 	req.DeliveryID = "dlv_1"
+	req.ReplayUntil = time.Date(2030, 1, 2, 3, 4, 5, 600, time.UTC)
 	req.Headers = []wire.Header{{Name: "X-Tenant", Value: "acme"}}
 	if res := fixedSender().Send(context.Background(), req); res.Err != nil {
 		t.Fatalf("result %+v", res)
@@ -38,10 +40,14 @@ func TestSendSetsOnlyReservedHeaders(t *testing.T) {
 			t.Errorf("the attempt carries %s, which wire.ReservedHeaders does not reserve", name)
 		}
 	}
-	for _, name := range []string{"webhook-id", "webhook-timestamp", "webhook-signature", "hookkeeper-delivery-id", "content-type", "user-agent", "content-length"} {
+	for _, name := range []string{"webhook-id", "webhook-timestamp", "webhook-signature", "hookkeeper-delivery-id", "hookkeeper-replay-until", "content-type", "user-agent", "content-length"} {
 		if !slices.Contains(set, name) {
 			t.Errorf("the attempt lacks %s", name)
 		}
+	}
+	// RFC 3339, UTC, whole seconds, rounded up.
+	if got := got[0].header.Get(wire.ReplayUntilHeader); got != "2030-01-02T03:04:06Z" {
+		t.Errorf("%s = %q, want 2030-01-02T03:04:06Z", wire.ReplayUntilHeader, got)
 	}
 }
 

@@ -146,6 +146,9 @@ func (s *Sender) send(ctx context.Context, req *Request) Result {
 	if req.DeliveryID != "" {
 		h[DeliveryIDHeader] = []string{req.DeliveryID}
 	}
+	if !req.ReplayUntil.IsZero() {
+		h[wire.ReplayUntilHeader] = []string{FormatReplayUntil(req.ReplayUntil)}
+	}
 	hr.Body, _ = env.getBody()
 	hr.GetBody = env.getBody
 	hr.ContentLength = int64(len(payload))

@@ -19,9 +19,10 @@ type outcome struct {
 }
 
 // decide turns one attempt's result into the delivery's next state. It is
-// pure: the endpoint's policy, the delivery as it was before the attempt,
-// the result, the attempt's start time and the jitter source are all
-// inputs.
+// pure: the endpoint, the policy in force (pol: the event's PolicyFor the
+// endpoint's, so a type's policy replaces the endpoint's backoff, horizon
+// and retried classes), the delivery as it was before the attempt, the
+// result, the attempt's start time and the jitter source are all inputs.
 //
 //   - 2xx completes the delivery, or (Callback mode) waits for an
 //     acknowledgement until now + the acknowledgement timeout;
@@ -31,15 +32,15 @@ type outcome struct {
 //   - anything else is retried on the policy's backoff (a Retry-After on
 //     429/503 lengthens the delay up to the policy's cap) until the horizon,
 //     then exhausts with MaxAttempts or MaxAge.
-func decide(ep *ledger.Endpoint, d *ledger.Delivery, res *dispatch.Result, started time.Time, now time.Time, rnd func() float64) outcome {
-	switch dispatch.Classify(*res, ep.Policy.RetryOn) {
+func decide(ep *ledger.Endpoint, pol *ledger.Policy, d *ledger.Delivery, res *dispatch.Result, started time.Time, now time.Time, rnd func() float64) outcome {
+	switch dispatch.Classify(*res, pol.RetryOn) {
 	case dispatch.Success:
 		if ep.AckMode == ledger.AckCallback {
 			return outcome{next: ledger.Next{State: ledger.StateAwaitingAck, AckDeadline: now.Add(ackTimeout(ep))}}
 		}
 		return outcome{next: ledger.Next{State: ledger.StateDelivered}}
 	case dispatch.Gone:
-		if ep.Policy.BreakerPolicyOrDefault().Disabled {
+		if pol.BreakerPolicyOrDefault().Disabled {
 			return exhaust(ledger.ExhaustGone, res)
 		}
 		// 410 is about the URL: the breaker opens (Gone) and the delivery
@@ -53,7 +54,7 @@ func decide(ep *ledger.Endpoint, d *ledger.Delivery, res *dispatch.Result, start
 	if d.FirstAttemptAt != nil {
 		first = *d.FirstAttemptAt
 	}
-	dec := ep.Policy.Backoff.Next(backoff.Input{
+	dec := pol.Backoff.Next(backoff.Input{
 		Attempt:        d.Attempts + 1,
 		FirstAttemptAt: first,
 		Now:            now,

@@ -64,7 +64,7 @@ func TestDecide(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got := decide(tt.ep, tt.d, &tt.res, t0, t0, nil)
+			got := decide(tt.ep, &tt.ep.Policy, tt.d, &tt.res, t0, t0, nil)
 			if got.next != tt.want {
 				t.Errorf("next = %+v, want %+v", got.next, tt.want)
 			}
@@ -96,9 +96,83 @@ func TestDecideAckTimeout(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if got := decideAckTimeout(ep, &tt.d, t0, nil); got != tt.want {
+			if got := decideAckTimeout(&ep.Policy, &tt.d, t0, nil); got != tt.want {
 				t.Errorf("decideAckTimeout = %+v, want %+v", got, tt.want)
 			}
 		})
+	}
+}
+
+// decide follows the policy in force: a type's policy replaces the
+// endpoint's retried classes and schedule; the endpoint's breaker stays.
+func TestDecideUsesThePolicyInForce(t *testing.T) {
+	t0 := time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
+	ep := &ledger.Endpoint{ID: "ns/a", AckMode: ledger.AckResponse, Policy: ledger.Policy{
+		Backoff: backoff.Policy{Strategy: backoff.Fixed, InitialDelay: time.Minute, MaxAttempts: 5},
+		RetryOn: []string{"5xx"},
+		Breaker: &ledger.BreakerPolicy{Disabled: true},
+	}}
+	typed := ledger.Event{PolicyOverride: &ledger.Policy{
+		Backoff: backoff.Policy{Strategy: backoff.Fixed, InitialDelay: 5 * time.Second, MaxAttempts: 2},
+		RetryOn: []string{"429"},
+	}}
+	pol := typed.PolicyFor(&ep.Policy)
+	first := &ledger.Delivery{}
+	started := t0.Add(-time.Second)
+	second := &ledger.Delivery{Attempts: 1, FirstAttemptAt: &started}
+	for _, tc := range []struct {
+		name string
+		pol  *ledger.Policy
+		d    *ledger.Delivery
+		res  dispatch.Result
+		want ledger.Next
+	}{
+		{"the endpoint's schedule", &ep.Policy, first, dispatch.Result{StatusCode: 503}, ledger.Next{State: ledger.StateScheduled, DueAt: t0.Add(time.Minute)}},
+		{"the type's schedule", pol, first, dispatch.Result{StatusCode: 429}, ledger.Next{State: ledger.StateScheduled, DueAt: t0.Add(5 * time.Second)}},
+		{"the endpoint retries 5xx, the type does not", pol, first, dispatch.Result{StatusCode: 503}, ledger.Next{State: ledger.StateExhausted, Reason: ledger.ExhaustNonRetryable}},
+		{"the type's horizon", pol, second, dispatch.Result{StatusCode: 429}, ledger.Next{State: ledger.StateExhausted, Reason: ledger.ExhaustMaxAttempts}},
+		{"the endpoint's breaker (disabled: 410 exhausts)", pol, first, dispatch.Result{StatusCode: 410}, ledger.Next{State: ledger.StateExhausted, Reason: ledger.ExhaustGone}},
+	} {
+		if got := decide(ep, tc.pol, tc.d, &tc.res, t0, t0, nil).next; got != tc.want {
+			t.Errorf("%s: next = %+v, want %+v", tc.name, got, tc.want)
+		}
+	}
+	if got := decideAckTimeout(pol, &ledger.Delivery{Attempts: 2, FirstAttemptAt: &started}, t0, nil); got != (ledger.Next{State: ledger.StateExhausted, Reason: ledger.ExhaustAckTimeout}) {
+		t.Errorf("an acknowledgement timeout past the type's horizon: %+v", got)
+	}
+}
+
+func TestReplayUntil(t *testing.T) {
+	t0 := time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
+	earlier := t0.Add(-3 * time.Hour)
+	pol := func(window, timeout time.Duration) *ledger.Policy {
+		return &ledger.Policy{ReplayWindow: window, Backoff: backoff.Policy{AttemptTimeout: timeout}}
+	}
+	at := func(d time.Duration) *time.Time { v := t0.Add(d); return &v }
+	for _, tc := range []struct {
+		name       string
+		pol        *ledger.Policy
+		validUntil *time.Time
+		first      *time.Time
+		want       time.Time // zero: no header
+	}{
+		{"a first attempt: its start + the window + the timeout", pol(72*time.Hour, 10*time.Second), nil, nil, t0.Add(72*time.Hour + 10*time.Second)},
+		{"a retry: from the delivery's first attempt", pol(72*time.Hour, 10*time.Second), nil, &earlier, earlier.Add(72*time.Hour + 10*time.Second)},
+		{"no timeout set: the default's 30s", pol(time.Hour, 0), nil, nil, t0.Add(time.Hour + 30*time.Second)},
+		{"ValidUntil before the window's end bounds it", pol(72*time.Hour, 10*time.Second), at(time.Hour), nil, t0.Add(time.Hour + 10*time.Second)},
+		{"ValidUntil after the window's end does not", pol(time.Hour, 10*time.Second), at(2 * time.Hour), nil, t0.Add(time.Hour + 10*time.Second)},
+		{"no window: ValidUntil alone", pol(0, 10*time.Second), at(time.Hour), nil, t0.Add(time.Hour + 10*time.Second)},
+		{"no window and no bound: no header", pol(0, 10*time.Second), nil, nil, time.Time{}},
+		{"a fraction of a second rounds up", pol(0, 10*time.Second), at(time.Hour + time.Millisecond), nil, t0.Add(time.Hour + 11*time.Second)},
+	} {
+		ev := &ledger.Event{ValidUntil: tc.validUntil}
+		got, ok := replayUntil(tc.pol, ev, &ledger.Delivery{FirstAttemptAt: tc.first}, t0)
+		if ok != !tc.want.IsZero() || !got.Equal(tc.want) || (ok && got.Location() != time.UTC) {
+			t.Errorf("%s: replayUntil = %v, %t; want %v", tc.name, got, ok, tc.want)
+		}
+	}
+	// The header's form: RFC 3339, UTC, whole seconds, never earlier.
+	if got := dispatch.FormatReplayUntil(time.Date(2026, 11, 29, 13, 0, 0, 1, time.FixedZone("CET", 3600))); got != "2026-11-29T12:00:01Z" {
+		t.Errorf("FormatReplayUntil = %q", got)
 	}
 }

@@ -164,6 +164,9 @@ type Engine struct {
 	claimTake map[string]int
 	// probes are the deliveries this engine leased as breaker probes.
 	probes map[string]bool
+	// longestOverride is the longest attempt timeout of an event type's
+	// policy seen so far (nanoseconds): leases cover it (leaseFor).
+	longestOverride atomic.Int64
 }
 
 // endpointState is the engine's view of one endpoint: its configuration at
@@ -472,6 +475,12 @@ func (e *Engine) start(ctx, attemptCtx context.Context, wg *sync.WaitGroup, c *l
 		}
 	}()
 	now := e.opts.Clock.Now()
+	if c.Event.Expired(now) {
+		// Past its event's ValidUntil: cancelled, never sent late, and
+		// before it takes anything from the endpoint's limits.
+		e.expire(ctx, c, now)
+		return false
+	}
 	st, err := e.endpointFor(ctx, c.Delivery.EndpointID, c.EndpointVersion)
 	if err != nil {
 		e.opts.Logger.Error(err, "loading endpoint configuration; releasing delivery", "delivery", c.Delivery.ID)
@@ -554,7 +563,15 @@ func (e *Engine) start(ctx, attemptCtx context.Context, wg *sync.WaitGroup, c *l
 // the record commits.
 func (e *Engine) attempt(ctx context.Context, ep *ledger.Endpoint, c *ledger.ClaimedDelivery, sent func()) {
 	started := e.opts.Clock.Now()
+	if c.Event.Expired(started) {
+		// The last check before sending (a limit or the budget may have
+		// held it since the claim).
+		e.expire(context.WithoutCancel(ctx), c, started)
+		return
+	}
 	e.opts.Metrics.observeLag(started.Sub(c.Delivery.DueAt))
+	pol := c.Event.PolicyFor(&ep.Policy)
+	until, _ := replayUntil(pol, &c.Event, &c.Delivery, started)
 
 	res := e.opts.Sender.Send(ctx, dispatch.Request{
 		URL:            ep.URL,
@@ -566,9 +583,10 @@ func (e *Engine) attempt(ctx context.Context, ep *ledger.Endpoint, c *ledger.Cla
 		Data:           c.Event.Data,
 		Secrets:        c.Event.Secrets,
 		SigningSecrets: signingSecrets(ep.Secrets, started),
-		Timeout:        ep.Policy.Backoff.AttemptTimeout,
+		Timeout:        e.attemptTimeout(pol, &c.Delivery, started),
 		Credentials:    ep.Credentials,
 		Endpoint:       ep.ID,
+		ReplayUntil:    until,
 	})
 	probe := e.isProbe(c.Delivery.ID)
 	if ctx.Err() != nil {
@@ -579,7 +597,7 @@ func (e *Engine) attempt(ctx context.Context, ep *ledger.Endpoint, c *ledger.Cla
 		return
 	}
 	now := e.opts.Clock.Now()
-	out := decide(ep, &c.Delivery, &res, started, now, e.opts.Rand)
+	out := decide(ep, pol, &c.Delivery, &res, started, now, e.opts.Rand)
 	e.opts.Metrics.observeAttempt(res.Duration, out.next)
 	if !probe {
 		// Before the record: a delivery that a 410 or the last failure of

@@ -15,6 +15,7 @@ import (
 type Metrics struct {
 	attempts        *prometheus.CounterVec
 	exhausted       *prometheus.CounterVec
+	expired         *prometheus.CounterVec
 	owners          *ownerLabels
 	attemptDuration prometheus.Histogram
 	schedulingLag   prometheus.Histogram
@@ -43,6 +44,10 @@ func NewMetrics(reg prometheus.Registerer, store ledger.Store) *Metrics {
 			Name: "hookkeeper_deliveries_exhausted_total",
 			Help: "Deliveries given up on, by reason (MaxAttempts, MaxAge, NonRetryable, Gone, AckRejected, AckTimeout) and the endpoint's owner (spec.owner; at most 64 owners per process, later ones as _other), counted once committed.",
 		}, []string{"reason", "owner"}),
+		expired: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "hookkeeper_deliveries_expired_total",
+			Help: "Deliveries cancelled unsent because their event's validUntil passed (its WebhookEventType's validFor, or the publisher's validUntil), by the endpoint's owner, counted once committed.",
+		}, []string{"owner"}),
 		owners: newOwnerLabels(MaxOwnerLabels),
 		attemptDuration: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name:    "hookkeeper_attempt_duration_seconds",
@@ -92,7 +97,7 @@ func NewMetrics(reg prometheus.Registerer, store ledger.Store) *Metrics {
 		Help: "Probes of endpoints whose circuit breaker is open, by result: closed (the breaker closed) or failed, counted by the engine that made them.",
 	}, []string{"result"})
 	reg.MustRegister(m.deferred, m.yields, m.scrubbed, m.pruned, m.acks, m.recovery, m.probes)
-	reg.MustRegister(m.attempts, m.exhausted, m.attemptDuration, m.schedulingLag, m.events, m.released,
+	reg.MustRegister(m.attempts, m.exhausted, m.expired, m.attemptDuration, m.schedulingLag, m.events, m.released,
 		&statsCollector{store: store})
 	return m
 }
@@ -123,6 +128,12 @@ func (m *Metrics) observeAttempt(d time.Duration, next ledger.Next) {
 func (m *Metrics) observeExhausted(reason ledger.ExhaustReason, owner string) {
 	if m != nil {
 		m.exhausted.WithLabelValues(string(reason), m.owners.value(owner)).Inc()
+	}
+}
+
+func (m *Metrics) observeExpired(owner string) {
+	if m != nil {
+		m.expired.WithLabelValues(m.owners.value(owner)).Inc()
 	}
 }
 

@@ -241,7 +241,29 @@ func (e *Engine) leaseFor() time.Duration {
 	if longest == 0 {
 		longest = defaultAttemptTimeout
 	}
-	return longest + e.opts.LeaseMargin
+	return max(longest, time.Duration(e.longestOverride.Load())) + e.opts.LeaseMargin
+}
+
+// attemptTimeout is the timeout of an attempt of d under pol, the policy
+// in force, started at started. An event type's policy may set a longer
+// one than any endpoint's, which the lease taken before the event was
+// read did not cover: the attempt is cut to end within the lease (less
+// its margin, so that it is recorded before another engine may claim the
+// delivery), and later leases cover it (longestOverride).
+func (e *Engine) attemptTimeout(pol *ledger.Policy, d *ledger.Delivery, started time.Time) time.Duration {
+	timeout := attemptTimeout(pol)
+	for {
+		seen := e.longestOverride.Load()
+		if int64(timeout) <= seen || e.longestOverride.CompareAndSwap(seen, int64(timeout)) {
+			break
+		}
+	}
+	if d.LeaseUntil != nil {
+		if left := d.LeaseUntil.Sub(started) - e.opts.LeaseMargin; left > 0 && left < timeout {
+			return left
+		}
+	}
+	return timeout
 }
 
 // ownerOf is the owner of endpoint id as this process knows it ("" when it

@@ -13,7 +13,8 @@ import (
 const sweepBatch = 500
 
 // runServices runs the engine's background work until ctx is done: overdue
-// acknowledgements, secrets whose grace period ended, retention, and
+// acknowledgements, deliveries whose event expired, secrets whose grace
+// period ended, retention, and
 // compaction that makes scrubbed bytes unrecoverable. Each is bounded per
 // round; errors are logged and retried next round.
 func (e *Engine) runServices(ctx context.Context) {
@@ -36,6 +37,7 @@ func (e *Engine) runServices(ctx context.Context) {
 			log.Error(err, "acknowledgement timeouts")
 		}
 		now := e.opts.Clock.Now()
+		e.sweepExpired(ctx, now)
 		if n, err := e.store.SecretsScrubDue(ctx, now, sweepBatch); err != nil && ctx.Err() == nil {
 			log.Error(err, "scrubbing secrets")
 		} else {

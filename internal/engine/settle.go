@@ -107,13 +107,14 @@ func (e *Engine) settled(res ledger.AckResult) {
 
 // decideAckTimeout is what follows an acknowledgement that did not come in
 // time: the accepted attempt counts as failed, so the delivery is retried on
-// the policy's backoff until its horizon, then exhausted with AckTimeout.
-func decideAckTimeout(ep *ledger.Endpoint, d *ledger.Delivery, now time.Time, rnd func() float64) ledger.Next {
+// the backoff of pol, the policy in force (the event's PolicyFor the
+// endpoint's), until its horizon, then exhausted with AckTimeout.
+func decideAckTimeout(pol *ledger.Policy, d *ledger.Delivery, now time.Time, rnd func() float64) ledger.Next {
 	first := now
 	if d.FirstAttemptAt != nil {
 		first = *d.FirstAttemptAt
 	}
-	dec := ep.Policy.Backoff.Next(backoff.Input{Attempt: max(d.Attempts, 1), FirstAttemptAt: first, Now: now, Rand: rnd})
+	dec := pol.Backoff.Next(backoff.Input{Attempt: max(d.Attempts, 1), FirstAttemptAt: first, Now: now, Rand: rnd})
 	if !dec.Retry {
 		return ledger.Next{State: ledger.StateExhausted, Reason: ledger.ExhaustAckTimeout}
 	}
@@ -154,8 +155,14 @@ func (e *Engine) sweepAckTimeouts(ctx context.Context) error {
 			e.apply(loaded)
 			ep, endpoints[d.EndpointID] = &loaded, &loaded
 		}
+		// The event's contract may replace the endpoint's policy: read it
+		// (an acknowledgement timeout is rare enough for one read each).
+		ev, err := e.store.EventGet(ctx, d.EventID)
+		if err != nil {
+			return fmt.Errorf("loading event %s: %w", d.EventID, err)
+		}
 		res, err := e.store.AckTimeoutRecord(ctx, &ledger.AckTimeoutParams{
-			DeliveryID: d.ID, Next: decideAckTimeout(ep, d, now, e.opts.Rand), Now: now,
+			DeliveryID: d.ID, Next: decideAckTimeout(ev.PolicyFor(&ep.Policy), d, now, e.opts.Rand), Now: now,
 		})
 		if errors.Is(err, ledger.ErrNotAwaitingAck) {
 			continue // acknowledged meanwhile: the ack won

@@ -49,6 +49,11 @@ type Summary struct {
 	ExhaustedOnAttempt map[int]int64
 	// TimeToDelivery is the summed histogram (ledger.TimeToDeliveryBounds).
 	TimeToDelivery [ledger.TimeToDeliveryBuckets]int64
+	// Expired counts deliveries cancelled because their event's ValidUntil
+	// passed before they were delivered (ledger.OutcomeExpired). They are
+	// kept apart from Settled: the type's contract ended them, not the
+	// schedule, so they say nothing about whether the horizon fits.
+	Expired int64
 }
 
 // Summarize sums the buckets for which keep returns true (nil keeps all).
@@ -57,6 +62,10 @@ func Summarize(buckets []ledger.OutcomeBucket, keep func(*ledger.OutcomeBucket) 
 	for i := range buckets {
 		b := &buckets[i]
 		if keep != nil && !keep(b) {
+			continue
+		}
+		if b.Outcome == ledger.OutcomeExpired {
+			s.Expired += b.Count
 			continue
 		}
 		s.Settled += b.Count

@@ -199,3 +199,26 @@ func TestShortDuration(t *testing.T) {
 		}
 	}
 }
+
+// Deliveries cancelled because their event expired are counted apart:
+// they are neither settled nor exhausted, so they move no percentage and
+// no horizon advice.
+func TestSummarizeKeepsExpiredApart(t *testing.T) {
+	buckets := []ledger.OutcomeBucket{
+		bucket("ns/a", 1, 0, ledger.OutcomeDelivered, 1, 9),
+		bucket("ns/a", 1, 0, string(ledger.ExhaustMaxAttempts), 5, 1),
+		bucket("ns/a", 1, 1, ledger.OutcomeExpired, 2, 3),
+		bucket("ns/b", 1, 30, ledger.OutcomeExpired, 0, 2), // out of the day
+	}
+	day := Summarize(buckets, Window(now, Day))
+	if day.Expired != 3 || day.Settled != 10 || day.ExhaustedTotal() != 1 || len(day.Exhausted) != 1 {
+		t.Errorf("day: expired %d, settled %d, exhausted %d %v; want 3, 10, 1 without Expired",
+			day.Expired, day.Settled, day.ExhaustedTotal(), day.Exhausted)
+	}
+	if pct, ok := day.FirstTryPercent(); !ok || pct != 90 {
+		t.Errorf("first-try percent = %d, %v; want 90 (expired deliveries left out)", pct, ok)
+	}
+	if week := Summarize(buckets, Window(now, Week)); week.Expired != 5 || week.Reached(1) != 10 {
+		t.Errorf("week: expired %d, reached(1) %d; want 5, 10", week.Expired, week.Reached(1))
+	}
+}

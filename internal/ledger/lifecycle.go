@@ -202,6 +202,12 @@ type ExhaustedDelivery struct {
 	// FirstAttemptAt of the event (its earliest delivery attempt), from
 	// which the replay window is measured; the event's CreatedAt if none.
 	ReplayFrom time.Time
+	// The event's contract (docs/adr/0038): its type's ReplayClass, its
+	// ValidUntil, and the replay window of its PolicyOverride (0 without
+	// one: the endpoint's applies). AutoAction reads them.
+	ReplayClass          ReplayClass
+	ValidUntil           *time.Time
+	OverrideReplayWindow time.Duration
 }
 
 // RecoveryAction is what a recovery does for one delivery.

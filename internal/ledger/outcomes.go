@@ -8,8 +8,9 @@ import (
 )
 
 // Outcome evidence: what each attempt achieved. Every transaction that
-// settles a delivery (delivered or exhausted; cancelled is not an outcome
-// of the schedule) adds it to one hourly bucket row of its endpoint, keyed
+// settles a delivery (delivered, exhausted, or cancelled because its event
+// expired; a cancellation by an endpoint's deletion is not an outcome)
+// adds it to one hourly bucket row of its endpoint, keyed
 // by the hour it settled, its outcome and the attempt it settled on, under
 // the policy the endpoint had then (Policy.Name and Policy.Generation, read
 // by the driver from the endpoint's row in the same transaction). The cost
@@ -110,7 +111,7 @@ type OutcomeBucket struct {
 
 // SettledOutcome is the bucket row a transition adds d (as it is after the
 // transition, settled at now) to, and what it adds; ok is false when d is
-// not delivered or exhausted.
+// not delivered, exhausted or cancelled Expired.
 func SettledOutcome(d Delivery, now time.Time) (key OutcomeKey, count OutcomeCount, ok bool) {
 	now = now.UTC()
 	key = OutcomeKey{EndpointID: d.EndpointID, Hour: now.Truncate(OutcomeBucketWidth), Attempt: d.Attempts}
@@ -121,6 +122,13 @@ func SettledOutcome(d Delivery, now time.Time) (key OutcomeKey, count OutcomeCou
 		count.TimeToDelivery[TimeToDeliveryBucket(now.Sub(d.CreatedAt))] = 1
 	case StateExhausted:
 		key.Outcome = string(d.ExhaustReason)
+	case StateCancelled:
+		// An expiry is the type's contract at work: evidence; a deletion
+		// is not an outcome of anything sent.
+		if d.ExhaustReason != CancelExpired {
+			return OutcomeKey{}, OutcomeCount{}, false
+		}
+		key.Outcome = OutcomeExpired
 	default:
 		return OutcomeKey{}, OutcomeCount{}, false
 	}

@@ -187,6 +187,7 @@ func planWrite(ctx context.Context, st lister, ip *itemPlan, step RecoveryStep, 
 			ID: newEventID, Namespace: ev.Namespace, Type: ev.Type, Data: ev.Data,
 			ReissueOf: ev.ID, CreatedAt: now,
 		}
+		w.Event.copyContract(ev)
 		w.Deliveries = []Delivery{resend(scheduled(newDeliveryID, newEventID, orig.EndpointID))}
 		w.Item.NewEventID, w.Item.NewDeliveryID, w.Item.NewDeliveryState = newEventID, newDeliveryID, StateScheduled
 	case StepReissueRequest:

@@ -123,11 +123,12 @@ var ErrEndpointDeleted = fmt.Errorf("the delivery's endpoint was deleted: %w", E
 // PlanRecovery decides what action does for the delivery described by f at
 // now, and why it is refused (reason, with StepRefuse). The checks, in
 // order: a delivery that is not exhausted and unresolved is refused with
-// AlreadyResolved; then, for Retry, ReissueRequired (scrubbed secrets),
-// ReplayWindowExceeded (now after ReplayFrom + the policy's ReplayWindow;
-// a 0 window has no limit) and PayloadExpired (data pruned). Reissue
-// copies an event that is complete and never carried secrets, and asks the
-// producer for a replacement otherwise. An unknown action is an error.
+// AlreadyResolved; then, for Retry, the reasons of ResendRefusal under the
+// policy in force (the event's PolicyFor the endpoint's). Reissue is
+// refused with NotReplayable for an event of a type that is never
+// replayed; else it copies an event that is complete, never carried
+// secrets and has not expired, and asks the producer for a replacement
+// otherwise. An unknown action is an error.
 func PlanRecovery(action RecoveryAction, f *RecoveryFacts, now time.Time) (RecoveryStep, string, error) {
 	switch action {
 	case RecoveryRetry, RecoveryReissue, RecoveryDismiss:
@@ -143,23 +144,31 @@ func PlanRecovery(action RecoveryAction, f *RecoveryFacts, now time.Time) (Recov
 	}
 	switch action {
 	case RecoveryRetry:
-		if reason := ResendRefusal(&f.Event, f.Policy.ReplayWindow, f.ReplayFrom, now); reason != "" {
+		if reason := ResendRefusal(&f.Event, f.Event.PolicyFor(&f.Policy).ReplayWindow, f.ReplayFrom, now); reason != "" {
 			return StepRefuse, reason, nil
 		}
 		return StepRetry, "", nil
 	case RecoveryReissue:
-		return reissueStep(&f.Event), "", nil
+		if !f.Event.Reissuable() {
+			return StepRefuse, RefusedNotReplayable, nil
+		}
+		return reissueStep(&f.Event, now), "", nil
 	default:
 		return StepDismiss, "", nil
 	}
 }
 
 // ResendRefusal is why event e cannot be sent again under its own
-// identity at now ("" when it can), in this order: ReissueRequired (its
+// identity at now ("" when it can), in this order: its type's contract
+// (ContractRefusal: NotReplayable, ReissueRequired for a type that is
+// only reissued, Expired past its ValidUntil), ReissueRequired (its
 // one-time secrets were scrubbed), ReplayWindowExceeded (now is after
 // replayFrom + window; a 0 window has no limit), PayloadExpired (its data
 // was pruned). A Retry and a Replay refuse alike.
 func ResendRefusal(e *Event, window time.Duration, replayFrom, now time.Time) string {
+	if reason := ContractRefusal(e, now); reason != "" {
+		return reason
+	}
 	switch {
 	case e.SecretsScrubbed():
 		return RefusedReissueRequired
@@ -171,10 +180,12 @@ func ResendRefusal(e *Event, window time.Duration, replayFrom, now time.Time) st
 	return ""
 }
 
-// reissueStep is how e is reissued: copied when it is complete and never
-// carried secrets, else asked of its producer.
-func reissueStep(e *Event) RecoveryStep {
-	if len(e.SecretNames) == 0 && !e.PayloadPruned() {
+// reissueStep is how e is reissued at now: copied when it is complete,
+// never carried secrets and has not expired (a copy keeps its ValidUntil,
+// so it would only be cancelled), else asked of its producer, who mints a
+// fresh one.
+func reissueStep(e *Event, now time.Time) RecoveryStep {
+	if len(e.SecretNames) == 0 && !e.PayloadPruned() && !e.Expired(now) {
 		return StepReissueCopy
 	}
 	return StepReissueRequest

@@ -110,6 +110,11 @@ func TestPlanRecovery(t *testing.T) {
 	}
 	pruned := func(f *RecoveryFacts) { f.Event.Data = nil }
 	late := func(f *RecoveryFacts) { f.ReplayFrom = first.Add(-time.Nanosecond) }
+	class := func(c ReplayClass) func(*RecoveryFacts) { return func(f *RecoveryFacts) { f.Event.ReplayClass = c } }
+	expired := func(f *RecoveryFacts) { f.Event.ValidUntil = &now }
+	valid := func(f *RecoveryFacts) { t := now.Add(time.Nanosecond); f.Event.ValidUntil = &t }
+	longWindow := func(f *RecoveryFacts) { f.Event.PolicyOverride = &Policy{ReplayWindow: 2 * time.Hour} }
+	shortWindow := func(f *RecoveryFacts) { f.Event.PolicyOverride = &Policy{ReplayWindow: time.Minute} }
 	all := func(edits ...func(*RecoveryFacts)) func(*RecoveryFacts) {
 		return func(f *RecoveryFacts) {
 			for _, e := range edits {
@@ -142,6 +147,19 @@ func TestPlanRecovery(t *testing.T) {
 		{"resolved", RecoveryRetry, func(f *RecoveryFacts) { f.Delivery.Resolution = ResolutionDismissed }, StepRefuse, RefusedAlreadyResolved},
 		{"not exhausted", RecoveryDismiss, func(f *RecoveryFacts) { f.Delivery.State, f.Delivery.Resolution = StateDelivered, "" }, StepRefuse, RefusedAlreadyResolved},
 		{"dismiss of a deleted endpoint's delivery", RecoveryDismiss, func(f *RecoveryFacts) { f.EndpointDeleted = true }, StepDismiss, ""},
+		// The type's contract (docs/adr/0038).
+		{"retry of a Retryable type", RecoveryRetry, class(ReplayRetryable), StepRetry, ""},
+		{"retry of a ReissueOnly type with its secrets", RecoveryRetry, all(class(ReplayReissueOnly), withSecrets), StepRefuse, RefusedReissueRequired},
+		{"reissue of a ReissueOnly type copies", RecoveryReissue, class(ReplayReissueOnly), StepReissueCopy, ""},
+		{"retry of a Never type", RecoveryRetry, class(ReplayNever), StepRefuse, RefusedNotReplayable},
+		{"Never outranks scrubbed secrets", RecoveryRetry, all(class(ReplayNever), scrubbed, late), StepRefuse, RefusedNotReplayable},
+		{"reissue of a Never type", RecoveryReissue, class(ReplayNever), StepRefuse, RefusedNotReplayable},
+		{"dismiss of a Never type", RecoveryDismiss, class(ReplayNever), StepDismiss, ""},
+		{"retry at ValidUntil", RecoveryRetry, expired, StepRefuse, RefusedExpired},
+		{"retry before ValidUntil", RecoveryRetry, valid, StepRetry, ""},
+		{"reissue at ValidUntil asks for a fresh event", RecoveryReissue, expired, StepReissueRequest, ""},
+		{"the type's longer window", RecoveryRetry, all(late, longWindow), StepRetry, ""},
+		{"the type's shorter window", RecoveryRetry, shortWindow, StepRefuse, RefusedReplayWindowExceeded},
 	} {
 		step, reason, err := PlanRecovery(tc.action, facts(tc.edit), now)
 		if err != nil || step != tc.step || reason != tc.reason {

@@ -85,8 +85,10 @@ var ErrReplayNamespace = errors.New("a replay sends only events of its endpoint'
 // namespace ErrReplayNamespace and one of the engine's own types an error
 // (nothing is recorded for any of them); an event already on its way to
 // the endpoint is skipped (AlreadyPending); one that cannot be sent again
-// under its own identity (ResendRefusal, the same reasons as a Retry) is
-// refused with that reason, or reissued with fallback ReplayReissue;
+// under its own identity (ResendRefusal under the policy in force, the
+// same reasons as a Retry) is refused with that reason, or reissued with
+// fallback ReplayReissue unless its type is never replayed (then refused
+// with NotReplayable whatever the fallback);
 // anything else is replayed.
 func PlanReplay(fallback ReplayFallback, f *ReplayFacts, now time.Time) (RecoveryStep, string, error) {
 	switch fallback {
@@ -105,11 +107,12 @@ func PlanReplay(fallback ReplayFallback, f *ReplayFacts, now time.Time) (Recover
 	case f.Pending:
 		return StepSkip, SkippedAlreadyPending, nil
 	}
-	if reason := ResendRefusal(ev, f.Policy.ReplayWindow, f.ReplayFrom, now); reason != "" {
-		if fallback == ReplayRefuse {
+	if reason := ResendRefusal(ev, ev.PolicyFor(&f.Policy).ReplayWindow, f.ReplayFrom, now); reason != "" {
+		// A type that is never replayed is not reissued either.
+		if fallback == ReplayRefuse || !ev.Reissuable() {
 			return StepRefuse, reason, nil
 		}
-		return reissueStep(ev), "", nil
+		return reissueStep(ev, now), "", nil
 	}
 	return StepReplay, "", nil
 }

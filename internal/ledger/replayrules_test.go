@@ -32,6 +32,9 @@ func TestPlanReplay(t *testing.T) {
 	late := func(f *ReplayFacts) { f.ReplayFrom = first.Add(-time.Nanosecond) }
 	pending := func(f *ReplayFacts) { f.Pending = true }
 	unresolved := func(f *ReplayFacts) { f.Unresolved = &Delivery{ID: "dlv_x"} }
+	class := func(c ReplayClass) func(*ReplayFacts) { return func(f *ReplayFacts) { f.Event.ReplayClass = c } }
+	expired := func(f *ReplayFacts) { f.Event.ValidUntil = &now }
+	longWindow := func(f *ReplayFacts) { f.Event.PolicyOverride = &Policy{ReplayWindow: 2 * time.Hour} }
 	for _, tc := range []struct {
 		name     string
 		fallback ReplayFallback
@@ -55,6 +58,13 @@ func TestPlanReplay(t *testing.T) {
 		{"pruned payload reissued: asked of the producer", ReplayReissue, []func(*ReplayFacts){pruned}, StepReissueRequest, ""},
 		{"past the window reissued: a copy", ReplayReissue, []func(*ReplayFacts){late}, StepReissueCopy, ""},
 		{"reissue mode replays what it can", ReplayReissue, []func(*ReplayFacts){withSecrets}, StepReplay, ""},
+		{"Never refused", ReplayRefuse, []func(*ReplayFacts){class(ReplayNever)}, StepRefuse, RefusedNotReplayable},
+		{"Never not reissued either", ReplayReissue, []func(*ReplayFacts){class(ReplayNever)}, StepRefuse, RefusedNotReplayable},
+		{"ReissueOnly refused", ReplayRefuse, []func(*ReplayFacts){class(ReplayReissueOnly), withSecrets}, StepRefuse, RefusedReissueRequired},
+		{"ReissueOnly reissued", ReplayReissue, []func(*ReplayFacts){class(ReplayReissueOnly), withSecrets}, StepReissueRequest, ""},
+		{"expired refused", ReplayRefuse, []func(*ReplayFacts){expired}, StepRefuse, RefusedExpired},
+		{"expired reissued: asked of the producer", ReplayReissue, []func(*ReplayFacts){expired}, StepReissueRequest, ""},
+		{"the type's window", ReplayRefuse, []func(*ReplayFacts){late, longWindow}, StepReplay, ""},
 	} {
 		step, reason, err := PlanReplay(tc.fallback, facts(tc.edits...), now)
 		if err != nil || step != tc.step || reason != tc.reason {

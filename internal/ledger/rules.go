@@ -67,9 +67,14 @@ func (n Next) Validate() error {
 		if n.Reason == "" {
 			return fmt.Errorf("next state %s needs a Reason", n.State)
 		}
+	case StateCancelled:
+		// Only an expiry cancels through a record (AttemptRecordParams.Unsent).
+		if n.Reason != CancelExpired {
+			return fmt.Errorf("next state %s needs Reason %s", n.State, CancelExpired)
+		}
 	case StateDelivered:
 	default:
-		return fmt.Errorf("next state %q is not one of scheduled, awaiting_ack, delivered, exhausted", n.State)
+		return fmt.Errorf("next state %q is not one of scheduled, awaiting_ack, delivered, exhausted, cancelled", n.State)
 	}
 	return nil
 }

@@ -1,6 +1,7 @@
 package ledger
 
 import (
+	"fmt"
 	"slices"
 	"time"
 )
@@ -22,6 +23,8 @@ import (
 //	in_flight                   scheduled                            DeliveryRelease, LeasesReclaim
 //	in_flight                   scheduled, awaiting_ack,             AttemptRecordMany:
 //	                            delivered, exhausted                 AttemptRecordParams.Transition
+//	in_flight (its event        cancelled (Expired), unsent          AttemptRecordMany (Unsent), after
+//	past ValidUntil)                                                 a claim or DeliveryClaimExpired
 //	awaiting_ack                delivered, exhausted (AckRejected)   AckRecord: AckRecordParams.Transition
 //	awaiting_ack                scheduled, exhausted                 AckTimeoutRecord:
 //	                                                                 AckTimeoutParams.Transition
@@ -110,6 +113,12 @@ func (p *AttemptRecordParams) Transition() (AttemptTransition, error) {
 		tr.TerminalAt = &now
 	case StateExhausted:
 		tr.Reason, tr.Resolution, tr.TerminalAt = n.Reason, ResolutionUnresolved, &now
+	case StateCancelled:
+		// Expired: no owner needed, so no resolution; never an attempt.
+		if !p.Unsent {
+			return AttemptTransition{}, fmt.Errorf("next state %s is recorded only for a delivery that was not sent (Unsent)", n.State)
+		}
+		tr.Reason, tr.TerminalAt = n.Reason, &now
 	}
 	if p.Unsent {
 		tr.Unsent = true

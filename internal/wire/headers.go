@@ -10,7 +10,8 @@ import (
 
 // ReservedHeaders are the header names, in lower case, that a static header
 // must not use: hookkeeper sets them on every attempt (the Standard
-// Webhooks headers, Content-Type, User-Agent and Hookkeeper-Delivery-Id),
+// Webhooks headers, Content-Type, User-Agent, Hookkeeper-Delivery-Id and
+// Hookkeeper-Replay-Until),
 // the HTTP stack controls them (Host, Content-Length, Trailer and the
 // hop-by-hop headers, which Go drops, rewrites or refuses over HTTP/2), or
 // they would change what the sender reads back (Accept-Encoding: the
@@ -22,6 +23,7 @@ var ReservedHeaders = []string{
 	"webhook-timestamp",
 	"webhook-signature",
 	"hookkeeper-delivery-id",
+	"hookkeeper-replay-until",
 	"content-type",
 	"user-agent",
 	"host",
@@ -35,6 +37,12 @@ var ReservedHeaders = []string{
 	"upgrade",
 	"accept-encoding",
 }
+
+// ReplayUntilHeader tells the receiver until when the attempt's event may
+// still come back (RFC 3339, UTC, to the second): how long it must keep
+// its de-duplication record of the webhook-id. It is not a Standard
+// Webhooks header, so their verifiers ignore it (docs/adr/0038).
+const ReplayUntilHeader = "Hookkeeper-Replay-Until"
 
 var reserved = func() map[string]bool {
 	m := make(map[string]bool, len(ReservedHeaders))

@@ -198,3 +198,47 @@ func (s *Store) NextDueAt(ctx context.Context, excludeEndpoints []string) (time.
 	}
 	return fromNanos(due), true, nil
 }
+
+// claimExpiredSQL leases the deliveries whose event expired, of any live
+// endpoint, paused or held included: deliveries_expiring in bound order,
+// rows other claimers hold skipped (they find them expired themselves).
+const claimExpiredSQL = `
+	WITH picked AS (
+		SELECT d.id, d.state AS prev_state
+		FROM deliveries d
+		WHERE d.valid_until <= $1 AND d.state IN ('scheduled', 'in_flight')
+			AND (d.state = 'scheduled' OR d.lease_until <= $1)
+		ORDER BY d.valid_until
+		LIMIT $2
+		FOR UPDATE OF d SKIP LOCKED
+	), claimed AS (
+		UPDATE deliveries d SET state = 'in_flight', lease_owner = $3, lease_until = $4
+		FROM picked WHERE d.id = picked.id
+		RETURNING ` + deliveryColumns + `, picked.prev_state
+	)
+	SELECT ` + deliveryColumns + `, d.prev_state, ep.version, ` + eventColumns + `
+	FROM claimed d JOIN endpoints ep ON ep.id = d.endpoint_id
+		JOIN events e ON e.id = d.event_id LEFT JOIN event_secrets sec ON sec.event_id = e.id`
+
+// DeliveryClaimExpired implements ledger.Store: two round trips, as a
+// claim.
+func (s *Store) DeliveryClaimExpired(ctx context.Context, params *ledger.DeliveryClaimExpiredParams) ([]ledger.ClaimedDelivery, error) {
+	if err := params.Validate(); err != nil {
+		return nil, err
+	}
+	var claimed []ledger.ClaimedDelivery
+	err := s.tx(ctx, "claim expired deliveries", func(tx *txn) error {
+		claimed = claimed[:0]
+		rows, err := tx.Query(ctx, claimExpiredSQL, nanos(params.Now), params.Limit, params.Owner,
+			nanos(params.Now.Add(params.LeaseFor)))
+		if err != nil {
+			return err
+		}
+		claimed, err = scanClaimed(tx, rows, claimed)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return claimed, nil
+}

@@ -14,7 +14,8 @@ import (
 // eventColumns lists an event in the order eventRow scans it; use it with
 // the aliases e (events) and sec (event_secrets, left-joined).
 const eventColumns = `e.id, e.namespace, e.type, e.data, e.secret_names, e.secrets_scrub_at,
-	e.reissue_of, e.idempotency_key, e.body_hash, e.created_at, sec.value, e.secrets_scrub_due, e.payload_pruned_at`
+	e.reissue_of, e.idempotency_key, e.body_hash, e.created_at, sec.value, e.secrets_scrub_due, e.payload_pruned_at,
+	e.type_generation, e.replay_class, e.valid_until, e.policy_override`
 
 // eventFrom is the FROM clause that goes with eventColumns.
 const eventFrom = ` FROM events e LEFT JOIN event_secrets sec ON sec.event_id = e.id`
@@ -29,11 +30,14 @@ type eventRow struct {
 	secrets     []byte
 	scrubDue    *int64
 	prunedAt    *int64
+	validUntil  *int64
+	override    []byte
 }
 
 func (r *eventRow) dests() []any {
 	return []any{&r.e.ID, &r.e.Namespace, &r.e.Type, &r.data, &r.secretNames, &r.scrubAt,
-		&r.e.ReissueOf, &r.e.IdempotencyKey, &r.e.BodyHash, &r.createdAt, &r.secrets, &r.scrubDue, &r.prunedAt}
+		&r.e.ReissueOf, &r.e.IdempotencyKey, &r.e.BodyHash, &r.createdAt, &r.secrets, &r.scrubDue, &r.prunedAt,
+		&r.e.TypeGeneration, &r.e.ReplayClass, &r.validUntil, &r.override}
 }
 
 func (r *eventRow) value() (ledger.Event, error) {
@@ -51,6 +55,14 @@ func (r *eventRow) value() (ledger.Event, error) {
 	e.SecretsScrubDue = fromNullNanos(r.scrubDue)
 	e.PayloadPrunedAt = fromNullNanos(r.prunedAt)
 	e.CreatedAt = fromNanos(r.createdAt)
+	e.ValidUntil = fromNullNanos(r.validUntil)
+	e.PolicyOverride = nil
+	if r.override != nil {
+		e.PolicyOverride = new(ledger.Policy)
+		if err := json.Unmarshal(r.override, e.PolicyOverride); err != nil {
+			return ledger.Event{}, fmt.Errorf("event %s: decode policy override: %w", e.ID, err)
+		}
+	}
 	return e, nil
 }
 
@@ -79,6 +91,10 @@ type eventBatch struct {
 	data, bodyHash                          [][]byte
 	secretNames                             [][]byte
 	createdAt                               []int64
+	typeGenerations                         []int64
+	replayClasses                           []string
+	validUntil                              []*int64
+	overrides                               [][]byte
 
 	secretEvents []string
 	secretValues [][]byte
@@ -87,6 +103,7 @@ type eventBatch struct {
 	dlvDueAt                                              []int64
 	dlvLeaseUntil                                         []*int64
 	dlvResend                                             []bool
+	dlvValidUntil                                         []*int64
 }
 
 // add queues event e and its deliveries ds (scheduled, or leased to their
@@ -105,6 +122,16 @@ func (b *eventBatch) add(e ledger.Event, ds []ledger.Delivery) error {
 	b.keys = append(b.keys, e.IdempotencyKey)
 	b.bodyHash = append(b.bodyHash, e.BodyHash)
 	b.createdAt = append(b.createdAt, nanos(e.CreatedAt))
+	var override []byte
+	if e.PolicyOverride != nil {
+		if override, err = jsonValue(e.PolicyOverride); err != nil {
+			return err
+		}
+	}
+	b.typeGenerations = append(b.typeGenerations, e.TypeGeneration)
+	b.replayClasses = append(b.replayClasses, string(e.ReplayClass))
+	b.validUntil = append(b.validUntil, nullNanos(e.ValidUntil))
+	b.overrides = append(b.overrides, override)
 	if e.Secrets != nil {
 		b.secretEvents = append(b.secretEvents, e.ID)
 		b.secretValues = append(b.secretValues, e.Secrets.Reveal())
@@ -118,6 +145,8 @@ func (b *eventBatch) add(e ledger.Event, ds []ledger.Delivery) error {
 		b.dlvOwners = append(b.dlvOwners, d.LeaseOwner)
 		b.dlvLeaseUntil = append(b.dlvLeaseUntil, nullNanos(d.LeaseUntil))
 		b.dlvResend = append(b.dlvResend, d.Resend)
+		// A delivery repeats its event's bound (migration 00016).
+		b.dlvValidUntil = append(b.dlvValidUntil, nullNanos(e.ValidUntil))
 	}
 	return nil
 }
@@ -130,10 +159,12 @@ func (b *eventBatch) empty() bool { return len(b.ids) == 0 }
 // secrets and deliveries; the statement returns the IDs it did insert.
 const insertEventsSQL = `
 	WITH ins AS (
-		INSERT INTO events (id, namespace, type, data, secret_names, reissue_of, idempotency_key, body_hash, created_at)
+		INSERT INTO events (id, namespace, type, data, secret_names, reissue_of, idempotency_key, body_hash, created_at,
+			type_generation, replay_class, valid_until, policy_override)
 		SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::bytea[], $5::jsonb[], $6::text[],
-			$7::text[], $8::bytea[], $9::bigint[]) AS u(id, namespace, type, data, secret_names, reissue_of,
-				idempotency_key, body_hash, created_at)
+			$7::text[], $8::bytea[], $9::bigint[], $20::bigint[], $21::text[], $22::bigint[], $23::jsonb[])
+			AS u(id, namespace, type, data, secret_names, reissue_of, idempotency_key, body_hash, created_at,
+				type_generation, replay_class, valid_until, policy_override)
 		-- Keys enter the unique index in one global order, so two batches
 		-- racing for the same keys queue instead of deadlocking.
 		ORDER BY u.namespace, u.idempotency_key
@@ -145,10 +176,12 @@ const insertEventsSQL = `
 		JOIN ins ON ins.id = u.event_id
 	), dlv AS (
 		INSERT INTO deliveries (id, event_id, endpoint_id, state, attempts, due_at, lease_owner, lease_until,
-			last_status, last_error, exhaust_reason, resolution, created_at, resend)
-		SELECT u.id, u.event_id, u.endpoint_id, u.state, 0, u.due_at, u.lease_owner, u.lease_until, 0, '', '', '', u.due_at, u.resend
-		FROM unnest($12::text[], $13::text[], $14::text[], $15::bigint[], $16::text[], $17::text[], $18::bigint[], $19::boolean[])
-			WITH ORDINALITY AS u(id, event_id, endpoint_id, due_at, state, lease_owner, lease_until, resend, n)
+			last_status, last_error, exhaust_reason, resolution, created_at, resend, valid_until)
+		SELECT u.id, u.event_id, u.endpoint_id, u.state, 0, u.due_at, u.lease_owner, u.lease_until, 0, '', '', '', u.due_at,
+			u.resend, u.valid_until
+		FROM unnest($12::text[], $13::text[], $14::text[], $15::bigint[], $16::text[], $17::text[], $18::bigint[], $19::boolean[],
+			$24::bigint[])
+			WITH ORDINALITY AS u(id, event_id, endpoint_id, due_at, state, lease_owner, lease_until, resend, valid_until, n)
 		JOIN ins ON ins.id = u.event_id
 		ORDER BY u.n -- seq follows the batch order
 	)
@@ -158,7 +191,8 @@ const insertEventsSQL = `
 func (b *eventBatch) args() []any {
 	return []any{b.ids, b.namespaces, b.types, b.data, b.secretNames, b.reissueOf, b.keys, b.bodyHash, b.createdAt,
 		b.secretEvents, b.secretValues,
-		b.dlvIDs, b.dlvEvents, b.dlvEndpoints, b.dlvDueAt, b.dlvStates, b.dlvOwners, b.dlvLeaseUntil, b.dlvResend}
+		b.dlvIDs, b.dlvEvents, b.dlvEndpoints, b.dlvDueAt, b.dlvStates, b.dlvOwners, b.dlvLeaseUntil, b.dlvResend,
+		b.typeGenerations, b.replayClasses, b.validUntil, b.overrides, b.dlvValidUntil}
 }
 
 // queue queues the insert of a batch in which no event has an idempotency

@@ -89,6 +89,9 @@ func checkInserts(op string, params []*ledger.EventInsertParams) error {
 		if p == nil || p.ID == "" || p.Namespace == "" || p.Type == "" {
 			return fmt.Errorf("%s: item %d: ID, Namespace and Type are required", op, i)
 		}
+		if err := p.ValidateContract(); err != nil {
+			return fmt.Errorf("%s: item %d: %w", op, i, err)
+		}
 	}
 	return nil
 }
@@ -211,18 +214,8 @@ func decide(params []*ledger.EventInsertParams, results []ledger.EventInsertResu
 // event that matches more than p.MaxFanOut endpoints.
 func newEvent(p *ledger.EventInsertParams, endpoints []fanoutEndpoint) ledger.EventInsertResult {
 	now := fromNanos(nanos(p.Now))
-	e := ledger.Event{
-		ID:             p.ID,
-		Namespace:      p.Namespace,
-		Type:           p.Type,
-		Data:           p.Data,
-		Secrets:        p.Secrets,
-		SecretNames:    p.SecretNames,
-		ReissueOf:      p.ReissueOf,
-		IdempotencyKey: p.IdempotencyKey,
-		BodyHash:       p.BodyHash,
-		CreatedAt:      now,
-	}
+	e := p.NewEvent()
+	e.CreatedAt = now
 	var ds []ledger.Delivery
 	var leased []ledger.ClaimedDelivery
 	for _, ep := range endpoints {

@@ -19,6 +19,7 @@ const (
 	ExhaustedPageSQL   = exhaustedPageSQL
 	EndpointStatsSQL   = endpointStatsSQL
 	GenericPlansSQL    = genericPlansSQL
+	ClaimExpiredSQL    = claimExpiredSQL
 )
 
 // MaxTxTries is how often the store runs a transaction that conflicts.

@@ -115,7 +115,16 @@ func TestPlansStayFlat(t *testing.T) {
 		postgres.StatsShards); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := conn.Exec(context.Background(), `ANALYZE endpoint_stats`); err != nil {
+	// A backlog: 20,000 deliveries to send, a few of them of events with a
+	// bound (validUntil).
+	if _, err := conn.Exec(context.Background(), `INSERT INTO deliveries (id, event_id, endpoint_id, state, attempts, due_at,
+			lease_owner, last_status, last_error, exhaust_reason, resolution, created_at, valid_until)
+		SELECT format('dlv_b%s', lpad(i::text, 10, '0')), format('evt_h%s', lpad(i::text, 10, '0')), 'shop/ep' || (i % 10),
+			'scheduled', 0, i, '', 0, '', '', '', i, CASE WHEN i % 1000 = 0 THEN i END
+		FROM generate_series(1, 20000) i`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := conn.Exec(context.Background(), `ANALYZE endpoint_stats; ANALYZE deliveries`); err != nil {
 		t.Fatal(err)
 	}
 
@@ -141,6 +150,10 @@ func TestPlansStayFlat(t *testing.T) {
 			"deliveries_exhausted", "deliveries"},
 		{"stats of an endpoint, summed over its shards", postgres.EndpointStatsSQL, []any{"shop/s1234"},
 			"endpoint_stats_pkey", "endpoint_stats"},
+		// The sweep of expired deliveries walks the deliveries still to
+		// send whose event has a bound (migration 00016), in bound order.
+		{"deliveries whose event expired", postgres.ClaimExpiredSQL, []any{int64(1 << 40), 500, "w", int64(1<<40 + 1)},
+			"deliveries_expiring", "deliveries"},
 	} {
 		for _, mode := range []string{"force_generic_plan", "force_custom_plan"} {
 			t.Run(tc.name+"/"+mode, func(t *testing.T) {

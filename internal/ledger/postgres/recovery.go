@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -102,7 +103,8 @@ const exhaustedPageSQL = `
 	SELECT ` + deliveryColumns + `, e.type, e.secret_names,
 		EXISTS (SELECT 1 FROM event_secrets sec WHERE sec.event_id = e.id),
 		e.data IS NULL OR e.payload_pruned_at IS NOT NULL, e.created_at,
-		(SELECT min(x.first_attempt_at) FROM deliveries x WHERE x.event_id = d.event_id)
+		(SELECT min(x.first_attempt_at) FROM deliveries x WHERE x.event_id = d.event_id),
+		e.replay_class, e.valid_until, (e.policy_override->>'replayWindow')::bigint
 	FROM deliveries d JOIN events e ON e.id = d.event_id
 	WHERE d.endpoint_id = $1 AND d.resolution = 'unresolved' AND d.state = 'exhausted'
 		AND d.terminal_at >= $2 AND d.terminal_at < $3 AND (d.terminal_at, d.id) > ($4, $5)
@@ -138,15 +140,22 @@ func (d driver) ExhaustedPage(ctx context.Context, p *ledger.ExhaustedPageParams
 		hasSecrets, pruned bool
 		created            int64
 		firstAttempt       *int64
+		class              string
+		validUntil, window *int64
 	)
-	_, err = pgx.ForEachRow(rows, append(r.dests(), &typ, &names, &hasSecrets, &pruned, &created, &firstAttempt), func() error {
+	_, err = pgx.ForEachRow(rows, append(r.dests(), &typ, &names, &hasSecrets, &pruned, &created, &firstAttempt, &class, &validUntil, &window), func() error {
 		dv := r.value()
 		var secretNames []string
 		if err := json.Unmarshal(names, &secretNames); err != nil {
 			return fmt.Errorf("secret names of event %s: %w", dv.EventID, err)
 		}
 		replayFrom := ledger.ReplayFrom(fromNullNanos(firstAttempt), fromNanos(created))
-		out = append(out, ledger.NewExhaustedDelivery(dv, typ, secretNames, hasSecrets, pruned, replayFrom))
+		ed := ledger.NewExhaustedDelivery(dv, typ, secretNames, hasSecrets, pruned, replayFrom)
+		ed.ReplayClass, ed.ValidUntil = ledger.ReplayClass(class), fromNullNanos(validUntil)
+		if window != nil {
+			ed.OverrideReplayWindow = time.Duration(*window)
+		}
+		out = append(out, ed)
 		return nil
 	})
 	return out, translate("read page", err)
@@ -249,8 +258,9 @@ func (r *recoveryTx) RecoveryWrite(_ context.Context, w *ledger.RecoveryWrite) e
 		for _, d := range w.Deliveries {
 			b.Queue(`
 				INSERT INTO deliveries (id, event_id, endpoint_id, state, attempts, due_at, lease_owner,
-					last_status, last_error, exhaust_reason, resolution, created_at, retry_of, resend)
-				VALUES ($1, $2, $3, 'scheduled', 0, $4, '', 0, '', '', '', $4, $5, $6)`,
+					last_status, last_error, exhaust_reason, resolution, created_at, retry_of, resend, valid_until)
+				VALUES ($1, $2, $3, 'scheduled', 0, $4, '', 0, '', '', '', $4, $5, $6,
+					(SELECT valid_until FROM events WHERE id = $2))`,
 				d.ID, d.EventID, d.EndpointID, nanos(d.DueAt), d.RetryOf, d.Resend)
 		}
 	}

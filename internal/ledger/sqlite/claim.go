@@ -337,3 +337,53 @@ func (s *Store) NextDueAt(ctx context.Context, excludeEndpoints []string) (time.
 	}
 	return fromNanos(slices.MinFunc(due, func(a, b candidate) int { return cmp.Compare(a.due, b.due) }).due), true, nil
 }
+
+// DeliveryClaimExpired implements ledger.Store: the candidates from
+// deliveries_expiring, leased like a claim's.
+func (s *Store) DeliveryClaimExpired(ctx context.Context, p *ledger.DeliveryClaimExpiredParams) ([]ledger.ClaimedDelivery, error) {
+	const op = "claim expired deliveries"
+	if err := p.Validate(); err != nil {
+		return nil, err
+	}
+	var out []ledger.ClaimedDelivery
+	err := s.write(ctx, op, func(t *wtx) error {
+		rows, err := t.stmt(s.ws.claimExpiring).QueryContext(t.ctx, nanos(p.Now), p.Limit)
+		if err != nil {
+			return translate(op, err)
+		}
+		var ids []string
+		ds := ledger.StatsDelta{}
+		for rows.Next() {
+			var c candidate
+			if err := rows.Scan(&c.id, &c.endpoint, &c.state, &c.due); err != nil {
+				_ = rows.Close()
+				return translate(op, err)
+			}
+			ids = append(ids, c.id)
+			if c.state == ledger.StateScheduled { // an expired lease changes no counter
+				ds.Move(c.endpoint, ledger.StateScheduled, ledger.ResolutionNone, ledger.StateInFlight, ledger.ResolutionNone)
+			}
+		}
+		if err := errors.Join(rows.Err(), rows.Close()); err != nil {
+			return translate(op, err)
+		}
+		if len(ids) == 0 {
+			return nil
+		}
+		idsJSON, err := json.Marshal(ids)
+		if err != nil {
+			return fmt.Errorf("%s: %w", op, err)
+		}
+		if _, err := t.stmt(s.ws.claimLease).ExecContext(t.ctx, p.Owner, nanos(p.Now.Add(p.LeaseFor)), string(idsJSON)); err != nil {
+			return translate(op+": lease", err)
+		}
+		if out, err = s.claimedRows(t, string(idsJSON), len(ids)); err != nil {
+			return err
+		}
+		return applyStats(t, s.ws.statsApply, ds)
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}

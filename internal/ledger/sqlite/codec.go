@@ -34,6 +34,14 @@ func fromNullNanos(n sql.NullInt64) *time.Time {
 	return &t
 }
 
+// nullPolicy is a policy as its JSON column holds it: NULL for nil.
+func nullPolicy(p *ledger.Policy) (any, error) {
+	if p == nil {
+		return nil, nil
+	}
+	return jsonText(p)
+}
+
 // nullBytes is NULL for an empty slice (no secrets, no excerpt).
 func nullBytes(b []byte) any {
 	if len(b) == 0 {
@@ -132,10 +140,20 @@ func eventDest(ev *ledger.Event) ([]any, func() error) {
 		scrubbed            sql.NullInt64
 		created             int64
 		scrubDue, pruned    sql.NullInt64
+		validUntil          sql.NullInt64
+		override            sql.NullString
 	)
 	dest := []any{&ev.ID, &ev.Namespace, &ev.Type, &data, &secrets, &names, &scrubbed, &ev.ReissueOf,
-		&ev.IdempotencyKey, &hash, &created, &scrubDue, &pruned}
+		&ev.IdempotencyKey, &hash, &created, &scrubDue, &pruned,
+		&ev.TypeGeneration, &ev.ReplayClass, &validUntil, &override}
 	return dest, func() error {
+		ev.ValidUntil = fromNullNanos(validUntil)
+		if override.Valid {
+			ev.PolicyOverride = new(ledger.Policy)
+			if err := json.Unmarshal([]byte(override.String), ev.PolicyOverride); err != nil {
+				return fmt.Errorf("event %s policy override: %w", ev.ID, err)
+			}
+		}
 		if len(data) > 0 {
 			ev.Data = data
 		}

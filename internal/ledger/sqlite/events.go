@@ -86,14 +86,10 @@ func (s *Store) WriteMany(ctx context.Context, w *ledger.WriteBatch) (ledger.Wri
 // insertEvent applies one item of a batch. A returned error aborts the
 // batch; an idempotency conflict is the item's result.
 func (s *Store) insertEvent(t *wtx, p *ledger.EventInsertParams, subs map[string][]subscriber, ds ledger.StatsDelta) (ledger.EventInsertResult, error) {
-	ev := ledger.Event{
-		ID: p.ID, Namespace: p.Namespace, Type: p.Type, Data: p.Data, Secrets: p.Secrets,
-		SecretNames: p.SecretNames, ReissueOf: p.ReissueOf, IdempotencyKey: p.IdempotencyKey,
-		BodyHash: p.BodyHash, CreatedAt: p.Now.UTC(),
+	if err := p.ValidateContract(); err != nil {
+		return ledger.EventInsertResult{}, err
 	}
-	if ev.ID == "" {
-		ev.ID = ledger.NewID("evt", p.Now)
-	}
+	ev := p.NewEvent()
 	eps, ok := subs[p.Namespace]
 	if !ok {
 		var err error
@@ -131,7 +127,7 @@ func (s *Store) insertEvent(t *wtx, p *ledger.EventInsertParams, subs map[string
 	res := ledger.EventInsertResult{Event: ev}
 	for _, ep := range targets {
 		d := p.NewDelivery(ledger.NewID("dlv", p.Now), ev.ID, ep.id, ep.paused)
-		if err := s.insertDelivery(t, d); err != nil {
+		if err := s.insertDelivery(t, d, ev.ValidUntil); err != nil {
 			return ledger.EventInsertResult{}, err
 		}
 		ds.Add(ep.id, d.State, ledger.ResolutionNone, 1)
@@ -191,8 +187,13 @@ func (s *Store) storeEventIfNew(t *wtx, ev ledger.Event) (bool, error) {
 	if ev.SecretNames == nil {
 		names = "[]"
 	}
+	override, err := nullPolicy(ev.PolicyOverride)
+	if err != nil {
+		return false, fmt.Errorf("insert event %s: policy override: %w", ev.ID, err)
+	}
 	res, err := t.stmt(s.ws.eventInsert).ExecContext(t.ctx, ev.ID, ev.Namespace, ev.Type, []byte(ev.Data),
-		nullBytes(ev.Secrets.Reveal()), names, ev.ReissueOf, ev.IdempotencyKey, nullBytes(ev.BodyHash), nanos(ev.CreatedAt))
+		nullBytes(ev.Secrets.Reveal()), names, ev.ReissueOf, ev.IdempotencyKey, nullBytes(ev.BodyHash), nanos(ev.CreatedAt),
+		ev.TypeGeneration, string(ev.ReplayClass), nullNanosPtr(ev.ValidUntil), override)
 	if err != nil {
 		return false, translate("insert event "+ev.ID, err)
 	}
@@ -207,14 +208,14 @@ func (s *Store) storeEventIfNew(t *wtx, ev ledger.Event) (bool, error) {
 func (s *Store) storeDelivery(t *wtx, eventID, endpointID string, now time.Time) (ledger.Delivery, error) {
 	p := ledger.EventInsertParams{Now: now}
 	d := p.NewDelivery(ledger.NewID("dlv", now), eventID, endpointID, false)
-	return d, s.insertDelivery(t, d)
+	return d, s.insertDelivery(t, d, nil)
 }
 
 // insertDelivery inserts a new delivery (scheduled, or leased by its
-// publisher).
-func (s *Store) insertDelivery(t *wtx, d ledger.Delivery) error {
+// publisher) of an event valid until validUntil (nil: no bound).
+func (s *Store) insertDelivery(t *wtx, d ledger.Delivery, validUntil *time.Time) error {
 	_, err := t.stmt(s.ws.deliveryInsert).ExecContext(t.ctx, d.ID, d.EventID, d.EndpointID, string(d.State),
-		nanos(d.DueAt), d.LeaseOwner, nullNanosPtr(d.LeaseUntil), d.Resend)
+		nanos(d.DueAt), d.LeaseOwner, nullNanosPtr(d.LeaseUntil), d.Resend, nullNanosPtr(validUntil))
 	return translate("insert delivery of event "+d.EventID+" to "+d.EndpointID, err)
 }
 

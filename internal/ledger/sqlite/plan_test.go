@@ -45,6 +45,9 @@ func TestPlansStayFlat(t *testing.T) {
 		{"due deliveries of a blocked endpoint", writeSQL.claimDueOf, "deliveries_live", []any{"shop/billing", int64(0), 10}},
 		{"live deliveries of a deleted endpoint", settleSQL.liveEvents, "deliveries_live", []any{"shop/billing"}},
 		{"cancel the live deliveries of a deleted endpoint", writeSQL.deliveriesCancel, "deliveries_live", []any{"shop/billing", int64(0)}},
+		// The sweep of expired deliveries walks the deliveries still to
+		// send whose event has a bound (migration 0016), not the ledger.
+		{"deliveries whose event expired", writeSQL.claimExpiring, "deliveries_expiring", []any{int64(1000), 500}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			plan := queryPlan(t, s, tc.sql, tc.args...)

@@ -51,8 +51,10 @@ var recoverySQL = struct {
 			(SELECT min(x.first_attempt_at) FROM deliveries x WHERE x.event_id = d.event_id)
 		FROM deliveries d JOIN events e ON e.id = d.event_id JOIN endpoints ep ON ep.id = d.endpoint_id
 		WHERE d.id = ?1`,
-	deliveryInsertAs: `INSERT INTO deliveries (id, event_id, endpoint_id, state, due_at, retry_of, created_at, resend)
-		VALUES (?1, ?2, ?3, 'scheduled', ?4, ?5, ?4, ?6)`,
+	// A delivery repeats its event's valid_until (migration 0016); the
+	// event is written first.
+	deliveryInsertAs: `INSERT INTO deliveries (id, event_id, endpoint_id, state, due_at, retry_of, created_at, resend, valid_until)
+		VALUES (?1, ?2, ?3, 'scheduled', ?4, ?5, ?4, ?6, (SELECT valid_until FROM events WHERE id = ?2))`,
 	// The original is never reset: it only gains a resolution, and only
 	// while it is still unresolved.
 	resolve: `UPDATE deliveries SET resolution = ?2, resolved_by = ?3, resolved_at = ?4
@@ -78,7 +80,8 @@ var recoverySQL = struct {
 	// IDs ('[]': no filter); ?8 the page size.
 	exhaustedPage: `SELECT ` + prefixed("d", deliveryCols) + `, e.type, e.secret_names, e.secrets IS NOT NULL,
 			e.data IS NULL OR e.payload_pruned_at IS NOT NULL,
-			e.created_at, (SELECT min(x.first_attempt_at) FROM deliveries x WHERE x.event_id = d.event_id)
+			e.created_at, (SELECT min(x.first_attempt_at) FROM deliveries x WHERE x.event_id = d.event_id),
+			e.replay_class, e.valid_until, json_extract(e.policy_override, '$.replayWindow')
 		FROM deliveries d JOIN events e ON e.id = d.event_id
 		WHERE d.endpoint_id = ?1 AND d.resolution = 'unresolved' AND d.state = 'exhausted'
 			AND d.terminal_at >= ?2 AND d.terminal_at < ?3 AND (d.terminal_at, d.id) > (?4, ?5)
@@ -206,9 +209,11 @@ func (d driver) ExhaustedPage(ctx context.Context, p *ledger.ExhaustedPageParams
 			created            int64
 			firstAttempt       sql.NullInt64
 			secretNames        []string
+			class              ledger.ReplayClass
+			validUntil, window sql.NullInt64
 		)
 		dDest, dFinish := deliveryDest(&d)
-		if err := rows.Scan(append(dDest, &typ, &names, &hasSecrets, &pruned, &created, &firstAttempt)...); err != nil {
+		if err := rows.Scan(append(dDest, &typ, &names, &hasSecrets, &pruned, &created, &firstAttempt, &class, &validUntil, &window)...); err != nil {
 			return nil, translate("read page", err)
 		}
 		dFinish()
@@ -216,7 +221,9 @@ func (d driver) ExhaustedPage(ctx context.Context, p *ledger.ExhaustedPageParams
 			return nil, fmt.Errorf("secret names of event %s: %w", d.EventID, err)
 		}
 		replayFrom := ledger.ReplayFrom(fromNullNanos(firstAttempt), fromNanos(created))
-		out = append(out, ledger.NewExhaustedDelivery(d, typ, secretNames, hasSecrets, pruned, replayFrom))
+		ed := ledger.NewExhaustedDelivery(d, typ, secretNames, hasSecrets, pruned, replayFrom)
+		ed.ReplayClass, ed.ValidUntil, ed.OverrideReplayWindow = class, fromNullNanos(validUntil), time.Duration(window.Int64)
+		out = append(out, ed)
 	}
 	return out, translate("read page", rows.Err())
 }

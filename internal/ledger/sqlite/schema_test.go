@@ -54,7 +54,7 @@ func TestSchemaHasNoLongInLists(t *testing.T) {
 		sql  string
 		args int
 	}
-	statements := map[string]statement{"insert delivery": {writeSQL.deliveryInsert, 8}}
+	statements := map[string]statement{"insert delivery": {writeSQL.deliveryInsert, 9}}
 	for _, resolution := range []bool{false, true} {
 		for _, terminal := range []bool{false, true} {
 			args := 10
