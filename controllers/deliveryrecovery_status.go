@@ -95,15 +95,12 @@ func recoverySpecHash(spec *hookv1.DeliveryRecoverySpec) (string, error) {
 // autoAction decides what Auto does for one exhausted delivery: retry
 // while the same event can still be replayed (its secrets and payload
 // present, within the replay window), reissue otherwise.
+//
+// The event's type may say more (ledger.ExhaustedDelivery.AutoAction): a
+// ReissueOnly or Never type, or an event past its validUntil, is never
+// retried, and a type's own policy brings its replay window.
 func autoAction(ed *ledger.ExhaustedDelivery, replayWindow time.Duration, now time.Time) ledger.RecoveryAction {
-	switch {
-	case ed.SecretsScrubbed, ed.PayloadPruned:
-		return ledger.RecoveryReissue
-	case replayWindow > 0 && now.After(ed.ReplayFrom.Add(replayWindow)):
-		return ledger.RecoveryReissue
-	default:
-		return ledger.RecoveryRetry
-	}
+	return ed.AutoAction(replayWindow, now)
 }
 
 // modeAction maps the spec's action to the ledger's for one delivery.
@@ -256,10 +253,10 @@ func reissueRequiredCondition(items []ledger.RecoveryItem, replay bool, generati
 	switch {
 	case n > 0 && replay:
 		c.Status, c.Reason = metav1.ConditionTrue, hookv1.RefusedReissueRequired
-		c.Message = fmt.Sprintf("%d events cannot be replayed: their one-time secrets were scrubbed; create a Replay with replay.onUnreplayable: Reissue (under a new name) for them", n)
+		c.Message = fmt.Sprintf("%d events cannot be replayed: their one-time secrets were scrubbed, or their types allow only a reissue; create a Replay with replay.onUnreplayable: Reissue (under a new name) for them", n)
 	case n > 0:
 		c.Status, c.Reason = metav1.ConditionTrue, hookv1.RefusedReissueRequired
-		c.Message = fmt.Sprintf("%d deliveries cannot be retried: their events' one-time secrets were scrubbed; create a DeliveryRecovery with action Reissue or Auto for them", n)
+		c.Message = fmt.Sprintf("%d deliveries cannot be retried: their events' one-time secrets were scrubbed, or their types allow only a reissue; create a DeliveryRecovery with action Reissue or Auto for them", n)
 	}
 	return c
 }
@@ -375,7 +372,9 @@ type refusal struct {
 // refusals maps the delivery engine's refusal (and skip) reasons onto the
 // API's: the one place where one becomes the other.
 var refusals = map[string]refusal{
-	ledger.RefusedReissueRequired:      {hookv1.RefusedReissueRequired, "the event's one-time secrets were scrubbed: only a reissue can resolve it"},
+	ledger.RefusedReissueRequired:      {hookv1.RefusedReissueRequired, "the event's one-time secrets were scrubbed, or its type allows only a reissue (WebhookEventType replay: ReissueOnly): only a reissue can resolve it"},
+	ledger.RefusedNotReplayable:        {hookv1.RefusedNotReplayable, "the event's type may never be sent again (WebhookEventType replay: Never): only a Dismiss resolves it"},
+	ledger.RefusedExpired:              {hookv1.RefusedExpired, "the event is past its validUntil: it can no longer be delivered; only a Dismiss resolves it"},
 	ledger.RefusedReplayWindowExceeded: {hookv1.RefusedReplayWindowExceeded, "the event is past its replay window: only a reissue can resolve it"},
 	ledger.RefusedPayloadExpired:       {hookv1.RefusedPayloadExpired, "the event's payload was pruned: only a reissue can resolve it"},
 	ledger.RefusedNoReissueHandler:     {hookv1.RefusedNoReissueHandler, "no endpoint in the namespace subscribes to hookkeeper.reissue.requested"},

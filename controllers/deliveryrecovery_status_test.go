@@ -367,6 +367,8 @@ func TestRefusalsMapEveryLedgerReason(t *testing.T) {
 		{ledger.RefusedNoReissueHandler, hookv1.RefusedNoReissueHandler},
 		{ledger.RefusedAlreadyResolved, hookv1.RefusedAlreadyResolved},
 		{ledger.SkippedAlreadyPending, hookv1.SkippedAlreadyPending},
+		{ledger.RefusedNotReplayable, hookv1.RefusedNotReplayable},
+		{ledger.RefusedExpired, hookv1.RefusedExpired},
 		{"", ""},
 	}
 	for _, tt := range tests {

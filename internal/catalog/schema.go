@@ -40,14 +40,19 @@ func Compile(raw []byte) (*Schema, error) {
 	if internal.Type != "object" {
 		return nil, errors.New("spec.schema.type: must be object: data is a JSON object")
 	}
-	structural, err := structuralschema.NewStructural(&internal)
+	// The schema is data's, not a resource's: nested under a root, so
+	// that the rules of a CRD's root (metadata, apiVersion and kind
+	// constrained) do not apply to it, and violations read "data.…".
+	root := apiextensions.JSONSchemaProps{Type: "object", Required: []string{"data"},
+		Properties: map[string]apiextensions.JSONSchemaProps{"data": internal}}
+	structural, err := structuralschema.NewStructural(&root)
 	if err != nil {
-		return nil, fmt.Errorf("spec.schema: %w", err)
+		return nil, fmt.Errorf("spec.schema: %s", underSchema(err.Error()))
 	}
-	if errs := structuralschema.ValidateStructural(field.NewPath("spec", "schema"), structural); len(errs) > 0 {
-		return nil, firstError(errs)
+	if errs := structuralschema.ValidateStructural(nil, structural); len(errs) > 0 {
+		return nil, errors.New(underSchema(firstError(errs).Error()))
 	}
-	validator, _, err := validation.NewSchemaValidator(&internal)
+	validator, _, err := validation.NewSchemaValidator(&root)
 	if err != nil {
 		return nil, fmt.Errorf("spec.schema: %w", err)
 	}
@@ -73,7 +78,7 @@ func (s *Schema) Validate(data []byte) *Violation {
 	if err := json.Unmarshal(data, &obj); err != nil {
 		return &Violation{Field: "data", Message: "not a JSON object"}
 	}
-	errs := validation.ValidateCustomResource(field.NewPath("data"), obj, s.validator)
+	errs := validation.ValidateCustomResource(nil, map[string]any{"data": obj}, s.validator)
 	if len(errs) == 0 {
 		return nil
 	}
@@ -100,6 +105,12 @@ func ruleOf(e *field.Error) string {
 func strconvQuote(s string) string {
 	b, _ := json.Marshal(s)
 	return string(b)
+}
+
+// underSchema names a path of the nested schema as the user wrote it.
+func underSchema(msg string) string {
+	msg = strings.ReplaceAll(msg, "properties[data].", "spec.schema.")
+	return strings.ReplaceAll(msg, "properties[data]", "spec.schema")
 }
 
 func firstError(errs field.ErrorList) error {

@@ -70,3 +70,18 @@ func TestCompileRefuses(t *testing.T) {
 		}
 	}
 }
+
+// TestCompileDataNamedLikeAResource: data is not a resource: fields named
+// metadata, apiVersion or kind are data like any other.
+func TestCompileDataNamedLikeAResource(t *testing.T) {
+	s, err := Compile([]byte(`{"type":"object","properties":{"metadata":{"type":"object","properties":{"source":{"type":"string"}}},"kind":{"type":"integer"},"apiVersion":{"type":"string"}}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v := s.Validate([]byte(`{"metadata":{"source":"crm"},"kind":3,"apiVersion":"x"}`)); v != nil {
+		t.Fatalf("refused: %v", v)
+	}
+	if v := s.Validate([]byte(`{"kind":"three"}`)); v == nil || v.Field != "data.kind" {
+		t.Fatalf("got %v, want a violation at data.kind", v)
+	}
+}

@@ -87,6 +87,7 @@ func toEvent(e ledger.Event, showData bool) v1alpha1.WebhookEvent {
 		ObjectMeta: objectMeta(e.Namespace, e.ID, e.CreatedAt),
 		Spec: v1alpha1.WebhookEventSpec{
 			Type: e.Type, SecretNames: e.SecretNames, ReissueOf: e.ReissueOf, IdempotencyKey: e.IdempotencyKey,
+			ValidUntil: metaTime(e.ValidUntil), TypeGeneration: e.TypeGeneration,
 		},
 		Status: v1alpha1.WebhookEventStatus{
 			SecretsScrubbedAt: metaTime(e.SecretsScrubAt),

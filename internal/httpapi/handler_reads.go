@@ -44,6 +44,10 @@ type EventView struct {
 	SecretsScrubAt  *time.Time      `json:"secretsScrubAt,omitempty"`
 	Data            json.RawMessage `json:"data"` // null once the payload retention expired, or hidden
 	DataHidden      bool            `json:"dataHidden,omitempty"`
+	// ValidUntil is when the event stops being deliverable; TypeGeneration
+	// the generation of the WebhookEventType that validated it.
+	ValidUntil     *time.Time `json:"validUntil,omitempty"`
+	TypeGeneration int64      `json:"typeGeneration,omitempty"`
 }
 
 // DeliveryView is a delivery as the read API shows it.
@@ -115,6 +119,8 @@ func (h *Handler) getEvent(w http.ResponseWriter, r *http.Request, ns string) er
 		SecretNames:     nonNil(ev.SecretNames),
 		SecretsScrubbed: len(ev.SecretNames) > 0 && ev.SecretsScrubAt != nil,
 		SecretsScrubAt:  utc(ev.SecretsScrubAt),
+		ValidUntil:      utc(ev.ValidUntil),
+		TypeGeneration:  ev.TypeGeneration,
 	}
 	if len(ev.Data) > 0 {
 		show, err := h.mayReadData(r, ns)
