@@ -97,16 +97,16 @@ func (c *Core) applyContract(ns string, b *canonicalBody, p *ledger.EventInsertP
 		return &ContractError{Field: "type", Rule: RuleTypeNotReady, Message: fmt.Sprintf(
 			"WebhookEventType %s of %q is not Ready: %s", contract.Name, b.Type, contract.NotReady)}
 	}
-	for _, name := range contract.RequiredSecrets {
-		if !slices.Contains(b.SecretNames, name) {
-			return &ContractError{Field: "secrets." + name, Rule: RuleRequiredSecret, Message: fmt.Sprintf(
-				"event type %q requires the secret %q (WebhookEventType %s)", b.Type, name, contract.Name)}
-		}
-	}
 	if contract.Validate != nil {
 		if field, rule := contract.Validate(b.Data); field != "" {
 			return &ContractError{Field: field, Rule: RuleSchema, Message: fmt.Sprintf(
 				"%s (the schema of WebhookEventType %s)", rule, contract.Name)}
+		}
+	}
+	for _, name := range contract.RequiredSecrets {
+		if !slices.Contains(b.SecretNames, name) {
+			return &ContractError{Field: "secrets." + name, Rule: RuleRequiredSecret, Message: fmt.Sprintf(
+				"event type %q requires the secret %q (WebhookEventType %s)", b.Type, name, contract.Name)}
 		}
 	}
 	if contract.ValidFor > 0 {
