@@ -39,19 +39,18 @@ type WebhookEventTypeReconciler struct {
 // Reconcile gathers the type, the types that name the same type, its
 // policy and the endpoints of the namespace, and writes the status.
 func (r *WebhookEventTypeReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
-	res, err := r.reconcile(ctx, req)
-	return requeueOnConflict(ctx, res, err)
+	return requeueOnConflict(ctx, ctrl.Result{}, r.reconcile(ctx, req))
 }
 
-func (r *WebhookEventTypeReconciler) reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+func (r *WebhookEventTypeReconciler) reconcile(ctx context.Context, req ctrl.Request) error {
 	var et hookv1.WebhookEventType
 	if err := r.Get(ctx, req.NamespacedName, &et); err != nil {
-		return ctrl.Result{}, client.IgnoreNotFound(err)
+		return client.IgnoreNotFound(err)
 	}
 	facts := eventTypeFacts{Undecodable: et.DecodeError()}
 	holder, err := holderOf(ctx, r.Client, et.Namespace, et.Spec.Type)
 	if err != nil {
-		return ctrl.Result{}, err
+		return err
 	}
 	if holder != nil && holder.UID != et.UID {
 		facts.HeldBy = holder.Name
@@ -62,12 +61,12 @@ func (r *WebhookEventTypeReconciler) reconcile(ctx context.Context, req ctrl.Req
 	}
 	if ref := et.Spec.RetryPolicyRef; ref != nil {
 		if _, facts.PolicyProblem, err = typePolicy(ctx, r.Client, et.Namespace, ref.Name); err != nil {
-			return ctrl.Result{}, err
+			return err
 		}
 	}
 	var endpoints hookv1.WebhookEndpointList
 	if err := r.List(ctx, &endpoints, client.InNamespace(et.Namespace)); err != nil {
-		return ctrl.Result{}, fmt.Errorf("listing the endpoints of %s: %w", et.Namespace, err)
+		return fmt.Errorf("listing the endpoints of %s: %w", et.Namespace, err)
 	}
 	for _, ep := range endpoints.Items {
 		patterns := make([]string, len(ep.Spec.EventTypes))
@@ -82,11 +81,11 @@ func (r *WebhookEventTypeReconciler) reconcile(ctx context.Context, req ctrl.Req
 	et.Status = eventTypeStatus(&et, facts, r.now())
 	if err := updateStatus(ctx, r.Client, before, &et, func(e *hookv1.WebhookEventType) any { return e.Status }); err != nil {
 		if apierrors.IsNotFound(err) {
-			return ctrl.Result{}, nil
+			return nil
 		}
-		return ctrl.Result{}, err
+		return err
 	}
-	return ctrl.Result{}, nil
+	return nil
 }
 
 func (r *WebhookEventTypeReconciler) now() time.Time {
