@@ -21,7 +21,7 @@ const (
 	// the time the receiver must keep its de-duplication record. It has the
 	// value of hookkeeper's internal wire.ReplayUntilHeader (not a
 	// Standard Webhooks name, so other verifiers ignore it); a test keeps
-	// the two equal once that constant exists.
+	// the two equal.
 	ReplayUntilHeader = "Hookkeeper-Replay-Until"
 	// DeliveryIDHeader names the delivery an acknowledgement completes
 	// (Callback mode). Retries of one delivery share it; a recovery's

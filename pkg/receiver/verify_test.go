@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/hookkeeper/hookkeeper/internal/dispatch"
+	"github.com/hookkeeper/hookkeeper/internal/wire"
 	"github.com/hookkeeper/hookkeeper/internal/signing"
 )
 
@@ -159,6 +160,7 @@ func TestHeadersMatchTheSender(t *testing.T) {
 	if DeliveryIDHeader != dispatch.DeliveryIDHeader {
 		t.Errorf("DeliveryIDHeader = %q, the sender sends %q", DeliveryIDHeader, dispatch.DeliveryIDHeader)
 	}
-	// TODO(issue 25): compare ReplayUntilHeader with wire.ReplayUntilHeader
-	// once the sender's branch is merged.
+	if ReplayUntilHeader != wire.ReplayUntilHeader {
+		t.Errorf("ReplayUntilHeader = %q, the sender sends %q", ReplayUntilHeader, wire.ReplayUntilHeader)
+	}
 }
