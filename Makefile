@@ -117,7 +117,9 @@ FUZZ_TARGETS := \
 	./internal/canonjson:FuzzCanonicalAppendString \
 	./internal/signing:FuzzVerify \
 	./internal/signing:FuzzVerifyMutation \
-	./pkg/receiver:FuzzVerify
+	./pkg/receiver:FuzzVerify \
+	./internal/catalog:FuzzFastAgreesWithTheValidator \
+	./internal/eventfilter:FuzzMatch
 FUZZTIME ?= 1m
 
 .PHONY: fuzz
