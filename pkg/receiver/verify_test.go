@@ -11,8 +11,8 @@ import (
 	"time"
 
 	"github.com/hookkeeper/hookkeeper/internal/dispatch"
-	"github.com/hookkeeper/hookkeeper/internal/wire"
 	"github.com/hookkeeper/hookkeeper/internal/signing"
+	"github.com/hookkeeper/hookkeeper/internal/wire"
 )
 
 // TestReceiveVerifies holds the answer of each kind of request: what
