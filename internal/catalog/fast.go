@@ -99,7 +99,9 @@ const maxSafeInteger = 1 << 53
 // conforms to n; false when it does not, or it cannot tell.
 func (n *fastNode) ok(v any) bool {
 	if v == nil {
-		return n.nullable
+		// kube-openapi checks a null against the enum too, and refuses
+		// it unless the enum lists null: with an enum, null goes to it.
+		return n.nullable && n.enum == nil
 	}
 	switch n.typ {
 	case "object":

@@ -11,6 +11,7 @@ var fastSchemas = []string{
 	orderSchema20,
 	`{"type":"object","required":["a"],"properties":{"a":{"type":"integer","minimum":1,"maximum":10,"exclusiveMaximum":true},"b":{"type":"number","nullable":true},"c":{"type":"boolean"}}}`,
 	`{"type":"object","properties":{"s":{"type":"string","minLength":2,"maxLength":3,"enum":["ab","abc","äöü","a"]},"l":{"type":"array","minItems":1,"maxItems":2,"items":{"type":"string"}}}}`,
+	`{"type":"object","properties":{"e":{"type":"string","nullable":true,"enum":["x"]},"o":{"type":"object","nullable":true,"properties":{"n":{"type":"integer","nullable":true,"minimum":3}}}}}`,
 }
 
 // orderSchema20 is the 20-field schema of make bench's schema step.
@@ -57,7 +58,7 @@ func TestFastCompilesTheCommonKeywordsOnly(t *testing.T) {
 func FuzzFastAgreesWithTheValidator(f *testing.F) {
 	for _, d := range []string{
 		`{"a":1}`, `{"a":9.5}`, `{"a":10}`, `{"a":0}`, `{"a":1,"b":null}`, `{"a":1,"c":"true"}`, `{"a":1e300}`, `{"a":9007199254740993}`,
-		`{"s":"ab","l":["x"]}`, `{"s":"äöü"}`, `{"s":"abcd"}`, `{"l":[]}`, `{"l":["a","b","c"]}`, `{"l":[1]}`,
+		`{"s":"ab","l":["x"]}`, `{"s":"äöü"}`, `{"e":null}`, `{"e":"x","o":null}`, `{"o":{"n":null}}`, `{"o":{"n":2}}`, `{"s":"abcd"}`, `{"l":[]}`, `{"l":["a","b","c"]}`, `{"l":[1]}`,
 		`{"id":"o-1","amount":1,"currency":"EUR","customer":{"id":"c"},"lines":[{"sku":"a","qty":1}]}`,
 		`{"id":"o-1","amount":-1,"currency":"EUR","customer":{"id":"c"},"lines":[]}`, `null`, `[]`, `{"lines":{}}`,
 	} {
