@@ -50,6 +50,7 @@ func TestApplyContract(t *testing.T) {
 	}{
 		{name: "no contract, lenient namespace: as today", body: canonicalBody{Type: "other"}},
 		{name: "no contract, strict namespace: refused", strict: true, body: canonicalBody{Type: "other"}, wantRule: RuleUnknownType, wantField: "type"},
+		{name: "hookkeeper's own test type in a strict namespace: accepted", strict: true, body: canonicalBody{Type: "hookkeeper.test"}},
 		{name: "a contract that cannot be applied: refused", body: canonicalBody{Type: "broken"}, wantRule: RuleTypeNotReady, wantField: "type"},
 		{name: "a required secret missing: refused, naming it", body: canonicalBody{Type: "order.created", Data: []byte(`{"amount":1}`)},
 			wantRule: RuleRequiredSecret, wantField: "secrets.token"},
