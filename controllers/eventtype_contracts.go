@@ -123,12 +123,12 @@ func (c *EventTypeContracts) Contract(namespace, typ string) (*publish.Contract,
 		}
 	}
 	if ref := et.Spec.RetryPolicyRef; ref != nil {
-		p, problem, err := typePolicy(ctx, c.Reader, namespace, ref.Name)
+		p, pr, err := namedPolicy(ctx, c.Reader, namespace, ref.Name)
 		if err != nil {
-			return nil, strict, err
+			return nil, strict, fmt.Errorf("reading RetryPolicy %s: %w", ref.Name, err)
 		}
-		if problem != "" {
-			contract.NotReady = problem
+		if pr != nil {
+			contract.NotReady = pr.Reason + ": " + pr.Message
 			return contract, strict, nil
 		}
 		contract.Policy = &p
@@ -211,21 +211,4 @@ func holderOf(ctx context.Context, r client.Reader, namespace, typ string) (*hoo
 		return live[i].Name < live[j].Name
 	})
 	return &live[0], nil
-}
-
-// typePolicy is the engine's form of the RetryPolicy a type names, or why
-// it cannot be used.
-func typePolicy(ctx context.Context, r client.Reader, namespace, name string) (ledger.Policy, string, error) {
-	var rp hookv1.RetryPolicy
-	switch err := r.Get(ctx, types.NamespacedName{Namespace: namespace, Name: name}, &rp); {
-	case apierrors.IsNotFound(err):
-		return ledger.Policy{}, fmt.Sprintf("%s: RetryPolicy %q not found", hookv1.ReasonRetryPolicyNotFound, name), nil
-	case err != nil:
-		return ledger.Policy{}, "", fmt.Errorf("reading RetryPolicy %s: %w", name, err)
-	}
-	p, err := policyConfig(&rp.Spec)
-	if err != nil {
-		return ledger.Policy{}, fmt.Sprintf("%s: RetryPolicy %q: %v", hookv1.ReasonRetryPolicyNotReady, name, err), nil
-	}
-	return p, "", nil
 }

@@ -199,25 +199,34 @@ func (r *WebhookEndpointReconciler) resolvePolicy(ctx context.Context, ep *hookv
 	if ref == nil {
 		return r.DefaultPolicy, "", nil, nil
 	}
+	p, pr, err := namedPolicy(ctx, r.Client, ep.Namespace, ref.Name)
+	return p, ref.Name, pr, err
+}
+
+// namedPolicy is the engine's form of the RetryPolicy name of namespace,
+// or the problem that keeps it from being used (missing, undecodable, not
+// Ready, invalid); an error only when it could not be read. Endpoints and
+// event types (spec.retryPolicyRef of each) resolve theirs with it.
+func namedPolicy(ctx context.Context, r client.Reader, namespace, name string) (ledger.Policy, *problem, error) {
 	var rp hookv1.RetryPolicy
-	if err := r.Get(ctx, types.NamespacedName{Namespace: ep.Namespace, Name: ref.Name}, &rp); err != nil {
+	if err := r.Get(ctx, types.NamespacedName{Namespace: namespace, Name: name}, &rp); err != nil {
 		if apierrors.IsNotFound(err) {
-			return ledger.Policy{}, ref.Name, &problem{hookv1.ReasonRetryPolicyNotFound, fmt.Sprintf("RetryPolicy %q not found", ref.Name)}, nil
+			return ledger.Policy{}, &problem{hookv1.ReasonRetryPolicyNotFound, fmt.Sprintf("RetryPolicy %q not found", name)}, nil
 		}
-		return ledger.Policy{}, ref.Name, nil, err
+		return ledger.Policy{}, nil, err
 	}
 	if len(rp.Undecodable) > 0 {
-		return ledger.Policy{}, ref.Name, &problem{hookv1.ReasonRetryPolicyNotReady, fmt.Sprintf("RetryPolicy %q is invalid: %s", ref.Name, undecodableMessage(rp.Undecodable))}, nil
+		return ledger.Policy{}, &problem{hookv1.ReasonRetryPolicyNotReady, fmt.Sprintf("RetryPolicy %q is invalid: %s", name, undecodableMessage(rp.Undecodable))}, nil
 	}
 	if pr := policyReadiness(&rp); pr != nil {
-		return ledger.Policy{}, ref.Name, pr, nil
+		return ledger.Policy{}, pr, nil
 	}
 	p, err := policyConfig(&rp.Spec)
 	if err != nil {
-		return ledger.Policy{}, ref.Name, &problem{hookv1.ReasonRetryPolicyNotReady, fmt.Sprintf("RetryPolicy %q is invalid: %s", ref.Name, conditionMessage(err))}, nil
+		return ledger.Policy{}, &problem{hookv1.ReasonRetryPolicyNotReady, fmt.Sprintf("RetryPolicy %q is invalid: %s", name, conditionMessage(err))}, nil
 	}
-	p.Name, p.Generation = ref.Name, rp.Generation // outcome evidence is kept per policy version
-	return p, ref.Name, nil, nil
+	p.Name, p.Generation = name, rp.Generation // outcome evidence is kept per policy version
+	return p, nil, nil
 }
 
 // policyReadiness is nil when the RetryPolicy's status says it is Ready for

@@ -3,7 +3,6 @@ package controllers
 import (
 	"context"
 	"fmt"
-	"strings"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -60,8 +59,8 @@ func (r *WebhookEventTypeReconciler) reconcile(ctx context.Context, req ctrl.Req
 		facts.HasSchema = true
 	}
 	if ref := et.Spec.RetryPolicyRef; ref != nil {
-		if _, facts.PolicyProblem, err = typePolicy(ctx, r.Client, et.Namespace, ref.Name); err != nil {
-			return err
+		if _, facts.PolicyProblem, err = namedPolicy(ctx, r.Client, et.Namespace, ref.Name); err != nil {
+			return fmt.Errorf("reading RetryPolicy %s: %w", ref.Name, err)
 		}
 	}
 	var endpoints hookv1.WebhookEndpointList
@@ -103,7 +102,7 @@ type eventTypeFacts struct {
 	HeldBy        string
 	HasSchema     bool
 	SchemaErr     error
-	PolicyProblem string // "<Reason>: <message>", "" when none
+	PolicyProblem *problem
 	Endpoints     int32
 }
 
@@ -134,24 +133,15 @@ func eventTypeStatus(et *hookv1.WebhookEventType, f eventTypeFacts, now time.Tim
 	case f.SchemaErr != nil:
 		c.Reason = hookv1.ReasonSchemaInvalid
 		c.Message = fmt.Sprintf("%v; every publish of %q is refused until the schema is fixed", f.SchemaErr, et.Spec.Type)
-	case f.PolicyProblem != "":
-		reason, msg, _ := cutReason(f.PolicyProblem)
-		c.Reason = reason
-		c.Message = fmt.Sprintf("%s; every publish of %q is refused until it can be used", msg, et.Spec.Type)
+	case f.PolicyProblem != nil:
+		c.Reason = f.PolicyProblem.Reason
+		c.Message = fmt.Sprintf("%s; every publish of %q is refused until it can be used", f.PolicyProblem.Message, et.Spec.Type)
 	default:
 		c.Status, c.Reason = metav1.ConditionTrue, hookv1.ReasonReconciled
 		c.Message = fmt.Sprintf("publishes of %q are held to this contract", et.Spec.Type)
 	}
 	meta.SetStatusCondition(&status.Conditions, c)
 	return status
-}
-
-// cutReason splits "<Reason>: <message>".
-func cutReason(s string) (reason, msg string, ok bool) {
-	if reason, msg, ok = strings.Cut(s, ": "); ok {
-		return reason, msg, true
-	}
-	return hookv1.ReasonInternalError, s, false
 }
 
 // SetupWithManager registers the controller: on spec changes, and when an
@@ -167,7 +157,7 @@ func (r *WebhookEventTypeReconciler) SetupWithManager(mgr ctrl.Manager) error {
 			builder.WithPredicates(predicate.Funcs{UpdateFunc: func(event.UpdateEvent) bool { return false }})).
 		Watches(&hookv1.WebhookEndpoint{}, handler.EnqueueRequestsFromMapFunc(r.typesOfNamespace)).
 		Watches(&hookv1.RetryPolicy{}, handler.EnqueueRequestsFromMapFunc(r.typesOfNamespace),
-			builder.WithPredicates(predicate.GenerationChangedPredicate{})).
+			builder.WithPredicates(policyReadinessChanged())).
 		Complete(r)
 }
 

@@ -163,7 +163,7 @@ spec:
 		typeYAML := func(name, typ, extra string) string {
 			return fmt.Sprintf("apiVersion: hookkeeper.dev/v1alpha1\nkind: WebhookEventType\nmetadata:\n  name: %s\n  namespace: %s\nspec:\n  type: %s\n%s", name, ns, typ, extra)
 		}
-		apply(policyYAML(ns, "fast", "200ms", 2) + "---\n" + policyYAML(ns, "patient", "200ms", 1000) + "---\n" +
+		apply(policyYAML(ns, "fast", "200ms", 2) + "---\n" + policyYAML(ns, "patient", "200ms", 50) + "---\n" +
 			endpointYAML(ns, "ledger", rcv.URL("/ledger"), "[payment.*]", "fast", "") + "---\n" +
 			endpointYAML(ns, "slow", slow.URL("/slow"), "[quote.*]", "fast", "") + "---\n" +
 			typeYAML("reissue-only", "payment.reissue", "  replay: ReissueOnly\n") + "---\n" +
