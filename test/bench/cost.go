@@ -42,15 +42,47 @@ type storeCost struct {
 	saturation, at500, at1000 costRun
 }
 
+// costRound is one round of the cost step: the relay, then each store,
+// all in the same minutes, so that their ratios share the machine's load.
+type costRound struct {
+	// relay is the pass-through relay at saturation, relay500 and
+	// relay1000 at the steady rates: what the two HTTP legs and the
+	// signature cost per event at those rates, with no storage at all.
+	relay, relay500, relay1000 costRun
+	sqlite, postgres           storeCost
+}
+
+// relayAt is the round's relay run at a steady rate (0: saturation).
+func (r *costRound) relayAt(rate int) costRun {
+	switch rate {
+	case 500:
+		return r.relay500
+	case 1000:
+		return r.relay1000
+	}
+	return r.relay
+}
+
+// store is the round's runs of the named store.
+func (r *costRound) store(name string) storeCost {
+	if name == "postgres" {
+		return r.postgres
+	}
+	return r.sqlite
+}
+
+// steadyRates are the paced rates of the cost step, each metered on the
+// relay as on the engine.
+var steadyRates = []int{500, 1000}
+
 type costResults struct {
 	connections int
 	duration    time.Duration
-	relay       costRun
-	// relay500 is the relay at a steady 500/s: what the two HTTP legs and
-	// the signature cost per event at that rate, with no storage at all.
-	relay500 costRun
-	sqlite   storeCost
-	postgres storeCost
+	// rounds alternate relay, SQLite, PostgreSQL, relay, ... (--cost-rounds):
+	// the floors are judged on the medians of the rounds, the spread
+	// printed beside them, as the noise of a shared machine is as large
+	// as the gaps the floors measure.
+	rounds []costRound
 }
 
 // ledgerFor returns a fresh ledger for one engine process: a new SQLite
@@ -72,26 +104,39 @@ func postgresLedgers(dsn string, schemas *[]string) ledgerFor {
 }
 
 // measureRelay saturates the pass-through relay with the same client, and
-// then meters its CPU at a steady 500/s, as the engine's.
-func measureRelay(cfg config, t *tracker) (sat, at500 costRun, _ error) {
+// then meters its CPU at the steady rates, as the engine's.
+func measureRelay(cfg config, t *tracker, round int, into *costRound) error {
 	rl, err := startRelay(t.url)
 	if err != nil {
-		return costRun{}, costRun{}, err
+		return err
 	}
 	defer rl.stop()
 	t.reset(maxEvents)
 	tg := target{url: "http://" + rl.addr + "/hook", token: token}
 	l := saturate(tg, "relay", cfg.connections, cfg.costDuration)
 	if err := l.err(); err != nil {
-		return costRun{}, costRun{}, fmt.Errorf("relay: %w", err)
+		return fmt.Errorf("relay: %w", err)
 	}
-	sat = costRun{label: "relay", events: l.accepted, loadAvg: loadAvg(), lat: l.latencies(t)}
+	sat := costRun{label: "relay", events: l.accepted, loadAvg: loadAvg(), lat: l.latencies(t)}
 	sat.published = float64(l.accepted) / l.end.Sub(l.start).Seconds()
 	sat.delivered = sat.published
 	sat.window = l.end.Sub(l.start)
+	into.relay = sat
 	fmt.Printf("  relay: %.0f events/s (load %s)\n", sat.delivered, sat.loadAvg)
-	at500, err = drive(cfg, t, "relay-500", rl.cmd.Process.Pid, tg, nil, 500)
-	return sat, at500, err
+	if into.relay500, err = drive(cfg, t, roundLabel("relay-500", round), rl.cmd.Process.Pid, tg, nil, 500); err != nil {
+		return err
+	}
+	into.relay1000, err = drive(cfg, t, roundLabel("relay-1000", round), rl.cmd.Process.Pid, tg, nil, 1000)
+	return err
+}
+
+// roundLabel names a run of a round after the first: its profile is kept
+// beside the first round's.
+func roundLabel(label string, round int) string {
+	if round == 0 {
+		return label
+	}
+	return fmt.Sprintf("%s-r%d", label, round+1)
 }
 
 // measureEngine starts an engine on a ledger and drives it at rate
@@ -217,7 +262,7 @@ func topFunctions(profile string, n int) string {
 }
 
 // measureStore runs the saturation and paced runs of one store.
-func measureStore(cfg config, bin string, t *tracker, ledgers ledgerFor, store string) (storeCost, error) {
+func measureStore(cfg config, bin string, t *tracker, ledgers ledgerFor, store string, round int) (storeCost, error) {
 	c := storeCost{name: store}
 	for _, r := range []struct {
 		rate int
@@ -227,6 +272,7 @@ func measureStore(cfg config, bin string, t *tracker, ledgers ledgerFor, store s
 		if r.rate > 0 {
 			label = fmt.Sprintf("%s-%d", store, r.rate)
 		}
+		label = roundLabel(label, round)
 		args, serverPIDs := ledgers(label)
 		var err error
 		if *r.into, err = measureEngine(cfg, bin, t, label, args, serverPIDs, r.rate); err != nil {
@@ -236,7 +282,8 @@ func measureStore(cfg config, bin string, t *tracker, ledgers ledgerFor, store s
 	return c, nil
 }
 
-// runCost is the cost step: the relay, then each store.
+// runCost is the cost step: --cost-rounds rounds of the relay, then each
+// store.
 func runCost(cfg config, bin, work string, c *costResults) error {
 	t, err := startTracker()
 	if err != nil {
@@ -244,28 +291,85 @@ func runCost(cfg config, bin, work string, c *costResults) error {
 	}
 	defer t.close()
 	c.connections, c.duration = cfg.connections, cfg.costDuration
-	step(fmt.Sprintf("pass-through relay, %d connections", cfg.connections))
-	if c.relay, c.relay500, err = measureRelay(cfg, t); err != nil {
-		return err
-	}
-	if listed(cfg.costStores, "sqlite") {
-		step("cost per event on SQLite")
-		if c.sqlite, err = measureStore(cfg, bin, t, sqliteLedgers(work), "sqlite"); err != nil {
-			return err
-		}
-	}
-	if !listed(cfg.costStores, "postgres") {
-		return nil
-	}
-	step("cost per event on PostgreSQL")
 	var schemas []string
 	defer func() {
 		for _, s := range schemas {
 			dropSchema(cfg.postgres, s)
 		}
 	}()
-	if c.postgres, err = measureStore(cfg, bin, t, postgresLedgers(cfg.postgres, &schemas), "postgres"); err != nil {
-		return err
+	c.rounds = make([]costRound, max(cfg.costRounds, 1))
+	for i := range c.rounds {
+		r := &c.rounds[i]
+		step(fmt.Sprintf("round %d of %d: pass-through relay, %d connections", i+1, len(c.rounds), cfg.connections))
+		if err := measureRelay(cfg, t, i, r); err != nil {
+			return err
+		}
+		if listed(cfg.costStores, "sqlite") {
+			step(fmt.Sprintf("round %d of %d: cost per event on SQLite", i+1, len(c.rounds)))
+			if r.sqlite, err = measureStore(cfg, bin, t, sqliteLedgers(work), "sqlite", i); err != nil {
+				return err
+			}
+		}
+		if listed(cfg.costStores, "postgres") {
+			step(fmt.Sprintf("round %d of %d: cost per event on PostgreSQL", i+1, len(c.rounds)))
+			if r.postgres, err = measureStore(cfg, bin, t, postgresLedgers(cfg.postgres, &schemas), "postgres", i); err != nil {
+				return err
+			}
+		}
+		printRound(r)
 	}
 	return nil
+}
+
+// printRound prints the ratios of one round to the relay in the same round.
+func printRound(r *costRound) {
+	for _, s := range []storeCost{r.sqlite, r.postgres} {
+		if s.name == "" {
+			continue
+		}
+		fmt.Printf("  %s: saturation %s of the relay; CPU per event %.2f× the relay's at 500/s, %.2f× at 1000/s; p99 at 1000/s %s\n",
+			s.name, pct(s.saturation.delivered, r.relay.delivered),
+			cpuRatio(s.at500.engineCPU, r.relay500.engineCPU), cpuRatio(s.at1000.engineCPU, r.relay1000.engineCPU), round(s.at1000.lat.total.p99))
+	}
+}
+
+// cpuRatio is a/b, 0 when b is.
+func cpuRatio(a, b time.Duration) float64 {
+	if b == 0 {
+		return 0
+	}
+	return float64(a) / float64(b)
+}
+
+// spread is the median of xs and its range, each of xs from one round.
+type spread struct{ median, lo, hi float64 }
+
+func spreadOf(xs []float64) spread {
+	if len(xs) == 0 {
+		return spread{}
+	}
+	s := slices.Clone(xs)
+	slices.Sort(s)
+	m := s[len(s)/2]
+	if len(s)%2 == 0 {
+		m = (s[len(s)/2-1] + s[len(s)/2]) / 2
+	}
+	return spread{median: m, lo: s[0], hi: s[len(s)-1]}
+}
+
+// over collects f of every round.
+func (c *costResults) over(f func(r *costRound) float64) spread {
+	xs := make([]float64, 0, len(c.rounds))
+	for i := range c.rounds {
+		xs = append(xs, f(&c.rounds[i]))
+	}
+	return spreadOf(xs)
+}
+
+// format prints the median and, with more than one round, the range.
+func (s spread) format(format string, rounds int) string {
+	if rounds <= 1 {
+		return fmt.Sprintf(format, s.median)
+	}
+	return fmt.Sprintf(format+" ("+format+"–"+format+")", s.median, s.lo, s.hi)
 }

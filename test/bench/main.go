@@ -80,6 +80,8 @@ type config struct {
 	historyStores string
 	// costStores are the stores the cost step runs on after the relay.
 	costStores string
+	// costRounds are the alternated rounds of the cost step (cost.go).
+	costRounds int
 	// The breaker step (breaker.go): the down receiver's window and
 	// publish rate, and the measured part of each saturation run.
 	breakerWindow, breakerMeasure time.Duration
@@ -116,6 +118,7 @@ func main() {
 	flag.IntVar(&cfg.historyEvents, "history-events", 10_000_000, "delivered events of history preloaded in the flat-cost runs")
 	flag.StringVar(&cfg.historyStores, "history-stores", bothStores, "stores the history step runs on (one alone: figures are printed, not written)")
 	flag.StringVar(&cfg.costStores, "cost-stores", bothStores, "stores the cost step runs on after the relay (one alone: figures are printed, not written)")
+	flag.IntVar(&cfg.costRounds, "cost-rounds", 3, "rounds of the cost step (relay, SQLite, PostgreSQL, relay, ...): floors are judged on the median of the rounds")
 	flag.DurationVar(&cfg.breakerWindow, "breaker-window", time.Minute, "how long the breaker step's receiver is down under steady publishing")
 	flag.IntVar(&cfg.breakerRate, "breaker-rate", 50, "events/s published to the breaker step's down receiver")
 	flag.DurationVar(&cfg.breakerMeasure, "breaker-measure", 15*time.Second, "publishing time at saturation of the breaker step's ten-endpoint engines, side by side, after the breaker opened")

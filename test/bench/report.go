@@ -119,55 +119,90 @@ func costSection(cfg config, r *results, notes string) string {
 	p("Load average (1, 5, 15 min) is recorded beside each figure: the machine is shared, and\n")
 	p("throughput and latency depend on what else runs; CPU per event much less.\n\n")
 
+	n := len(c.rounds)
+	p("Each figure is the median of %d rounds, its range (min–max) beside it; a round runs the relay,\n", n)
+	p("then SQLite, then PostgreSQL, and the next round starts again with the relay, so that each\n")
+	p("ratio to the relay is taken in the same minutes. The floors are judged on the medians.\n\n")
+
 	p("### Throughput against the pass-through relay\n\n")
-	p("| path | events/s | share of the relay | floor | | load average |\n|---|---|---|---|---|---|\n")
-	p("| pass-through relay: read, sign (Standard Webhooks), forward, answer; no storage | %.0f | 100%% | | | %s |\n", c.relay.delivered, c.relay.loadAvg)
+	p("| path | events/s | share of the relay (same round) | floor | | load average (first round) |\n|---|---|---|---|---|---|\n")
+	first := &c.rounds[0]
+	p("| pass-through relay: read, sign (Standard Webhooks), forward, answer; no storage | %s | 100%% | | | %s |\n",
+		c.over(func(r *costRound) float64 { return r.relay.delivered }).format("%.0f", n), first.relay.loadAvg)
 	for _, s := range []struct {
-		name  string
-		run   costRun
-		floor float64
-	}{{"hookkeeper on SQLite, publish → receipt", c.sqlite.saturation, 0.5}, {"hookkeeper on PostgreSQL, publish → receipt", c.postgres.saturation, 0.3}} {
-		share := s.run.delivered / c.relay.delivered
-		p("| %s | %.0f | %s | ≥ %.0f%% | %s | %s |\n", s.name, s.run.delivered, pct(s.run.delivered, c.relay.delivered), 100*s.floor, verdict(share >= s.floor), s.run.loadAvg)
+		store, name string
+		floor       float64
+	}{{"sqlite", "hookkeeper on SQLite, publish → receipt", 0.55}, {"postgres", "hookkeeper on PostgreSQL, publish → receipt", 0.40}} {
+		rate := c.over(func(r *costRound) float64 { return r.store(s.store).saturation.delivered })
+		share := c.over(func(r *costRound) float64 { return 100 * r.store(s.store).saturation.delivered / r.relay.delivered })
+		p("| %s | %s | %s | ≥ %.0f%% | %s | %s |\n", s.name, rate.format("%.0f", n), share.format("%.0f%%", n),
+			100*s.floor, verdict(share.median >= 100*s.floor), first.store(s.store).saturation.loadAvg)
 	}
 
 	p("\n### CPU per delivered event\n\n")
-	p("| store | load | engine CPU per event | of it user time | PostgreSQL server CPU per event | floor (engine) | | load average |\n|---|---|---|---|---|---|---|---|\n")
-	p("| none: the pass-through relay (two HTTP legs and the signature) | %s | %s | %.0f%% | | | | %s |\n",
-		c.relay500.load(), ms(c.relay500.engineCPU), 100*c.relay500.userShare, c.relay500.loadAvg)
-	for _, s := range []storeCost{c.sqlite, c.postgres} {
-		for _, run := range []costRun{s.saturation, s.at500, s.at1000} {
-			load := run.load()
-			server, floor, v := "", "", ""
-			if s.name == "postgres" {
-				server = ms(run.serverCPU)
+	p("The engine's CPU per event at a steady rate is compared with the relay's at the same rate in\n")
+	p("the same round (the floor: at most 1.5 times).\n\n")
+	p("| store | load | engine CPU per event | of it user time | against the relay at that rate | PostgreSQL server CPU per event | floor (engine) | | load average (first round) |\n|---|---|---|---|---|---|---|---|---|\n")
+	cpu := func(f func(r *costRound) costRun) spread {
+		return c.over(func(r *costRound) float64 { return float64(f(r).engineCPU) / float64(time.Millisecond) })
+	}
+	user := func(f func(r *costRound) costRun) spread {
+		return c.over(func(r *costRound) float64 { return 100 * f(r).userShare })
+	}
+	for _, rate := range steadyRates {
+		relay := func(r *costRound) costRun { return r.relayAt(rate) }
+		p("| none: the pass-through relay (two HTTP legs and the signature) | %s | %s ms | %.0f%% | 1× | | | | %s |\n",
+			first.relayAt(rate).load(), cpu(relay).format("%.3f", n), user(relay).median, first.relayAt(rate).loadAvg)
+	}
+	for _, name := range []string{"sqlite", "postgres"} {
+		for _, rate := range []int{0, 500, 1000} {
+			run := func(r *costRound) costRun {
+				s := r.store(name)
+				return map[int]costRun{0: s.saturation, 500: s.at500, 1000: s.at1000}[rate]
 			}
-			if s.name == "sqlite" && run.rate == 0 {
-				floor, v = "≤ 0.15 ms", verdict(run.engineCPU <= 150*time.Microsecond)
+			server, against, floor, v := "", "", "", ""
+			if name == "postgres" {
+				server = c.over(func(r *costRound) float64 { return float64(run(r).serverCPU) / float64(time.Millisecond) }).format("%.3f", n) + " ms"
 			}
-			if s.name == "sqlite" && run.rate == 500 {
-				floor, v = "≤ 0.3 ms", verdict(run.engineCPU <= 300*time.Microsecond)
+			if rate > 0 {
+				x := c.over(func(r *costRound) float64 { return cpuRatio(run(r).engineCPU, r.relayAt(rate).engineCPU) })
+				against = x.format("%.2f×", n)
+				floor, v = "≤ 1.5× the relay", verdict(x.median <= 1.5)
 			}
-			p("| %s | %s | %s | %.0f%% | %s | %s | %s | %s |\n", s.name, load, ms(run.engineCPU), 100*run.userShare, server, floor, v, run.loadAvg)
+			p("| %s | %s | %s ms | %.0f%% | %s | %s | %s | %s | %s |\n", name, run(first).load(), cpu(run).format("%.3f", n),
+				user(run).median, against, server, floor, v, run(first).loadAvg)
 		}
 	}
 
 	p("\n### Publish-to-receipt latency\n\n")
 	p("Publish is the send → 201 of the API; delivery is 201 → first receipt at the receiver (where a\n")
-	p("queue behind ingest shows); total is send → receipt.\n\n")
-	p("| store | load | total | publish | delivery | floor (total p99) | | load average |\n|---|---|---|---|---|---|---|---|\n")
-	for _, s := range []storeCost{c.sqlite, c.postgres} {
-		for _, run := range []costRun{s.at500, s.at1000, s.saturation} {
-			load := run.load()
-			floor, v := "", ""
-			if run.rate == 1000 {
-				floor, v = "≤ 20 ms", verdict(run.lat.total.p99 <= 20*time.Millisecond)
+	p("queue behind ingest shows); total is send → receipt. Medians of the rounds' percentiles.\n\n")
+	p("| store | load | total p50 | total p99 | publish p50 / p99 | delivery p50 / p99 | floor (total p99) | | load average (first round) |\n|---|---|---|---|---|---|---|---|---|\n")
+	msOf := func(f func(r *costRound) time.Duration) spread {
+		return c.over(func(r *costRound) float64 { return float64(f(r)) / float64(time.Millisecond) })
+	}
+	for _, name := range []string{"sqlite", "postgres"} {
+		for _, rate := range []int{500, 1000, 0} {
+			run := func(r *costRound) costRun {
+				s := r.store(name)
+				return map[int]costRun{0: s.saturation, 500: s.at500, 1000: s.at1000}[rate]
 			}
-			p("| %s | %s | %s | %s | %s | %s | %s | %s |\n", s.name, load, run.lat.total, run.lat.publish, run.lat.delivery, floor, v, run.loadAvg)
+			p99 := msOf(func(r *costRound) time.Duration { return run(r).lat.total.p99 })
+			floor, v := "", ""
+			if rate == 1000 {
+				floor, v = "≤ 20 ms", verdict(p99.median <= 20)
+			}
+			p("| %s | %s | %s ms | %s ms | %.1f / %.1f ms | %.2f / %.1f ms | %s | %s | %s |\n", name, run(first).load(),
+				msOf(func(r *costRound) time.Duration { return run(r).lat.total.p50 }).format("%.1f", n), p99.format("%.1f", n),
+				msOf(func(r *costRound) time.Duration { return run(r).lat.publish.p50 }).median,
+				msOf(func(r *costRound) time.Duration { return run(r).lat.publish.p99 }).median,
+				msOf(func(r *costRound) time.Duration { return run(r).lat.delivery.p50 }).median,
+				msOf(func(r *costRound) time.Duration { return run(r).lat.delivery.p99 }).median,
+				floor, v, run(first).loadAvg)
 		}
 	}
-	p("\nCPU profiles of these runs (`--profile-dir`): `<store>-saturation.pprof`, `<store>-500.pprof`,\n`<store>-1000.pprof`. Stage shares:\n\n")
-	for _, s := range []storeCost{c.sqlite, c.postgres} {
+	p("\nCPU profiles of these runs (`--profile-dir`): `<store>-saturation.pprof`, `<store>-500.pprof`,\n`<store>-1000.pprof` (later rounds `-r2`, `-r3`, ...). Stage shares of the first round:\n\n")
+	for _, s := range []storeCost{first.sqlite, first.postgres} {
 		for _, run := range []costRun{s.saturation, s.at500} {
 			p("- %s: %s\n", run.label, run.breakdown)
 		}
