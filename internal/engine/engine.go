@@ -83,9 +83,10 @@ type Options struct {
 	// DefaultCommitDelay; a negative one commits every item as soon as the
 	// committer is free.
 	WriteBatch groupcommit.Options
-	// RecordWait is how long an attempt's record may wait, on a serial
-	// store, for a commit that ingest triggers before it commits alone
-	// (default 10ms; writes.go).
+	// RecordWait is how long an attempt's record may wait before it
+	// commits: on a serial store for a commit that ingest triggers, on a
+	// concurrent one for other records to share its transaction (default
+	// 10ms; writes.go).
 	// Nobody waits on a record (its worker and endpoint slot are free once
 	// the receiver answered) unless the records pending are at their bound
 	// (twice Workers), and then it commits at once.

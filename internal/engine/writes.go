@@ -64,12 +64,14 @@ func (e *Engine) commitWrites(ctx context.Context, items []writeItem) ([]writeOu
 	return out, nil
 }
 
-// record commits an attempt record through the shared group commit. The
-// attempt's worker and endpoint slots are already free (attempt), so the
-// record waits for a ride unless the records pending are at their bound,
-// where a sender is waiting for it.
+// record commits an attempt record. The attempt's worker and endpoint
+// slots are already free (attempt), so the record waits, up to RecordWait,
+// unless the records pending are at their bound, where a sender is waiting
+// for it: on a serial store for a ride in an insert's commit, on a
+// concurrent one for the records that follow it, so that at a steady rate
+// several share one transaction instead of each paying its own (ADR 0041).
 func (e *Engine) record(ctx context.Context, p *ledger.AttemptRecordParams) (writeOutcome, error) {
-	if e.recorder != e.publisher || len(e.records) == cap(e.records) {
+	if len(e.records) == cap(e.records) {
 		return e.recorder.Do(ctx, writeItem{attempt: p})
 	}
 	return e.recorder.DoLazy(ctx, writeItem{attempt: p}, e.opts.RecordWait)

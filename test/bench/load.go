@@ -163,7 +163,11 @@ func saturate(tg target, run string, conns int, d time.Duration) *load {
 func paced(tg target, run string, rate int, d time.Duration) *load {
 	total := int(float64(rate) * d.Seconds())
 	l := &load{due: make([]int64, total), answered: make([]int64, total)}
-	const workers = 512
+	// Latencies count from the due time, so a stall shows in them whatever
+	// the workers; more than the API's unproven connections per source
+	// (httpapi.DefaultMaxUnprovenConnectionsPerSource) would have a stall's
+	// burst of new connections evict each other, failing publishes.
+	const workers = 128
 	client := newLoadClient(workers)
 	work := make(chan int, total)
 	var wg sync.WaitGroup
