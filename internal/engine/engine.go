@@ -632,15 +632,18 @@ func (e *Engine) attempt(ctx context.Context, ep *ledger.Endpoint, c *ledger.Cla
 	if probe {
 		e.probeDone(ep, c, &res, out.failure, now)
 	}
-	log := e.opts.Logger.WithValues("delivery", c.Delivery.ID, "event", c.Event.ID, "endpoint", ep.ID)
+	// Built only when something is logged: most attempts log nothing.
+	log := func() logr.Logger {
+		return e.opts.Logger.WithValues("delivery", c.Delivery.ID, "event", c.Event.ID, "endpoint", ep.ID)
+	}
 	switch {
 	case err != nil:
 		// The lease expires and the delivery is attempted again: at least
 		// once, never lost.
-		log.Error(err, "recording attempt failed")
+		log().Error(err, "recording attempt failed")
 		return
 	case rec.Err != nil:
-		log.V(1).Info("attempt not recorded", "reason", rec.Err.Error())
+		log().V(1).Info("attempt not recorded", "reason", rec.Err.Error())
 		return
 	}
 	if ep.AckMode == ledger.AckCallback {
@@ -648,7 +651,7 @@ func (e *Engine) attempt(ctx context.Context, ep *ledger.Endpoint, c *ledger.Cla
 		// (or, if the attempt failed, drop) what the ledger holds. If this
 		// fails, the acknowledgement-timeout sweep applies it.
 		if err := e.applyHeldAcks(recordCtx, []string{c.Delivery.ID}); err != nil {
-			log.Error(err, "applying a held acknowledgement failed; the acknowledgement sweep applies it")
+			log().Error(err, "applying a held acknowledgement failed; the acknowledgement sweep applies it")
 		}
 	}
 	if out.next.State == ledger.StateScheduled {

@@ -208,9 +208,14 @@ func (b *Batcher[Req, Res]) run() {
 	defer close(b.exited)
 	batch := make([]*call[Req, Res], 0, b.opts.MaxBatch)
 	reqs := make([]Req, 0, b.opts.MaxBatch)
+	// One timer serves every batch's wait: at a steady rate nearly every
+	// batch waits, and a timer made per batch was an allocation each.
+	timer := time.NewTimer(time.Hour)
+	timer.Stop()
+	defer timer.Stop()
 	for {
 		var done bool
-		batch, done = b.collect(batch[:0])
+		batch, done = b.collect(batch[:0], timer)
 		if done {
 			return
 		}
@@ -229,7 +234,7 @@ func (b *Batcher[Req, Res]) run() {
 // still wait (its patience: MaxDelay, or DoLazy's within), until one's
 // runs out, the batch is full, or the batcher closes. done reports that
 // the batcher is closed and drained.
-func (b *Batcher[Req, Res]) collect(batch []*call[Req, Res]) (_ []*call[Req, Res], done bool) {
+func (b *Batcher[Req, Res]) collect(batch []*call[Req, Res], timer *time.Timer) (_ []*call[Req, Res], done bool) {
 	for {
 		var closed bool
 		batch, closed = b.take(batch)
@@ -241,22 +246,13 @@ func (b *Batcher[Req, Res]) collect(batch []*call[Req, Res]) (_ []*call[Req, Res
 		}
 		<-b.wake
 	}
-	var timer *time.Timer
-	defer func() {
-		if timer != nil {
-			timer.Stop()
-		}
-	}()
+	defer timer.Stop() // since Go 1.23 a stopped timer's channel holds nothing stale
 	for len(batch) < b.opts.MaxBatch {
 		wait := time.Until(deadline(batch))
 		if wait <= 0 {
 			return batch, false
 		}
-		if timer == nil {
-			timer = time.NewTimer(wait)
-		} else {
-			timer.Reset(wait)
-		}
+		timer.Reset(wait)
 		select {
 		case <-b.wake:
 			var closed bool
