@@ -82,8 +82,10 @@ type Options struct {
 	// (shared on a serial store: writes.go). Its MaxDelay defaults to
 	// DefaultCommitDelay; a negative one commits every item as soon as the
 	// committer is free. Its Committers applies to ingest on a concurrent
-	// store (default DefaultPublishCommitters); a serial store's shared
-	// batcher and a concurrent one's records commit one batch at a time.
+	// store (default 1: two measured no shorter tail at a steady 1,000/s
+	// on PostgreSQL, benchmarks.md, "Issue #26: concurrent ingest
+	// commits"); a serial store's shared batcher and a concurrent one's
+	// records commit one batch at a time.
 	WriteBatch groupcommit.Options
 	// RecordWait is how long an attempt's record may wait before it
 	// commits: on a serial store for a commit that ingest triggers, on a
@@ -125,12 +127,6 @@ type Options struct {
 // which is most of what an event costs the ledger there (ADR 0027); an
 // event after a quiet spell commits at once.
 const DefaultCommitDelay = 2 * time.Millisecond
-
-// DefaultPublishCommitters is how many ingest commits may run at once on a
-// store that commits concurrently (PostgreSQL): a publish that arrives
-// while one commits starts its own instead of waiting for it to end (ADR
-// 0042).
-const DefaultPublishCommitters = 2
 
 // Engine delivers the ledger's due deliveries. Create it with New, run it
 // with Run; Publish, RegisterEndpoint and the other methods may be called
@@ -271,11 +267,7 @@ func New(opts Options) (*Engine, error) {
 		e.publisher = groupcommit.New(e.commitWrites, serial)
 		e.recorder = e.publisher
 	} else {
-		ingest := opts.WriteBatch
-		if ingest.Committers <= 0 {
-			ingest.Committers = DefaultPublishCommitters
-		}
-		e.publisher = groupcommit.New(e.commitWrites, ingest)
+		e.publisher = groupcommit.New(e.commitWrites, opts.WriteBatch)
 		e.recorder = groupcommit.New(e.commitWrites, serial)
 	}
 	return e, nil

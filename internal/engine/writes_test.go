@@ -101,16 +101,17 @@ func (s *ingestBarrier) WriteMany(ctx context.Context, w *ledger.WriteBatch) (le
 }
 
 // TestPublishesCommitAtOnceOnAConcurrentStore: on a store that commits
-// concurrently, a publish that arrives while another's commit runs gets a
-// commit of its own at once instead of waiting for that one to end (ADR
-// 0042). With one committer this test would hang at the barrier.
+// concurrently, with two ingest committers (WriteBatch.Committers), a
+// publish that arrives while another's commit runs gets a commit of its
+// own at once instead of waiting for that one to end. With one committer
+// this test would hang at the barrier.
 func TestPublishesCommitAtOnceOnAConcurrentStore(t *testing.T) {
 	for _, sf := range stores() {
 		t.Run(sf.name, func(t *testing.T) {
 			t.Parallel()
 			store := &ingestBarrier{Store: sf.open(t), entered: make(chan struct{}, 2)}
 			store.both.Add(2)
-			e := run(t, engine.Options{Store: store})
+			e := run(t, engine.Options{Store: store, WriteBatch: groupcommit.Options{Committers: 2}})
 			var wg sync.WaitGroup
 			wg.Go(func() { publish(t, e, "shop", "order.created", `{"n":1}`) })
 			<-store.entered // the first publish's commit runs

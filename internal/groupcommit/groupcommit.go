@@ -2,9 +2,9 @@
 //
 // A durable write costs one sync of the ledger, whatever its size; group
 // commit shares that sync between every caller that arrived meanwhile.
-// Callers submit one item each with Do; a single committer goroutine takes
-// everything queued (up to MaxBatch), calls the commit function once, and
-// hands each caller its own result.
+// Callers submit one item each with Do; the committer takes everything
+// queued (up to MaxBatch), calls the commit function once, and hands each
+// caller its own result.
 //
 // The committer starts the next commit as soon as the previous one
 // returns, with whatever queued during it. An idle system therefore commits
@@ -20,10 +20,9 @@
 //
 // With Options.Committers above one, up to that many commits run at once:
 // an item that queues while a commit runs is taken into the next batch at
-// once instead of waiting for that commit to end, which halves the worst
-// wait of a store that commits concurrently (PostgreSQL) at a steady rate.
-// One batch is collected at a time, so batches stay as large as before
-// under load; they commit, and answer their callers, in any order.
+// once instead of waiting for that commit to end. One batch is collected
+// at a time, so batches stay as large as with one committer while every
+// committer is busy; they commit, and answer their callers, in any order.
 //
 // Cancellation is ambiguous by nature. A caller whose context ends while
 // its item is queued gets ctx.Err(): if the committer had not yet taken the

@@ -78,7 +78,7 @@ func main() {
 	flag.DurationVar(&o.leaseMargin, "lease-margin", 15*time.Second, "lease margin over the attempt timeout")
 	flag.DurationVar(&o.idleWait, "idle-wait", time.Second, "longest sleep between claims")
 	flag.DurationVar(&o.recordWait, "record-wait", 0, "how long an attempt record may wait to share an insert's commit (engine.Options.RecordWait; 0: the engine's default)")
-	flag.IntVar(&o.writeCommitters, "write-committers", 0, "how many ingest commits may run at once on PostgreSQL (engine.Options.WriteBatch.Committers; 0: the engine's default)")
+	flag.IntVar(&o.writeCommitters, "write-committers", 0, "how many ingest commits may run at once on PostgreSQL (engine.Options.WriteBatch.Committers; 0: the engine's default, 1)")
 	flag.DurationVar(&o.writeDelay, "write-delay", 0, "how long a commit of ingest and attempt records may wait for more items (engine.Options.WriteBatch.MaxDelay; 0: the engine's default)")
 	flag.BoolVar(&o.verbose, "v", false, "log to stderr")
 	flag.StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile of the run to this file")
