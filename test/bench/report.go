@@ -132,15 +132,15 @@ func costSection(cfg config, r *results, notes string) string {
 	}
 
 	p("\n### CPU per delivered event\n\n")
-	p("| store | load | engine CPU per event | of it user time | PostgreSQL server CPU per event | floor (engine) | | load average |\n|---|---|---|---|---|---|---|---|\n")
-	p("| none: the pass-through relay (two HTTP legs and the signature) | %s | %s | %.0f%% | | | | %s |\n",
+	p("| store | load | engine CPU per event | of it user time | PostgreSQL server CPU per event | PostgreSQL WAL per event (server-wide) | floor (engine) | | load average |\n|---|---|---|---|---|---|---|---|---|\n")
+	p("| none: the pass-through relay (two HTTP legs and the signature) | %s | %s | %.0f%% | | | | | %s |\n",
 		c.relay500.load(), ms(c.relay500.engineCPU), 100*c.relay500.userShare, c.relay500.loadAvg)
 	for _, s := range []storeCost{c.sqlite, c.postgres} {
 		for _, run := range []costRun{s.saturation, s.at500, s.at1000} {
 			load := run.load()
-			server, floor, v := "", "", ""
+			server, wal, floor, v := "", "", "", ""
 			if s.name == "postgres" {
-				server = ms(run.serverCPU)
+				server, wal = ms(run.serverCPU), fmt.Sprintf("%.0f B", run.wal.bytes)
 			}
 			if s.name == "sqlite" && run.rate == 0 {
 				floor, v = "≤ 0.15 ms", verdict(run.engineCPU <= 150*time.Microsecond)
@@ -148,7 +148,7 @@ func costSection(cfg config, r *results, notes string) string {
 			if s.name == "sqlite" && run.rate == 500 {
 				floor, v = "≤ 0.3 ms", verdict(run.engineCPU <= 300*time.Microsecond)
 			}
-			p("| %s | %s | %s | %.0f%% | %s | %s | %s | %s |\n", s.name, load, ms(run.engineCPU), 100*run.userShare, server, floor, v, run.loadAvg)
+			p("| %s | %s | %s | %.0f%% | %s | %s | %s | %s | %s |\n", s.name, load, ms(run.engineCPU), 100*run.userShare, server, wal, floor, v, run.loadAvg)
 		}
 	}
 
