@@ -94,7 +94,26 @@ func loadName(rate int) string {
 type capacityResults struct {
 	connections int
 	duration    time.Duration
-	runs        []capacityRun
+	// server names the PostgreSQL: its version and address (never the
+	// DSN, which may hold a password).
+	server string
+	runs   []capacityRun
+}
+
+func serverName(dsn string) (string, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	conn, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		return "", fmt.Errorf("connect to the capacity step's PostgreSQL: %w", err)
+	}
+	defer conn.Close(ctx)
+	var version string
+	if err := conn.QueryRow(ctx, `SHOW server_version`).Scan(&version); err != nil {
+		return "", err
+	}
+	cc := conn.Config()
+	return fmt.Sprintf("PostgreSQL %s at %s:%d", version, cc.Host, cc.Port), nil
 }
 
 // walCounters are the server's WAL counters at one moment: pg_stat_wal's
@@ -403,6 +422,12 @@ func runCapacity(cfg config, bin string, c *capacityResults) error {
 	}
 	defer t.close()
 	c.connections, c.duration = cfg.connections, cfg.capacityDuration
+	if cfg.capacityPostgres != "" {
+		cfg.postgres = cfg.capacityPostgres
+	}
+	if c.server, err = serverName(cfg.postgres); err != nil {
+		return err
+	}
 	for _, n := range capacityReplicas {
 		for _, rate := range capacityRates {
 			r, err := measureCapacity(cfg, bin, t, n, rate)
@@ -499,7 +524,7 @@ func (c *capacityResults) markdown(machine string) string {
 	p("Machine: %s. The load client, the receiver, the replicas and\n", machine)
 	p("PostgreSQL share these cores, so the figures show the shape, not a ceiling.\n\n")
 	p("1, 2 and 3 engine processes (enginehost, the manager's defaults: %s workers) on one fresh\n", engineWorkers)
-	p("PostgreSQL schema per run, sharing its work as manager replicas do; the load client (%d\n", c.connections)
+	p("schema per run of %s, sharing its work as manager replicas do; the load client (%d\n", c.server, c.connections)
 	p("connections at saturation, open-loop when paced) sends its publishes to the replicas in turn,\n")
 	p("%s per run, 1 KiB events. Engine CPU is summed over the replicas; server CPU is the\n", c.duration)
 	p("postmaster's children serving the engines plus its background processes, as in \"Cost per event\";\n")

@@ -92,8 +92,11 @@ type config struct {
 	filterDuration time.Duration
 	// The schema step (schemas.go): publishing time of both ledgers.
 	schemaDuration time.Duration
-	// The capacity step (capacity.go): publishing time of each run.
+	// The capacity step (capacity.go): publishing time of each run, and
+	// the PostgreSQL it runs on (default: --postgres), which may be one of
+	// its own so that the server-wide WAL is the engines' alone.
 	capacityDuration time.Duration
+	capacityPostgres string
 }
 
 // bothStores is the default of --cost-stores and --history-stores.
@@ -127,6 +130,7 @@ func main() {
 	flag.DurationVar(&cfg.filterDuration, "filter-duration", 30*time.Second, "publishing time of the filters step, split between the ledger without filters and the one with")
 	flag.DurationVar(&cfg.schemaDuration, "schema-duration", 30*time.Second, "publishing time of the schema step, split between the ledger without a contract and the one with the schema")
 	flag.DurationVar(&cfg.capacityDuration, "capacity-duration", 15*time.Second, "publishing time of each of the capacity step's nine runs (1, 2 and 3 replicas at saturation, 500/s and 1,000/s)")
+	flag.StringVar(&cfg.capacityPostgres, "capacity-postgres", "", "PostgreSQL DSN of the capacity step (default: --postgres; a server of its own keeps other databases' WAL out of the figures)")
 	flag.StringVar(&cfg.enginehost, "enginehost", "", "use this enginehost binary instead of building ./test/enginehost (to compare builds in one session)")
 	flag.Parse()
 	if err := run(cfg); err != nil {
