@@ -538,18 +538,40 @@ func (c *capacityResults) markdown(machine string) string {
 	p("| replicas | load | delivered events/s | engines' CPU per event | server CPU per event | WAL per event | p99 publish → receipt | exactly once | other sessions | load average |\n")
 	p("|---|---|---|---|---|---|---|---|---|---|\n")
 	for _, r := range c.runs {
-		p("| %d | %s | %.0f | %s | %s | %.0f B (%.2f full pages) | %s | %s | %d | %s |\n", r.replicas, loadName(r.rate), r.delivered,
+		load := loadName(r.rate)
+		if r.rate > 0 && r.delivered < 0.95*float64(r.rate) {
+			load += " (fell behind)"
+		}
+		p("| %d | %s | %.0f | %s | %s | %.0f B (%.2f full pages) | %s | %s | %d | %s |\n", r.replicas, load, r.delivered,
 			ms(r.engineCPU), ms(r.serverCPU), r.wal.bytes, r.wal.fpi, round(r.p99), r.exactlyOnce(), r.othersActive, r.loadAvg)
 	}
 	p("\nOn paper (docs/operations/capacity.md explains it): events/s = cores × %.0f%% / server CPU per\n", 100*planServerHeadroom)
 	p("event; WAL = that rate × WAL per event; replicas = ⌈rate × engine CPU per event / (%.0f cores × %.0f%%)⌉.\n", planReplicaCores, 100*planReplicaHeadroom)
-	p("Each input is the largest over the replica counts at that load.\n\n")
-	p("| costs at | PostgreSQL cores | events/s | WAL | replicas of %.0f cores |\n|---|---|---|---|---|\n", planReplicaCores)
-	for _, in := range c.inputs() {
-		for _, row := range plan(in, planServerCores) {
-			p("| %s (server %s, engine %s, WAL %.0f B per event) | %d | %.0f | %.1f MB/s | %d |\n",
-				in.source, ms(in.serverCPU), ms(in.engineCPU), in.walBytes, row.serverCores, row.rate, row.walMBps, row.replicas)
+	p("Each input is the largest over the replica counts at that load:\n\n")
+	ins := c.inputs()
+	for _, in := range ins {
+		p("- costs at %s: server %s, engines %s, WAL %.0f B per event\n", in.source, ms(in.serverCPU), ms(in.engineCPU), in.walBytes)
+	}
+	p("\n| PostgreSQL cores |")
+	for _, in := range ins {
+		p(" events/s, WAL and replicas of %.0f cores from the costs at %s |", planReplicaCores, in.source)
+	}
+	p("\n|---|%s\n", strings.Repeat("---|", len(ins)))
+	plans := make([][]planRow, len(ins))
+	for i, in := range ins {
+		plans[i] = plan(in, planServerCores)
+	}
+	for j, cores := range planServerCores {
+		p("| %d |", cores)
+		for i := range ins {
+			if j < len(plans[i]) {
+				row := plans[i][j]
+				p(" %.0f/s, %.1f MB/s, %d |", row.rate, row.walMBps, row.replicas)
+			} else {
+				p(" |")
+			}
 		}
+		p("\n")
 	}
 	return b.String()
 }

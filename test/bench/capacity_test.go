@@ -2,6 +2,7 @@ package main
 
 import (
 	"math"
+	"strings"
 	"testing"
 	"time"
 )
@@ -109,6 +110,23 @@ func TestExactlyOnce(t *testing.T) {
 	} {
 		if got := tc.run.exactlyOnce(); got != tc.want {
 			t.Errorf("%+v: %q, want %q", tc.run, got, tc.want)
+		}
+	}
+}
+
+// The section renders every run and a plan row for each server size.
+func TestCapacityMarkdown(t *testing.T) {
+	c := capacityResults{connections: 64, duration: 15 * time.Second, server: "PostgreSQL 15 at 127.0.0.1:5432", runs: []capacityRun{
+		{replicas: 1, rate: 0, events: 1000, delivered: 900, serverCPU: 300 * time.Microsecond, engineCPU: 350 * time.Microsecond, receipts: 1000, attempts: 1000},
+		{replicas: 1, rate: 1000, events: 1000, delivered: 700, serverCPU: 400 * time.Microsecond, engineCPU: 400 * time.Microsecond, receipts: 1000, attempts: 1000},
+	}}
+	md := c.markdown("test machine")
+	for _, want := range []string{
+		capacityHeading, "| 1 | saturation | 900 |", "| 1 | steady 1000/s (fell behind) | 700 |",
+		"| 4 | 8000/s, 0.0 MB/s, 2 | 6000/s, 0.0 MB/s, 2 |", "| 16 |",
+	} {
+		if !strings.Contains(md, want) {
+			t.Errorf("markdown lacks %q:\n%s", want, md)
 		}
 	}
 }
