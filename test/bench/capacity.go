@@ -207,7 +207,7 @@ func startCountingTracker() (*countingTracker, error) {
 	c := &countingTracker{tracker: &tracker{url: "http://" + ln.Addr().String() + "/hook", received: make([]atomic.Int64, maxEvents)}}
 	c.srv = &http.Server{ReadHeaderTimeout: 5 * time.Second, Handler: http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		c.receipts.Add(1)
-		c.tracker.serve(w, req)
+		c.serve(w, req)
 	})}
 	go func() { _ = c.srv.Serve(ln) }()
 	return c, nil
