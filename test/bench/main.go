@@ -54,7 +54,7 @@ import (
 const token = "bench-token"
 
 // allSteps are the steps of `make bench`.
-const allSteps = "sqlite,postgres,lag,rss,deliveryapi,cost,history,disk,manager,breaker,filters,schema"
+const allSteps = "sqlite,postgres,lag,rss,deliveryapi,cost,history,disk,manager,breaker,filters,schema,rest"
 
 // verboseHosts passes -v to enginehost (set from --v).
 var verboseHosts bool
@@ -90,6 +90,8 @@ type config struct {
 	filterDuration time.Duration
 	// The schema step (schemas.go): publishing time of both ledgers.
 	schemaDuration time.Duration
+	// The rest step (rest.go).
+	rest restConfig
 }
 
 // bothStores is the default of --cost-stores and --history-stores.
@@ -122,6 +124,7 @@ func main() {
 	flag.StringVar(&cfg.breakerStores, "breaker-stores", bothStores, "stores the breaker step runs on (one alone: figures are printed, not written)")
 	flag.DurationVar(&cfg.filterDuration, "filter-duration", 30*time.Second, "publishing time of the filters step, split between the ledger without filters and the one with")
 	flag.DurationVar(&cfg.schemaDuration, "schema-duration", 30*time.Second, "publishing time of the schema step, split between the ledger without a contract and the one with the schema")
+	cfg.rest.bindFlags(flag.CommandLine)
 	flag.StringVar(&cfg.enginehost, "enginehost", "", "use this enginehost binary instead of building ./test/enginehost (to compare builds in one session)")
 	flag.Parse()
 	if err := run(cfg); err != nil {
@@ -147,6 +150,7 @@ type results struct {
 	breaker                breakerResults // breaker.go
 	filters                filterResults  // filters.go
 	schema                 schemaResults  // schemas.go
+	rest                   restResults    // rest.go
 }
 
 type throughput struct {
@@ -319,6 +323,14 @@ func run(cfg config) error {
 	}
 	if cfg.steps == "schema" {
 		return writeSection(cfg.out, schemaHeading, r.schema.markdown(r.machine))
+	}
+	if cfg.runs("rest") {
+		if err := runRest(cfg, work, &r.rest); err != nil {
+			return err
+		}
+	}
+	if cfg.steps == "rest" && cfg.rest.stores == bothStores {
+		return writeSection(cfg.out, restHeading, r.rest.markdown(r.machine))
 	}
 	if cfg.steps != allSteps || cfg.historyStores != bothStores || cfg.costStores != bothStores || cfg.breakerStores != bothStores {
 		fmt.Println("not all steps ran: results not written")
@@ -826,6 +838,7 @@ Reproduce: `+"`make bench`"+` (needs `+"`./hack/postgres.sh`"+`, which `+"`make 
 	b.WriteString(r.breaker.markdown(r.machine))
 	b.WriteString(r.filters.markdown(r.machine))
 	b.WriteString(r.schema.markdown(r.machine))
+	b.WriteString(r.rest.markdown(r.machine))
 	if err := os.WriteFile(cfg.out, []byte(b.String()), 0o644); err != nil {
 		return err
 	}
