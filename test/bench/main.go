@@ -329,8 +329,8 @@ func run(cfg config) error {
 			return err
 		}
 	}
-	if cfg.steps == "rest" && cfg.rest.stores == bothStores {
-		return writeSection(cfg.out, restHeading, r.rest.markdown(r.machine))
+	if cfg.steps == "rest" {
+		return writeRest(cfg, &r)
 	}
 	if cfg.steps != allSteps || cfg.historyStores != bothStores || cfg.costStores != bothStores || cfg.breakerStores != bothStores {
 		fmt.Println("not all steps ran: results not written")
