@@ -234,6 +234,7 @@ func restMeasure(rc restConfig, suite *testenv.Suite, c client.Client, bin strin
 	cmd := exec.Command(bin,
 		"--ledger="+l.flag,
 		"--health-probe-bind-address="+probeAddr,
+		"--api-bind-address=0", // nothing is published
 		"--allowed-destination-cidrs=127.0.0.0/8",
 	)
 	cmd.Env = append(os.Environ(), "KUBECONFIG="+suite.Kubeconfig, "GOGC=400", "GOMEMLIMIT=400MiB")
