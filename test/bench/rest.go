@@ -257,7 +257,7 @@ func restMeasure(rc restConfig, suite *testenv.Suite, c client.Client, bin strin
 			return err
 		}
 		res.created = time.Since(t0)
-		if err := waitAllReady(ctx, c, rc.endpoints, 10*time.Minute); err != nil {
+		if err := waitAllReady(ctx, c, rc.endpoints, 30*time.Minute); err != nil {
 			return fmt.Errorf("%w\n%s", err, testenv.Tail(logPath, 30))
 		}
 		res.readyIn = time.Since(t0)
@@ -267,8 +267,8 @@ func restMeasure(rc restConfig, suite *testenv.Suite, c client.Client, bin strin
 		if err == nil && n >= rc.endpoints {
 			break
 		}
-		if time.Since(start) > 10*time.Minute {
-			return fmt.Errorf("%d of %d endpoints registered after 10m (%v)\n%s", n, rc.endpoints, err, testenv.Tail(logPath, 30))
+		if time.Since(start) > 30*time.Minute {
+			return fmt.Errorf("%d of %d endpoints registered after 30m (%v)\n%s", n, rc.endpoints, err, testenv.Tail(logPath, 30))
 		}
 		time.Sleep(time.Second)
 	}
