@@ -56,7 +56,7 @@ import (
 const token = "bench-token"
 
 // allSteps are the steps of `make bench`.
-const allSteps = "sqlite,postgres,lag,rss,deliveryapi,cost,history,disk,manager,breaker,filters,schema,capacity"
+const allSteps = "sqlite,postgres,lag,rss,deliveryapi,cost,history,disk,manager,breaker,filters,schema,capacity,rest"
 
 // verboseHosts passes -v to enginehost (set from --v).
 var verboseHosts bool
@@ -99,6 +99,8 @@ type config struct {
 	// its own so that the server-wide WAL is the engines' alone.
 	capacityDuration time.Duration
 	capacityPostgres string
+	// The rest step (rest.go).
+	rest restConfig
 }
 
 // bothStores is the default of --cost-stores and --history-stores.
@@ -134,6 +136,7 @@ func main() {
 	flag.DurationVar(&cfg.schemaDuration, "schema-duration", 30*time.Second, "publishing time of the schema step, split between the ledger without a contract and the one with the schema")
 	flag.DurationVar(&cfg.capacityDuration, "capacity-duration", 15*time.Second, "publishing time of each of the capacity step's nine runs (1, 2 and 3 replicas at saturation, 500/s and 1,000/s)")
 	flag.StringVar(&cfg.capacityPostgres, "capacity-postgres", "", "PostgreSQL DSN of the capacity step (default: --postgres; a server of its own keeps other databases' WAL out of the figures)")
+	cfg.rest.bindFlags(flag.CommandLine)
 	flag.StringVar(&cfg.enginehost, "enginehost", "", "use this enginehost binary instead of building ./test/enginehost (to compare builds in one session)")
 	flag.Parse()
 	if err := run(cfg); err != nil {
@@ -160,6 +163,7 @@ type results struct {
 	filters                filterResults  // filters.go
 	schema                 schemaResults  // schemas.go
 	capacity               capacityResults
+	rest                   restResults    // rest.go
 }
 
 type throughput struct {
@@ -340,6 +344,14 @@ func run(cfg config) error {
 	}
 	if cfg.steps == "capacity" {
 		return writeSection(cfg.out, capacityHeading, r.capacity.markdown(r.machine))
+	}
+	if cfg.runs("rest") {
+		if err := runRest(cfg, work, &r.rest); err != nil {
+			return err
+		}
+	}
+	if cfg.steps == "rest" {
+		return writeRest(cfg, &r)
 	}
 	if cfg.steps != allSteps || cfg.historyStores != bothStores || cfg.costStores != bothStores || cfg.breakerStores != bothStores {
 		fmt.Println("not all steps ran: results not written")
@@ -848,6 +860,7 @@ Reproduce: `+"`make bench`"+` (needs `+"`./hack/postgres.sh`"+`, which `+"`make 
 	b.WriteString(r.filters.markdown(r.machine))
 	b.WriteString(r.schema.markdown(r.machine))
 	b.WriteString(r.capacity.markdown(r.machine))
+	b.WriteString(r.rest.markdown(r.machine))
 	if err := os.WriteFile(cfg.out, []byte(b.String()), 0o644); err != nil {
 		return err
 	}
