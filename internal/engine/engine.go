@@ -81,7 +81,9 @@ type Options struct {
 	// WriteBatch tunes the group commits of ingest and of attempt records
 	// (shared on a serial store: writes.go). Its MaxDelay defaults to
 	// DefaultCommitDelay; a negative one commits every item as soon as the
-	// committer is free.
+	// committer is free. Its Committers applies to ingest on a concurrent
+	// store (default DefaultPublishCommitters); a serial store's shared
+	// batcher and a concurrent one's records commit one batch at a time.
 	WriteBatch groupcommit.Options
 	// RecordWait is how long an attempt's record may wait before it
 	// commits: on a serial store for a commit that ingest triggers, on a
@@ -123,6 +125,12 @@ type Options struct {
 // which is most of what an event costs the ledger there (ADR 0027); an
 // event after a quiet spell commits at once.
 const DefaultCommitDelay = 2 * time.Millisecond
+
+// DefaultPublishCommitters is how many ingest commits may run at once on a
+// store that commits concurrently (PostgreSQL): a publish that arrives
+// while one commits starts its own instead of waiting for it to end (ADR
+// 0042).
+const DefaultPublishCommitters = 2
 
 // Engine delivers the ledger's due deliveries. Create it with New, run it
 // with Run; Publish, RegisterEndpoint and the other methods may be called
@@ -255,10 +263,20 @@ func New(opts Options) (*Engine, error) {
 	}
 	e.workers = newWorkers(opts.Workers, e.wake)
 	e.backlog.Store(true) // until the first claim finds the queue drained
-	e.publisher = groupcommit.New(e.commitWrites, opts.WriteBatch)
-	e.recorder = e.publisher
-	if sw, ok := opts.Store.(ledger.SerialWriter); !ok || !sw.SerialWrites() {
-		e.recorder = groupcommit.New(e.commitWrites, opts.WriteBatch)
+	// Records commit one batch at a time: nobody waits on them, and they
+	// are the ones that meet on shared rows (retry budgets, outcomes).
+	serial := opts.WriteBatch
+	serial.Committers = 1
+	if sw, ok := opts.Store.(ledger.SerialWriter); ok && sw.SerialWrites() {
+		e.publisher = groupcommit.New(e.commitWrites, serial)
+		e.recorder = e.publisher
+	} else {
+		ingest := opts.WriteBatch
+		if ingest.Committers <= 0 {
+			ingest.Committers = DefaultPublishCommitters
+		}
+		e.publisher = groupcommit.New(e.commitWrites, ingest)
+		e.recorder = groupcommit.New(e.commitWrites, serial)
 	}
 	return e, nil
 }

@@ -607,3 +607,273 @@ func TestCloseCommitsLazyItemsAtOnce(t *testing.T) {
 	}
 	<-closed
 }
+
+// heldBatch is one commit of a slotGate: its items, and the channel that
+// ends it.
+type heldBatch struct {
+	reqs    []int
+	release chan error
+}
+
+// slotGate is a gate whose commits the test releases one by one, in any
+// order, so that tests of Committers decide which commit ends first.
+type slotGate struct {
+	batches  chan heldBatch
+	inFlight atomic.Int32
+	peak     atomic.Int32
+}
+
+func newSlotGate() *slotGate { return &slotGate{batches: make(chan heldBatch, 100)} }
+
+func (g *slotGate) fn(_ context.Context, reqs []int) ([]string, error) {
+	n := g.inFlight.Add(1)
+	defer g.inFlight.Add(-1)
+	for p := g.peak.Load(); n > p && !g.peak.CompareAndSwap(p, n); p = g.peak.Load() {
+	}
+	h := heldBatch{reqs: slices.Clone(reqs), release: make(chan error)}
+	g.batches <- h
+	if err := <-h.release; err != nil {
+		return nil, err
+	}
+	res := make([]string, len(reqs))
+	for i, r := range reqs {
+		res[i] = fmt.Sprint("r", r)
+	}
+	return res, nil
+}
+
+// next is the next batch to reach the commit function.
+func (g *slotGate) next(t *testing.T) heldBatch {
+	t.Helper()
+	select {
+	case h := <-g.batches:
+		return h
+	case <-time.After(10 * time.Second):
+		t.Fatal("no batch reached the commit function")
+		return heldBatch{}
+	}
+}
+
+// newSlotGated returns a batcher over g whose queued items are announced
+// on the returned channel; its cleanup closes it once the test released
+// every commit.
+func newSlotGated(t *testing.T, g *slotGate, opts Options) (*Batcher[int, string], chan struct{}) {
+	t.Helper()
+	b := New(g.fn, opts)
+	queued := make(chan struct{}, 1000)
+	b.testHookQueued = func() { queued <- struct{}{} }
+	t.Cleanup(b.Close)
+	return b, queued
+}
+
+func wantOwnResult(t *testing.T, o outcome) {
+	t.Helper()
+	if o.err != nil || o.res != fmt.Sprint("r", o.req) {
+		t.Errorf("Do(%d) = %q, %v; want its own result", o.req, o.res, o.err)
+	}
+}
+
+// With two committers an item that queues while a commit runs is taken
+// into a commit of its own at once, and the two answer in whichever order
+// they end.
+func TestCommittersOverlapCommits(t *testing.T) {
+	g := newSlotGate()
+	b, queued := newSlotGated(t, g, Options{Committers: 2})
+	out := make(chan outcome, 8)
+
+	submit(context.Background(), b, 0, out)
+	<-queued
+	first := g.next(t)
+	submit(context.Background(), b, 1, out)
+	<-queued
+	second := g.next(t) // reached while [0] still commits
+	if !slices.Equal(first.reqs, []int{0}) || !slices.Equal(second.reqs, []int{1}) {
+		t.Fatalf("batches = %v, %v; want [0], [1]", first.reqs, second.reqs)
+	}
+	second.release <- nil
+	if o := <-out; o.req != 1 {
+		t.Fatalf("first answer is for %d, want 1 (its commit ended first)", o.req)
+	} else {
+		wantOwnResult(t, o)
+	}
+	first.release <- nil
+	wantOwnResult(t, <-out)
+	if p := g.peak.Load(); p != 2 {
+		t.Errorf("peak commits in flight = %d, want 2", p)
+	}
+}
+
+// While every committer is busy items queue, and the first committer free
+// takes them all (up to MaxBatch) in order.
+func TestCommittersBusyQueueInOrderUpToMaxBatch(t *testing.T) {
+	g := newSlotGate()
+	b, queued := newSlotGated(t, g, Options{Committers: 2, MaxBatch: 4})
+	out := make(chan outcome, 16)
+
+	var held []heldBatch
+	for i := range 2 {
+		submit(context.Background(), b, i, out)
+		<-queued
+		held = append(held, g.next(t))
+	}
+	for i := 2; i <= 7; i++ {
+		submit(context.Background(), b, i, out)
+		<-queued
+	}
+	held[1].release <- nil
+	next := g.next(t)
+	if !slices.Equal(next.reqs, []int{2, 3, 4, 5}) {
+		t.Fatalf("batch after a commit ended = %v, want [2 3 4 5]", next.reqs)
+	}
+	held[0].release <- nil
+	last := g.next(t)
+	if !slices.Equal(last.reqs, []int{6, 7}) {
+		t.Fatalf("batch after the other commit ended = %v, want [6 7]", last.reqs)
+	}
+	if p := g.peak.Load(); p > 2 {
+		t.Errorf("peak commits in flight = %d, want at most Committers (2)", p)
+	}
+	last.release <- nil
+	next.release <- nil
+	for range 8 {
+		wantOwnResult(t, <-out)
+	}
+}
+
+// An item whose caller gives up while every committer is busy is dropped.
+func TestCommittersCancelWhileQueuedDropsTheItem(t *testing.T) {
+	g := newSlotGate()
+	b, queued := newSlotGated(t, g, Options{Committers: 2})
+	out := make(chan outcome, 8)
+
+	var held []heldBatch
+	for i := range 2 {
+		submit(context.Background(), b, i, out)
+		<-queued
+		held = append(held, g.next(t))
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	submit(ctx, b, 2, out)
+	<-queued
+	submit(context.Background(), b, 3, out)
+	<-queued
+	cancel()
+	if o := <-out; o.req != 2 || !errors.Is(o.err, context.Canceled) {
+		t.Fatalf("cancelled Do = %+v, want context.Canceled", o)
+	}
+	held[0].release <- nil
+	next := g.next(t)
+	if !slices.Equal(next.reqs, []int{3}) {
+		t.Fatalf("next batch = %v, want [3]: an item abandoned before it was taken is not committed", next.reqs)
+	}
+	held[1].release <- nil
+	next.release <- nil
+	for range 3 {
+		wantOwnResult(t, <-out)
+	}
+}
+
+// Close waits for every commit in flight and for the items queued behind
+// them, then refuses.
+func TestCommittersCloseWaitsForCommitsInFlight(t *testing.T) {
+	g := newSlotGate()
+	b, queued := newSlotGated(t, g, Options{Committers: 3})
+	out := make(chan outcome, 8)
+
+	var held []heldBatch
+	for i := range 3 {
+		submit(context.Background(), b, i, out)
+		<-queued
+		held = append(held, g.next(t))
+	}
+	submit(context.Background(), b, 3, out)
+	<-queued
+	closed := make(chan struct{})
+	go func() { b.Close(); close(closed) }()
+	for !b.isClosed() {
+		runtime.Gosched()
+	}
+	if _, err := b.Do(context.Background(), 9); !errors.Is(err, ErrClosed) {
+		t.Errorf("Do during Close = %v, want ErrClosed", err)
+	}
+	held[2].release <- nil
+	drained := g.next(t)
+	if !slices.Equal(drained.reqs, []int{3}) {
+		t.Fatalf("drained batch = %v, want [3]", drained.reqs)
+	}
+	drained.release <- nil
+	held[0].release <- nil
+	for range 3 {
+		wantOwnResult(t, <-out)
+	}
+	select {
+	case <-closed:
+		t.Fatal("Close returned while a commit was still in flight")
+	default:
+	}
+	held[1].release <- nil
+	<-closed
+	wantOwnResult(t, <-out)
+}
+
+// Under concurrent load with several committers every item is committed
+// exactly once, its caller gets its own result, no batch exceeds MaxBatch
+// and no more than Committers commits run at once.
+func TestCommittersConcurrentCallersEachCommittedOnce(t *testing.T) {
+	const committers, maxBatch = 3, 8
+	var (
+		mu        sync.Mutex
+		seen      = map[int]int{}
+		inFlight  atomic.Int32
+		peak      atomic.Int32
+		overBatch atomic.Bool
+	)
+	b := New(func(_ context.Context, reqs []int) ([]int, error) {
+		n := inFlight.Add(1)
+		defer inFlight.Add(-1)
+		for p := peak.Load(); n > p && !peak.CompareAndSwap(p, n); p = peak.Load() {
+		}
+		if len(reqs) > maxBatch {
+			overBatch.Store(true)
+		}
+		mu.Lock()
+		for _, r := range reqs {
+			seen[r]++
+		}
+		mu.Unlock()
+		runtime.Gosched() // let other commits start meanwhile
+		out := make([]int, len(reqs))
+		for i, r := range reqs {
+			out[i] = -r
+		}
+		return out, nil
+	}, Options{MaxBatch: maxBatch, Committers: committers})
+	var wg sync.WaitGroup
+	for g := range 16 {
+		wg.Go(func() {
+			for i := range 200 {
+				req := g*1000 + i
+				if got, err := b.Do(context.Background(), req); err != nil || got != -req {
+					t.Errorf("Do(%d) = %d, %v", req, got, err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	b.Close()
+	if len(seen) != 16*200 {
+		t.Errorf("%d items committed, want %d", len(seen), 16*200)
+	}
+	for r, n := range seen {
+		if n != 1 {
+			t.Errorf("item %d committed %d times", r, n)
+		}
+	}
+	if p := peak.Load(); p > committers {
+		t.Errorf("peak commits in flight = %d, want at most %d", p, committers)
+	}
+	if overBatch.Load() {
+		t.Errorf("a batch exceeded MaxBatch %d", maxBatch)
+	}
+}
