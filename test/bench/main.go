@@ -163,7 +163,7 @@ type results struct {
 	filters                filterResults  // filters.go
 	schema                 schemaResults  // schemas.go
 	capacity               capacityResults
-	rest                   restResults    // rest.go
+	rest                   restResults // rest.go
 }
 
 type throughput struct {
