@@ -52,6 +52,7 @@ func main() {
 		instance                           string
 		workers                            int
 		statusResync, commitDelay          time.Duration
+		activityInterval, policyResync     time.Duration
 	)
 	flag.StringVar(&metricsAddr, "metrics-bind-address", "0", "Address the metrics endpoint binds to, such as :8443; \"0\" disables it.")
 	flag.BoolVar(&secureMetrics, "metrics-secure", true, "Serve metrics over HTTPS, for callers authorized by a SubjectAccessReview.")
@@ -69,7 +70,9 @@ func main() {
 	deliveryAPIFlags.bindFlags(flag.CommandLine)
 	flag.IntVar(&workers, "workers", 128, "Delivery attempts in progress at once, per replica.")
 	flag.DurationVar(&commitDelay, "commit-delay", engine.DefaultCommitDelay, "How long a ledger commit of publishes or attempt records may wait for more of them while they keep coming, so that several share one transaction and its fsync; 0 commits each as soon as the ledger is free.")
-	flag.DurationVar(&statusResync, "endpoint-status-resync", 0, "How often every WebhookEndpoint's counters are refreshed from the ledger (0: 30s to 60s, jittered); exhaustions are shown at once regardless.")
+	flag.DurationVar(&statusResync, "endpoint-status-resync", 0, "The safety resync: how often every WebhookEndpoint is reconciled again whether or not its deliveries moved (0: 1h to 2h, jittered). Counters that move show within --endpoint-activity-interval, exhaustions at once, and a status that changes with time (a rotation's end, evidence windows) when it does.")
+	flag.DurationVar(&policyResync, "policy-evidence-resync", 0, "How often every RetryPolicy's outcome evidence is refreshed from the ledger (0: 1m).")
+	flag.DurationVar(&activityInterval, "endpoint-activity-interval", 0, "How often the leader reads every WebhookEndpoint's counters from the ledger, in one query, to refresh the status of those whose deliveries moved (0: 5s).")
 	var destFlags destinationFlags
 	destFlags.bind(flag.CommandLine)
 	var watched string
@@ -157,7 +160,7 @@ func main() {
 		Client:       mgr.GetClient(),
 		Recorder:     mgr.GetEventRecorder("hookkeeper-retrypolicy"),
 		Evidence:     store,
-		ResyncPeriod: statusResync,
+		ResyncPeriod: policyResync,
 	}).SetupWithManager(mgr); err != nil {
 		setupLog.Error(err, "unable to create controller", "controller", "RetryPolicy")
 		os.Exit(1)
@@ -185,17 +188,19 @@ func main() {
 	defer eng.Close()
 
 	if err := (&controllers.WebhookEndpointReconciler{
-		Client:        mgr.GetClient(),
-		APIReader:     mgr.GetAPIReader(),
-		Engine:        eng,
-		Recorder:      mgr.GetEventRecorder("hookkeeper-webhookendpoint"),
-		DefaultPolicy: controllers.DefaultPolicy(),
-		Exhausted:     exhausted.Events(),
-		Breakers:      breakers.Events(),
-		Metrics:       controllers.NewBreakerMetrics(ctrlmetrics.Registry),
-		ResyncPeriod:  statusResync,
-		Destinations:  destinations,
-		Evidence:      store,
+		Client:           mgr.GetClient(),
+		APIReader:        mgr.GetAPIReader(),
+		Engine:           eng,
+		Recorder:         mgr.GetEventRecorder("hookkeeper-webhookendpoint"),
+		DefaultPolicy:    controllers.DefaultPolicy(),
+		Exhausted:        exhausted.Events(),
+		Breakers:         breakers.Events(),
+		Metrics:          controllers.NewBreakerMetrics(ctrlmetrics.Registry),
+		Activity:         store,
+		ActivityInterval: activityInterval,
+		ResyncPeriod:     statusResync,
+		Destinations:     destinations,
+		Evidence:         store,
 	}).SetupWithManager(mgr); err != nil {
 		setupLog.Error(err, "unable to create controller", "controller", "WebhookEndpoint")
 		os.Exit(1)

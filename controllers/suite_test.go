@@ -118,10 +118,15 @@ func (r testResolver) LookupNetIP(ctx context.Context, network, host string) ([]
 	return net.DefaultResolver.LookupNetIP(ctx, network, host)
 }
 
-// suiteResync is the WebhookEndpoint controller's resync period in the
-// suite: short, so that counters of successful deliveries (which the engine
-// does not announce) show within seconds.
+// suiteResync is the RetryPolicy controller's evidence resync in the
+// suite: short, so that its evidence shows within seconds.
 const suiteResync = 3 * time.Second
+
+// suiteActivityInterval is how often the suite's WebhookEndpoint
+// controller polls the ledger's counters: counters of successful
+// deliveries (which the engine does not announce) show from that poll
+// alone, as the endpoints' safety resync is an hour (slowRefresh).
+const suiteActivityInterval = 200 * time.Millisecond
 
 // suiteEventInterval is the least time between two DeliveriesExhausted
 // Events of an endpoint in the suite: longer than any spec runs, so that
@@ -193,18 +198,20 @@ var _ = BeforeSuite(func() {
 	engineDone = make(chan error, 1)
 	go func() { engineDone <- eng.Run(ctx) }()
 	Expect((&WebhookEndpointReconciler{
-		Client:        mgr.GetClient(),
-		APIReader:     mgr.GetAPIReader(),
-		Engine:        eng,
-		Recorder:      mgr.GetEventRecorder("hookkeeper-webhookendpoint"),
-		DefaultPolicy: DefaultPolicy(),
-		Exhausted:     exhaustion.Events(),
-		Breakers:      breakers.Events(),
-		Metrics:       NewBreakerMetrics(breakerRegistry),
-		ResyncPeriod:  suiteResync,
-		EventInterval: suiteEventInterval,
-		Destinations:  destinations,
-		Evidence:      store,
+		Client:           mgr.GetClient(),
+		APIReader:        mgr.GetAPIReader(),
+		Engine:           eng,
+		Recorder:         mgr.GetEventRecorder("hookkeeper-webhookendpoint"),
+		DefaultPolicy:    DefaultPolicy(),
+		Exhausted:        exhaustion.Events(),
+		Breakers:         breakers.Events(),
+		Metrics:          NewBreakerMetrics(breakerRegistry),
+		Activity:         store,
+		ActivityInterval: suiteActivityInterval,
+		ResyncPeriod:     slowRefresh,
+		EventInterval:    suiteEventInterval,
+		Destinations:     destinations,
+		Evidence:         store,
 	}).SetupWithManager(mgr)).To(Succeed())
 
 	Expect((&SigningSecretReconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Engine: eng}).SetupWithManager(mgr)).To(Succeed())

@@ -37,7 +37,6 @@ const endpointFinalizer = "hookkeeper.dev/endpoint"
 
 // Defaults of the reconciler's tunables.
 const (
-	defaultResyncPeriod  = 30 * time.Second
 	defaultEventInterval = time.Minute
 	// waitingRetry is how soon an endpoint waiting for its signing Secret
 	// looks again if the Secret's write did not wake it.
@@ -91,17 +90,27 @@ type WebhookEndpointReconciler struct {
 	// (DefaultPolicy() unless the manager chose another).
 	DefaultPolicy ledger.Policy
 	// Exhausted delivers the engine's exhaustion notices
-	// (ExhaustionEvents.Events); nil means periodic refreshes only.
+	// (ExhaustionEvents.Events), so that an exhaustion shows at once; nil
+	// leaves it to the activity poller.
 	Exhausted <-chan event.GenericEvent
 	// Breakers delivers the engine's circuit-breaker changes
 	// (BreakerEvents.Events), so that CircuitOpen follows the breaker
-	// within moments; nil means periodic refreshes only.
+	// within moments; nil leaves it to the activity poller.
 	Breakers <-chan event.GenericEvent
 	// Metrics keeps the circuit metrics (NewBreakerMetrics); nil keeps
 	// none.
 	Metrics *BreakerMetrics
-	// ResyncPeriod paces the refresh of the counters: every endpoint is
-	// reconciled again after between one and two periods (default 30s).
+	// Activity is the ledger's read of every endpoint's counters: a poller
+	// (endpoint_activity.go, on the leader) reads it every
+	// ActivityInterval (default 5s) and refreshes the endpoints whose
+	// counters moved. nil: counters show only on the engine's notices and
+	// the resync.
+	Activity         EndpointActivitySource
+	ActivityInterval time.Duration
+	// ResyncPeriod is the safety resync: every endpoint is reconciled
+	// again between one and two periods after its last reconcile (default
+	// 1h), or sooner when its status changes with time
+	// (webhookendpoint_refresh.go).
 	ResyncPeriod time.Duration
 	// EventInterval is the least time between two DeliveriesExhausted
 	// Events of an endpoint while its count grows (default 1m).
@@ -207,7 +216,7 @@ func (r *WebhookEndpointReconciler) reconcile(ctx context.Context, req ctrl.Requ
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	return ctrl.Result{RequeueAfter: r.requeueAfter(f, now)}, nil
+	return ctrl.Result{RequeueAfter: refreshAfter(r.safetyResync(), f.Waiting, timeDrivenRefresh(obs, f, memo, r.eventInterval()), now)}, nil
 }
 
 // apply performs the decision: it pauses what the engine has, or
@@ -316,23 +325,15 @@ func (r *WebhookEndpointReconciler) finalize(ctx context.Context, ep *hookv1.Web
 	return nil
 }
 
-// requeueAfter is when to look again: after a jittered resync period, or
-// sooner when a rotation's previous secret expires, so that the engine
-// drops it, or while the endpoint waits for its signing Secret (whose
-// write wakes it anyway).
-func (r *WebhookEndpointReconciler) requeueAfter(f *endpointFacts, now time.Time) time.Duration {
+// safetyResync draws when the endpoint is reconciled again if nothing
+// else wakes it: between one and two resync periods, so that endpoints
+// created together spread out.
+func (r *WebhookEndpointReconciler) safetyResync() time.Duration {
 	period := r.ResyncPeriod
 	if period <= 0 {
 		period = defaultResyncPeriod
 	}
-	after := period + rand.N(period)
-	if f.Waiting {
-		after = min(after, waitingRetry)
-	}
-	if !f.PreviousSecretUntil.IsZero() {
-		after = min(after, max(f.PreviousSecretUntil.Sub(now)+time.Second, time.Second))
-	}
-	return after
+	return period + rand.N(period)
 }
 
 // SetupWithManager registers the controller. It reconciles an endpoint when
@@ -341,7 +342,9 @@ func (r *WebhookEndpointReconciler) requeueAfter(f *endpointFacts, now time.Time
 // Secrets and ConfigMap its credentials come from, or its RetryPolicy
 // change, when the engine reports an exhaustion or a breaker
 // change, when a DeliveryRecovery of it progresses (endpoint_recoveries.go),
-// and after every resync period.
+// when the activity poller sees its counters move (endpoint_activity.go),
+// when its status changes with time, and after the safety resync
+// (webhookendpoint_refresh.go).
 func (r *WebhookEndpointReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	if r.APIReader == nil {
 		r.APIReader = mgr.GetAPIReader()
@@ -363,6 +366,13 @@ func (r *WebhookEndpointReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	}
 	if r.Breakers != nil {
 		b = b.WatchesRawSource(source.Channel(r.Breakers, &handler.EnqueueRequestForObject{}))
+	}
+	if r.Activity != nil {
+		poller := newActivityPoller(r.Activity, r.ActivityInterval)
+		if err := mgr.Add(poller); err != nil {
+			return fmt.Errorf("adding the endpoint activity poller: %w", err)
+		}
+		b = b.WatchesRawSource(source.Channel(poller.out, handler.EnqueueRequestsFromMapFunc(cachedEndpoint(mgr.GetCache()))))
 	}
 	return b.Complete(r)
 }

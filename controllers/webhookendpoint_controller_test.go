@@ -428,7 +428,7 @@ var _ = Describe("WebhookEndpoint controller", func() {
 
 		// Reconciles that learn nothing new write nothing and register
 		// nothing: poke the controller a few times through the exhaustion
-		// channel and across a resync.
+		// channel and across polls of the ledger's counters.
 		rv := getEndpoint(Default, key).ResourceVersion
 		cfg, err := registered(key)
 		Expect(err).NotTo(HaveOccurred())

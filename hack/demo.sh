@@ -57,7 +57,7 @@ bin/manager --ledger="sqlite://$DEV_DIR/ledger.db" --metrics-bind-address=0 \
 	--api-auth=token-file --api-token-file="$DEV_DIR/api-tokens" --allowed-destination-cidrs=127.0.0.0/8 \
 	--aggregated-api-bind-address=127.0.0.1:18443 \
 	--aggregated-api-tls-cert-file="$DEV_DIR/delivery-api.crt" --aggregated-api-tls-key-file="$DEV_DIR/delivery-api.key" \
-	--endpoint-status-resync=2s \
+	--endpoint-activity-interval=1s --policy-evidence-resync=2s \
 	>"$DEV_DIR/manager.log" 2>&1 &
 pids+=($!)
 bin/demoreceiver --listen 127.0.0.1:18100 --api "$API" --token "$TOKEN" --secret-dir "$DEV_DIR/secrets" >"$DEV_DIR/receiver.log" 2>&1 &

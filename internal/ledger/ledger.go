@@ -145,6 +145,12 @@ type Store interface {
 	AttemptList(ctx context.Context, deliveryID string) ([]Attempt, error)
 	// EndpointStats returns an endpoint's counters, or ErrNotFound.
 	EndpointStats(ctx context.Context, endpointID string) (EndpointStats, error)
+	// EndpointActivityList returns, in endpoint ID order, the counters of
+	// every endpoint the ledger has counters of (deleted ones included),
+	// each as EndpointStats reads it, with its latest retry deferral: one
+	// read of the whole ledger's counters, so that a poller can tell whose
+	// moved without asking endpoint by endpoint. Writers do nothing for it.
+	EndpointActivityList(ctx context.Context) ([]EndpointActivity, error)
 	// NextDueAt returns when the earliest scheduled delivery (of an
 	// unpaused, undeleted endpoint not in excludeEndpoints) is due; ok is
 	// false when there is none. The claim loop excludes the endpoints at
@@ -685,6 +691,16 @@ type DeadLetterData struct {
 	LastStatus  int           `json:"lastStatus,omitempty"`
 	LastError   string        `json:"lastError,omitempty"`
 	ExhaustedAt time.Time     `json:"exhaustedAt"`
+}
+
+// EndpointActivity is what EndpointActivityList reads of one endpoint:
+// everything of its status that moves when its deliveries do.
+type EndpointActivity struct {
+	Stats EndpointStats
+	// LastDeferralAt is the latest retry its retry budget deferred, of the
+	// deferral buckets the ledger still keeps (BudgetRetention); nil when
+	// none. Deferrals move no counter, and RetryBudgetLimited shows them.
+	LastDeferralAt *time.Time
 }
 
 // EndpointStats are an endpoint's counters.

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"os/exec"
@@ -29,6 +30,7 @@ type costRun struct {
 	window    time.Duration // first publish to last receipt
 	engineCPU time.Duration // per delivered event
 	serverCPU time.Duration // per delivered event, PostgreSQL server processes
+	wal       walPerEvent   // PostgreSQL's, server-wide (capacity.go)
 	userShare float64       // of the engine's CPU, user time
 	lat       latencies
 	loadAvg   string
@@ -155,12 +157,24 @@ func measureEngine(cfg config, bin string, t *tracker, label string, ledgerArgs 
 		return costRun{}, err
 	}
 	defer h.stop()
+	var wal0 walCounters
+	if serverPIDs != nil {
+		if wal0, err = walNow(context.Background(), cfg.postgres); err != nil {
+			return costRun{}, err
+		}
+	}
 	tg := target{url: "http://" + h.addr + "/v1/namespaces/bench/events", token: token}
 	r, err := drive(cfg, t, label, h.cmd.Process.Pid, tg, serverPIDs, rate)
 	if err != nil {
 		return r, err
 	}
 	h.stop()
+	if serverPIDs != nil {
+		if r.wal, err = walSince(context.Background(), cfg.postgres, wal0, r.events); err != nil {
+			return r, err
+		}
+		fmt.Printf("  %s: WAL %.0f B/event\n", label, r.wal.bytes)
+	}
 	r.profile = profile
 	r.breakdown = breakdown(profile)
 	r.topFuncs = topFunctions(profile, 15)

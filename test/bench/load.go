@@ -78,6 +78,9 @@ func (t *tracker) waitUnique(n int64, timeout time.Duration) error {
 type target struct {
 	url   string
 	token string
+	// spread, when set, replaces url: event n goes to spread[n % len],
+	// so that the publishes take turns over several replicas.
+	spread []string
 }
 
 // load is one run of the load client: event n was due to be sent at
@@ -106,7 +109,11 @@ func newLoadClient(conns int) *http.Client {
 // publish sends event n with a unique Idempotency-Key; run tags the keys
 // so that runs against one ledger never collide.
 func (l *load) publish(client *http.Client, tg target, run string, n int) {
-	req, _ := http.NewRequest(http.MethodPost, tg.url, strings.NewReader(publishBody(n)))
+	url := tg.url
+	if len(tg.spread) > 0 {
+		url = tg.spread[n%len(tg.spread)]
+	}
+	req, _ := http.NewRequest(http.MethodPost, url, strings.NewReader(publishBody(n)))
 	req.Header.Set("Authorization", "Bearer "+tg.token)
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Idempotency-Key", run+"-"+strconv.Itoa(n))

@@ -18,7 +18,9 @@
 //   - what endpoints' filters add to a publish with 100 endpoints
 //     (filters.go);
 //   - what a 20-field schema of the event's type adds to a publish
-//     (schemas.go).
+//     (schemas.go);
+//   - 1, 2 and 3 engine replicas on one PostgreSQL, and from their costs
+//     what a PostgreSQL of 4, 8 and 16 cores carries (capacity.go).
 package main
 
 import (
@@ -54,7 +56,7 @@ import (
 const token = "bench-token"
 
 // allSteps are the steps of `make bench`.
-const allSteps = "sqlite,postgres,lag,rss,deliveryapi,cost,history,disk,manager,breaker,filters,schema"
+const allSteps = "sqlite,postgres,lag,rss,deliveryapi,cost,history,disk,manager,breaker,filters,schema,capacity,rest"
 
 // verboseHosts passes -v to enginehost (set from --v).
 var verboseHosts bool
@@ -92,6 +94,13 @@ type config struct {
 	filterDuration time.Duration
 	// The schema step (schemas.go): publishing time of both ledgers.
 	schemaDuration time.Duration
+	// The capacity step (capacity.go): publishing time of each run, and
+	// the PostgreSQL it runs on (default: --postgres), which may be one of
+	// its own so that the server-wide WAL is the engines' alone.
+	capacityDuration time.Duration
+	capacityPostgres string
+	// The rest step (rest.go).
+	rest restConfig
 }
 
 // bothStores is the default of --cost-stores and --history-stores.
@@ -125,6 +134,9 @@ func main() {
 	flag.StringVar(&cfg.breakerStores, "breaker-stores", bothStores, "stores the breaker step runs on (one alone: figures are printed, not written)")
 	flag.DurationVar(&cfg.filterDuration, "filter-duration", 30*time.Second, "publishing time of the filters step, split between the ledger without filters and the one with")
 	flag.DurationVar(&cfg.schemaDuration, "schema-duration", 30*time.Second, "publishing time of the schema step, split between the ledger without a contract and the one with the schema")
+	flag.DurationVar(&cfg.capacityDuration, "capacity-duration", 15*time.Second, "publishing time of each of the capacity step's nine runs (1, 2 and 3 replicas at saturation, 500/s and 1,000/s)")
+	flag.StringVar(&cfg.capacityPostgres, "capacity-postgres", "", "PostgreSQL DSN of the capacity step (default: --postgres; a server of its own keeps other databases' WAL out of the figures)")
+	cfg.rest.bindFlags(flag.CommandLine)
 	flag.StringVar(&cfg.enginehost, "enginehost", "", "use this enginehost binary instead of building ./test/enginehost (to compare builds in one session)")
 	flag.Parse()
 	if err := run(cfg); err != nil {
@@ -150,6 +162,8 @@ type results struct {
 	breaker                breakerResults // breaker.go
 	filters                filterResults  // filters.go
 	schema                 schemaResults  // schemas.go
+	capacity               capacityResults
+	rest                   restResults // rest.go
 }
 
 type throughput struct {
@@ -322,6 +336,22 @@ func run(cfg config) error {
 	}
 	if cfg.steps == "schema" {
 		return writeSection(cfg.out, schemaHeading, r.schema.markdown(r.machine))
+	}
+	if cfg.runs("capacity") {
+		if err := runCapacity(cfg, bin, &r.capacity); err != nil {
+			return err
+		}
+	}
+	if cfg.steps == "capacity" {
+		return writeSection(cfg.out, capacityHeading, r.capacity.markdown(r.machine))
+	}
+	if cfg.runs("rest") {
+		if err := runRest(cfg, work, &r.rest); err != nil {
+			return err
+		}
+	}
+	if cfg.steps == "rest" {
+		return writeRest(cfg, &r)
 	}
 	if cfg.steps != allSteps || cfg.historyStores != bothStores || cfg.costStores != bothStores || cfg.breakerStores != bothStores {
 		fmt.Println("not all steps ran: results not written")
@@ -829,6 +859,8 @@ Reproduce: `+"`make bench`"+` (needs `+"`./hack/postgres.sh`"+`, which `+"`make 
 	b.WriteString(r.breaker.markdown(r.machine))
 	b.WriteString(r.filters.markdown(r.machine))
 	b.WriteString(r.schema.markdown(r.machine))
+	b.WriteString(r.capacity.markdown(r.machine))
+	b.WriteString(r.rest.markdown(r.machine))
 	if err := os.WriteFile(cfg.out, []byte(b.String()), 0o644); err != nil {
 		return err
 	}

@@ -142,7 +142,7 @@ func costSection(cfg config, r *results, notes string) string {
 	p("\n### CPU per delivered event\n\n")
 	p("The engine's CPU per event at a steady rate is compared with the relay's at the same rate in\n")
 	p("the same round (the floor: at most 1.5 times).\n\n")
-	p("| store | load | engine CPU per event | of it user time | against the relay at that rate | PostgreSQL server CPU per event | floor (engine) | | load average (first round) |\n|---|---|---|---|---|---|---|---|---|\n")
+	p("| store | load | engine CPU per event | of it user time | against the relay at that rate | PostgreSQL server CPU per event | PostgreSQL WAL per event (server-wide) | floor (engine) | | load average (first round) |\n|---|---|---|---|---|---|---|---|---|---|\n")
 	cpu := func(f func(r *costRound) costRun) spread {
 		return c.over(func(r *costRound) float64 { return float64(f(r).engineCPU) / float64(time.Millisecond) })
 	}
@@ -151,7 +151,7 @@ func costSection(cfg config, r *results, notes string) string {
 	}
 	for _, rate := range steadyRates {
 		relay := func(r *costRound) costRun { return r.relayAt(rate) }
-		p("| none: the pass-through relay (two HTTP legs and the signature) | %s | %s ms | %.0f%% | 1× | | | | %s |\n",
+		p("| none: the pass-through relay (two HTTP legs and the signature) | %s | %s ms | %.0f%% | 1× | | | | | %s |\n",
 			first.relayAt(rate).load(), cpu(relay).format("%.3f", n), user(relay).median, first.relayAt(rate).loadAvg)
 	}
 	for _, name := range []string{"sqlite", "postgres"} {
@@ -160,17 +160,18 @@ func costSection(cfg config, r *results, notes string) string {
 				s := r.store(name)
 				return map[int]costRun{0: s.saturation, 500: s.at500, 1000: s.at1000}[rate]
 			}
-			server, against, floor, v := "", "", "", ""
+			server, wal, against, floor, v := "", "", "", "", ""
 			if name == "postgres" {
 				server = c.over(func(r *costRound) float64 { return float64(run(r).serverCPU) / float64(time.Millisecond) }).format("%.3f", n) + " ms"
+				wal = c.over(func(r *costRound) float64 { return run(r).wal.bytes }).format("%.0f", n) + " B"
 			}
 			if rate > 0 {
 				x := c.over(func(r *costRound) float64 { return cpuRatio(run(r).engineCPU, r.relayAt(rate).engineCPU) })
 				against = x.format("%.2f×", n)
 				floor, v = "≤ 1.5× the relay", verdict(x.median <= 1.5)
 			}
-			p("| %s | %s | %s ms | %.0f%% | %s | %s | %s | %s | %s |\n", name, run(first).load(), cpu(run).format("%.3f", n),
-				user(run).median, against, server, floor, v, run(first).loadAvg)
+			p("| %s | %s | %s ms | %.0f%% | %s | %s | %s | %s | %s | %s |\n", name, run(first).load(), cpu(run).format("%.3f", n),
+				user(run).median, against, server, wal, floor, v, run(first).loadAvg)
 		}
 	}
 

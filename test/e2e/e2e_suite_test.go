@@ -115,7 +115,8 @@ var _ = BeforeSuite(func() {
 		"--aggregated-api-bind-address="+deliveryAPIAddr,
 		"--aggregated-api-tls-cert-file="+deliveryCert,
 		"--aggregated-api-tls-key-file="+deliveryKey,
-		"--endpoint-status-resync=2s",
+		"--endpoint-activity-interval=1s",
+		"--policy-evidence-resync=2s",
 		"--max-fan-out="+fmt.Sprint(maxFanOut),
 		// The receivers are on loopback, which is forbidden by default.
 		"--allowed-destination-cidrs=127.0.0.0/8",

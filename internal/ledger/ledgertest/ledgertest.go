@@ -287,14 +287,34 @@ func (f *fixture) list(p ledger.DeliveryBrowseParams) []ledger.Delivery {
 	return got
 }
 
-// stats reads an endpoint's counters.
+// stats reads an endpoint's counters, and checks that
+// EndpointActivityList reads the same of it: so every check of counters in
+// the suite checks both reads.
 func (f *fixture) stats(id string) ledger.EndpointStats {
 	f.t.Helper()
 	st, err := f.s.EndpointStats(f.ctx, id)
 	if err != nil {
 		f.t.Fatalf("EndpointStats(%s): %v", id, err)
 	}
+	wantEqual(f.t, "EndpointActivityList's stats of "+id, f.activity(id).Stats, st)
 	return st
+}
+
+// activity is EndpointActivityList's entry of an endpoint; it fails when
+// there is none.
+func (f *fixture) activity(id string) ledger.EndpointActivity {
+	f.t.Helper()
+	list, err := f.s.EndpointActivityList(f.ctx)
+	if err != nil {
+		f.t.Fatalf("EndpointActivityList: %v", err)
+	}
+	for _, a := range list {
+		if a.Stats.EndpointID == id {
+			return a
+		}
+	}
+	f.t.Fatalf("EndpointActivityList has no entry of %s", id)
+	return ledger.EndpointActivity{}
 }
 
 // counts are the counters of EndpointStats, without the last-outcome fields.

@@ -10,6 +10,7 @@ import (
 func exerciseStats(t *testing.T, newStore func(t *testing.T) ledger.Store) {
 	subtests(t, newStore, map[string]func(t *testing.T, f *fixture){
 		"CountersFollowEveryTransition": testStatsLifecycle,
+		"ActivityListsEveryEndpoint":    testActivityList,
 	})
 }
 
@@ -98,4 +99,50 @@ func testStatsLifecycle(t *testing.T, f *fixture) {
 	}
 	f.wantCounts(ep, counts{Delivered: 2, ExhaustedUnresolved: 1, Cancelled: 3})
 	f.wantCounts("shop/bystander", counts{})
+}
+
+// testActivityList checks EndpointActivityList: every endpoint with
+// counters, deleted ones included, in ID order, each with what
+// EndpointStats reads and its latest deferral.
+func testActivityList(t *testing.T, f *fixture) {
+	list := func() []ledger.EndpointActivity {
+		t.Helper()
+		l, err := f.s.EndpointActivityList(f.ctx)
+		if err != nil {
+			t.Fatalf("EndpointActivityList: %v", err)
+		}
+		return l
+	}
+	if l := list(); len(l) != 0 {
+		t.Fatalf("EndpointActivityList of an empty ledger = %+v, want none", l)
+	}
+	for _, name := range []string{"c", "a", "b"} {
+		f.upsert(endpoint("shop", name, "*"), t0)
+	}
+	f.upsert(endpoint("bar", "z", "*"), t0)
+	f.insert(event("shop", "a", t0))
+	f.claim("w", t0, time.Minute, 1)
+	early, late := at(time.Second), at(90*time.Second)
+	f.deferAt("shop/b", 1, early)
+	f.deferAt("shop/b", 2, late)
+	f.deferAt("shop/a", 1, early)
+	if _, err := f.s.EndpointDelete(f.ctx, &ledger.EndpointDeleteParams{ID: "shop/c", Now: t0}); err != nil {
+		t.Fatalf("EndpointDelete: %v", err)
+	}
+
+	l := list()
+	var ids []string
+	for _, a := range l {
+		ids = append(ids, a.Stats.EndpointID)
+		wantEqual(t, "stats of "+a.Stats.EndpointID, a.Stats, f.stats(a.Stats.EndpointID))
+	}
+	wantEqual(t, "endpoints listed", ids, []string{"bar/z", "shop/a", "shop/b", "shop/c"})
+	deferrals := map[string]*time.Time{}
+	for _, a := range l {
+		deferrals[a.Stats.EndpointID] = a.LastDeferralAt
+	}
+	wantEqual(t, "latest deferrals", deferrals, map[string]*time.Time{"bar/z": nil, "shop/a": &early, "shop/b": &late, "shop/c": nil})
+	if st := f.stats("shop/c"); st.Cancelled != 1 {
+		t.Fatalf("the deleted endpoint's counters = %+v, want its delivery cancelled", st)
+	}
 }

@@ -44,3 +44,36 @@ func scanStats(sc scanner, st *ledger.EndpointStats) error {
 	st.LastFailureAt = fromNullNanos(failure)
 	return nil
 }
+
+// endpointActivitySQL reads every endpoint's counters, one row each, with
+// its latest deferral: a walk of endpoint_stats in key order, and one
+// lookup of the last bucket in retry_deferrals' primary key per endpoint.
+const endpointActivitySQL = `
+	SELECT s.endpoint_id, s.pending, s.in_flight, s.awaiting_ack, s.delivered, s.exhausted_unresolved, s.cancelled,
+		s.last_success_at, s.last_failure_at, s.last_failure_reason,
+		(SELECT max(d.last_at) FROM retry_deferrals d WHERE d.endpoint_id = s.endpoint_id)
+	FROM endpoint_stats s ORDER BY s.endpoint_id`
+
+// EndpointActivityList implements ledger.Store.
+func (s *Store) EndpointActivityList(ctx context.Context) ([]ledger.EndpointActivity, error) {
+	rows, err := s.r.QueryContext(ctx, endpointActivitySQL)
+	if err != nil {
+		return nil, translate("endpoint activity", err)
+	}
+	defer func() { _ = rows.Close() }()
+	var out []ledger.EndpointActivity
+	for rows.Next() {
+		var a ledger.EndpointActivity
+		var success, failure, deferral sql.NullInt64
+		if err := rows.Scan(&a.Stats.EndpointID, &a.Stats.Pending, &a.Stats.InFlight, &a.Stats.AwaitingAck, &a.Stats.Delivered,
+			&a.Stats.ExhaustedUnresolved, &a.Stats.Cancelled, &success, &failure, &a.Stats.LastFailureReason, &deferral); err != nil {
+			return nil, translate("endpoint activity", err)
+		}
+		a.Stats.LastSuccessAt, a.Stats.LastFailureAt, a.LastDeferralAt = fromNullNanos(success), fromNullNanos(failure), fromNullNanos(deferral)
+		out = append(out, a)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, translate("endpoint activity", err)
+	}
+	return out, nil
+}
