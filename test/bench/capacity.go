@@ -346,21 +346,12 @@ func measureCapacity(cfg config, bin string, t *countingTracker, n, rate int) (c
 	if err != nil {
 		return r, err
 	}
-	stopSampling, sampled := make(chan struct{}), make(chan struct{})
-	go func() { // backends are sampled while they run (see cpuMeter)
-		defer close(sampled)
-		for {
-			select {
-			case <-stopSampling:
-				return
-			case <-time.After(time.Second):
-				_ = server.sample()
-				if k, err := othersActive(ctx, watch); err == nil && k > 0 {
-					r.othersActive++
-				}
-			}
+	stopSampling := everySecond(func() {
+		_ = server.sample()
+		if k, err := othersActive(ctx, watch); err == nil && k > 0 {
+			r.othersActive++
 		}
-	}()
+	})
 	tg := target{token: token, spread: rs.urls()}
 	var l *load
 	if rate == 0 {
@@ -372,8 +363,7 @@ func measureCapacity(cfg config, bin string, t *countingTracker, n, rate int) (c
 	if err == nil {
 		err = t.waitUnique(int64(l.accepted), 5*time.Minute)
 	}
-	close(stopSampling)
-	<-sampled
+	stopSampling()
 	if err != nil {
 		return r, fmt.Errorf("%s: %w", label, err)
 	}

@@ -198,36 +198,25 @@ func drive(cfg config, t *tracker, label string, pid int, tg target, serverPIDs 
 		}
 	}
 	var l *load
-	stopSampling := make(chan struct{})
-	sampled := make(chan struct{})
-	go func() { // backends are sampled while they run (see cpuMeter)
-		defer close(sampled)
-		for {
-			select {
-			case <-stopSampling:
-				return
-			case <-time.After(time.Second):
-				if server != nil {
-					_ = server.sample()
-				}
-			}
+	stopSampling := everySecond(func() {
+		if server != nil {
+			_ = server.sample()
 		}
-	}()
+	})
 	if rate == 0 {
 		l = saturate(tg, label, cfg.connections, cfg.costDuration)
 	} else {
 		l = paced(tg, label, rate, cfg.costDuration)
 	}
 	if err := l.err(); err != nil {
-		close(stopSampling)
+		stopSampling()
 		return costRun{}, fmt.Errorf("%s: %w", label, err)
 	}
 	if err := t.waitUnique(int64(l.accepted), 5*time.Minute); err != nil {
-		close(stopSampling)
+		stopSampling()
 		return costRun{}, fmt.Errorf("%s: %w", label, err)
 	}
-	close(stopSampling)
-	<-sampled
+	stopSampling()
 	engineUsed, err := engine.used()
 	if err != nil {
 		return costRun{}, err

@@ -187,3 +187,23 @@ func loadAvg() string {
 	f := strings.Fields(string(data))
 	return strings.Join(f[:3], " ")
 }
+
+// everySecond runs f once a second until the returned stop is called; stop
+// waits for a call in progress, so that f's work is complete once it
+// returns. The cost and capacity steps sample PostgreSQL's backends with
+// it while they run (see cpuMeter).
+func everySecond(f func()) (stop func()) {
+	quit, done := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			select {
+			case <-quit:
+				return
+			case <-time.After(time.Second):
+				f()
+			}
+		}
+	}()
+	return func() { close(quit); <-done }
+}
