@@ -46,6 +46,7 @@ func init() {
 func main() {
 	var (
 		metricsAddr, probeAddr, ledgerFlag string
+		pprofAddr                          string
 		leaderElectionNamespace            string
 		secureMetrics, enableHTTP2         bool
 		leaderElect                        bool
@@ -57,6 +58,7 @@ func main() {
 	flag.StringVar(&metricsAddr, "metrics-bind-address", "0", "Address the metrics endpoint binds to, such as :8443; \"0\" disables it.")
 	flag.BoolVar(&secureMetrics, "metrics-secure", true, "Serve metrics over HTTPS, for callers authorized by a SubjectAccessReview.")
 	flag.BoolVar(&enableHTTP2, "enable-http2", false, "Enable HTTP/2 for the metrics server (off by default: CVE-2023-44487, CVE-2023-39325).")
+	flag.StringVar(&pprofAddr, "pprof-bind-address", "0", "Address Go's pprof handlers (/debug/pprof/) bind to, such as 127.0.0.1:8082, for diagnosing the manager's CPU and memory; \"0\" disables them. They are unauthenticated: bind to loopback or reach them with kubectl port-forward.")
 	flag.StringVar(&probeAddr, "health-probe-bind-address", ":8081", "Address the /healthz and /readyz probes bind to.")
 	flag.BoolVar(&leaderElect, "leader-elect", false, "Run the controllers on one elected replica at a time.")
 	flag.StringVar(&leaderElectionNamespace, "leader-election-namespace", "", "Namespace of the leader-election Lease; empty means the manager's own namespace (required when it runs outside the cluster).")
@@ -143,6 +145,7 @@ func main() {
 		Logger:                  stoppingLogger(ctrl.Log, func() bool { return ctx.Err() != nil }),
 		Metrics:                 metricsOpts,
 		HealthProbeBindAddress:  probeAddr,
+		PprofBindAddress:        pprofAddr,
 		LeaderElection:          leaderElect,
 		LeaderElectionID:        "controller-leader.hookkeeper.dev",
 		LeaderElectionNamespace: leaderElectionNamespace,

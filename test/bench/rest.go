@@ -6,6 +6,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os"
@@ -144,7 +145,13 @@ func runRest(cfg config, work string, res *restResults) error {
 			}
 			err = func() error {
 				defer cleanup()
-				return restMeasure(rc, suite, c, b.bin, ledger, url, dir, &run, !created, res)
+				// Only this build is profiled: a baseline may predate
+				// --pprof-bind-address.
+				profile := ""
+				if b.bin == suite.Manager {
+					profile = filepath.Join(cfg.profileDir, "rest-"+store)
+				}
+				return restMeasure(rc, suite, c, b.bin, ledger, url, dir, profile, &run, !created, res)
 			}()
 			if err != nil {
 				return fmt.Errorf("rest, %s on %s: %w", b.name, store, err)
@@ -219,11 +226,19 @@ func restLedger(cfg config, dir, name string) (*restLedgerInfo, func(), error) {
 
 // restMeasure starts the manager bin on ledger, creates the endpoints if
 // create (else waits until the manager registered those that exist),
-// lets it settle and measures the window.
-func restMeasure(rc restConfig, suite *testenv.Suite, c client.Client, bin string, l *restLedgerInfo, url, dir string, run *restRun, create bool, res *restResults) error {
+// lets it settle and measures the window. With a profile prefix it writes
+// CPU profiles of the manager: <profile>-register.pprof over the first
+// minute of the creation, <profile>.pprof over the window.
+func restMeasure(rc restConfig, suite *testenv.Suite, c client.Client, bin string, l *restLedgerInfo, url, dir, profile string, run *restRun, create bool, res *restResults) error {
 	probeAddr, err := testenv.FreeAddr()
 	if err != nil {
 		return err
+	}
+	pprofAddr := ""
+	if profile != "" {
+		if pprofAddr, err = testenv.FreeAddr(); err != nil {
+			return err
+		}
 	}
 	logPath := filepath.Join(dir, fmt.Sprintf("manager-%s-%s.log", run.store, strings.ReplaceAll(run.build, " ", "-")))
 	logFile, err := os.Create(logPath)
@@ -237,6 +252,9 @@ func restMeasure(rc restConfig, suite *testenv.Suite, c client.Client, bin strin
 		"--api-bind-address=0", // nothing is published
 		"--allowed-destination-cidrs=127.0.0.0/8",
 	)
+	if pprofAddr != "" {
+		cmd.Args = append(cmd.Args, "--pprof-bind-address="+pprofAddr)
+	}
 	cmd.Env = append(os.Environ(), "KUBECONFIG="+suite.Kubeconfig, "GOGC=400", "GOMEMLIMIT=400MiB")
 	cmd.Stdout, cmd.Stderr = logFile, logFile
 	start := time.Now()
@@ -253,6 +271,10 @@ func restMeasure(rc restConfig, suite *testenv.Suite, c client.Client, bin strin
 	ctx := context.Background()
 	if create {
 		t0 := time.Now()
+		if pprofAddr != "" {
+			registering := cpuProfile(pprofAddr, time.Minute, profile+"-register.pprof")
+			defer func() { <-registering }()
+		}
 		if err := createRestEndpoints(ctx, c, rc, url); err != nil {
 			return err
 		}
@@ -298,6 +320,10 @@ func restMeasure(rc restConfig, suite *testenv.Suite, c client.Client, bin strin
 		return err
 	}
 	deadline := time.Now().Add(rc.window)
+	if pprofAddr != "" {
+		window := cpuProfile(pprofAddr, rc.window, profile+".pprof")
+		defer func() { <-window }()
+	}
 	for time.Now().Before(deadline) {
 		time.Sleep(min(5*time.Second, time.Until(deadline)))
 		if server != nil {
@@ -330,6 +356,34 @@ func restMeasure(rc restConfig, suite *testenv.Suite, c client.Client, bin strin
 		run.scans = scans1 - scans0
 	}
 	return nil
+}
+
+// cpuProfile fetches a CPU profile of d from the pprof handlers at addr
+// into path, in the background; the channel closes when it is written (a
+// failure is printed: the profile is a diagnosis, not a figure).
+func cpuProfile(addr string, d time.Duration, path string) <-chan struct{} {
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		client := &http.Client{Timeout: d + time.Minute}
+		resp, err := client.Get(fmt.Sprintf("http://%s/debug/pprof/profile?seconds=%d", addr, int(d.Seconds())))
+		if err != nil {
+			fmt.Printf("rest: profile %s: %v\n", path, err)
+			return
+		}
+		defer resp.Body.Close()
+		f, err := os.Create(path)
+		if err == nil {
+			_, err = io.Copy(f, resp.Body)
+			err = errors.Join(err, f.Close())
+		}
+		if err != nil {
+			fmt.Printf("rest: profile %s: %v\n", path, err)
+			return
+		}
+		fmt.Printf("rest: CPU profile %s\n", path)
+	}()
+	return done
 }
 
 // procUserSys is a process's user and system CPU time.

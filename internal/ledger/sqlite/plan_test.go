@@ -48,6 +48,9 @@ func TestPlansStayFlat(t *testing.T) {
 		// The sweep of expired deliveries walks the deliveries still to
 		// send whose event has a bound (migration 0016), not the ledger.
 		{"deliveries whose event expired", writeSQL.claimExpiring, "deliveries_expiring", []any{int64(1000), 500}},
+		// Every claim round reads the blocked endpoints: it walks them
+		// alone (migration 0017), not every endpoint's row.
+		{"blocked endpoints", writeSQL.pausedEndpoints, "endpoints_blocked", nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			plan := queryPlan(t, s, tc.sql, tc.args...)

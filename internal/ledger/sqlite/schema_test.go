@@ -180,3 +180,63 @@ func TestStateCheckHoldsAfterMigration(t *testing.T) {
 	defer s.Close()
 	wantCheck(s.w, "undone and migrated again")
 }
+
+// TestBlockedEndpointsIndexMigration: migration 0017 swaps endpoints_paused
+// for endpoints_blocked, and its Down restores the first.
+func TestBlockedEndpointsIndexMigration(t *testing.T) {
+	ctx := t.Context()
+	path := filepath.Join(t.TempDir(), "ledger.db")
+	s, err := Open(ctx, path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	db, err := sql.Open("sqlite", dsn(path, options{synchronous: "FULL"}, false))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	indexes := func() map[string]bool {
+		t.Helper()
+		rows, err := db.QueryContext(ctx, `SELECT name FROM sqlite_schema WHERE type = 'index' AND tbl_name = 'endpoints'`)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer rows.Close()
+		got := map[string]bool{}
+		for rows.Next() {
+			var name string
+			if err := rows.Scan(&name); err != nil {
+				t.Fatal(err)
+			}
+			got[name] = true
+		}
+		return got
+	}
+	want := func(when string, present, absent string) {
+		t.Helper()
+		got := indexes()
+		if !got[present] || got[absent] {
+			t.Errorf("%s: endpoints' indexes = %v, want %s and not %s", when, got, present, absent)
+		}
+	}
+	want("migrated", "endpoints_blocked", "endpoints_paused")
+	fsys, err := fs.Sub(migrations, "migrations")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := goose.NewProvider(goose.DialectSQLite3, db, fsys, goose.WithDisableGlobalRegistry(true))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.DownTo(ctx, 16); err != nil {
+		t.Fatalf("down to 16: %v", err)
+	}
+	want("down", "endpoints_paused", "endpoints_blocked")
+	if _, err := p.Up(ctx); err != nil {
+		t.Fatalf("up again: %v", err)
+	}
+	want("up again", "endpoints_blocked", "endpoints_paused")
+}
