@@ -173,6 +173,7 @@ func (e *Engine) setBreaker(b ledger.Breaker) {
 		if !b.Open {
 			st.opening = false
 		}
+		e.indexLocked(b.EndpointID, st)
 	}
 	e.mu.Unlock()
 	if changed {
@@ -292,7 +293,7 @@ func (e *Engine) probeDone(ep *ledger.Endpoint, c *ledger.ClaimedDelivery, res *
 func (e *Engine) probeDue(now time.Time) (due []string, next time.Time) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	for id, st := range e.endpoints {
+	for id, st := range e.watched {
 		b := &st.breaker
 		if !b.Open || b.NextProbeAt == nil || st.cfg.Paused {
 			continue
@@ -377,7 +378,7 @@ func (e *Engine) refreshBreakers(ctx context.Context, now time.Time, expire bool
 	}
 	var stale []ledger.Breaker
 	e.mu.Lock()
-	for id, st := range e.endpoints {
+	for id, st := range e.watched {
 		if !seen[id] && (st.breaker.Open || st.breaker.ClosedAt != nil) {
 			stale = append(stale, ledger.Breaker{EndpointID: id, Openings: st.breaker.Openings, UpdatedAt: now})
 		}
@@ -400,11 +401,7 @@ func (e *Engine) refreshBreakers(ctx context.Context, now time.Time, expire bool
 func (e *Engine) longestRamp() time.Duration {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	longest := ledger.DefaultBreakerPolicy.Ramp
-	for _, st := range e.endpoints {
-		longest = max(longest, st.cfg.Policy.BreakerPolicyOrDefault().Ramp)
-	}
-	return longest
+	return max(ledger.DefaultBreakerPolicy.Ramp, e.ramps.max())
 }
 
 // expireHeld exhausts, unsent, with reason CircuitOpen, the deliveries of

@@ -161,6 +161,11 @@ type Engine struct {
 
 	mu        sync.Mutex
 	endpoints map[string]*endpointState
+	// watched are the endpoints a claim round counts, and timeouts and
+	// ramps their configurations' attempt timeouts and breaker ramps, kept
+	// as endpoints change (endpointindex.go).
+	watched         map[string]*endpointState
+	timeouts, ramps durationCounts
 	// handoffs counts the publishes between offerLease and the start of
 	// their attempts, and claimTake holds, from a claim's slot count to the
 	// start of what it claimed, what it may take of each limited endpoint:
@@ -255,6 +260,9 @@ func New(opts Options) (*Engine, error) {
 		alarm:     newAlarm(),
 		records:   make(chan struct{}, 2*opts.Workers),
 		endpoints: map[string]*endpointState{},
+		watched:   map[string]*endpointState{},
+		timeouts:  durationCounts{},
+		ramps:     durationCounts{},
 		probes:    map[string]bool{},
 	}
 	e.workers = newWorkers(opts.Workers, e.wake)

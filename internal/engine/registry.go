@@ -94,7 +94,7 @@ func (e *Engine) RemoveEndpoint(ctx context.Context, id string) (int, error) {
 		return 0, fmt.Errorf("removing endpoint %s: %w", id, err)
 	}
 	e.mu.Lock()
-	delete(e.endpoints, id)
+	e.forgetLocked(id)
 	e.mu.Unlock()
 	// The sender's token and HTTPS client for the endpoint go with it.
 	if f, ok := e.opts.Sender.(interface{ Forget(endpoint string) }); ok {
@@ -134,11 +134,15 @@ func (e *Engine) apply(ep ledger.Endpoint) *endpointState {
 	if !ok {
 		st = &endpointState{}
 		e.endpoints[ep.ID] = st
+	} else {
+		e.countConfigLocked(&st.cfg, -1)
 	}
 	if !ok || st.cfg.RateLimit != ep.RateLimit {
 		st.limiter = newLimiter(ep.RateLimit)
 	}
 	st.cfg = ep
+	e.countConfigLocked(&st.cfg, 1)
+	e.indexLocked(ep.ID, st)
 	return st
 }
 
@@ -192,7 +196,7 @@ func (e *Engine) endpointSlots() (full []string, slots map[string]int) {
 // counts against every endpoint's free slots.
 func (e *Engine) endpointSlotsLocked(held map[string]int) (full []string, slots map[string]int) {
 	now := e.opts.Clock.Now()
-	for id, st := range e.endpoints {
+	for id, st := range e.watched {
 		if st.breaker.Open {
 			full = append(full, id) // held but for its probe (breaker.go)
 			continue
@@ -229,15 +233,8 @@ func (e *Engine) endpointSlotsLocked(held map[string]int) (full []string, slots 
 // attempt.
 func (e *Engine) leaseFor() time.Duration {
 	e.mu.Lock()
-	defer e.mu.Unlock()
-	var longest time.Duration
-	for _, st := range e.endpoints {
-		timeout := st.cfg.Policy.Backoff.AttemptTimeout
-		if timeout <= 0 {
-			timeout = defaultAttemptTimeout
-		}
-		longest = max(longest, timeout)
-	}
+	longest := e.timeouts.max()
+	e.mu.Unlock()
 	if longest == 0 {
 		longest = defaultAttemptTimeout
 	}

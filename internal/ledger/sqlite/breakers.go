@@ -46,7 +46,7 @@ func (s *Store) BreakerGet(ctx context.Context, endpointID string) (ledger.Break
 // BreakerList implements ledger.Breakers.
 func (s *Store) BreakerList(ctx context.Context, closedSince time.Time) ([]ledger.Breaker, error) {
 	const op = "list breakers"
-	rows, err := s.r.QueryContext(ctx, breakerListSQL, nanos(closedSince))
+	rows, err := s.rs.breakerList.QueryContext(ctx, nanos(closedSince))
 	if err != nil {
 		return nil, translate(op, err)
 	}

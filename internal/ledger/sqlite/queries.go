@@ -188,6 +188,9 @@ type (
 		endpointGet, endpointList, eventGet, deliveryGet, deliveryExists, attemptList, statsGet *sql.Stmt
 		// The claim's candidate queries, for NextDueAt.
 		pausedEndpoints, claimDue, claimBacklogged, claimDueOf *sql.Stmt
+		// Read every engine sweep: parsing it each time cost more than
+		// running it (issue #26's idle manager).
+		breakerList *sql.Stmt
 	}
 )
 
@@ -247,6 +250,7 @@ func (s *Store) prepare(ctx context.Context) error {
 		{s.r, &s.rs.claimDue, ws.claimDue},
 		{s.r, &s.rs.claimBacklogged, ws.claimBacklogged},
 		{s.r, &s.rs.claimDueOf, ws.claimDueOf},
+		{s.r, &s.rs.breakerList, breakerListSQL},
 	} {
 		st, err := p.db.PrepareContext(ctx, p.text)
 		if err != nil {
