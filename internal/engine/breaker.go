@@ -293,7 +293,7 @@ func (e *Engine) probeDone(ep *ledger.Endpoint, c *ledger.ClaimedDelivery, res *
 func (e *Engine) probeDue(now time.Time) (due []string, next time.Time) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	for id, st := range e.watched {
+	for id, st := range e.broken {
 		b := &st.breaker
 		if !b.Open || b.NextProbeAt == nil || st.cfg.Paused {
 			continue
@@ -378,8 +378,8 @@ func (e *Engine) refreshBreakers(ctx context.Context, now time.Time, expire bool
 	}
 	var stale []ledger.Breaker
 	e.mu.Lock()
-	for id, st := range e.watched {
-		if !seen[id] && (st.breaker.Open || st.breaker.ClosedAt != nil) {
+	for id, st := range e.broken {
+		if !seen[id] {
 			stale = append(stale, ledger.Breaker{EndpointID: id, Openings: st.breaker.Openings, UpdatedAt: now})
 		}
 	}

@@ -12,26 +12,31 @@ import (
 )
 
 // TestEndpointIndexFollowsChanges applies random registrations, breaker
-// changes and removals to an engine's endpoints and checks after each one
-// that what the rounds read (watched, the longest attempt timeout and
-// breaker ramp) is what a walk of every endpoint finds.
+// changes, attempts starting and ending, hand-offs, claims and removals
+// to an engine's endpoints and checks after each one that what the rounds
+// read (watched, broken, the longest attempt timeout and breaker ramp, the
+// free slots, cached or not) is what a walk of every endpoint finds.
 func TestEndpointIndexFollowsChanges(t *testing.T) {
 	e := &Engine{
 		opts:      Options{Clock: realClock{}, Workers: 8},
 		endpoints: map[string]*endpointState{},
 		watched:   map[string]*endpointState{},
+		broken:    map[string]*endpointState{},
 		timeouts:  durationCounts{},
 		ramps:     durationCounts{},
 	}
 	rng := rand.New(rand.NewPCG(26, 5))
 	pick := func(vs ...time.Duration) time.Duration { return vs[rng.IntN(len(vs))] }
 	versions := map[string]int64{}
-	closedAt := time.Date(2026, 12, 3, 4, 0, 0, 0, time.UTC)
+	// A breaker closed an hour ago is past every ramp; one closed now
+	// ramps, and makes the slots depend on the time.
+	closedLongAgo, closedNow := time.Now().Add(-time.Hour), time.Now()
+	cacheable := 0 // steps whose count may come from the cache
 	for step := range 5000 {
 		id := fmt.Sprintf("shop/ep-%d", rng.IntN(40))
 		var op string
-		switch r := rng.IntN(10); {
-		case r < 6:
+		switch r := rng.IntN(16); {
+		case r < 5:
 			op = "register"
 			versions[id]++
 			ep := ledger.Endpoint{ID: id, Version: versions[id], MaxInFlight: []int{0, 0, 0, 3}[rng.IntN(4)]}
@@ -42,31 +47,88 @@ func TestEndpointIndexFollowsChanges(t *testing.T) {
 				ep.Policy.Breaker = &bp
 			}
 			e.apply(ep)
-		case r < 9:
+		case r < 8:
 			op = "breaker"
 			b := ledger.Breaker{EndpointID: id, Open: rng.IntN(3) == 0}
-			if !b.Open && rng.IntN(2) == 0 {
-				b.ClosedAt = &closedAt
+			if !b.Open {
+				switch r := rng.IntN(100); {
+				case r < 25:
+					b.ClosedAt = &closedLongAgo
+				case r < 26: // rare: a ramp voids the cache while it lasts
+					b.ClosedAt = &closedNow
+				}
 			}
 			e.setBreaker(b)
+		case r < 12:
+			op = "attempt"
+			e.mu.Lock()
+			if st, ok := e.endpoints[id]; ok {
+				if st.inFlight > 0 && rng.IntN(2) == 0 {
+					e.addInFlightLocked(st, -1)
+				} else {
+					e.addInFlightLocked(st, 1)
+				}
+			}
+			e.mu.Unlock()
+		case r < 13:
+			op = "hand-off"
+			e.mu.Lock()
+			if e.handoffs > 0 {
+				e.handoffs--
+			} else if rng.IntN(3) == 0 {
+				e.handoffs++
+			}
+			e.mu.Unlock()
+		case r < 14:
+			op = "claim"
+			if e.claim != nil {
+				e.endClaim()
+			} else if rng.IntN(3) == 0 {
+				e.beginClaim(1 + rng.IntN(8))
+			}
 		default:
 			op = "remove"
 			e.mu.Lock()
 			e.forgetLocked(id)
 			e.mu.Unlock()
 		}
-		var watched []string
+		var watched, broken []string
 		var timeout, ramp time.Duration
 		for id, st := range e.endpoints {
 			if st.cfg.MaxInFlight > 0 || st.breaker.Open || st.breaker.ClosedAt != nil {
 				watched = append(watched, id)
 			}
+			if st.breaker.Open || st.breaker.ClosedAt != nil {
+				broken = append(broken, id)
+			}
 			timeout = max(timeout, attemptTimeout(&st.cfg.Policy))
 			ramp = max(ramp, st.cfg.Policy.BreakerPolicyOrDefault().Ramp)
 		}
 		slices.Sort(watched)
+		slices.Sort(broken)
 		if got := slices.Sorted(maps.Keys(e.watched)); !slices.Equal(got, watched) {
 			t.Fatalf("step %d (%s %s): watched = %v, want %v", step, op, id, got, watched)
+		}
+		if got := slices.Sorted(maps.Keys(e.broken)); !slices.Equal(got, broken) {
+			t.Fatalf("step %d (%s %s): broken = %v, want %v", step, op, id, got, broken)
+		}
+		// The count as a claim or a hand-off reads it, then afresh.
+		e.mu.Lock()
+		if e.handoffs == 0 && !e.rampingLocked() {
+			cacheable++
+		}
+		full, slots := e.endpointSlotsLocked(nil)
+		heldFull, heldSlots := e.endpointSlotsLocked(e.claim)
+		e.slots.valid = false
+		wantFull, wantSlots := e.endpointSlotsLocked(nil)
+		e.slots.valid = false
+		wantHeldFull, wantHeldSlots := e.endpointSlotsLocked(e.claim)
+		e.mu.Unlock()
+		if !slices.Equal(slices.Sorted(slices.Values(full)), slices.Sorted(slices.Values(wantFull))) || !maps.Equal(slots, wantSlots) {
+			t.Fatalf("step %d (%s %s): slots = %v %v, afresh %v %v", step, op, id, full, slots, wantFull, wantSlots)
+		}
+		if !slices.Equal(slices.Sorted(slices.Values(heldFull)), slices.Sorted(slices.Values(wantHeldFull))) || !maps.Equal(heldSlots, wantHeldSlots) {
+			t.Fatalf("step %d (%s %s): slots held by the claim = %v %v, afresh %v %v", step, op, id, heldFull, heldSlots, wantHeldFull, wantHeldSlots)
 		}
 		if got := e.timeouts.max(); got != timeout {
 			t.Fatalf("step %d (%s %s): longest timeout = %v, want %v", step, op, id, got, timeout)
@@ -74,6 +136,9 @@ func TestEndpointIndexFollowsChanges(t *testing.T) {
 		if got := e.ramps.max(); got != ramp {
 			t.Fatalf("step %d (%s %s): longest ramp = %v, want %v", step, op, id, got, ramp)
 		}
+	}
+	if cacheable < 1000 {
+		t.Errorf("%d of 5000 steps could read the cached count, want at least 1000: the test does not exercise the cache", cacheable)
 	}
 }
 

@@ -161,17 +161,19 @@ type Engine struct {
 
 	mu        sync.Mutex
 	endpoints map[string]*endpointState
-	// watched are the endpoints a claim round counts, and timeouts and
-	// ramps their configurations' attempt timeouts and breaker ramps, kept
-	// as endpoints change (endpointindex.go).
-	watched         map[string]*endpointState
+	// watched are the endpoints a claim round counts, broken those with a
+	// breaker open or ramping, timeouts and ramps the configurations'
+	// attempt timeouts and breaker ramps, and slots the last count of
+	// free slots, kept as endpoints change (endpointindex.go).
+	watched, broken map[string]*endpointState
 	timeouts, ramps durationCounts
+	slots           slotCache
 	// handoffs counts the publishes between offerLease and the start of
 	// their attempts, and claimTake holds, from a claim's slot count to the
 	// start of what it claimed, what it may take of each limited endpoint:
 	// neither takes the slots the other counted on (handoff.go).
-	handoffs  int
-	claimTake map[string]int
+	handoffs int
+	claim    *claimHold
 	// probes are the deliveries this engine leased as breaker probes.
 	probes map[string]bool
 	// longestOverride is the longest attempt timeout of an event type's
@@ -261,6 +263,7 @@ func New(opts Options) (*Engine, error) {
 		records:   make(chan struct{}, 2*opts.Workers),
 		endpoints: map[string]*endpointState{},
 		watched:   map[string]*endpointState{},
+		broken:    map[string]*endpointState{},
 		timeouts:  durationCounts{},
 		ramps:     durationCounts{},
 		probes:    map[string]bool{},
@@ -551,7 +554,7 @@ func (e *Engine) start(ctx, attemptCtx context.Context, wg *sync.WaitGroup, c *l
 			return false
 		}
 	}
-	st.inFlight++
+	e.addInFlightLocked(st, 1)
 	cfg := st.cfg
 	e.mu.Unlock()
 
@@ -561,7 +564,7 @@ func (e *Engine) start(ctx, attemptCtx context.Context, wg *sync.WaitGroup, c *l
 		sent := sync.OnceFunc(func() {
 			e.mu.Lock()
 			wasFull := st.cfg.MaxInFlight > 0 && st.inFlight >= st.cfg.MaxInFlight
-			st.inFlight--
+			e.addInFlightLocked(st, -1)
 			e.mu.Unlock()
 			e.workers.free(1)
 			// Only a freed slot the claim loop was waiting for is worth a

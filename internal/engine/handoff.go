@@ -21,7 +21,7 @@ import (
 // commit, so that starting never waits) and no backlog: when the last claim
 // left due work behind, new events queue behind it through the claims,
 // earliest due first. A claim in progress does not stop it: the claim
-// holds what it may take of each endpoint's in-flight limit (claimTake),
+// holds what it may take of each endpoint's in-flight limit (claimHold),
 // and a hand-off leases only to endpoints with slots beyond that, so the
 // two never count on the same slot. (Refusing hand-offs during claims sent
 // most events of a busy engine through the claims: each refused publish
@@ -68,7 +68,7 @@ func (e *Engine) offerLease(params *ledger.EventInsertParams) (_ *ledger.EventIn
 	// Endpoints without a free slot (counting the other hand-offs in
 	// progress and what a claim in progress may take) keep theirs
 	// scheduled: leased, they would only be released again.
-	full, _ := e.endpointSlotsLocked(e.claimTake)
+	full, _ := e.endpointSlotsLocked(e.claim)
 	e.handoffs++
 	e.mu.Unlock()
 	p := *params
@@ -84,17 +84,14 @@ func (e *Engine) beginClaim(limit int) (full []string, slots map[string]int) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	full, slots = e.endpointSlotsLocked(nil)
-	e.claimTake = make(map[string]int, len(slots))
-	for id, free := range slots {
-		e.claimTake[id] = min(free, limit)
-	}
+	e.claim = &claimHold{slots: slots, limit: limit}
 	return full, slots
 }
 
 // endClaim ends what beginClaim began; calling it twice is harmless.
 func (e *Engine) endClaim() {
 	e.mu.Lock()
-	e.claimTake = nil
+	e.claim = nil
 	e.mu.Unlock()
 }
 

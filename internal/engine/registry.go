@@ -194,7 +194,19 @@ func (e *Engine) endpointSlots() (full []string, slots map[string]int) {
 // for a claim in progress. A publish handing off its deliveries
 // (handoff.go) may take a slot of any endpoint, so each one in progress
 // counts against every endpoint's free slots.
-func (e *Engine) endpointSlotsLocked(held map[string]int) (full []string, slots map[string]int) {
+func (e *Engine) endpointSlotsLocked(held *claimHold) (full []string, slots map[string]int) {
+	// Without hand-offs, a claim or a breaker ramping up, the count
+	// depends on nothing but the endpoints and their in-flight counts,
+	// which bump slots.gen: an idle engine counts again only what changed.
+	cacheable := held == nil && e.handoffs == 0 && !e.rampingLocked()
+	if cacheable && e.slots.valid && e.slots.at == e.slots.gen {
+		return e.slots.full, e.slots.slots
+	}
+	defer func() {
+		if cacheable {
+			e.slots.full, e.slots.slots, e.slots.at, e.slots.valid = full, slots, e.slots.gen, true
+		}
+	}()
 	now := e.opts.Clock.Now()
 	for id, st := range e.watched {
 		if st.breaker.Open {
@@ -215,7 +227,7 @@ func (e *Engine) endpointSlotsLocked(held map[string]int) (full []string, slots 
 		if limit <= 0 {
 			continue
 		}
-		free := limit - st.inFlight - e.handoffs - held[id]
+		free := limit - st.inFlight - e.handoffs - held.take(id)
 		if free <= 0 {
 			full = append(full, id)
 			continue
