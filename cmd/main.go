@@ -74,7 +74,7 @@ func main() {
 	flag.DurationVar(&commitDelay, "commit-delay", engine.DefaultCommitDelay, "How long a ledger commit of publishes or attempt records may wait for more of them while they keep coming, so that several share one transaction and its fsync; 0 commits each as soon as the ledger is free.")
 	flag.DurationVar(&statusResync, "endpoint-status-resync", 0, "The safety resync: how often every WebhookEndpoint is reconciled again whether or not its deliveries moved (0: 1h to 2h, jittered). Counters that move show within --endpoint-activity-interval, exhaustions at once, and a status that changes with time (a rotation's end, evidence windows) when it does.")
 	flag.DurationVar(&policyResync, "policy-evidence-resync", 0, "How often every RetryPolicy's outcome evidence is refreshed from the ledger (0: 1m).")
-	flag.DurationVar(&activityInterval, "endpoint-activity-interval", 0, "How often the leader reads every WebhookEndpoint's counters from the ledger, in one query, to refresh the status of those whose deliveries moved (0: 5s).")
+	flag.DurationVar(&activityInterval, "endpoint-activity-interval", 0, "How often the leader reads from the ledger, in one query, the counters of the WebhookEndpoints whose deliveries moved since its last read, to refresh their status (0: 5s).")
 	var destFlags destinationFlags
 	destFlags.bind(flag.CommandLine)
 	var watched string

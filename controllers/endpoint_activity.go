@@ -19,32 +19,38 @@ import (
 // ledger's counters when WebhookEndpointReconciler.ActivityInterval is 0.
 const defaultActivityInterval = 5 * time.Second
 
-// EndpointActivitySource is the ledger's read of every endpoint's counters
-// (ledger.Store implements it).
+// EndpointActivitySource is the ledger's read of the endpoints whose
+// counters changed (ledger.Store implements it).
 type EndpointActivitySource interface {
-	EndpointActivityList(ctx context.Context) ([]ledger.EndpointActivity, error)
+	EndpointActivitySince(ctx context.Context, c ledger.ActivityCursor) ([]ledger.EndpointActivity, ledger.ActivityCursor, error)
 }
 
 // activityPoller refreshes the status of the endpoints whose deliveries
-// moved, and of no other: every interval it reads every endpoint's
-// counters in one ledger read (EndpointActivityList), compares them with
-// its previous read, and sends the endpoints whose counters, last
+// moved, and of no other: every interval it reads the counters of the
+// endpoints that changed since its previous read (EndpointActivitySince,
+// a change feed the ledger's writers stamp), compares them with what it
+// last read of each, and sends the endpoints whose counters, last
 // success, last failure or latest deferral changed to the WebhookEndpoint
-// controller. So an idle endpoint costs one row of that read, not a
-// reconcile, and its status still follows the deliveries of every
+// controller. So an idle endpoint costs nothing but a row the read's
+// filter skips, and its status still follows the deliveries of every
 // replica (the ledger is shared) within an interval. The engine's
 // exhaustion and breaker notices stay the fast path on the replica that
 // made them.
 //
 // It runs on the leader only, like the controller it feeds. Its first read
-// sends every endpoint: a change between a reconcile's read and the
-// poller's first look is thus never missed; the workqueue merges these
-// with the reconciles of the controller's start.
+// (the zero cursor) sends every endpoint: a change between a reconcile's
+// read and the poller's first look is thus never missed; the workqueue
+// merges these with the reconciles of the controller's start.
 type activityPoller struct {
 	source   EndpointActivitySource
 	interval time.Duration
 	out      chan event.GenericEvent
-	// seen is the previous read, by endpoint ID; nil before the first.
+	// cursor is where the last successful read left off.
+	cursor ledger.ActivityCursor
+	// seen is the last read of each endpoint, by endpoint ID. Deleted
+	// endpoints stay: the ledger keeps their counters, which every full
+	// read listed too, and a few hundred bytes each is less than telling
+	// them apart.
 	seen map[string]ledger.EndpointActivity
 }
 
@@ -52,7 +58,8 @@ func newActivityPoller(source EndpointActivitySource, interval time.Duration) *a
 	if interval <= 0 {
 		interval = defaultActivityInterval
 	}
-	return &activityPoller{source: source, interval: interval, out: make(chan event.GenericEvent, 1024)}
+	return &activityPoller{source: source, interval: interval, out: make(chan event.GenericEvent, 1024),
+		seen: map[string]ledger.EndpointActivity{}}
 }
 
 // NeedLeaderElection implements manager.LeaderElectionRunnable.
@@ -60,7 +67,8 @@ func (p *activityPoller) NeedLeaderElection() bool { return true }
 
 // Start implements manager.Runnable: it polls until ctx ends. A failed
 // read is logged and retried at the next tick; what it would have shown
-// is found then, as the comparison is with the last read that succeeded.
+// is found then, as the next read starts from the cursor of the last read
+// that succeeded.
 func (p *activityPoller) Start(ctx context.Context) error {
 	logger := log.FromContext(ctx).WithName("endpoint-activity")
 	t := time.NewTicker(p.interval)
@@ -77,14 +85,14 @@ func (p *activityPoller) Start(ctx context.Context) error {
 	}
 }
 
-// poll reads the counters once and sends the endpoints that moved.
+// poll reads what changed once and sends the endpoints that moved.
 func (p *activityPoller) poll(ctx context.Context) error {
-	list, err := p.source.EndpointActivityList(ctx)
+	list, next, err := p.source.EndpointActivitySince(ctx, p.cursor)
 	if err != nil {
 		return err
 	}
-	moved, seen := activityChanges(p.seen, list)
-	p.seen = seen
+	p.cursor = next
+	moved := activityChanges(p.seen, list)
 	for _, id := range moved {
 		ns, name, ok := strings.Cut(id, "/")
 		if !ok || ns == "" || name == "" {
@@ -100,22 +108,22 @@ func (p *activityPoller) poll(ctx context.Context) error {
 	return nil
 }
 
-// activityChanges compares a read of the ledger's counters with the
-// previous one (nil: none yet, and every endpoint counts as moved). It
-// returns the IDs of the endpoints that are new or whose activity changed,
-// in the read's order, and the read as the next comparison's previous.
-// Endpoints gone from the read are forgotten.
-func activityChanges(prev map[string]ledger.EndpointActivity, list []ledger.EndpointActivity) ([]string, map[string]ledger.EndpointActivity) {
-	next := make(map[string]ledger.EndpointActivity, len(list))
+// activityChanges compares a read of the ledger's counters, whole or of
+// what changed, with seen, the last read of each endpoint, and records the
+// read in seen. It returns the IDs of the endpoints that are new or whose
+// activity changed, in the read's order. An endpoint read again unchanged
+// (the ledger's feed re-reads the changes of a short overlap) is not
+// returned; one absent from the read keeps its entry.
+func activityChanges(seen map[string]ledger.EndpointActivity, list []ledger.EndpointActivity) []string {
 	var moved []string
 	for _, a := range list {
 		id := a.Stats.EndpointID
-		next[id] = a
-		if old, ok := prev[id]; !ok || !sameActivity(&old, &a) {
+		if old, ok := seen[id]; !ok || !sameActivity(&old, &a) {
 			moved = append(moved, id)
 		}
+		seen[id] = a
 	}
-	return moved, next
+	return moved
 }
 
 // sameActivity reports whether two reads of an endpoint show the same

@@ -100,10 +100,10 @@ type WebhookEndpointReconciler struct {
 	// Metrics keeps the circuit metrics (NewBreakerMetrics); nil keeps
 	// none.
 	Metrics *BreakerMetrics
-	// Activity is the ledger's read of every endpoint's counters: a poller
-	// (endpoint_activity.go, on the leader) reads it every
-	// ActivityInterval (default 5s) and refreshes the endpoints whose
-	// counters moved. nil: counters show only on the engine's notices and
+	// Activity is the ledger's read of the endpoints whose counters
+	// changed: a poller (endpoint_activity.go, on the leader) reads it
+	// every ActivityInterval (default 5s) and refreshes the endpoints
+	// whose counters moved. nil: counters show only on the engine's notices and
 	// the resync.
 	Activity         EndpointActivitySource
 	ActivityInterval time.Duration

@@ -1,6 +1,9 @@
 package controllers
 
 import (
+	"context"
+	"errors"
+	"maps"
 	"slices"
 	"testing"
 	"time"
@@ -120,8 +123,8 @@ func TestActivityChanges(t *testing.T) {
 	}
 	base := []ledger.EndpointActivity{act("a/x", 1), act("a/y", 2), act("b/z", 0)}
 
-	moved, seen := activityChanges(nil, base)
-	if want := []string{"a/x", "a/y", "b/z"}; !slices.Equal(moved, want) {
+	seen := map[string]ledger.EndpointActivity{}
+	if moved, want := activityChanges(seen, base), []string{"a/x", "a/y", "b/z"}; !slices.Equal(moved, want) {
 		t.Fatalf("first read moved %v, want every endpoint %v", moved, want)
 	}
 
@@ -131,6 +134,7 @@ func TestActivityChanges(t *testing.T) {
 		want []string
 	}{
 		{name: "nothing moved", next: base},
+		{name: "nothing read"},
 		{name: "a counter", next: []ledger.EndpointActivity{act("a/x", 1), act("a/y", 3), act("b/z", 0)}, want: []string{"a/y"}},
 		{name: "a pending delivery", next: []ledger.EndpointActivity{act("a/x", 1, func(a *ledger.EndpointActivity) { a.Stats.Pending = 1 }), act("a/y", 2), act("b/z", 0)},
 			want: []string{"a/x"}},
@@ -143,30 +147,96 @@ func TestActivityChanges(t *testing.T) {
 			want: []string{"a/y"}},
 		{name: "a deferral", next: []ledger.EndpointActivity{act("a/x", 1), act("a/y", 2), act("b/z", 0, func(a *ledger.EndpointActivity) { a.LastDeferralAt = &t1 })},
 			want: []string{"b/z"}},
-		{name: "a new endpoint, one gone", next: []ledger.EndpointActivity{act("a/x", 1), act("a/y", 2), act("c/new", 0)}, want: []string{"c/new"}},
+		{name: "a new endpoint", next: []ledger.EndpointActivity{act("c/new", 0)}, want: []string{"c/new"}},
+		{name: "a partial read: what changed", next: []ledger.EndpointActivity{act("a/y", 3)}, want: []string{"a/y"}},
+		{name: "a partial read: an unchanged row is not sent",
+			next: []ledger.EndpointActivity{act("a/x", 1), act("b/z", 0, func(a *ledger.EndpointActivity) { a.LastDeferralAt = &t1 })},
+			want: []string{"b/z"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			got, _ := activityChanges(seen, tc.next)
-			if !slices.Equal(got, tc.want) {
+			after := maps.Clone(seen)
+			if got := activityChanges(after, tc.next); !slices.Equal(got, tc.want) {
 				t.Errorf("moved %v, want %v", got, tc.want)
+			}
+			// The read replaces the entries it has; the others stay.
+			want := maps.Clone(seen)
+			for _, a := range tc.next {
+				want[a.Stats.EndpointID] = a
+			}
+			if !maps.EqualFunc(after, want, func(a, b ledger.EndpointActivity) bool { return sameActivity(&a, &b) }) {
+				t.Errorf("seen after the read = %v, want %v", after, want)
 			}
 		})
 	}
 
-	// The comparison is with the previous read: a change shows once.
-	next := []ledger.EndpointActivity{act("a/x", 5), act("a/y", 2), act("b/z", 0)}
-	moved, seen = activityChanges(seen, next)
-	if !slices.Equal(moved, []string{"a/x"}) {
+	// The comparison is with the previous read of each: a change shows once.
+	next := []ledger.EndpointActivity{act("a/x", 5)}
+	if moved := activityChanges(seen, next); !slices.Equal(moved, []string{"a/x"}) {
 		t.Fatalf("moved %v, want [a/x]", moved)
 	}
-	if moved, _ = activityChanges(seen, next); len(moved) != 0 {
+	if moved := activityChanges(seen, next); len(moved) != 0 {
 		t.Fatalf("the same read again moved %v, want none", moved)
 	}
 	// Times compare as instants, not as values with a location.
-	withTime := []ledger.EndpointActivity{act("a/x", 5, func(a *ledger.EndpointActivity) { a.Stats.LastSuccessAt = &t1 })}
-	_, seen = activityChanges(nil, withTime)
+	seen = map[string]ledger.EndpointActivity{}
+	activityChanges(seen, []ledger.EndpointActivity{act("a/x", 5, func(a *ledger.EndpointActivity) { a.Stats.LastSuccessAt = &t1 })})
 	local := t1.In(time.FixedZone("x", 3600))
-	if moved, _ = activityChanges(seen, []ledger.EndpointActivity{act("a/x", 5, func(a *ledger.EndpointActivity) { a.Stats.LastSuccessAt = &local })}); len(moved) != 0 {
+	if moved := activityChanges(seen, []ledger.EndpointActivity{act("a/x", 5, func(a *ledger.EndpointActivity) { a.Stats.LastSuccessAt = &local })}); len(moved) != 0 {
 		t.Fatalf("the same instant in another zone moved %v", moved)
+	}
+}
+
+// scriptedActivity answers EndpointActivitySince from a script, one step
+// per call, and records the cursors it was asked from.
+type scriptedActivity struct {
+	steps []activityStep
+	asked []ledger.ActivityCursor
+}
+
+type activityStep struct {
+	list []ledger.EndpointActivity
+	next ledger.ActivityCursor
+	err  error
+}
+
+func (s *scriptedActivity) EndpointActivitySince(_ context.Context, c ledger.ActivityCursor) ([]ledger.EndpointActivity, ledger.ActivityCursor, error) {
+	s.asked = append(s.asked, c)
+	step := s.steps[len(s.asked)-1]
+	return step.list, step.next, step.err
+}
+
+// TestActivityPollerCursor: the poller reads from the zero cursor first,
+// then from the cursor of its last successful read (a failed read keeps
+// it), and sends the endpoints that moved.
+func TestActivityPollerCursor(t *testing.T) {
+	act := func(id string, delivered int64) ledger.EndpointActivity {
+		return ledger.EndpointActivity{Stats: ledger.EndpointStats{EndpointID: id, Delivered: delivered}}
+	}
+	src := &scriptedActivity{steps: []activityStep{
+		{list: []ledger.EndpointActivity{act("a/x", 1), act("a/y", 1)}, next: ledger.ActivityCursor{At: 10}},
+		{err: errors.New("ledger unavailable")},
+		{list: []ledger.EndpointActivity{act("a/x", 1), act("a/y", 2)}, next: ledger.ActivityCursor{At: 30}},
+		{next: ledger.ActivityCursor{At: 40}},
+	}}
+	p := newActivityPoller(src, time.Second)
+	var sent [][]string
+	for range src.steps {
+		err := p.poll(t.Context())
+		var names []string
+		for len(p.out) > 0 {
+			ev := <-p.out
+			names = append(names, ev.Object.GetNamespace()+"/"+ev.Object.GetName())
+		}
+		sent = append(sent, names)
+		if (err != nil) != (len(sent) == 2) {
+			t.Fatalf("poll %d: %v", len(sent), err)
+		}
+	}
+	wantCursors := []ledger.ActivityCursor{{}, {At: 10}, {At: 10}, {At: 30}}
+	if !slices.Equal(src.asked, wantCursors) {
+		t.Errorf("read from %v, want %v", src.asked, wantCursors)
+	}
+	if want := [][]string{{"a/x", "a/y"}, nil, {"a/y"}, nil}; !slices.EqualFunc(sent, want, slices.Equal) {
+		t.Errorf("sent %v, want %v", sent, want)
 	}
 }

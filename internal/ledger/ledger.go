@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"time"
 
 	"github.com/hookkeeper/hookkeeper/internal/backoff"
@@ -24,7 +25,10 @@ import (
 //     not per delivery; per-item failures are reported per item and do not
 //     abort the batch.
 //   - Time is never read from the database or the wall clock: every method
-//     that needs "now" takes it in its params, so tests pin it.
+//     that needs "now" takes it in its params, so tests pin it. One
+//     exception, which no method returns as state: the change stamps of
+//     EndpointActivitySince come from the store's own clock (the server's,
+//     on PostgreSQL), since a feed's readers and writers must share one.
 //   - A delivery in state in_flight belongs to the owner of its lease until
 //     the lease expires; then DeliveryClaim may hand it to another owner.
 //     AttemptRecordMany and DeliveryRelease refuse (ErrLeaseLost) a caller
@@ -151,6 +155,19 @@ type Store interface {
 	// read of the whole ledger's counters, so that a poller can tell whose
 	// moved without asking endpoint by endpoint. Writers do nothing for it.
 	EndpointActivityList(ctx context.Context) ([]EndpointActivity, error)
+	// EndpointActivitySince returns, in endpoint ID order, the activity (as
+	// EndpointActivityList reads it) of every endpoint whose counters or
+	// retry deferrals changed since c (a new endpoint's counters count as
+	// a change), and the cursor of the next call. The zero cursor reads
+	// every endpoint. It may also return endpoints that did not change:
+	// it reads again the changes of the ActivityOverlap before the
+	// cursor, so that a transaction that stamped its change before a read
+	// began and committed after it is still seen. It never misses an
+	// endpoint whose change committed after c's read began, unless that
+	// change's transaction stayed open longer than ActivityOverlap after
+	// stamping it. Every transaction that moves an endpoint's counters or
+	// records its deferral stamps it, with the store's clock.
+	EndpointActivitySince(ctx context.Context, c ActivityCursor) ([]EndpointActivity, ActivityCursor, error)
 	// NextDueAt returns when the earliest scheduled delivery (of an
 	// unpaused, undeleted endpoint not in excludeEndpoints) is due; ok is
 	// false when there is none. The claim loop excludes the endpoints at
@@ -692,6 +709,32 @@ type DeadLetterData struct {
 	LastError   string        `json:"lastError,omitempty"`
 	ExhaustedAt time.Time     `json:"exhaustedAt"`
 }
+
+// ActivityCursor is where a reader of EndpointActivitySince left off: the
+// store's clock (Unix nanoseconds) when its read began. The zero cursor
+// has read nothing.
+type ActivityCursor struct{ At int64 }
+
+// From is the earliest change stamp a read from c returns: ActivityOverlap
+// (overlap, which store tests may shorten) before c, or every stamp for the
+// zero cursor.
+func (c ActivityCursor) From(overlap time.Duration) int64 {
+	if c == (ActivityCursor{}) {
+		return math.MinInt64
+	}
+	return c.At - int64(overlap)
+}
+
+// ActivityOverlap is how far before its cursor EndpointActivitySince reads
+// again. A change is stamped when its transaction writes it and seen when
+// it commits: a read that began in between misses it, and the next read,
+// which goes back ActivityOverlap, finds it, unless the transaction stayed
+// open longer than that after stamping. Write transactions last
+// milliseconds; one that outlives a minute is stuck, and its change still
+// shows at the endpoint's next change or the controller's safety resync
+// (1–2h, docs/adr/0040). Re-reading a minute of changes costs the rows
+// that changed in it, which a poller compares with its previous read.
+const ActivityOverlap = time.Minute
 
 // EndpointActivity is what EndpointActivityList reads of one endpoint:
 // everything of its status that moves when its deliveries do.

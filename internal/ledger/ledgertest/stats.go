@@ -1,6 +1,7 @@
 package ledgertest
 
 import (
+	"slices"
 	"testing"
 	"time"
 
@@ -11,7 +12,98 @@ func exerciseStats(t *testing.T, newStore func(t *testing.T) ledger.Store) {
 	subtests(t, newStore, map[string]func(t *testing.T, f *fixture){
 		"CountersFollowEveryTransition": testStatsLifecycle,
 		"ActivityListsEveryEndpoint":    testActivityList,
+		"ActivitySinceReadsWhatChanged": func(t *testing.T, f *fixture) { testActivitySince(t, f, false) },
 	})
+}
+
+// ExerciseActivityExact checks that EndpointActivitySince returns nothing
+// but what changed. newStore must return, as for Exercise, a fresh store,
+// whose activity overlap (ledger.ActivityOverlap) is 0: no store shortens
+// it through the Store interface, so each driver's tests run this with a
+// store they set so.
+func ExerciseActivityExact(t *testing.T, newStore func(t *testing.T) ledger.Store) {
+	t.Helper()
+	subtests(t, newStore, map[string]func(t *testing.T, f *fixture){
+		"ActivitySinceReadsOnlyWhatChanged": func(t *testing.T, f *fixture) { testActivitySince(t, f, true) },
+	})
+}
+
+// testActivitySince checks EndpointActivitySince: from the zero cursor,
+// what EndpointActivityList reads; from a later cursor, the endpoints whose
+// counters changed (an event, a deletion's cancellations), whose deferrals
+// did, and new ones, each as EndpointActivityList reads it; and cursors that
+// never go back. With exact (a store without overlap), it returns those
+// endpoints alone.
+func testActivitySince(t *testing.T, f *fixture, exact bool) {
+	since := func(c ledger.ActivityCursor) (map[string]ledger.EndpointActivity, []string, ledger.ActivityCursor) {
+		t.Helper()
+		l, next, err := f.s.EndpointActivitySince(f.ctx, c)
+		if err != nil {
+			t.Fatalf("EndpointActivitySince(%+v): %v", c, err)
+		}
+		if next.At < c.At {
+			t.Fatalf("EndpointActivitySince(%+v) went back to %+v", c, next)
+		}
+		byID := map[string]ledger.EndpointActivity{}
+		var ids []string
+		for _, a := range l {
+			byID[a.Stats.EndpointID] = a
+			ids = append(ids, a.Stats.EndpointID)
+		}
+		if !slices.IsSorted(ids) {
+			t.Fatalf("EndpointActivitySince(%+v) not in ID order: %v", c, ids)
+		}
+		return byID, ids, next
+	}
+	// want checks that a read from a cursor has the changed endpoints, as
+	// EndpointActivityList reads them, and, when exact, no other.
+	want := func(what string, got map[string]ledger.EndpointActivity, ids []string, changed ...string) {
+		t.Helper()
+		for _, id := range changed {
+			a, ok := got[id]
+			if !ok {
+				t.Fatalf("%s: no entry of %s in %v", what, id, ids)
+			}
+			wantEqual(t, what+": "+id, a, f.activity(id))
+		}
+		if exact {
+			wantEqual(t, what+": endpoints", ids, changed)
+		}
+	}
+	for _, name := range []string{"a", "b", "c"} {
+		f.upsert(endpoint("shop", name, name), t0)
+	}
+	f.publish("shop", "a", t0)
+	f.publish("shop", "c", t0)
+
+	all, ids, c1 := since(ledger.ActivityCursor{})
+	list, err := f.s.EndpointActivityList(f.ctx)
+	if err != nil {
+		t.Fatalf("EndpointActivityList: %v", err)
+	}
+	wantEqual(t, "the zero cursor's read", ids, []string{"shop/a", "shop/b", "shop/c"})
+	for _, a := range list {
+		wantEqual(t, "the zero cursor's read of "+a.Stats.EndpointID, all[a.Stats.EndpointID], a)
+	}
+
+	deferred := at(2 * time.Second)
+	f.publish("shop", "a", at(time.Second))
+	f.deferAt("shop/b", 1, deferred)
+	f.upsert(endpoint("shop", "d", "d"), t0)
+	got, ids, c2 := since(c1)
+	want("after an event, a deferral and a new endpoint", got, ids, "shop/a", "shop/b", "shop/d")
+	if a, b := got["shop/a"], got["shop/b"]; a.Stats.Pending != 2 || b.LastDeferralAt == nil || !b.LastDeferralAt.Equal(deferred) {
+		t.Fatalf("changed entries shop/a %+v, shop/b %+v: want 2 pending and a deferral at %v", a, b, deferred)
+	}
+
+	if _, err := f.s.EndpointDelete(f.ctx, &ledger.EndpointDeleteParams{ID: "shop/c", Now: at(3 * time.Second)}); err != nil {
+		t.Fatalf("EndpointDelete: %v", err)
+	}
+	got, ids, _ = since(c2)
+	want("after a deletion", got, ids, "shop/c")
+	if c := got["shop/c"]; c.Stats.Cancelled != 1 {
+		t.Fatalf("the deleted endpoint's entry %+v: want its delivery cancelled", c)
+	}
 }
 
 // testStatsLifecycle moves deliveries through every transition and checks

@@ -4,12 +4,16 @@ import (
 	"context"
 	"errors"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/hookkeeper/hookkeeper/internal/ledger"
 )
 
 // This file implements ledger.RetryDeferrals on the retry_deferrals table
-// (migration 00012). A record is a transaction of its own that touches no
-// other table, so it stays outside the store's lock order (doc.go).
+// (migration 00012). A record is a transaction of its own that locks its
+// bucket, then its endpoint's stats shard 0 (deferralStampSQL): the
+// store's lock order (doc.go), as no transaction locks a bucket after a
+// stats row; the prune skips the buckets it would wait for.
 
 // deferralRecordSQL adds deferred retries to their minute's bucket; ON
 // CONFLICT DO UPDATE makes concurrent records from any process add up. It
@@ -23,6 +27,15 @@ const deferralRecordSQL = `
 		first_at = LEAST(d.first_at, EXCLUDED.first_at),
 		last_at  = GREATEST(d.last_at, EXCLUDED.last_at)
 	RETURNING d.deferred`
+
+// deferralStampSQL stamps an endpoint's activity changed: a deferral moves
+// no counter, but EndpointActivitySince must return it (LastDeferralAt).
+// Not from retry_deferrals.last_at: that is the caller's clock, not the
+// server's. One shard is enough; shard 0 always exists (EndpointUpsert),
+// and an update of another that leaves writes alone would be skipped by
+// migration 00011's trigger.
+const deferralStampSQL = `UPDATE endpoint_stats SET changed_at = ` + changeStampSQL + `
+	WHERE endpoint_id = $1 AND shard = 0`
 
 // deferralPruneSQL deletes buckets older than $1, skipping any a
 // concurrent transaction holds (a later call gets them).
@@ -51,11 +64,18 @@ func (d driver) RetryDeferralTx(ctx context.Context, op string, fn func(ledger.D
 // deferralTx runs ledger.DeferralStatements in one transaction.
 type deferralTx struct{ tx *txn }
 
-// RetryDeferralAdd implements ledger.DeferralStatements.
+// RetryDeferralAdd implements ledger.DeferralStatements, and stamps the
+// endpoint's activity changed in the same transaction: queued, after the
+// bucket, for the next pipeline (the prune's or COMMIT's).
 func (d deferralTx) RetryDeferralAdd(ctx context.Context, p *ledger.RetryDeferralParams, minute int64) (int64, error) {
 	var deferred int64
-	err := d.tx.QueryRow(ctx, deferralRecordSQL, p.EndpointID, minute, p.Count, nanos(p.Now)).Scan(&deferred)
-	return deferred, err
+	if err := d.tx.QueryRow(ctx, deferralRecordSQL, p.EndpointID, minute, p.Count, nanos(p.Now)).Scan(&deferred); err != nil {
+		return 0, err
+	}
+	b := &pgx.Batch{}
+	b.Queue(deferralStampSQL, p.EndpointID)
+	d.tx.queue("stamp the endpoint's activity", b)
+	return deferred, nil
 }
 
 // RetryDeferralPrune implements ledger.DeferralStatements.

@@ -63,8 +63,10 @@ func (s *Store) EndpointUpsert(ctx context.Context, params *ledger.EndpointUpser
 		// Shard 0 of the stats is what makes the endpoint known to
 		// EndpointStats (the other shards come with the first writes,
 		// queueStats). The rows survive a delete, so a re-created endpoint
-		// keeps counting its old deliveries.
-		b.Queue(`INSERT INTO endpoint_stats (endpoint_id, shard) VALUES ($1, 0) ON CONFLICT DO NOTHING`, ep.ID)
+		// keeps counting its old deliveries. A new endpoint's counters are
+		// a change (EndpointActivitySince).
+		b.Queue(`INSERT INTO endpoint_stats (endpoint_id, shard, changed_at) VALUES ($1, 0, `+changeStampSQL+`)
+			ON CONFLICT DO NOTHING`, ep.ID)
 		return tx.SendBatch(ctx, b).Close()
 	})
 	if err != nil {

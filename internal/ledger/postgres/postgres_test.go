@@ -13,3 +13,11 @@ func TestConformance(t *testing.T) {
 		return pgtest.NewSchemaStore(t)
 	})
 }
+
+func TestActivityExact(t *testing.T) {
+	ledgertest.ExerciseActivityExact(t, func(t *testing.T) ledger.Store {
+		s := pgtest.NewSchemaStore(t)
+		s.SetActivityOverlap(0)
+		return s
+	})
+}

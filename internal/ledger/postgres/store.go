@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
+	"time"
 
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -23,6 +24,9 @@ type driver struct{ *Store }
 // use, and several Stores (in one process or many) may share a database.
 type Store struct {
 	pool *pgxpool.Pool
+	// activityOverlap is ledger.ActivityOverlap; tests shorten it to see
+	// exactly what EndpointActivitySince reads.
+	activityOverlap time.Duration
 	// stopAnalyze ends the analysis of young tables (analyze.go), and
 	// analyzed is closed when it has ended.
 	stopAnalyze context.CancelFunc
@@ -98,7 +102,7 @@ func Open(ctx context.Context, dsn string, opts ...Option) (*Store, error) {
 		return nil, fmt.Errorf("open postgres ledger: %w", err)
 	}
 	actx, stop := context.WithCancel(context.Background())
-	s := &Store{pool: pool, stopAnalyze: stop, analyzed: make(chan struct{})}
+	s := &Store{pool: pool, activityOverlap: ledger.ActivityOverlap, stopAnalyze: stop, analyzed: make(chan struct{})}
 	go func() {
 		defer close(s.analyzed)
 		analyzeYoung(actx, pool)

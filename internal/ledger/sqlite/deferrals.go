@@ -22,6 +22,11 @@ const deferralRecordSQL = `
 		last_at  = max(last_at, excluded.last_at)
 	RETURNING deferred`
 
+// deferralStampSQL stamps an endpoint's activity changed: a deferral moves
+// no counter, but EndpointActivitySince must return it (LastDeferralAt).
+// Not retry_deferrals.last_at: that is the caller's clock, not the feed's.
+const deferralStampSQL = `UPDATE endpoint_stats SET changed_at = ?2 WHERE endpoint_id = ?1`
+
 // deferralPruneSQL deletes every endpoint's buckets older than ?1.
 const deferralPruneSQL = `DELETE FROM retry_deferrals WHERE minute < ?1`
 
@@ -45,11 +50,18 @@ func (d driver) RetryDeferralTx(ctx context.Context, op string, fn func(ledger.D
 // deferralTx runs ledger.DeferralStatements in one write transaction.
 type deferralTx struct{ t *wtx }
 
-// RetryDeferralAdd implements ledger.DeferralStatements.
+// RetryDeferralAdd implements ledger.DeferralStatements, and stamps the
+// endpoint's activity changed in the same transaction.
 func (d deferralTx) RetryDeferralAdd(_ context.Context, p *ledger.RetryDeferralParams, minute int64) (int64, error) {
 	var deferred int64
 	err := d.t.tx.QueryRowContext(d.t.ctx, deferralRecordSQL, p.EndpointID, minute, p.Count, nanos(p.Now)).Scan(&deferred)
-	return deferred, translate("add deferred retries", err)
+	if err != nil {
+		return 0, translate("add deferred retries", err)
+	}
+	if _, err := d.t.tx.ExecContext(d.t.ctx, deferralStampSQL, p.EndpointID, changeStamp()); err != nil {
+		return 0, translate("stamp the endpoint's activity", err)
+	}
+	return deferred, nil
 }
 
 // RetryDeferralPrune implements ledger.DeferralStatements.

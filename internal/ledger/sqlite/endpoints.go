@@ -26,7 +26,8 @@ func (s *Store) EndpointUpsert(ctx context.Context, p *ledger.EndpointUpsertPara
 		if err := t.stmt(s.ws.endpointUpsert).QueryRowContext(t.ctx, args...).Scan(&ep.Version); err != nil {
 			return translate(op, err)
 		}
-		if _, err := t.stmt(s.ws.statsEnsure).ExecContext(t.ctx, ep.ID); err != nil {
+		// A new endpoint's counters are a change (EndpointActivitySince).
+		if _, err := t.stmt(s.ws.statsEnsure).ExecContext(t.ctx, ep.ID, changeStamp()); err != nil {
 			return translate(op+": stats", err)
 		}
 		return nil

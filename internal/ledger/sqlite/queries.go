@@ -60,7 +60,7 @@ var writeSQL = struct {
 			credentials = excluded.credentials, filter = excluded.filter,
 			version = endpoints.version + 1, deleted = 0, updated_at = excluded.updated_at
 		RETURNING version`,
-	statsEnsure:    `INSERT INTO endpoint_stats (endpoint_id) VALUES (?1) ON CONFLICT (endpoint_id) DO NOTHING`,
+	statsEnsure:    `INSERT INTO endpoint_stats (endpoint_id, changed_at) VALUES (?1, ?2) ON CONFLICT (endpoint_id) DO NOTHING`,
 	endpointDelete: `UPDATE endpoints SET deleted = 1, updated_at = ?2, breaker_open = 0 WHERE id = ?1 AND deleted = 0`,
 	deliveriesCancel: `UPDATE deliveries SET state = 'cancelled', terminal_at = ?2, lease_owner = '', lease_until = NULL
 		WHERE endpoint_id = ?1 AND ` + livePredicate,
@@ -83,7 +83,8 @@ var writeSQL = struct {
 			delivered = delivered + ?5, exhausted_unresolved = exhausted_unresolved + ?6, cancelled = cancelled + ?7,
 			last_success_at = CASE WHEN ?8 >= coalesce(last_success_at, ?8) THEN ?8 ELSE last_success_at END,
 			last_failure_at = CASE WHEN ?9 >= coalesce(last_failure_at, ?9) THEN ?9 ELSE last_failure_at END,
-			last_failure_reason = CASE WHEN ?9 >= coalesce(last_failure_at, ?9) THEN ?10 ELSE last_failure_reason END
+			last_failure_reason = CASE WHEN ?9 >= coalesce(last_failure_at, ?9) THEN ?10 ELSE last_failure_reason END,
+			changed_at = ?11
 		WHERE endpoint_id = ?1`,
 
 	// Claims read candidates in due order from a partial index and filter

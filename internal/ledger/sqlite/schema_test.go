@@ -181,9 +181,10 @@ func TestStateCheckHoldsAfterMigration(t *testing.T) {
 	wantCheck(s.w, "undone and migrated again")
 }
 
-// TestBlockedEndpointsIndexMigration: migration 0017 swaps endpoints_paused
-// for endpoints_blocked, and its Down restores the first.
-func TestBlockedEndpointsIndexMigration(t *testing.T) {
+// TestIdleReadsMigration: migration 0017 swaps endpoints_paused for
+// endpoints_blocked and adds endpoint_stats.changed_at; its Down restores
+// the index and drops the column.
+func TestIdleReadsMigration(t *testing.T) {
 	ctx := t.Context()
 	path := filepath.Join(t.TempDir(), "ledger.db")
 	s, err := Open(ctx, path)
@@ -198,9 +199,9 @@ func TestBlockedEndpointsIndexMigration(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer db.Close()
-	indexes := func() map[string]bool {
+	names := func(q string) map[string]bool {
 		t.Helper()
-		rows, err := db.QueryContext(ctx, `SELECT name FROM sqlite_schema WHERE type = 'index' AND tbl_name = 'endpoints'`)
+		rows, err := db.QueryContext(ctx, q)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -215,14 +216,17 @@ func TestBlockedEndpointsIndexMigration(t *testing.T) {
 		}
 		return got
 	}
-	want := func(when string, present, absent string) {
+	want := func(when string, present, absent string, changedAt bool) {
 		t.Helper()
-		got := indexes()
+		got := names(`SELECT name FROM sqlite_schema WHERE type = 'index' AND tbl_name = 'endpoints'`)
 		if !got[present] || got[absent] {
 			t.Errorf("%s: endpoints' indexes = %v, want %s and not %s", when, got, present, absent)
 		}
+		if got := names(`SELECT name FROM pragma_table_info('endpoint_stats')`)["changed_at"]; got != changedAt {
+			t.Errorf("%s: endpoint_stats has changed_at: %v, want %v", when, got, changedAt)
+		}
 	}
-	want("migrated", "endpoints_blocked", "endpoints_paused")
+	want("migrated", "endpoints_blocked", "endpoints_paused", true)
 	fsys, err := fs.Sub(migrations, "migrations")
 	if err != nil {
 		t.Fatal(err)
@@ -234,9 +238,9 @@ func TestBlockedEndpointsIndexMigration(t *testing.T) {
 	if _, err := p.DownTo(ctx, 16); err != nil {
 		t.Fatalf("down to 16: %v", err)
 	}
-	want("down", "endpoints_paused", "endpoints_blocked")
+	want("down", "endpoints_paused", "endpoints_blocked", false)
 	if _, err := p.Up(ctx); err != nil {
 		t.Fatalf("up again: %v", err)
 	}
-	want("up again", "endpoints_blocked", "endpoints_paused")
+	want("up again", "endpoints_blocked", "endpoints_paused", true)
 }

@@ -33,6 +33,14 @@ func TestConformance(t *testing.T) {
 	})
 }
 
+func TestActivityExact(t *testing.T) {
+	ledgertest.ExerciseActivityExact(t, func(t *testing.T) ledger.Store {
+		s := open(t, filepath.Join(t.TempDir(), "ledger.db"))
+		s.SetActivityOverlap(0)
+		return s
+	})
+}
+
 // TestCommittedEventSurvivesReopen closes the file after a commit and
 // reads the event, its secrets and its delivery back from a new store.
 func TestCommittedEventSurvivesReopen(t *testing.T) {

@@ -48,6 +48,9 @@ type Store struct {
 	oc outcomeStmts
 	// lock keeps a second process off the file while the store is open.
 	lock *processLock
+	// activityOverlap is ledger.ActivityOverlap; tests shorten it to see
+	// exactly what EndpointActivitySince reads.
+	activityOverlap time.Duration
 }
 
 var (
@@ -131,7 +134,7 @@ func Open(ctx context.Context, path string, opts ...Option) (*Store, error) {
 	w.SetMaxIdleConns(1)
 	w.SetConnMaxLifetime(0)
 	w.SetConnMaxIdleTime(0)
-	s := &Store{w: w, lock: lock}
+	s := &Store{w: w, lock: lock, activityOverlap: ledger.ActivityOverlap}
 
 	r, err := sql.Open("sqlite", dsn(abs, o, true))
 	if err != nil {
