@@ -209,7 +209,7 @@ func restLedger(cfg config, dir, name string) (*restLedgerInfo, func(), error) {
 	info := &restLedgerInfo{flag: dsn, dsn: dsn}
 	info.count = func(ctx context.Context) (int, error) {
 		var n int
-		err := conn.QueryRow(ctx, `SELECT count(*) FROM `+schema+`.endpoints WHERE NOT deleted`).Scan(&n)
+		err := conn.QueryRow(ctx, `SELECT count(*) FROM `+schema+`.endpoints WHERE deleted_at IS NULL`).Scan(&n)
 		return n, err
 	}
 	info.scans = func(ctx context.Context) (int64, error) {
@@ -286,11 +286,15 @@ func restMeasure(rc restConfig, suite *testenv.Suite, c client.Client, bin strin
 	}
 	for {
 		n, err := l.count(ctx)
-		if err == nil && n >= rc.endpoints {
+		if err != nil {
+			// A count that cannot be read would wait out the deadline.
+			return fmt.Errorf("counting the registered endpoints: %w", err)
+		}
+		if n >= rc.endpoints {
 			break
 		}
 		if time.Since(start) > 30*time.Minute {
-			return fmt.Errorf("%d of %d endpoints registered after 30m (%v)\n%s", n, rc.endpoints, err, testenv.Tail(logPath, 30))
+			return fmt.Errorf("%d of %d endpoints registered after 30m\n%s", n, rc.endpoints, testenv.Tail(logPath, 30))
 		}
 		time.Sleep(time.Second)
 	}
