@@ -125,8 +125,11 @@ type Options struct {
 // MaxDelay). At a steady rate that would otherwise commit one event at a
 // time, a few milliseconds let several share a transaction and its fsync,
 // which is most of what an event costs the ledger there (ADR 0027); an
-// event after a quiet spell commits at once.
-const DefaultCommitDelay = 2 * time.Millisecond
+// event after a quiet spell commits at once. 5 ms: an event joins the wait
+// only if it came less than the delay after the one before, so 2 ms left
+// a steady 500/s committing alone; 5 ms took 18–27% off the CPU per event
+// at 500/s and 1,000/s on both stores for +2.5 ms of p50 (ADR 0027).
+const DefaultCommitDelay = 5 * time.Millisecond
 
 // Engine delivers the ledger's due deliveries. Create it with New, run it
 // with Run; Publish, RegisterEndpoint and the other methods may be called
