@@ -62,6 +62,13 @@ func (e *Engine) addInFlightLocked(st *endpointState, delta int) {
 	e.slots.gen++
 }
 
+// reserveLocked counts delta more slots of st reserved by publishes
+// handing off (handoff.go), which voids the slot count. e.mu is held.
+func (e *Engine) reserveLocked(st *endpointState, delta int) {
+	st.reserved += delta
+	e.slots.gen++
+}
+
 // countConfigLocked adds (delta 1) or removes (-1) a configuration's
 // attempt timeout and breaker ramp from the counts leaseFor and
 // longestRamp read. e.mu is held.

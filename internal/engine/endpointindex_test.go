@@ -32,6 +32,7 @@ func TestEndpointIndexFollowsChanges(t *testing.T) {
 	// ramps, and makes the slots depend on the time.
 	closedLongAgo, closedNow := time.Now().Add(-time.Hour), time.Now()
 	cacheable := 0 // steps whose count may come from the cache
+	var handoffs []*handoff // publishes in progress
 	for step := range 5000 {
 		id := fmt.Sprintf("shop/ep-%d", rng.IntN(40))
 		var op string
@@ -72,13 +73,16 @@ func TestEndpointIndexFollowsChanges(t *testing.T) {
 			e.mu.Unlock()
 		case r < 13:
 			op = "hand-off"
-			e.mu.Lock()
-			if e.handoffs > 0 {
-				e.handoffs--
-			} else if rng.IntN(3) == 0 {
-				e.handoffs++
+			if n := len(handoffs); n > 0 && rng.IntN(2) == 0 {
+				i := rng.IntN(n)
+				handoffs[i].end()
+				handoffs = slices.Delete(handoffs, i, i+1)
+			} else {
+				h := &handoff{e: e}
+				h.admit(id)
+				h.admit(fmt.Sprintf("shop/ep-%d", rng.IntN(40)))
+				handoffs = append(handoffs, h)
 			}
-			e.mu.Unlock()
 		case r < 14:
 			op = "claim"
 			if e.claim != nil {
@@ -114,7 +118,7 @@ func TestEndpointIndexFollowsChanges(t *testing.T) {
 		}
 		// The count as a claim or a hand-off reads it, then afresh.
 		e.mu.Lock()
-		if e.handoffs == 0 && !e.rampingLocked() {
+		if !e.rampingLocked() {
 			cacheable++
 		}
 		full, slots := e.endpointSlotsLocked(nil)
@@ -163,5 +167,69 @@ func TestDurationCounts(t *testing.T) {
 	}
 	if len(c) != 0 {
 		t.Errorf("counts at zero kept: %v", c)
+	}
+}
+
+// TestHandoffAdmitsWithinTheLimits checks a publish's Lease.Admit one
+// endpoint at a time: it leases while a slot is free beyond the attempts
+// in flight, the other publishes' reservations and a claim's hold, and
+// reserves it until the publish ends.
+func TestHandoffAdmitsWithinTheLimits(t *testing.T) {
+	e := &Engine{
+		opts:      Options{Clock: realClock{}, Workers: 8},
+		endpoints: map[string]*endpointState{},
+		watched:   map[string]*endpointState{},
+		broken:    map[string]*endpointState{},
+		timeouts:  durationCounts{},
+		ramps:     durationCounts{},
+	}
+	e.apply(ledger.Endpoint{ID: "shop/two", Version: 1, MaxInFlight: 2})
+	e.apply(ledger.Endpoint{ID: "shop/any", Version: 1})
+	e.apply(ledger.Endpoint{ID: "shop/open", Version: 1, MaxInFlight: 5})
+	e.setBreaker(ledger.Breaker{EndpointID: "shop/open", Open: true})
+	reserved := func(id string) int {
+		e.mu.Lock()
+		defer e.mu.Unlock()
+		return e.endpoints[id].reserved
+	}
+	want := func(step string, got, want bool) {
+		t.Helper()
+		if got != want {
+			t.Fatalf("%s: admitted %v, want %v", step, got, want)
+		}
+	}
+
+	a, b, c := &handoff{e: e}, &handoff{e: e}, &handoff{e: e}
+	want("first publish to a limit of 2", a.admit("shop/two"), true)
+	want("the same publish asked again (a retried transaction)", a.admit("shop/two"), true)
+	if got := reserved("shop/two"); got != 1 {
+		t.Fatalf("asked twice, reserved %d slots, want 1", got)
+	}
+	want("second publish", b.admit("shop/two"), true)
+	want("third publish: both slots reserved", c.admit("shop/two"), false)
+	a.end()
+	want("third publish once the first ended", c.admit("shop/two"), true)
+
+	e.mu.Lock()
+	e.addInFlightLocked(e.endpoints["shop/two"], 1) // b's attempt started
+	e.mu.Unlock()
+	b.end()
+	c.end()
+	d := &handoff{e: e}
+	want("one in flight, none reserved", d.admit("shop/two"), true)
+	want("unlimited endpoint", d.admit("shop/any"), true)
+	want("open breaker", d.admit("shop/open"), false)
+	want("endpoint not loaded yet", d.admit("shop/new"), true)
+	d.end()
+	want("after the publish ended", d.admit("shop/any"), false)
+
+	// A claim in progress holds the free slot: hand-offs leave it alone.
+	e.beginClaim(10)
+	want("during a claim that may take the last slot", (&handoff{e: e}).admit("shop/two"), false)
+	e.endClaim()
+	for _, id := range []string{"shop/two", "shop/any", "shop/open"} {
+		if got := reserved(id); got != 0 {
+			t.Errorf("%s: %d slots still reserved after every publish ended", id, got)
+		}
 	}
 }

@@ -171,12 +171,12 @@ type Engine struct {
 	watched, broken map[string]*endpointState
 	timeouts, ramps durationCounts
 	slots           slotCache
-	// handoffs counts the publishes between offerLease and the start of
-	// their attempts, and claimTake holds, from a claim's slot count to the
-	// start of what it claimed, what it may take of each limited endpoint:
-	// neither takes the slots the other counted on (handoff.go).
-	handoffs int
-	claim    *claimHold
+	// claim holds, from a claim's slot count to the start of what it
+	// claimed, what it may take of each limited endpoint, and a publish's
+	// hand-off reserves the slots it leases (endpointState.reserved) until
+	// their attempts start: neither takes the slots the other counted on
+	// (handoff.go).
+	claim *claimHold
 	// probes are the deliveries this engine leased as breaker probes.
 	probes map[string]bool
 	// longestOverride is the longest attempt timeout of an event type's
@@ -189,6 +189,9 @@ type Engine struct {
 type endpointState struct {
 	cfg      ledger.Endpoint
 	inFlight int
+	// reserved are the slots publishes in progress leased to this
+	// endpoint, whose attempts have not started yet (handoff.go).
+	reserved int
 	limiter  *rate.Limiter
 	// breaker is the ledger's circuit breaker as last seen (zero: closed,
 	// never opened), streak this engine's run of failures, and opening
@@ -317,15 +320,15 @@ func (e *Engine) Publish(ctx context.Context, params *ledger.EventInsertParams) 
 	if e.behind.Load() {
 		e.yield(ctx)
 	}
-	params, reserved := e.offerLease(params)
+	params, h := e.offerLease(params)
 	out, err := e.publisher.Do(ctx, writeItem{event: params})
 	if errors.Is(err, groupcommit.ErrClosed) {
 		err = fmt.Errorf("%w: %w", publish.ErrStopping, err)
 	}
 	res := out.event
 	e.opts.Metrics.observePublish(res, err)
-	if reserved {
-		e.handOff(&res, err)
+	if h != nil {
+		e.handOff(h, &res, err)
 	}
 	if err == nil && res.Err == nil && !res.Duplicate && len(res.Deliveries) > len(res.Leased) {
 		e.wake()

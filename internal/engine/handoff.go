@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"slices"
 	"sync"
 	"time"
 
@@ -26,6 +27,15 @@ import (
 // two never count on the same slot. (Refusing hand-offs during claims sent
 // most events of a busy engine through the claims: each refused publish
 // woke the claim loop, whose next claim refused the next publishes.)
+//
+// Which endpoints a publish leases to is decided in its commit, one
+// endpoint at a time, as the ledger routes the event (Lease.Admit): an
+// endpoint with a free slot is leased to and the slot reserved until the
+// attempt starts or the publish ends. A publish therefore costs the same
+// with ten endpoints registered or ten thousand; deciding before the
+// commit, without knowing where the event goes, meant counting the slots
+// of every endpoint for every publish, and each publish in progress
+// against all of them (issue #26).
 
 // running holds Run's contexts and wait group while it runs.
 type running struct {
@@ -56,24 +66,70 @@ func (r *running) stop() {
 	r.on = false
 }
 
-// offerLease returns the params to commit: with LeaseTo and a worker slot
-// reserved (reserved true) when the deliveries may be handed to this
-// engine, params unchanged otherwise.
-func (e *Engine) offerLease(params *ledger.EventInsertParams) (_ *ledger.EventInsertParams, reserved bool) {
-	if e.backlog.Load() || !e.running.isOn() || e.workers.reserve(1) == 0 {
-		return params, false
-	}
-	leaseFor := e.leaseFor()
+// handoff is one publish's hand-off, from offerLease to handOff: the
+// endpoints whose slots its commit reserved.
+type handoff struct {
+	e *Engine
+	// reserved and ended are guarded by e.mu.
+	reserved []*endpointState
+	ended    bool
+}
+
+// admit is the publish's Lease.Admit: it leases the delivery to endpoint
+// id, and reserves one of its slots, when the endpoint has one free
+// beyond the attempts in flight, the other publishes' reservations and
+// what a claim in progress may take. Endpoints without a free slot keep
+// their deliveries scheduled: leased, they would only be released again.
+// An endpoint this engine has not loaded yet is leased to unreserved
+// (start loads it and checks its limit). After handOff nothing is leased:
+// a publish whose caller gave up may still be committed.
+func (h *handoff) admit(id string) bool {
+	e := h.e
 	e.mu.Lock()
-	// Endpoints without a free slot (counting the other hand-offs in
-	// progress and what a claim in progress may take) keep theirs
-	// scheduled: leased, they would only be released again.
-	full, _ := e.endpointSlotsLocked(e.claim)
-	e.handoffs++
-	e.mu.Unlock()
+	defer e.mu.Unlock()
+	if h.ended {
+		return false
+	}
+	st, ok := e.endpoints[id]
+	if !ok {
+		return true
+	}
+	if slices.Contains(h.reserved, st) {
+		return true // asked again: the store retried the transaction
+	}
+	free, limited := e.freeSlotsLocked(st, e.opts.Clock.Now(), e.claim)
+	if limited && free <= 0 {
+		return false
+	}
+	e.reserveLocked(st, 1)
+	h.reserved = append(h.reserved, st)
+	return true
+}
+
+// end gives back the slots the publish reserved: its attempts have
+// started (and count in flight) or never will.
+func (h *handoff) end() {
+	e := h.e
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	h.ended = true
+	for _, st := range h.reserved {
+		e.reserveLocked(st, -1)
+	}
+	h.reserved = nil
+}
+
+// offerLease returns the params to commit and, when the deliveries may be
+// handed to this engine, the hand-off that leases them (with a worker
+// slot reserved); params unchanged and nil otherwise.
+func (e *Engine) offerLease(params *ledger.EventInsertParams) (*ledger.EventInsertParams, *handoff) {
+	if e.backlog.Load() || !e.running.isOn() || e.workers.reserve(1) == 0 {
+		return params, nil
+	}
+	h := &handoff{e: e}
 	p := *params
-	p.LeaseTo = &ledger.Lease{Owner: e.opts.Owner, Until: e.opts.Clock.Now().Add(leaseFor), ExcludeEndpoints: full}
-	return &p, true
+	p.LeaseTo = &ledger.Lease{Owner: e.opts.Owner, Until: e.opts.Clock.Now().Add(e.leaseFor()), Admit: h.admit}
+	return &p, h
 }
 
 // beginClaim returns the claim's view of the endpoints' slots for a claim
@@ -99,8 +155,10 @@ func (e *Engine) endClaim() {
 // using the worker slot offerLease reserved for the first and a free one
 // for each other; one that finds no free worker, or Run stopped, is
 // released to the claims. A publish whose outcome is unknown (err) leaves
-// anything it may have leased to the lease's expiry, like a crash.
-func (e *Engine) handOff(res *ledger.EventInsertResult, err error) {
+// anything it may have leased to the lease's expiry, like a crash. The
+// slots h reserved are given back once the attempts count in flight.
+func (e *Engine) handOff(h *handoff, res *ledger.EventInsertResult, err error) {
+	defer h.end()
 	e.running.mu.RLock()
 	defer e.running.mu.RUnlock()
 	slot := true
@@ -122,9 +180,6 @@ func (e *Engine) handOff(res *ledger.EventInsertResult, err error) {
 	if slot {
 		e.workers.free(1)
 	}
-	e.mu.Lock()
-	e.handoffs--
-	e.mu.Unlock()
 }
 
 // While the claims leave due work behind, ingest and delivery take turns:

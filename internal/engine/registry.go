@@ -191,14 +191,13 @@ func (e *Engine) endpointSlots() (full []string, slots map[string]int) {
 }
 
 // endpointSlotsLocked is endpointSlots with e.mu held, less the slots held
-// for a claim in progress. A publish handing off its deliveries
-// (handoff.go) may take a slot of any endpoint, so each one in progress
-// counts against every endpoint's free slots.
+// for a claim in progress and those reserved by publishes handing off
+// their deliveries (handoff.go).
 func (e *Engine) endpointSlotsLocked(held *claimHold) (full []string, slots map[string]int) {
-	// Without hand-offs, a claim or a breaker ramping up, the count
-	// depends on nothing but the endpoints and their in-flight counts,
+	// Without a claim or a breaker ramping up, the count depends on
+	// nothing but the endpoints and their in-flight and reserved counts,
 	// which bump slots.gen: an idle engine counts again only what changed.
-	cacheable := held == nil && e.handoffs == 0 && !e.rampingLocked()
+	cacheable := held == nil && !e.rampingLocked()
 	if cacheable && e.slots.valid && e.slots.at == e.slots.gen {
 		return e.slots.full, e.slots.slots
 	}
@@ -209,35 +208,44 @@ func (e *Engine) endpointSlotsLocked(held *claimHold) (full []string, slots map[
 	}()
 	now := e.opts.Clock.Now()
 	for id, st := range e.watched {
-		if st.breaker.Open {
-			full = append(full, id) // held but for its probe (breaker.go)
-			continue
-		}
-		limit := st.cfg.MaxInFlight
-		if st.breaker.ClosedAt != nil {
-			// Closed lately: the backlog ramps up instead of landing at once.
-			lim := limit
-			if lim <= 0 {
-				lim = e.opts.Workers
-			}
-			if n, capped := rampSlots(*st.breaker.ClosedAt, now, st.cfg.Policy.BreakerPolicyOrDefault().Ramp, lim); capped {
-				limit = n
-			}
-		}
-		if limit <= 0 {
-			continue
-		}
-		free := limit - st.inFlight - e.handoffs - held.take(id)
-		if free <= 0 {
+		free, limited := e.freeSlotsLocked(st, now, held)
+		switch {
+		case !limited:
+		case free <= 0:
 			full = append(full, id)
-			continue
+		default:
+			if slots == nil {
+				slots = map[string]int{}
+			}
+			slots[id] = free
 		}
-		if slots == nil {
-			slots = map[string]int{}
-		}
-		slots[id] = free
 	}
 	return full, slots
+}
+
+// freeSlotsLocked is what endpoint st may start now beyond its attempts in
+// flight, the slots publishes reserved and what a claim in progress
+// (held) may take: limited is false when nothing limits it. An open
+// breaker holds it but for its probe (breaker.go); one closed lately ramps
+// its backlog up instead of landing it at once. e.mu is held.
+func (e *Engine) freeSlotsLocked(st *endpointState, now time.Time, held *claimHold) (free int, limited bool) {
+	if st.breaker.Open {
+		return 0, true
+	}
+	limit := st.cfg.MaxInFlight
+	if st.breaker.ClosedAt != nil {
+		lim := limit
+		if lim <= 0 {
+			lim = e.opts.Workers
+		}
+		if n, capped := rampSlots(*st.breaker.ClosedAt, now, st.cfg.Policy.BreakerPolicyOrDefault().Ramp, lim); capped {
+			limit = n
+		}
+	}
+	if limit <= 0 {
+		return 0, false
+	}
+	return limit - st.inFlight - st.reserved - held.take(st.cfg.ID), true
 }
 
 // leaseFor is the lease of a claim: the longest attempt timeout of any

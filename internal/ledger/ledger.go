@@ -498,7 +498,7 @@ type EventInsertParams struct {
 	Now      time.Time
 	// LeaseTo, when set, hands the event's new deliveries straight to the
 	// engine that publishes it: each delivery to an endpoint that is neither
-	// paused nor excluded is inserted in_flight, leased to LeaseTo.Owner until
+	// paused nor refused by LeaseTo.Admit is inserted in_flight, leased to LeaseTo.Owner until
 	// LeaseTo.Until, in the transaction that commits the event, so the
 	// engine sends it without finding it again with a claim (NewDelivery).
 	// A duplicate returns the originals untouched.
@@ -527,13 +527,23 @@ type WriteResult struct {
 }
 
 // Lease is the lease EventInsertParams.LeaseTo asks for: its holder, when
-// it expires, and the endpoints whose deliveries stay scheduled (those at
-// the holder's in-flight limit, as DeliveryClaimParams.ExcludeEndpoints).
+// it expires, and which endpoints' deliveries it takes.
 type Lease struct {
-	Owner            string
-	Until            time.Time
-	ExcludeEndpoints []string
+	Owner string
+	Until time.Time
+	// Admit, when set, is asked for each endpoint (not paused) that the
+	// event is routed to whether its delivery is leased (true) or stays
+	// scheduled for the claims (false): the holder counts its own
+	// in-flight limits, one endpoint at a time, so that what a publish
+	// costs does not grow with the endpoints registered (nil: every one
+	// is leased). Stores call it inside the insert's transaction, again
+	// for each endpoint if they retry the transaction, so it must be
+	// quick and must not call the store.
+	Admit func(endpointID string) bool `json:"-"`
 }
+
+// admits reports whether l takes the delivery to endpointID.
+func (l *Lease) admits(endpointID string) bool { return l.Admit == nil || l.Admit(endpointID) }
 
 // EventInsertResult is the outcome of one EventInsertParams.
 type EventInsertResult struct {

@@ -2,7 +2,6 @@ package ledger
 
 import (
 	"fmt"
-	"slices"
 	"time"
 )
 
@@ -46,7 +45,7 @@ import (
 
 // NewDelivery is the delivery p creates to an endpoint (paused or not):
 // scheduled, due at p.Now; or, when p.LeaseTo is set and the endpoint is
-// neither paused nor in p.LeaseTo.ExcludeEndpoints, in_flight and leased to
+// neither paused nor refused by p.LeaseTo.Admit, in_flight and leased to
 // p.LeaseTo, as if claimed in the same transaction. It is a Resend when p
 // reissues an event (ReissueOf). Drivers insert it as returned and count it with
 // StatsDelta.Add(endpointID, d.State, ResolutionNone, 1).
@@ -54,7 +53,7 @@ func (p *EventInsertParams) NewDelivery(id, eventID, endpointID string, paused b
 	now := p.Now.UTC()
 	d := Delivery{ID: id, EventID: eventID, EndpointID: endpointID, State: StateScheduled, DueAt: now, CreatedAt: now,
 		Resend: p.ReissueOf != ""}
-	if p.LeaseTo != nil && !paused && !slices.Contains(p.LeaseTo.ExcludeEndpoints, endpointID) {
+	if p.LeaseTo != nil && !paused && p.LeaseTo.admits(endpointID) {
 		until := p.LeaseTo.Until.UTC()
 		d.State, d.LeaseOwner, d.LeaseUntil = StateInFlight, p.LeaseTo.Owner, &until
 	}

@@ -134,8 +134,8 @@ func TestNewDelivery(t *testing.T) {
 		{"lease asked: in flight, leased", &Lease{Owner: "w1", Until: until}, false, leased},
 		{"paused endpoint: scheduled despite the lease", &Lease{Owner: "w1", Until: until}, true, scheduled},
 		{"paused, no lease: scheduled", nil, true, scheduled},
-		{"excluded endpoint: scheduled", &Lease{Owner: "w1", Until: until, ExcludeEndpoints: []string{"ns/other", "ns/ep"}}, false, scheduled},
-		{"another endpoint excluded: leased", &Lease{Owner: "w1", Until: until, ExcludeEndpoints: []string{"ns/other"}}, false, leased},
+		{"refused endpoint: scheduled", &Lease{Owner: "w1", Until: until, Admit: func(id string) bool { return id != "ns/ep" }}, false, scheduled},
+		{"another endpoint refused: leased", &Lease{Owner: "w1", Until: until, Admit: func(id string) bool { return id != "ns/other" }}, false, leased},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			p := &EventInsertParams{Now: now, LeaseTo: tc.leaseTo}

@@ -150,6 +150,11 @@ func measureEngine(cfg config, bin string, t *tracker, label string, ledgerArgs 
 		return costRun{}, err
 	}
 	defer os.Remove(eps)
+	return measureEngineOn(cfg, bin, t, label, eps, ledgerArgs, serverPIDs, rate)
+}
+
+// measureEngineOn is measureEngine with the endpoints of the file eps.
+func measureEngineOn(cfg config, bin string, t *tracker, label, eps string, ledgerArgs []string, serverPIDs func() ([]int, error), rate int) (costRun, error) {
 	profile := filepath.Join(cfg.profileDir, label+".pprof")
 	args := append(slices.Clone(ledgerArgs), "--endpoints", eps, "--workers", engineWorkers, "--cpuprofile", profile)
 	h, err := startHost(bin, args...)

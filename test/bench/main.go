@@ -56,7 +56,7 @@ import (
 const token = "bench-token"
 
 // allSteps are the steps of `make bench`.
-const allSteps = "sqlite,postgres,lag,rss,deliveryapi,cost,history,disk,manager,breaker,filters,schema,capacity,rest"
+const allSteps = "sqlite,postgres,lag,rss,deliveryapi,cost,history,disk,manager,breaker,filters,schema,capacity,rest,crowd"
 
 // verboseHosts passes -v to enginehost (set from --v).
 var verboseHosts bool
@@ -101,6 +101,8 @@ type config struct {
 	capacityPostgres string
 	// The rest step (rest.go).
 	rest restConfig
+	// The crowd step (crowd.go).
+	crowd crowdConfig
 }
 
 // bothStores is the default of --cost-stores and --history-stores.
@@ -137,6 +139,7 @@ func main() {
 	flag.DurationVar(&cfg.capacityDuration, "capacity-duration", 15*time.Second, "publishing time of each of the capacity step's nine runs (1, 2 and 3 replicas at saturation, 500/s and 1,000/s)")
 	flag.StringVar(&cfg.capacityPostgres, "capacity-postgres", "", "PostgreSQL DSN of the capacity step (default: --postgres; a server of its own keeps other databases' WAL out of the figures)")
 	cfg.rest.bindFlags(flag.CommandLine)
+	cfg.crowd.bindFlags(flag.CommandLine)
 	flag.StringVar(&cfg.enginehost, "enginehost", "", "use this enginehost binary instead of building ./test/enginehost (to compare builds in one session)")
 	flag.Parse()
 	if err := run(cfg); err != nil {
@@ -163,7 +166,8 @@ type results struct {
 	filters                filterResults  // filters.go
 	schema                 schemaResults  // schemas.go
 	capacity               capacityResults
-	rest                   restResults // rest.go
+	rest                   restResults  // rest.go
+	crowd                  crowdResults // crowd.go
 }
 
 type throughput struct {
@@ -353,7 +357,16 @@ func run(cfg config) error {
 	if cfg.steps == "rest" {
 		return writeRest(cfg, &r)
 	}
-	if cfg.steps != allSteps || cfg.historyStores != bothStores || cfg.costStores != bothStores || cfg.breakerStores != bothStores {
+	if cfg.runs("crowd") {
+		if err := runCrowd(cfg, bin, work, &r.crowd); err != nil {
+			return err
+		}
+	}
+	if cfg.steps == "crowd" {
+		return writeCrowd(cfg, &r)
+	}
+	if cfg.steps != allSteps || cfg.historyStores != bothStores || cfg.costStores != bothStores || cfg.breakerStores != bothStores ||
+		cfg.crowd.stores != bothStores {
 		fmt.Println("not all steps ran: results not written")
 		return nil
 	}
@@ -861,6 +874,7 @@ Reproduce: `+"`make bench`"+` (needs `+"`./hack/postgres.sh`"+`, which `+"`make 
 	b.WriteString(r.schema.markdown(r.machine))
 	b.WriteString(r.capacity.markdown(r.machine))
 	b.WriteString(r.rest.markdown(r.machine))
+	b.WriteString(r.crowd.markdown(r.machine))
 	if err := os.WriteFile(cfg.out, []byte(b.String()), 0o644); err != nil {
 		return err
 	}

@@ -170,16 +170,27 @@ func exerciseClaim(t *testing.T, newStore func(t *testing.T) ledger.Store) {
 			// them to claims.
 			f.upsert(endpoint("shop", "all", "*"), t0)
 			leased, plain := event("shop", "order.created", t0), event("shop", "order.created", t0)
-			leased.LeaseTo = &ledger.Lease{Owner: "w", Until: at(time.Minute), ExcludeEndpoints: []string{"shop/full"}}
+			asked := map[string]bool{}
+			leased.LeaseTo = &ledger.Lease{Owner: "w", Until: at(time.Minute), Admit: func(id string) bool {
+				asked[id] = true
+				return id != "shop/full"
+			}}
 			f.upsert(endpoint("shop", "full", "*"), t0)
+			paused := endpoint("shop", "paused", "*")
+			paused.Paused = true
+			f.upsert(paused, t0)
+			f.upsert(endpoint("billing", "other", "*"), t0)
 			res := f.insert(plain, leased)
+			// Admit is asked of the endpoints the event goes to and may
+			// be leased to, and of no other (a paused one never is).
+			wantEqual(t, "endpoints Admit was asked of", asked, map[string]bool{"shop/all": true, "shop/full": true})
 			for i := range res {
 				res[i].Deliveries = slices.DeleteFunc(res[i].Deliveries, func(d ledger.Delivery) bool {
-					if d.EndpointID != "shop/full" {
+					if d.EndpointID != "shop/full" && d.EndpointID != "shop/paused" {
 						return false
 					}
 					if d.State != ledger.StateScheduled {
-						t.Fatalf("delivery to the excluded endpoint: state %s", d.State)
+						t.Fatalf("delivery to %s (refused or paused): state %s", d.EndpointID, d.State)
 					}
 					return true
 				})
@@ -192,6 +203,7 @@ func exerciseClaim(t *testing.T, newStore func(t *testing.T) ledger.Store) {
 			}
 			f.wantCounts("shop/all", counts{Pending: 1, InFlight: 1})
 			f.wantCounts("shop/full", counts{Pending: 2})
+			f.wantCounts("shop/paused", counts{Pending: 2})
 			wantEqual(t, "claimable", claimedIDs(f.claim("x", t0, time.Minute, 10, "shop/full")), []string{res[0].Deliveries[0].ID})
 		},
 		"SkipsPausedDeletedAndExcluded": func(t *testing.T, f *fixture) {
