@@ -31,7 +31,7 @@ func TestEndpointIndexFollowsChanges(t *testing.T) {
 	// A breaker closed an hour ago is past every ramp; one closed now
 	// ramps, and makes the slots depend on the time.
 	closedLongAgo, closedNow := time.Now().Add(-time.Hour), time.Now()
-	cacheable := 0 // steps whose count may come from the cache
+	cacheable := 0          // steps whose count may come from the cache
 	var handoffs []*handoff // publishes in progress
 	for step := range 5000 {
 		id := fmt.Sprintf("shop/ep-%d", rng.IntN(40))

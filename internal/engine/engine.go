@@ -265,6 +265,7 @@ func New(opts Options) (*Engine, error) {
 	e := &Engine{
 		opts:      opts,
 		store:     opts.Store,
+		running:   running{started: make(chan struct{})},
 		alarm:     newAlarm(),
 		records:   make(chan struct{}, 2*opts.Workers),
 		endpoints: map[string]*endpointState{},
@@ -393,6 +394,7 @@ func (e *Engine) Run(ctx context.Context) error {
 			return nil
 		}
 		wait, err := e.claimOnce(ctx, attemptCtx, &wg)
+		e.running.markStarted()
 		if err != nil {
 			if ctx.Err() != nil {
 				return nil
@@ -457,9 +459,9 @@ func (e *Engine) claimOnce(ctx, attemptCtx context.Context, wg *sync.WaitGroup) 
 	if err != nil {
 		return 0, fmt.Errorf("claiming deliveries: %w", err)
 	}
-	// Full endpoints count as backlog too: a publish to one would only
-	// lease a delivery to release it.
-	e.backlog.Store(len(claimed) == limit || len(full) > 0)
+	// Full endpoints are no backlog: a publish's Lease.Admit leaves their
+	// deliveries scheduled, and hands off everyone else's (handoff.go).
+	e.backlog.Store(len(claimed) == limit)
 	e.behind.Store(len(claimed) == limit)
 	started := 0
 	for i := range claimed {

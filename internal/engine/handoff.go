@@ -43,6 +43,8 @@ type running struct {
 	on              bool
 	ctx, attemptCtx context.Context
 	wg              *sync.WaitGroup
+	// started is closed the first time Run starts (Engine.Started).
+	started chan struct{}
 }
 
 func (r *running) start(ctx, attemptCtx context.Context, wg *sync.WaitGroup) {
@@ -50,6 +52,22 @@ func (r *running) start(ctx, attemptCtx context.Context, wg *sync.WaitGroup) {
 	defer r.mu.Unlock()
 	r.on, r.ctx, r.attemptCtx, r.wg = true, ctx, attemptCtx, wg
 }
+
+// markStarted closes started, once.
+func (r *running) markStarted() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	select {
+	case <-r.started:
+	default:
+		close(r.started)
+	}
+}
+
+// Started is closed once Run has loaded the endpoints and ended its first
+// claim round: from then on publishes are handed off (unless that round
+// left a backlog). Before, they are accepted and wait for the claims.
+func (e *Engine) Started() <-chan struct{} { return e.running.started }
 
 // isOn reports whether Run runs.
 func (r *running) isOn() bool {

@@ -295,3 +295,81 @@ func counterTotal(t *testing.T, reg *prometheus.Registry, family string) float64
 	}
 	return sum
 }
+
+// TestPublishLeasesWithinEachEndpointsLimit: once Started, a publish hands
+// its delivery to the engine while its endpoint has a free slot; at the
+// limit it stays scheduled (never leased only to be released again), and
+// another endpoint's publishes are handed off meanwhile.
+func TestPublishLeasesWithinEachEndpointsLimit(t *testing.T) {
+	for _, sf := range stores() {
+		t.Run(sf.name, func(t *testing.T) {
+			t.Parallel()
+			store := &heldClaims{Store: sf.open(t), gate: newGate()} // counts claims
+			reg := prometheus.NewPedanticRegistry()
+			entered, release := make(chan struct{}, 100), make(chan struct{})
+			var once sync.Once
+			open := func() { once.Do(func() { close(release) }) }
+			held := newReceiver(t, func(int) int {
+				entered <- struct{}{}
+				<-release
+				return 204
+			})
+			quick := newReceiver(t, func(int) int { return 204 })
+			e, err := engine.New(engine.Options{Store: store, Metrics: engine.NewMetrics(reg, store)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for name, url := range map[string]string{"one": held.URL, "other": quick.URL} {
+				ep := endpoint(t, "limits", name, url, []string{name + ".created"}, policy(3, time.Second))
+				ep.MaxInFlight = 1
+				// The held attempt never times out while the test runs.
+				ep.Policy.Backoff.AttemptTimeout = 10 * time.Minute
+				if _, err := e.RegisterEndpoint(context.Background(), ep); err != nil {
+					t.Fatal(err)
+				}
+			}
+			select {
+			case <-e.Started():
+				t.Fatal("Started before Run")
+			default:
+			}
+			startEngine(t, e)
+			t.Cleanup(open) // before Run's end waits for the held attempt
+			select {
+			case <-e.Started():
+			case <-time.After(2 * time.Minute):
+				t.Fatal("Run never started")
+			}
+			// The first event's attempt (handed off, or claimed if a claim
+			// ran) holds the endpoint's only slot until the receiver
+			// answers.
+			publish(t, e, "limits", "one.created", `{}`)
+			select {
+			case <-entered:
+			case <-time.After(2 * time.Minute):
+				t.Fatal("the first event was never sent")
+			}
+			claims := store.ended.Load()
+			atLimit := publish(t, e, "limits", "one.created", `{}`)
+			if len(atLimit.Leased) != 0 || atLimit.Deliveries[0].State != ledger.StateScheduled {
+				t.Fatalf("a publish to an endpoint at its limit: leased %d, state %s; want 0, scheduled",
+					len(atLimit.Leased), atLimit.Deliveries[0].State)
+			}
+			// A claim round that found the endpoint full ends: the full
+			// endpoint holds up no one else's hand-offs. (A claim in
+			// progress holds the other endpoint's slot: a publish then
+			// waits for the claims, and is sent at once.)
+			eventually(t, "a claim round after the publish", func() bool { return store.ended.Load() > claims })
+			eventually(t, "a publish to the other endpoint handed off", func() bool {
+				return len(publish(t, e, "limits", "other.created", `{}`).Leased) == 1
+			})
+			open()
+			eventually(t, "the scheduled delivery claimed and sent", func() bool { return held.count(atLimit.Event.ID) == 1 })
+			for _, reason := range []string{"max_in_flight", "workers_busy"} {
+				if got := counterValue(t, reg, "hookkeeper_deliveries_released_total", reason); got != 0 {
+					t.Fatalf("%v deliveries released (%s); want 0", got, reason)
+				}
+			}
+		})
+	}
+}

@@ -3,7 +3,8 @@
 // WebhookEndpoints. The crash test, the multi-process test and `make bench`
 // run it as a real process (so that it can be SIGKILLed, and measured).
 //
-// It prints "listening <addr>" on stdout once the API accepts requests.
+// It prints "listening <addr>" on stdout once the API accepts requests and
+// the engine runs (Engine.Started).
 package main
 
 import (
@@ -208,9 +209,17 @@ func run(o hostOptions) error {
 			stop()
 		}
 	}()
-	fmt.Printf("listening %s\n", ln.Addr())
-
-	runErr := eng.Run(ctx)
+	ran := make(chan error, 1)
+	go func() { ran <- eng.Run(ctx) }()
+	// Announced once the engine runs, so that a load starts on an engine
+	// that has loaded its endpoints and hands off publishes.
+	var runErr error
+	select {
+	case <-eng.Started():
+		fmt.Printf("listening %s\n", ln.Addr())
+		runErr = <-ran
+	case runErr = <-ran:
+	}
 	shutdownCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	_ = srv.Shutdown(shutdownCtx)
