@@ -132,8 +132,7 @@ func runCrowd(cfg config, bin, work string, c *crowdResults) error {
 					order = []bool{true, false}
 				}
 				for _, crowd := range order {
-					label := fmt.Sprintf("crowd-%s-%s-%t", store, strings.ReplaceAll(loadName(rate), "/", "-"), crowd)
-					label = strings.ReplaceAll(roundLabel(label, round), " ", "-")
+					label := crowdLabel(store, rate, crowd, round)
 					args, serverPIDs := ledgers(label)
 					r, err := measureEngineOn(run, bin, t, label, files[crowd], args, serverPIDs, rate)
 					if err != nil {
@@ -151,6 +150,19 @@ func runCrowd(cfg config, bin, work string, c *crowdResults) error {
 		}
 	}
 	return nil
+}
+
+// crowdLabel names a run (and its profile), short because it also names
+// a PostgreSQL schema (postgresLedgers), at most 63 bytes.
+func crowdLabel(store string, rate int, crowd bool, round int) string {
+	load, who := fmt.Sprint(rate), "alone"
+	if rate == 0 {
+		load = "sat"
+	}
+	if crowd {
+		who = "crowd"
+	}
+	return roundLabel(fmt.Sprintf("crowd-%s-%s-%s", store, load, who), round)
 }
 
 // cpu is the engine's CPU per event plus the PostgreSQL server's.

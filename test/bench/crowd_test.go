@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/json"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -65,6 +66,24 @@ func TestCrowdRatioIsTakenRoundByRound(t *testing.T) {
 	for _, want := range []string{crowdHeading, "| postgres | saturation |", "1.30× (1.10×–1.50×)", "**misses**"} {
 		if !strings.Contains(md, want) {
 			t.Errorf("markdown lacks %q:\n%s", want, md)
+		}
+	}
+}
+
+// TestCrowdLabelsNameSchemas: every run's label makes a PostgreSQL schema
+// name (postgresLedgers) within the 63 bytes of an identifier.
+func TestCrowdLabelsNameSchemas(t *testing.T) {
+	for _, rate := range []int{500, 0} {
+		for _, crowd := range []bool{false, true} {
+			var schemas []string
+			args, _ := postgresLedgers("postgres://unused", &schemas)(crowdLabel("postgres", rate, crowd, 9))
+			schema := schemas[0]
+			if !slices.Contains(args, schema) {
+				t.Fatalf("enginehost's arguments %v do not name the schema %q", args, schema)
+			}
+			if len(schema) > 63 {
+				t.Errorf("schema %q: %d bytes, want at most 63", schema, len(schema))
+			}
 		}
 	}
 }
