@@ -11,13 +11,10 @@ import (
 	"github.com/hookkeeper/hookkeeper/internal/ledger"
 )
 
-// TestEndpointIndexFollowsChanges applies random registrations, breaker
-// changes, attempts starting and ending, hand-offs, claims and removals
-// to an engine's endpoints and checks after each one that what the rounds
-// read (watched, broken, the longest attempt timeout and breaker ramp, the
-// free slots, cached or not) is what a walk of every endpoint finds.
-func TestEndpointIndexFollowsChanges(t *testing.T) {
-	e := &Engine{
+// newIndexEngine is an engine with what the endpoint index needs, and no
+// store: the tests below drive its registry directly.
+func newIndexEngine() *Engine {
+	return &Engine{
 		opts:      Options{Clock: realClock{}, Workers: 8},
 		endpoints: map[string]*endpointState{},
 		watched:   map[string]*endpointState{},
@@ -25,6 +22,15 @@ func TestEndpointIndexFollowsChanges(t *testing.T) {
 		timeouts:  durationCounts{},
 		ramps:     durationCounts{},
 	}
+}
+
+// TestEndpointIndexFollowsChanges applies random registrations, breaker
+// changes, attempts starting and ending, hand-offs, claims and removals
+// to an engine's endpoints and checks after each one that what the rounds
+// read (watched, broken, the longest attempt timeout and breaker ramp, the
+// free slots, cached or not) is what a walk of every endpoint finds.
+func TestEndpointIndexFollowsChanges(t *testing.T) {
+	e := newIndexEngine()
 	rng := rand.New(rand.NewPCG(26, 5))
 	pick := func(vs ...time.Duration) time.Duration { return vs[rng.IntN(len(vs))] }
 	versions := map[string]int64{}
@@ -175,14 +181,7 @@ func TestDurationCounts(t *testing.T) {
 // in flight, the other publishes' reservations and a claim's hold, and
 // reserves it until the publish ends.
 func TestHandoffAdmitsWithinTheLimits(t *testing.T) {
-	e := &Engine{
-		opts:      Options{Clock: realClock{}, Workers: 8},
-		endpoints: map[string]*endpointState{},
-		watched:   map[string]*endpointState{},
-		broken:    map[string]*endpointState{},
-		timeouts:  durationCounts{},
-		ramps:     durationCounts{},
-	}
+	e := newIndexEngine()
 	e.apply(ledger.Endpoint{ID: "shop/two", Version: 1, MaxInFlight: 2})
 	e.apply(ledger.Endpoint{ID: "shop/any", Version: 1})
 	e.apply(ledger.Endpoint{ID: "shop/open", Version: 1, MaxInFlight: 5})

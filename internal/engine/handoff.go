@@ -43,7 +43,7 @@ type running struct {
 	on              bool
 	ctx, attemptCtx context.Context
 	wg              *sync.WaitGroup
-	// started is closed the first time Run starts (Engine.Started).
+	// started is closed after Run's first claim round (Engine.Started).
 	started chan struct{}
 }
 
