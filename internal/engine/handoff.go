@@ -43,8 +43,10 @@ type running struct {
 	on              bool
 	ctx, attemptCtx context.Context
 	wg              *sync.WaitGroup
-	// started is closed after Run's first claim round (Engine.Started).
-	started chan struct{}
+	// started is closed after Run's first claim round (Engine.Started),
+	// once.
+	started     chan struct{}
+	startedOnce sync.Once
 }
 
 func (r *running) start(ctx, attemptCtx context.Context, wg *sync.WaitGroup) {
@@ -53,16 +55,9 @@ func (r *running) start(ctx, attemptCtx context.Context, wg *sync.WaitGroup) {
 	r.on, r.ctx, r.attemptCtx, r.wg = true, ctx, attemptCtx, wg
 }
 
-// markStarted closes started, once.
-func (r *running) markStarted() {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	select {
-	case <-r.started:
-	default:
-		close(r.started)
-	}
-}
+// markStarted closes started, once: after the first round it costs the
+// claim loop an atomic load.
+func (r *running) markStarted() { r.startedOnce.Do(func() { close(r.started) }) }
 
 // Started is closed once Run has loaded the endpoints and ended its first
 // claim round: from then on publishes are handed off (unless that round

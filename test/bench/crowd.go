@@ -186,13 +186,10 @@ func (r *crowdRun) ratio() spread {
 	return spreadOf(xs)
 }
 
+// writeCrowd writes the step's section when it ran alone on both stores,
+// and prints it otherwise.
 func writeCrowd(cfg config, r *results) error {
-	if cfg.crowd.stores != bothStores {
-		fmt.Print(r.crowd.markdown(r.machine))
-		fmt.Println("crowd: not on both stores, section not written")
-		return nil
-	}
-	return writeSection(cfg.out, crowdHeading, r.crowd.markdown(r.machine))
+	return writeBothStores(cfg.out, "crowd", cfg.crowd.stores, crowdHeading, r.crowd.markdown(r.machine))
 }
 
 func (c *crowdResults) markdown(machine string) string {

@@ -45,6 +45,17 @@ func writeSection(path, heading, section string) error {
 	return nil
 }
 
+// writeBothStores writes a step's section when the step ran on both
+// stores, and prints it otherwise: a section is never half measured.
+func writeBothStores(path, step, stores, heading, section string) error {
+	if stores != bothStores {
+		fmt.Print(section)
+		fmt.Printf("%s: not on both stores, section not written\n", step)
+		return nil
+	}
+	return writeSection(path, heading, section)
+}
+
 // replaceSection puts section (which starts with "\n"+heading) in doc in
 // place of the one that starts with heading and runs to the next "## "
 // heading, or at the end when doc has none.

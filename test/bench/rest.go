@@ -514,12 +514,7 @@ func waitAllReady(ctx context.Context, c client.Client, n int, timeout time.Dura
 // writeRest writes the step's section when it ran alone on both stores,
 // and prints it otherwise.
 func writeRest(cfg config, r *results) error {
-	if cfg.rest.stores != bothStores {
-		fmt.Print(r.rest.markdown(r.machine))
-		fmt.Println("rest: not on both stores, section not written")
-		return nil
-	}
-	return writeSection(cfg.out, restHeading, r.rest.markdown(r.machine))
+	return writeBothStores(cfg.out, "rest", cfg.rest.stores, restHeading, r.rest.markdown(r.machine))
 }
 
 func (r *restResults) markdown(machine string) string {
