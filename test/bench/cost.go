@@ -80,6 +80,7 @@ var steadyRates = []int{500, 1000}
 type costResults struct {
 	connections int
 	duration    time.Duration
+	warmup      time.Duration
 	// rounds alternate relay, SQLite, PostgreSQL, relay, ... (--cost-rounds):
 	// the floors are judged on the medians of the rounds, the spread
 	// printed beside them, as the noise of a shared machine is as large
@@ -88,20 +89,29 @@ type costResults struct {
 }
 
 // ledgerFor returns a fresh ledger for one engine process: a new SQLite
-// file, or a new PostgreSQL schema (dropped at the end of the bench).
-type ledgerFor func(label string) (args []string, serverPIDs func() ([]int, error))
+// file, or a new PostgreSQL schema. release ends it once its run is over:
+// a finished run's tables would otherwise stay with the server (autovacuum
+// of a run's 60,000 events landed in the next run's window, as its tail).
+type ledgerFor func(label string) (args []string, serverPIDs func() ([]int, error), release func())
 
 func sqliteLedgers(work string) ledgerFor {
-	return func(label string) ([]string, func() ([]int, error)) {
-		return []string{"--ledger", "sqlite://" + filepath.Join(work, label+".db")}, nil
+	return func(label string) ([]string, func() ([]int, error), func()) {
+		path := filepath.Join(work, label+".db")
+		return []string{"--ledger", "sqlite://" + path}, nil, func() {
+			for _, suffix := range []string{"", "-wal", "-shm"} {
+				_ = os.Remove(path + suffix)
+			}
+		}
 	}
 }
 
+// postgresLedgers names each schema in schemas too, for the bench to drop
+// what a failed run left.
 func postgresLedgers(dsn string, schemas *[]string) ledgerFor {
-	return func(label string) ([]string, func() ([]int, error)) {
+	return func(label string) ([]string, func() ([]int, error), func()) {
 		schema := fmt.Sprintf("hk_bench_%s_%d", strings.ReplaceAll(label, "-", "_"), time.Now().UnixNano())
 		*schemas = append(*schemas, schema)
-		return []string{"--ledger", engineDSN(dsn), "--pg-schema", schema}, postgresPIDs(dsn)
+		return []string{"--ledger", engineDSN(dsn), "--pg-schema", schema}, postgresPIDs(dsn), func() { dropSchema(dsn, schema) }
 	}
 }
 
@@ -113,8 +123,10 @@ func measureRelay(cfg config, t *tracker, round int, into *costRound) error {
 		return err
 	}
 	defer rl.stop()
-	t.reset(maxEvents)
 	tg := target{url: "http://" + rl.addr + "/hook", token: token}
+	if err := warmUp(cfg, t, "relay", tg, 0); err != nil {
+		return err
+	}
 	l := saturate(tg, "relay", cfg.connections, cfg.costDuration)
 	if err := l.err(); err != nil {
 		return fmt.Errorf("relay: %w", err)
@@ -125,11 +137,19 @@ func measureRelay(cfg config, t *tracker, round int, into *costRound) error {
 	sat.window = l.end.Sub(l.start)
 	into.relay = sat
 	fmt.Printf("  relay: %.0f events/s (load %s)\n", sat.delivered, sat.loadAvg)
-	if into.relay500, err = drive(cfg, t, roundLabel("relay-500", round), rl.cmd.Process.Pid, tg, nil, 500); err != nil {
-		return err
+	for _, r := range []struct {
+		rate int
+		into *costRun
+	}{{500, &into.relay500}, {1000, &into.relay1000}} {
+		label := roundLabel(fmt.Sprintf("relay-%d", r.rate), round)
+		if err := warmUp(cfg, t, label, tg, r.rate); err != nil {
+			return err
+		}
+		if *r.into, err = drive(cfg, t, label, rl.cmd.Process.Pid, tg, nil, r.rate); err != nil {
+			return err
+		}
 	}
-	into.relay1000, err = drive(cfg, t, roundLabel("relay-1000", round), rl.cmd.Process.Pid, tg, nil, 1000)
-	return err
+	return nil
 }
 
 // roundLabel names a run of a round after the first: its profile is kept
@@ -162,13 +182,16 @@ func measureEngineOn(cfg config, bin string, t *tracker, label, eps string, ledg
 		return costRun{}, err
 	}
 	defer h.stop()
+	tg := target{url: "http://" + h.addr + "/v1/namespaces/bench/events", token: token}
+	if err := warmUp(cfg, t, label, tg, rate); err != nil {
+		return costRun{}, err
+	}
 	var wal0 walCounters
 	if serverPIDs != nil {
 		if wal0, err = walNow(context.Background(), cfg.postgres); err != nil {
 			return costRun{}, err
 		}
 	}
-	tg := target{url: "http://" + h.addr + "/v1/namespaces/bench/events", token: token}
 	r, err := drive(cfg, t, label, h.cmd.Process.Pid, tg, serverPIDs, rate)
 	if err != nil {
 		return r, err
@@ -190,7 +213,6 @@ func measureEngineOn(cfg config, bin string, t *tracker, label, eps string, ledg
 // meters the CPU of the process pid (and of serverPIDs) over the window
 // from the first publish to the last receipt.
 func drive(cfg config, t *tracker, label string, pid int, tg target, serverPIDs func() ([]int, error), rate int) (costRun, error) {
-	t.reset(maxEvents)
 	engine, err := newCPUMeter(onePID(pid))
 	if err != nil {
 		return costRun{}, err
@@ -228,6 +250,9 @@ func drive(cfg config, t *tracker, label string, pid int, tg target, serverPIDs 
 	}
 	user1, _ := procUser(pid)
 	r := costRun{label: label, rate: rate, events: l.accepted, loadAvg: loadAvg(), lat: l.latencies(t)}
+	if err := l.writeTimeline(filepath.Join(cfg.profileDir, label+".latency.tsv"), t); err != nil {
+		return costRun{}, err
+	}
 	r.window = time.Unix(0, t.last.Load()).Sub(l.start)
 	r.published = float64(l.accepted) / l.end.Sub(l.start).Seconds()
 	r.delivered = float64(l.accepted) / r.window.Seconds()
@@ -245,6 +270,29 @@ func drive(cfg config, t *tracker, label string, pid int, tg target, serverPIDs 
 	fmt.Printf("  %s: %d events, delivered %.0f/s (published %.0f/s); engine CPU %s/event (user %.0f%%), server CPU %s/event; latency %s; publish %s; delivery %s (load %s)\n",
 		label, r.events, r.delivered, r.published, r.engineCPU, 100*r.userShare, r.serverCPU, r.lat.total, r.lat.publish, r.lat.delivery, r.loadAvg)
 	return r, nil
+}
+
+// warmUp publishes to tg at rate (0: saturation) for cfg.warmup, waits
+// for every receipt, and leaves the tracker reset for the measured run.
+func warmUp(cfg config, t *tracker, label string, tg target, rate int) error {
+	t.reset(maxEvents)
+	if cfg.warmup <= 0 {
+		return nil
+	}
+	var l *load
+	if rate == 0 {
+		l = saturate(tg, label+"-warm", cfg.connections, cfg.warmup)
+	} else {
+		l = paced(tg, label+"-warm", rate, cfg.warmup)
+	}
+	if err := l.err(); err != nil {
+		return fmt.Errorf("%s, warming up: %w", label, err)
+	}
+	if err := t.waitUnique(int64(l.accepted), 5*time.Minute); err != nil {
+		return fmt.Errorf("%s, warming up: %w", label, err)
+	}
+	t.reset(maxEvents)
+	return nil
 }
 
 // procUser is a process's user CPU time alone (utime).
@@ -281,9 +329,11 @@ func measureStore(cfg config, bin string, t *tracker, ledgers ledgerFor, store s
 			label = fmt.Sprintf("%s-%d", store, r.rate)
 		}
 		label = roundLabel(label, round)
-		args, serverPIDs := ledgers(label)
+		args, serverPIDs, release := ledgers(label)
 		var err error
-		if *r.into, err = measureEngine(cfg, bin, t, label, args, serverPIDs, r.rate); err != nil {
+		*r.into, err = measureEngine(cfg, bin, t, label, args, serverPIDs, r.rate)
+		release()
+		if err != nil {
 			return c, err
 		}
 	}
@@ -298,7 +348,7 @@ func runCost(cfg config, bin, work string, c *costResults) error {
 		return err
 	}
 	defer t.close()
-	c.connections, c.duration = cfg.connections, cfg.costDuration
+	c.connections, c.duration, c.warmup = cfg.connections, cfg.costDuration, cfg.warmup
 	var schemas []string
 	defer func() {
 		for _, s := range schemas {

@@ -133,8 +133,9 @@ func runCrowd(cfg config, bin, work string, c *crowdResults) error {
 				}
 				for _, crowd := range order {
 					label := crowdLabel(store, rate, crowd, round)
-					args, serverPIDs := ledgers(label)
+					args, serverPIDs, release := ledgers(label)
 					r, err := measureEngineOn(run, bin, t, label, files[crowd], args, serverPIDs, rate)
+					release()
 					if err != nil {
 						return err
 					}

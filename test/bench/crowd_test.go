@@ -76,7 +76,7 @@ func TestCrowdLabelsNameSchemas(t *testing.T) {
 	for _, rate := range []int{500, 0} {
 		for _, crowd := range []bool{false, true} {
 			var schemas []string
-			args, _ := postgresLedgers("postgres://unused", &schemas)(crowdLabel("postgres", rate, crowd, 9))
+			args, _, _ := postgresLedgers("postgres://unused", &schemas)(crowdLabel("postgres", rate, crowd, 9))
 			schema := schemas[0]
 			if !slices.Contains(args, schema) {
 				t.Fatalf("enginehost's arguments %v do not name the schema %q", args, schema)

@@ -6,6 +6,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -257,4 +258,24 @@ func (l *load) latencies(t *tracker) latencies {
 		tot = append(tot, time.Duration(r-l.due[n]))
 	}
 	return latencies{publish: distOf(pub), delivery: distOf(del), total: distOf(tot)}
+}
+
+// writeTimeline writes one line per event to path: when it was due
+// (since the run's start), its publish and its publish-to-receipt latency,
+// in microseconds; a tail's events can then be placed in time (a stall
+// of everything, or events spread over the run).
+func (l *load) writeTimeline(path string, t *tracker) error {
+	var b strings.Builder
+	fmt.Fprintf(&b, "# start %s\nn\tdue_us\tpublish_us\ttotal_us\n", l.start.UTC().Format(time.RFC3339Nano))
+	for n := range l.due {
+		a, r := l.answered[n], t.received[n].Load()
+		if a == 0 || r == 0 {
+			continue
+		}
+		fmt.Fprintf(&b, "%d\t%d\t%d\t%d\n", n, (l.due[n]-l.start.UnixNano())/1e3, (a-l.due[n])/1e3, (r-l.due[n])/1e3)
+	}
+	if err := os.WriteFile(path, []byte(b.String()), 0o644); err != nil {
+		return fmt.Errorf("latency timeline: %w", err)
+	}
+	return nil
 }

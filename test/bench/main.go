@@ -75,6 +75,7 @@ type config struct {
 	// Cost per event (cost.go, history.go).
 	connections   int
 	costDuration  time.Duration
+	warmup        time.Duration
 	historyEvents int
 	// historyStores are the stores the history step runs on (a 10M
 	// PostgreSQL preload takes most of an hour on 2 cores, so each may be
@@ -126,6 +127,7 @@ func main() {
 	flag.StringVar(&cfg.profileDir, "profile-dir", "", "write CPU profiles of the end-to-end runs' engine processes here")
 	flag.IntVar(&cfg.connections, "connections", 64, "load client connections of the relay and cost runs")
 	flag.DurationVar(&cfg.costDuration, "cost-duration", 20*time.Second, "publishing time of each relay and cost run")
+	flag.DurationVar(&cfg.warmup, "warmup", 3*time.Second, "publishing before each relay and cost run's measured window, at its load, to the same process: a service's first seconds (connections opened, statements prepared, a new ledger's first analyses) are not its steady cost")
 	flag.IntVar(&cfg.historyEvents, "history-events", 10_000_000, "delivered events of history preloaded in the flat-cost runs")
 	flag.StringVar(&cfg.historyStores, "history-stores", bothStores, "stores the history step runs on (one alone: figures are printed, not written)")
 	flag.StringVar(&cfg.costStores, "cost-stores", bothStores, "stores the cost step runs on after the relay (one alone: figures are printed, not written)")
