@@ -80,6 +80,7 @@ func main() {
 	flag.DurationVar(&o.idleWait, "idle-wait", time.Second, "longest sleep between claims")
 	flag.DurationVar(&o.recordWait, "record-wait", 0, "how long an attempt record may wait to share an insert's commit (engine.Options.RecordWait; 0: the engine's default)")
 	flag.IntVar(&o.writeCommitters, "write-committers", 0, "how many ingest commits may run at once on PostgreSQL (engine.Options.WriteBatch.Committers; 0: the engine's default, 1)")
+	flag.IntVar(&o.writeMaxBatch, "write-max-batch", 0, "most items (inserts and attempt records) one commit takes (engine.Options.WriteBatch.MaxBatch; 0: the engine's default)")
 	flag.DurationVar(&o.writeDelay, "write-delay", 0, "how long a commit of ingest and attempt records may wait for more items (engine.Options.WriteBatch.MaxDelay; 0: the engine's default)")
 	flag.BoolVar(&o.verbose, "v", false, "log to stderr")
 	flag.StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile of the run to this file")
@@ -139,7 +140,7 @@ func (o offsetClock) Now() time.Time { return time.Now().Add(time.Duration(o)) }
 // hostOptions are enginehost's settings, from its flags.
 type hostOptions struct {
 	ledger, pgSchema, listen, token, endpointsFile, instance string
-	workers, writeCommitters                                 int
+	workers, writeCommitters, writeMaxBatch                  int
 	leaseMargin, idleWait, readHeaderTimeout, writeDelay     time.Duration
 	recordWait                                               time.Duration
 	maxConnections                                           int
@@ -177,7 +178,7 @@ func run(o hostOptions) error {
 	if o.printBreakers {
 		onBreaker = printBreaker
 	}
-	eng, err := engine.New(engine.Options{Store: store, Sender: o.sender, Instance: o.instance, Workers: o.workers, LeaseMargin: o.leaseMargin, IdleWait: o.idleWait, WriteBatch: groupcommit.Options{MaxDelay: o.writeDelay, Committers: o.writeCommitters}, RecordWait: o.recordWait, Logger: log, Metrics: metrics, Clock: o.clock, OnBreaker: onBreaker})
+	eng, err := engine.New(engine.Options{Store: store, Sender: o.sender, Instance: o.instance, Workers: o.workers, LeaseMargin: o.leaseMargin, IdleWait: o.idleWait, WriteBatch: groupcommit.Options{MaxDelay: o.writeDelay, Committers: o.writeCommitters, MaxBatch: o.writeMaxBatch}, RecordWait: o.recordWait, Logger: log, Metrics: metrics, Clock: o.clock, OnBreaker: onBreaker})
 	if err != nil {
 		return err
 	}

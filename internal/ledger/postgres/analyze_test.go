@@ -7,6 +7,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/hookkeeper/hookkeeper/internal/ledger/postgres"
 	"github.com/hookkeeper/hookkeeper/internal/ledger/postgres/pgtest"
 )
 
@@ -75,5 +76,16 @@ func TestYoungTablesAreAnalyzedAsTheyGrow(t *testing.T) {
 	}
 	if rows < 1_000 {
 		t.Errorf("events analysed at %d rows, want at least the 1,000 changed rows that make an analysis worth running", rows)
+	}
+	// The analysis samples at the store's low statistics target: a
+	// histogram of 2,500 distinct IDs has target + 1 bounds (101 at the
+	// server's default).
+	var bounds int
+	if err := conn.QueryRow(ctx, `SELECT coalesce(array_length(histogram_bounds::text::text[], 1), 0) FROM pg_stats
+		WHERE schemaname = $1 AND tablename = 'events' AND attname = 'id'`, schema).Scan(&bounds); err != nil {
+		t.Fatal(err)
+	}
+	if want := postgres.YoungStatisticsTarget + 1; bounds != want {
+		t.Errorf("events.id analysed into a histogram of %d bounds, want %d (statistics target %d)", bounds, want, postgres.YoungStatisticsTarget)
 	}
 }

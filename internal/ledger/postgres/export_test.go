@@ -12,6 +12,10 @@ import (
 	"github.com/hookkeeper/hookkeeper/internal/ledger"
 )
 
+// YoungStatisticsTarget is the statistics target of the store's own
+// analyses of its young tables.
+const YoungStatisticsTarget = youngStatisticsTarget
+
 // The statements whose plans plan_test.go checks.
 const (
 	EventsByKeySQL     = eventsByKeySQL
