@@ -36,7 +36,7 @@ const (
 	// cost runs, on the CPUs the engine shares, and the tail of its
 	// publishes (ADR 0031). Autovacuum's analyses keep the default.
 	youngStatisticsTarget = 10
-	// youngMinChange is the fewest rows changed since the last analysis
+	// youngMinChange is the fewest rows added since the last analysis
 	// that make one worth running.
 	youngMinChange = 1_000
 	// youngCheck is how often the store looks at its tables' sizes.
@@ -44,11 +44,14 @@ const (
 )
 
 // needsAnalyze reports whether a table with rows rows at its last
-// analysis (negative: never analysed) and changed rows changed since is
-// young and has doubled since.
-func needsAnalyze(rows, changed int64) bool {
+// analysis (negative: never analysed) and live rows now is young and has
+// doubled since. It counts live rows, not rows changed: a delivery is
+// inserted and then updated at least once, so counting changes analysed
+// deliveries and events at every half again of growth instead of every
+// doubling.
+func needsAnalyze(rows, live int64) bool {
 	rows = max(rows, 0)
-	return rows < youngRows && changed >= max(rows, youngMinChange)
+	return rows < youngRows && live-rows >= max(rows, youngMinChange)
 }
 
 // analyzeYoung analyses each hot table that needsAnalyze, every youngCheck,
@@ -73,15 +76,15 @@ func analyzeYoung(ctx context.Context, pool *pgxpool.Pool) {
 // whether any hot table is still young (after an error: true, to look
 // again next time).
 func analyzeYoungOnce(ctx context.Context, pool *pgxpool.Pool) (young bool) {
-	rows, _ := pool.Query(ctx, `SELECT c.relname, c.reltuples::bigint, s.n_mod_since_analyze
+	rows, _ := pool.Query(ctx, `SELECT c.relname, c.reltuples::bigint, s.n_live_tup
 		FROM pg_class c JOIN pg_stat_user_tables s ON s.relid = c.oid
 		WHERE c.relnamespace = current_schema()::regnamespace AND c.relname = ANY($1)`, hotTables)
 	var due []string
 	var name string
-	var n, changed int64
-	_, err := pgx.ForEachRow(rows, []any{&name, &n, &changed}, func() error {
+	var n, live int64
+	_, err := pgx.ForEachRow(rows, []any{&name, &n, &live}, func() error {
 		young = young || n < youngRows
-		if needsAnalyze(n, changed) {
+		if needsAnalyze(n, live) {
 			due = append(due, name)
 		}
 		return nil
