@@ -211,7 +211,8 @@ func measureEngineOn(cfg config, bin string, t *tracker, label, eps string, ledg
 
 // drive publishes to tg at rate (0: saturation) for cfg.costDuration and
 // meters the CPU of the process pid (and of serverPIDs) over the window
-// from the first publish to the last receipt.
+// from the first publish to the last receipt. The tracker must be reset
+// (warmUp leaves it so).
 func drive(cfg config, t *tracker, label string, pid int, tg target, serverPIDs func() ([]int, error), rate int) (costRun, error) {
 	engine, err := newCPUMeter(onePID(pid))
 	if err != nil {

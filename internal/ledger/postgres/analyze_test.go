@@ -75,7 +75,7 @@ func TestYoungTablesAreAnalyzedAsTheyGrow(t *testing.T) {
 		t.Fatal(err)
 	}
 	if rows < 1_000 {
-		t.Errorf("events analysed at %d rows, want at least the 1,000 changed rows that make an analysis worth running", rows)
+		t.Errorf("events analysed at %d rows, want at least the 1,000 rows added that make an analysis worth running", rows)
 	}
 	// The analysis samples at the store's low statistics target: a
 	// histogram of 2,500 distinct IDs has target + 1 bounds (101 at the
