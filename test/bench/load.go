@@ -248,15 +248,11 @@ func distOf(xs []time.Duration) dist {
 
 func (l *load) latencies(t *tracker) latencies {
 	var pub, del, tot []time.Duration
-	for n := range l.due {
-		a, r := l.answered[n], t.received[n].Load()
-		if a == 0 || r == 0 {
-			continue
-		}
-		pub = append(pub, time.Duration(a-l.due[n]))
-		del = append(del, time.Duration(r-a))
-		tot = append(tot, time.Duration(r-l.due[n]))
-	}
+	l.receipts(t, func(_ int, due, answered, received int64) {
+		pub = append(pub, time.Duration(answered-due))
+		del = append(del, time.Duration(received-answered))
+		tot = append(tot, time.Duration(received-due))
+	})
 	return latencies{publish: distOf(pub), delivery: distOf(del), total: distOf(tot)}
 }
 
@@ -267,15 +263,23 @@ func (l *load) latencies(t *tracker) latencies {
 func (l *load) writeTimeline(path string, t *tracker) error {
 	var b strings.Builder
 	fmt.Fprintf(&b, "# start %s\nn\tdue_us\tpublish_us\ttotal_us\n", l.start.UTC().Format(time.RFC3339Nano))
+	l.receipts(t, func(n int, due, answered, received int64) {
+		fmt.Fprintf(&b, "%d\t%d\t%d\t%d\n", n, (due-l.start.UnixNano())/1e3, (answered-due)/1e3, (received-due)/1e3)
+	})
+	if err := os.WriteFile(path, []byte(b.String()), 0o644); err != nil {
+		return fmt.Errorf("latency timeline: %w", err)
+	}
+	return nil
+}
+
+// receipts calls fn for each event of the run that was answered and
+// received, with its due, answer and receipt times (unix nanos).
+func (l *load) receipts(t *tracker, fn func(n int, due, answered, received int64)) {
 	for n := range l.due {
 		a, r := l.answered[n], t.received[n].Load()
 		if a == 0 || r == 0 {
 			continue
 		}
-		fmt.Fprintf(&b, "%d\t%d\t%d\t%d\n", n, (l.due[n]-l.start.UnixNano())/1e3, (a-l.due[n])/1e3, (r-l.due[n])/1e3)
+		fn(n, l.due[n], a, r)
 	}
-	if err := os.WriteFile(path, []byte(b.String()), 0o644); err != nil {
-		return fmt.Errorf("latency timeline: %w", err)
-	}
-	return nil
 }
