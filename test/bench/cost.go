@@ -177,6 +177,12 @@ func measureEngine(cfg config, bin string, t *tracker, label string, ledgerArgs 
 func measureEngineOn(cfg config, bin string, t *tracker, label, eps string, ledgerArgs []string, serverPIDs func() ([]int, error), rate int) (costRun, error) {
 	profile := filepath.Join(cfg.profileDir, label+".pprof")
 	args := append(slices.Clone(ledgerArgs), "--endpoints", eps, "--workers", engineWorkers, "--cpuprofile", profile)
+	if listed(cfg.traceRuns, label) {
+		// A quarter into the measured window, which follows the
+		// process's start and the warm-up.
+		args = append(args, "--trace", filepath.Join(cfg.profileDir, label+".trace"),
+			"--trace-after", (cfg.warmup + cfg.costDuration/4).String())
+	}
 	h, err := startHost(bin, args...)
 	if err != nil {
 		return costRun{}, err

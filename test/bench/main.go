@@ -70,6 +70,7 @@ type config struct {
 	publishers                   int
 	verbose                      bool
 	profileDir                   string
+	traceRuns                    string
 	enginehost                   string
 	steps                        string
 	// Cost per event (cost.go, history.go).
@@ -125,6 +126,7 @@ func main() {
 	flag.BoolVar(&cfg.verbose, "v", false, "pass -v to the engine processes (logs on stderr)")
 	flag.StringVar(&cfg.steps, "steps", allSteps, "steps to run; docs/benchmarks.md is written only when all run")
 	flag.StringVar(&cfg.profileDir, "profile-dir", "", "write CPU profiles of the end-to-end runs' engine processes here")
+	flag.StringVar(&cfg.traceRuns, "trace-runs", "", "cost runs (labels, e.g. sqlite-saturation,postgres-500-r2) whose engine writes an execution trace of one second of its measured window to <profile-dir>/<label>.trace (go tool trace)")
 	flag.IntVar(&cfg.connections, "connections", 64, "load client connections of the relay and cost runs")
 	flag.DurationVar(&cfg.costDuration, "cost-duration", 20*time.Second, "publishing time of each relay and cost run")
 	flag.DurationVar(&cfg.warmup, "warmup", 3*time.Second, "publishing before each relay and cost run's measured window, at its load, to the same process: a service's first seconds (connections opened, statements prepared, a new ledger's first analyses) are not its steady cost")

@@ -19,6 +19,7 @@ import (
 	"os/signal"
 	"runtime"
 	"runtime/pprof"
+	"runtime/trace"
 	"syscall"
 	"time"
 
@@ -67,6 +68,9 @@ func main() {
 		o                   hostOptions
 		cpuProfile          string
 		blockProfile        string
+		traceFile           string
+		traceAfter          time.Duration
+		traceFor            time.Duration
 		allowedDestinations string
 		clockOffset         time.Duration
 	)
@@ -85,6 +89,9 @@ func main() {
 	flag.BoolVar(&o.verbose, "v", false, "log to stderr")
 	flag.StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile of the run to this file")
 	flag.StringVar(&blockProfile, "blockprofile", "", "write a blocking profile of the run to this file (where goroutines wait: locks, channels, I/O)")
+	flag.StringVar(&traceFile, "trace", "", "write an execution trace (runtime/trace: where goroutines wait for a processor, a lock, a channel or a system call) of --trace-for, from --trace-after the start, to this file")
+	flag.DurationVar(&traceAfter, "trace-after", 8*time.Second, "when --trace starts, from the process's start")
+	flag.DurationVar(&traceFor, "trace-for", time.Second, "how long --trace traces (a second of a busy engine is a few megabytes)")
 	flag.StringVar(&allowedDestinations, "allowed-destination-cidrs", "127.0.0.0/8,::1/128", "CIDRs delivered to despite the manager's default-deny destination policy (loopback, where the tests' receivers are)")
 	flag.DurationVar(&o.readHeaderTimeout, "api-read-header-timeout", httpapi.ServerReadHeaderTimeout, "how long the API waits for a request's headers")
 	flag.IntVar(&o.maxConnections, "api-max-connections", httpapi.DefaultMaxConnections, "most connections the API holds open")
@@ -106,6 +113,9 @@ func main() {
 	if blockProfile != "" {
 		runtime.SetBlockProfileRate(int(100 * time.Microsecond))
 		defer writeBlockProfile(blockProfile)
+	}
+	if traceFile != "" {
+		go writeTrace(traceFile, traceAfter, traceFor)
 	}
 	clock := offsetClock(clockOffset)
 	sender := dispatch.NewGuardedSender(destination.New(destination.Options{Allowed: allowed}))
@@ -129,6 +139,24 @@ func writeBlockProfile(path string) {
 	if err := pprof.Lookup("block").WriteTo(f, 0); err != nil {
 		fmt.Fprintln(os.Stderr, "enginehost: --blockprofile:", err)
 	}
+}
+
+// writeTrace writes an execution trace of the window [after, after+d)
+// from now to path. A process that exits first leaves the file partial.
+func writeTrace(path string, after, d time.Duration) {
+	time.Sleep(after) // a window of the run, not synchronisation
+	f, err := os.Create(path)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "enginehost: --trace:", err)
+		return
+	}
+	defer f.Close()
+	if err := trace.Start(f); err != nil {
+		fmt.Fprintln(os.Stderr, "enginehost: --trace:", err)
+		return
+	}
+	time.Sleep(d)
+	trace.Stop()
 }
 
 // offsetClock is the wall clock shifted by a fixed offset: it runs at the
