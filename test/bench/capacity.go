@@ -66,6 +66,9 @@ type capacityRun struct {
 	receipts   int64
 	attempts   int
 	perReplica []int
+	// warmEvents were published before the measured window, to the same
+	// replicas (--warmup): their attempts are in the replicas' counts.
+	warmEvents int
 	// othersActive counts the samples (one a second) in which another
 	// client of the server was in a query: the WAL and the background
 	// processes' CPU are the server's, not only the engine's.
@@ -77,8 +80,8 @@ type capacityRun struct {
 // duplicates are the receipts beyond the first of each event.
 func (r capacityRun) duplicates() int64 { return r.receipts - int64(r.events) }
 
-// retries are the attempts beyond one per event.
-func (r capacityRun) retries() int { return r.attempts - r.events }
+// retries are the attempts beyond one per event, the warm-up's included.
+func (r capacityRun) retries() int { return r.attempts - r.events - r.warmEvents }
 
 func (r capacityRun) label() string {
 	return fmt.Sprintf("%d replica(s), %s", r.replicas, loadName(r.rate))
@@ -94,6 +97,7 @@ func loadName(rate int) string {
 type capacityResults struct {
 	connections int
 	duration    time.Duration
+	warmup      time.Duration // before each run, at its load (--warmup)
 	// server names the PostgreSQL: its version and address (never the
 	// DSN, which may hold a password).
 	server string
@@ -328,6 +332,12 @@ func measureCapacity(cfg config, bin string, t *countingTracker, n, rate int) (c
 	}
 	defer rs.stop()
 
+	// The replicas' first seconds (connections, prepared statements, a
+	// new ledger's first analyses) are a start's cost, not a steady one.
+	tg := target{token: token, spread: rs.urls()}
+	if r.warmEvents, err = warmUpCount(cfg, t.tracker, label, tg, rate); err != nil {
+		return r, err
+	}
 	t.reset()
 	watch, err := pgx.Connect(ctx, cfg.postgres)
 	if err != nil {
@@ -352,7 +362,6 @@ func measureCapacity(cfg config, bin string, t *countingTracker, n, rate int) (c
 			r.othersActive++
 		}
 	})
-	tg := target{token: token, spread: rs.urls()}
 	var l *load
 	if rate == 0 {
 		l = saturate(tg, label, cfg.connections, cfg.capacityDuration)
@@ -411,7 +420,7 @@ func runCapacity(cfg config, bin string, c *capacityResults) error {
 		return err
 	}
 	defer t.close()
-	c.connections, c.duration = cfg.connections, cfg.capacityDuration
+	c.connections, c.duration, c.warmup = cfg.connections, cfg.capacityDuration, cfg.warmup
 	if cfg.capacityPostgres != "" {
 		cfg.postgres = cfg.capacityPostgres
 	}
@@ -516,7 +525,13 @@ func (c *capacityResults) markdown(machine string) string {
 	p("1, 2 and 3 engine processes (enginehost, the manager's defaults: %s workers) on one fresh\n", engineWorkers)
 	p("schema per run of %s, sharing its work as manager replicas do; the load client (%d\n", c.server, c.connections)
 	p("connections at saturation, open-loop when paced) sends its publishes to the replicas in turn,\n")
-	p("%s per run, 1 KiB events. Engine CPU is summed over the replicas; server CPU is the\n", c.duration)
+	p("%s per run, 1 KiB events", c.duration)
+	if c.warmup > 0 {
+		p(", after %s of the same load to the same replicas (their first seconds are a start's\n", c.warmup)
+		p("cost: connections, prepared statements, a new ledger's first analyses; nothing below counts\n")
+		p("them but the attempts)")
+	}
+	p(". Engine CPU is summed over the replicas; server CPU is the\n")
 	p("postmaster's children serving the engines plus its background processes, as in \"Cost per event\";\n")
 	p("both over the window from the first publish to the last receipt, per delivered event. WAL is\n")
 	p("`pg_stat_wal.wal_bytes` from before the load to after the engines stopped (their backends report\n")

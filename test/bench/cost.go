@@ -282,9 +282,15 @@ func drive(cfg config, t *tracker, label string, pid int, tg target, serverPIDs 
 // warmUp publishes to tg at rate (0: saturation) for cfg.warmup, waits
 // for every receipt, and leaves the tracker reset for the measured run.
 func warmUp(cfg config, t *tracker, label string, tg target, rate int) error {
+	_, err := warmUpCount(cfg, t, label, tg, rate)
+	return err
+}
+
+// warmUpCount is warmUp, and says how many events it published.
+func warmUpCount(cfg config, t *tracker, label string, tg target, rate int) (int, error) {
 	t.reset(maxEvents)
 	if cfg.warmup <= 0 {
-		return nil
+		return 0, nil
 	}
 	var l *load
 	if rate == 0 {
@@ -293,13 +299,13 @@ func warmUp(cfg config, t *tracker, label string, tg target, rate int) error {
 		l = paced(tg, label+"-warm", rate, cfg.warmup)
 	}
 	if err := l.err(); err != nil {
-		return fmt.Errorf("%s, warming up: %w", label, err)
+		return 0, fmt.Errorf("%s, warming up: %w", label, err)
 	}
 	if err := t.waitUnique(int64(l.accepted), 5*time.Minute); err != nil {
-		return fmt.Errorf("%s, warming up: %w", label, err)
+		return 0, fmt.Errorf("%s, warming up: %w", label, err)
 	}
 	t.reset(maxEvents)
-	return nil
+	return l.accepted, nil
 }
 
 // procUser is a process's user CPU time alone (utime).
