@@ -527,9 +527,9 @@ func (c *capacityResults) markdown(machine string) string {
 	p("connections at saturation, open-loop when paced) sends its publishes to the replicas in turn,\n")
 	p("%s per run, 1 KiB events", c.duration)
 	if c.warmup > 0 {
-		p(", after %s of the same load to the same replicas (their first seconds are a start's\n", c.warmup)
-		p("cost: connections, prepared statements, a new ledger's first analyses; nothing below counts\n")
-		p("them but the attempts)")
+		p(", after %s of the same load to the same\n", c.warmup)
+		p("replicas (their first seconds are a start's cost: connections, prepared statements, a new\n")
+		p("ledger's first analyses; nothing below counts them but the attempts)")
 	}
 	p(". Engine CPU is summed over the replicas; server CPU is the\n")
 	p("postmaster's children serving the engines plus its background processes, as in \"Cost per event\";\n")
