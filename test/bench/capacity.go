@@ -80,7 +80,8 @@ type capacityRun struct {
 // duplicates are the receipts beyond the first of each event.
 func (r capacityRun) duplicates() int64 { return r.receipts - int64(r.events) }
 
-// retries are the attempts beyond one per event, the warm-up's included.
+// retries are the attempts beyond one per event, the warm-up's events
+// counted with the measured ones.
 func (r capacityRun) retries() int { return r.attempts - r.events - r.warmEvents }
 
 func (r capacityRun) label() string {

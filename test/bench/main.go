@@ -129,7 +129,7 @@ func main() {
 	flag.StringVar(&cfg.traceRuns, "trace-runs", "", "cost runs (labels, e.g. sqlite-saturation,postgres-500-r2) whose engine writes an execution trace of one second of its measured window to <profile-dir>/<label>.trace (go tool trace)")
 	flag.IntVar(&cfg.connections, "connections", 64, "load client connections of the relay and cost runs")
 	flag.DurationVar(&cfg.costDuration, "cost-duration", 20*time.Second, "publishing time of each relay and cost run")
-	flag.DurationVar(&cfg.warmup, "warmup", 3*time.Second, "publishing before each relay and cost run's measured window, at its load, to the same process: a service's first seconds (connections opened, statements prepared, a new ledger's first analyses) are not its steady cost")
+	flag.DurationVar(&cfg.warmup, "warmup", 3*time.Second, "publishing before the measured window of each relay, cost, crowd and capacity run, at its load, to the same processes: a service's first seconds (connections opened, statements prepared, a new ledger's first analyses) are not its steady cost")
 	flag.IntVar(&cfg.historyEvents, "history-events", 10_000_000, "delivered events of history preloaded in the flat-cost runs")
 	flag.StringVar(&cfg.historyStores, "history-stores", bothStores, "stores the history step runs on (one alone: figures are printed, not written)")
 	flag.StringVar(&cfg.costStores, "cost-stores", bothStores, "stores the cost step runs on after the relay (one alone: figures are printed, not written)")
