@@ -336,7 +336,7 @@ func measureCapacity(cfg config, bin string, t *countingTracker, n, rate int) (c
 	// The replicas' first seconds (connections, prepared statements, a
 	// new ledger's first analyses) are a start's cost, not a steady one.
 	tg := target{token: token, spread: rs.urls()}
-	if r.warmEvents, err = warmUpCount(cfg, t.tracker, label, tg, rate); err != nil {
+	if r.warmEvents, err = warmUp(cfg, t.tracker, label, tg, rate); err != nil {
 		return r, err
 	}
 	t.reset()

@@ -124,7 +124,7 @@ func measureRelay(cfg config, t *tracker, round int, into *costRound) error {
 	}
 	defer rl.stop()
 	tg := target{url: "http://" + rl.addr + "/hook", token: token}
-	if err := warmUp(cfg, t, "relay", tg, 0); err != nil {
+	if _, err := warmUp(cfg, t, "relay", tg, 0); err != nil {
 		return err
 	}
 	l := saturate(tg, "relay", cfg.connections, cfg.costDuration)
@@ -142,7 +142,7 @@ func measureRelay(cfg config, t *tracker, round int, into *costRound) error {
 		into *costRun
 	}{{500, &into.relay500}, {1000, &into.relay1000}} {
 		label := roundLabel(fmt.Sprintf("relay-%d", r.rate), round)
-		if err := warmUp(cfg, t, label, tg, r.rate); err != nil {
+		if _, err := warmUp(cfg, t, label, tg, r.rate); err != nil {
 			return err
 		}
 		if *r.into, err = drive(cfg, t, label, rl.cmd.Process.Pid, tg, nil, r.rate); err != nil {
@@ -189,7 +189,7 @@ func measureEngineOn(cfg config, bin string, t *tracker, label, eps string, ledg
 	}
 	defer h.stop()
 	tg := target{url: "http://" + h.addr + "/v1/namespaces/bench/events", token: token}
-	if err := warmUp(cfg, t, label, tg, rate); err != nil {
+	if _, err := warmUp(cfg, t, label, tg, rate); err != nil {
 		return costRun{}, err
 	}
 	var wal0 walCounters
@@ -280,14 +280,9 @@ func drive(cfg config, t *tracker, label string, pid int, tg target, serverPIDs 
 }
 
 // warmUp publishes to tg at rate (0: saturation) for cfg.warmup, waits
-// for every receipt, and leaves the tracker reset for the measured run.
-func warmUp(cfg config, t *tracker, label string, tg target, rate int) error {
-	_, err := warmUpCount(cfg, t, label, tg, rate)
-	return err
-}
-
-// warmUpCount is warmUp, and says how many events it published.
-func warmUpCount(cfg config, t *tracker, label string, tg target, rate int) (int, error) {
+// for every receipt, leaves the tracker reset for the measured run, and
+// says how many events it published.
+func warmUp(cfg config, t *tracker, label string, tg target, rate int) (int, error) {
 	t.reset(maxEvents)
 	if cfg.warmup <= 0 {
 		return 0, nil
