@@ -20,6 +20,11 @@ import (
 // after the store's own retries; the caller may try again.
 var ErrConflict = errors.New("concurrent transaction conflict, try again")
 
+// errKeyRace fails a transaction whose insert found an idempotency key
+// that its preload had found free (eventBatch.queue): a retryable
+// conflict, since the transaction run again finds the key's holder.
+var errKeyRace = fmt.Errorf("%w: an idempotency key was taken by a concurrent transaction", ErrConflict)
+
 // PostgreSQL error codes the store reacts to.
 const (
 	codeUniqueViolation      = "23505"
@@ -51,13 +56,20 @@ func translate(op string, err error) error {
 	var pgErr *pgconn.PgError
 	if errors.As(err, &pgErr) {
 		switch {
-		case pgErr.Code == codeUniqueViolation && pgErr.ConstraintName == "events_idempotency":
+		case keyTaken(err) && !errors.Is(err, errKeyRace):
 			return fmt.Errorf("%s: %w: %w", op, ledger.ErrIdempotencyConflict, err)
 		case retryable(err) && !errors.Is(err, ErrConflict):
 			return fmt.Errorf("%s: %w: %w", op, ErrConflict, err)
 		}
 	}
 	return fmt.Errorf("%s: %w", op, err)
+}
+
+// keyTaken reports whether err is an insert's violation of the unique
+// index of idempotency keys.
+func keyTaken(err error) bool {
+	pgErr, ok := errors.AsType[*pgconn.PgError](err)
+	return ok && pgErr.Code == codeUniqueViolation && pgErr.ConstraintName == "events_idempotency"
 }
 
 // retryable reports whether a transaction failed only because of a

@@ -25,6 +25,8 @@ func TestTranslate(t *testing.T) {
 	}{
 		{"no rows", fmt.Errorf("scan: %w", pgx.ErrNoRows), ledger.ErrNotFound, false},
 		{"idempotency index", &pgconn.PgError{Code: codeUniqueViolation, ConstraintName: "events_idempotency"}, ledger.ErrIdempotencyConflict, false},
+		{"idempotency key raced after preload", fmt.Errorf("insert events: %w: %w", errKeyRace,
+			&pgconn.PgError{Code: codeUniqueViolation, ConstraintName: "events_idempotency"}), ErrConflict, true},
 		{"other unique index", &pgconn.PgError{Code: codeUniqueViolation, ConstraintName: "events_pkey"}, nil, false},
 		{"deadlock", &pgconn.PgError{Code: codeDeadlockDetected}, ErrConflict, true},
 		{"serialization", &pgconn.PgError{Code: codeSerializationFailure}, ErrConflict, true},
@@ -43,6 +45,11 @@ func TestTranslate(t *testing.T) {
 			got := translate("do it", tc.err)
 			if tc.want != nil && !errors.Is(got, tc.want) {
 				t.Fatalf("translate(%v) = %v, want %v", tc.err, got, tc.want)
+			}
+			// A key raced after preload runs the transaction again: only a
+			// key the store itself found taken is the caller's conflict.
+			if conflict := errors.Is(got, ledger.ErrIdempotencyConflict); conflict != (tc.want == ledger.ErrIdempotencyConflict) {
+				t.Fatalf("translate(%v) = %v: idempotency conflict %v", tc.err, got, conflict)
 			}
 			if unavailable := errors.Is(got, ledger.ErrUnavailable); unavailable != (tc.want == ledger.ErrUnavailable) {
 				t.Fatalf("translate(%v) = %v: unavailable %v", tc.err, got, unavailable)

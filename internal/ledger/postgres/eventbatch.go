@@ -157,7 +157,15 @@ func (b *eventBatch) empty() bool { return len(b.ids) == 0 }
 // statement. An event whose idempotency key is already taken (by a
 // transaction that committed meanwhile) is skipped together with its
 // secrets and deliveries; the statement returns the IDs it did insert.
-const insertEventsSQL = `
+const insertEventsSQL = insertEventsHead + `
+		ON CONFLICT (namespace, idempotency_key) WHERE idempotency_key <> '' DO NOTHING` + insertEventsTail
+
+// insertAllEventsSQL is insertEventsSQL without the skip: a key taken
+// meanwhile fails the statement (and the transaction) instead, so that its
+// answer is known before it is read and it can ride with COMMIT (queue).
+const insertAllEventsSQL = insertEventsHead + insertEventsTail
+
+const insertEventsHead = `
 	WITH ins AS (
 		INSERT INTO events (id, namespace, type, data, secret_names, reissue_of, idempotency_key, body_hash, created_at,
 			type_generation, replay_class, valid_until, policy_override)
@@ -167,8 +175,9 @@ const insertEventsSQL = `
 				type_generation, replay_class, valid_until, policy_override)
 		-- Keys enter the unique index in one global order, so two batches
 		-- racing for the same keys queue instead of deadlocking.
-		ORDER BY u.namespace, u.idempotency_key
-		ON CONFLICT (namespace, idempotency_key) WHERE idempotency_key <> '' DO NOTHING
+		ORDER BY u.namespace, u.idempotency_key`
+
+const insertEventsTail = `
 		RETURNING id
 	), sec AS (
 		INSERT INTO event_secrets (event_id, value)
@@ -195,10 +204,13 @@ func (b *eventBatch) args() []any {
 		b.typeGenerations, b.replayClasses, b.validUntil, b.overrides, b.dlvValidUntil}
 }
 
-// queue queues the insert of a batch in which no event has an idempotency
-// key for tx's next pipeline, and returns the set of its event IDs: every
-// one is inserted, as ON CONFLICT skips only a taken key (any other
-// conflict fails the statement, and with it the transaction).
+// queue queues the insert of the batch for tx's next pipeline, and returns
+// the set of its event IDs: every one is inserted, or the transaction
+// fails. Preload found every key free, so a key is taken only by a
+// transaction that committed after it read (or had not committed then);
+// the insert waits for that one and fails with errKeyRace, which runs the
+// whole transaction again: its preload then finds the winner, as
+// resolveLostRaces would have after one more round trip.
 func (b *eventBatch) queue(tx *txn) map[string]bool {
 	inserted := make(map[string]bool, len(b.ids))
 	for _, id := range b.ids {
@@ -206,25 +218,14 @@ func (b *eventBatch) queue(tx *txn) map[string]bool {
 	}
 	if !b.empty() {
 		pb := &pgx.Batch{}
-		pb.Queue(insertEventsSQL, b.args()...)
+		pb.Queue(insertAllEventsSQL, b.args()...).Fn = func(br pgx.BatchResults) error {
+			_, err := br.Exec()
+			if keyTaken(err) {
+				return fmt.Errorf("%w: %w", errKeyRace, err)
+			}
+			return err
+		}
 		tx.queue("insert events", pb)
 	}
 	return inserted
-}
-
-// exec inserts the batch and returns the set of event IDs inserted.
-func (b *eventBatch) exec(ctx context.Context, tx pgx.Tx) (map[string]bool, error) {
-	inserted := make(map[string]bool, len(b.ids))
-	if b.empty() {
-		return inserted, nil
-	}
-	rows, err := tx.Query(ctx, insertEventsSQL, b.args()...)
-	if err != nil {
-		return nil, fmt.Errorf("insert events: %w", err)
-	}
-	var id string
-	if _, err := pgx.ForEachRow(rows, []any{&id}, func() error { inserted[id] = true; return nil }); err != nil {
-		return nil, fmt.Errorf("insert events: %w", err)
-	}
-	return inserted, nil
 }

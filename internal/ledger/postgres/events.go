@@ -7,7 +7,6 @@ import (
 	"slices"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 
 	"github.com/hookkeeper/hookkeeper/internal/ledger"
 )
@@ -111,12 +110,10 @@ type original struct {
 }
 
 // ingest applies a batch of inserts in tx, adding their counter changes to
-// delta. It reads in one round trip (preload) and, when an item to insert
-// has an idempotency key or replaces an event (ReissueOf), inserts in
-// another: the insert's answer is read then (a key lost to a concurrent
-// transaction, resolveLostRaces; the recovery items to complete). Without
-// either the answer is known (nothing can be skipped), so the insert is
-// queued for tx's last pipeline, with the counters and COMMIT.
+// delta. It reads in one round trip (preload) and queues the insert for
+// tx's next pipeline (with the counters and COMMIT, or a reissue's reads):
+// preload found every key it decides on free, and a key taken meanwhile
+// fails the transaction, which runs again (eventBatch.queue).
 func ingest(ctx context.Context, tx *txn, params []*ledger.EventInsertParams, delta ledger.StatsDelta) ([]ledger.EventInsertResult, error) {
 	if len(params) == 0 {
 		return nil, nil
@@ -144,26 +141,14 @@ func ingest(ctx context.Context, tx *txn, params []*ledger.EventInsertParams, de
 	decide(params, results, originals, endpoints)
 
 	batch := &eventBatch{}
-	answered := false // the insert's answer is needed before COMMIT
 	for i := range params {
 		if r := &results[i]; r.Err == nil && !r.Duplicate {
 			if err := batch.add(r.Event, r.Deliveries); err != nil {
 				return nil, err
 			}
-			answered = answered || r.Event.IdempotencyKey != "" || r.Event.ReissueOf != ""
 		}
 	}
-	var inserted map[string]bool
-	if answered {
-		if inserted, err = batch.exec(ctx, tx); err != nil {
-			return nil, err
-		}
-		if err := resolveLostRaces(ctx, tx, params, results, originals, endpoints, inserted); err != nil {
-			return nil, err
-		}
-	} else {
-		inserted = batch.queue(tx)
-	}
+	inserted := batch.queue(tx)
 
 	for i := range results {
 		if r := &results[i]; r.Err == nil && !r.Duplicate {
@@ -248,44 +233,3 @@ func scheduledDelivery(eventID, endpointID string, now time.Time) ledger.Deliver
 	}
 }
 
-// resolveLostRaces handles items whose key a concurrent transaction
-// committed after preload read: their insert was skipped, so they and
-// every later item with the same key are decided again against the event
-// that won.
-func resolveLostRaces(ctx context.Context, tx pgx.Tx, params []*ledger.EventInsertParams, results []ledger.EventInsertResult, originals map[idemKey]original, endpoints map[string][]fanoutEndpoint, inserted map[string]bool) error {
-	var lost []idemKey
-	for i, p := range params {
-		if r := &results[i]; r.Err == nil && !r.Duplicate && !inserted[r.Event.ID] {
-			k, ok := keyOf(p)
-			if !ok {
-				return fmt.Errorf("event %s was not inserted", p.ID)
-			}
-			lost = append(lost, k)
-		}
-	}
-	if len(lost) == 0 {
-		return nil
-	}
-	_, winners, err := preload(ctx, tx, nil, lost)
-	if err != nil {
-		return err
-	}
-	for _, k := range lost {
-		if winners[k] == nil {
-			// The winner is gone again (rolled back or pruned): run the
-			// transaction again.
-			return fmt.Errorf("idempotency key %q in namespace %s: %w", k.key, k.namespace, ErrConflict)
-		}
-	}
-	var redo []int
-	for i, p := range params {
-		if k, ok := keyOf(p); ok && winners[k] != nil {
-			originals[k] = original{stored: winners[k], item: -1}
-			redo = append(redo, i)
-		}
-	}
-	for _, i := range redo {
-		decide(params[i:i+1], results[i:i+1], originals, endpoints)
-	}
-	return nil
-}

@@ -79,7 +79,8 @@ func preload(ctx context.Context, tx pgx.Tx, namespaces []string, keys []idemKey
 					return err
 				}
 				// An event committed between the two reads has no entry:
-				// it is then found by resolveLostRaces.
+				// its key looked free, so the insert fails on it and the
+				// transaction runs again (eventBatch.queue).
 				if r := byID[d.EventID]; r != nil {
 					r.Deliveries = append(r.Deliveries, d)
 				}
