@@ -52,6 +52,13 @@ type costRound struct {
 	// signature cost per event at those rates, with no storage at all.
 	relay, relay500, relay1000 costRun
 	sqlite, postgres           storeCost
+	// next is the relay measured after the round's stores: the next
+	// round's, or the step's closing one after the last round. A round's
+	// ratios are taken against the mean of the relay before and after its
+	// stores (relayRate, relayCPU): the relay's own cost per event moved
+	// by ±13% between rounds, as much as the engine's, and the mean of two
+	// runs halves that noise in the denominator.
+	next *costRound
 }
 
 // relayAt is the round's relay run at a steady rate (0: saturation).
@@ -63,6 +70,24 @@ func (r *costRound) relayAt(rate int) costRun {
 		return r.relay1000
 	}
 	return r.relay
+}
+
+// relayRate is the relay's saturation throughput around the round's
+// stores: the mean of the run before them and the run after.
+func (r *costRound) relayRate() float64 {
+	if r.next == nil {
+		return r.relay.delivered
+	}
+	return (r.relay.delivered + r.next.relay.delivered) / 2
+}
+
+// relayCPU is the relay's CPU per event at rate around the round's
+// stores, as relayRate.
+func (r *costRound) relayCPU(rate int) time.Duration {
+	if r.next == nil {
+		return r.relayAt(rate).engineCPU
+	}
+	return (r.relayAt(rate).engineCPU + r.next.relayAt(rate).engineCPU) / 2
 }
 
 // store is the round's runs of the named store.
@@ -370,6 +395,10 @@ func runCost(cfg config, bin, work string, c *costResults) error {
 		if err := measureRelay(cfg, t, i, r); err != nil {
 			return err
 		}
+		if i > 0 {
+			c.rounds[i-1].next = r
+			printRound(i-1, &c.rounds[i-1])
+		}
 		if listed(cfg.costStores, "sqlite") {
 			step(fmt.Sprintf("round %d of %d: cost per event on SQLite", i+1, len(c.rounds)))
 			if r.sqlite, err = measureStore(cfg, bin, t, sqliteLedgers(work), "sqlite", i); err != nil {
@@ -382,20 +411,27 @@ func runCost(cfg config, bin, work string, c *costResults) error {
 				return err
 			}
 		}
-		printRound(r)
 	}
+	step("closing pass-through relay, after the last round's stores")
+	closing := &costRound{}
+	if err := measureRelay(cfg, t, len(c.rounds), closing); err != nil {
+		return err
+	}
+	last := len(c.rounds) - 1
+	c.rounds[last].next = closing
+	printRound(last, &c.rounds[last])
 	return nil
 }
 
-// printRound prints the ratios of one round to the relay in the same round.
-func printRound(r *costRound) {
+// printRound prints the ratios of one round to the relay around it.
+func printRound(i int, r *costRound) {
 	for _, s := range []storeCost{r.sqlite, r.postgres} {
 		if s.name == "" {
 			continue
 		}
-		fmt.Printf("  %s: saturation %s of the relay; CPU per event %.2f× the relay's at 500/s, %.2f× at 1000/s; p99 at 1000/s %s\n",
-			s.name, pct(s.saturation.delivered, r.relay.delivered),
-			cpuRatio(s.at500.engineCPU, r.relay500.engineCPU), cpuRatio(s.at1000.engineCPU, r.relay1000.engineCPU), round(s.at1000.lat.total.p99))
+		fmt.Printf("  round %d, %s: saturation %s of the relay; CPU per event %.2f× the relay's at 500/s, %.2f× at 1000/s; p99 at 1000/s %s\n",
+			i+1, s.name, pct(s.saturation.delivered, r.relayRate()),
+			cpuRatio(s.at500.engineCPU, r.relayCPU(500)), cpuRatio(s.at1000.engineCPU, r.relayCPU(1000)), round(s.at1000.lat.total.p99))
 	}
 }
 
