@@ -7,7 +7,6 @@ import (
 	"slices"
 	"time"
 
-
 	"github.com/hookkeeper/hookkeeper/internal/ledger"
 )
 
@@ -232,4 +231,3 @@ func scheduledDelivery(eventID, endpointID string, now time.Time) ledger.Deliver
 		CreatedAt:  now,
 	}
 }
-
