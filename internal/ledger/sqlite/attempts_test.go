@@ -9,6 +9,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/hookkeeper/hookkeeper/internal/ledger"
+	"github.com/hookkeeper/hookkeeper/internal/sensitive"
 )
 
 // TestAttemptUpdateVariants records every kind of attempt on deliveries
@@ -90,5 +91,101 @@ func TestAttemptUpdateVariants(t *testing.T) {
 	}
 	if len(used) != len(s.ws.attemptUpdate) {
 		t.Errorf("the cases ran %d of the %d attemptUpdate statements", len(used), len(s.ws.attemptUpdate))
+	}
+}
+
+// TestRecordSettlesOnlyEventsWithSecrets: a record runs the settlement's
+// statement only for events that still hold secrets when their delivery is
+// read (an event's secrets only ever go away), so a batch of records of
+// events without secrets costs no settlement at all. The test swaps the
+// settlement for a statement that writes down its argument.
+func TestRecordSettlesOnlyEventsWithSecrets(t *testing.T) {
+	ctx := t.Context()
+	s, err := Open(ctx, filepath.Join(t.TempDir(), "ledger.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	now := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+	if _, err := s.EndpointUpsert(ctx, &ledger.EndpointUpsertParams{Endpoint: ledger.Endpoint{ID: "shop/all", Namespace: "shop",
+		Name: "all", URL: "https://r.example", EventTypes: []string{"*"}}, Now: now}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.w.ExecContext(ctx, `CREATE TABLE settled_calls (events TEXT NOT NULL)`); err != nil {
+		t.Fatal(err)
+	}
+	settle := s.st.settle
+	t.Cleanup(func() { _ = settle.Close() })
+	if s.st.settle, err = s.w.PrepareContext(ctx, `INSERT INTO settled_calls (events) VALUES (?1)`); err != nil {
+		t.Fatal(err)
+	}
+
+	publish := func(secrets bool) *ledger.AttemptRecordParams {
+		t.Helper()
+		p := &ledger.EventInsertParams{Namespace: "shop", Type: "order.created", Data: json.RawMessage(`{}`), Now: now,
+			LeaseTo: &ledger.Lease{Owner: "w", Until: now.Add(time.Hour)}}
+		if secrets {
+			p.Secrets, p.SecretNames = sensitive.Bytes(`{"token":"t"}`), []string{"token"}
+		}
+		res, err := s.EventInsertMany(ctx, []*ledger.EventInsertParams{p})
+		if err != nil || res[0].Err != nil || len(res[0].Leased) != 1 {
+			t.Fatalf("EventInsertMany = %+v, %v", res, err)
+		}
+		return &ledger.AttemptRecordParams{DeliveryID: res[0].Leased[0].Delivery.ID, Owner: "w", Now: now.Add(time.Second),
+			Attempt: ledger.Attempt{StartedAt: now, Duration: time.Millisecond, StatusCode: 204}, Next: ledger.Next{State: ledger.StateDelivered}}
+	}
+	calls := func() []string {
+		t.Helper()
+		rows, err := s.w.QueryContext(ctx, `SELECT events FROM settled_calls ORDER BY rowid`)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer rows.Close()
+		var got []string
+		for rows.Next() {
+			var events string
+			if err := rows.Scan(&events); err != nil {
+				t.Fatal(err)
+			}
+			got = append(got, events)
+		}
+		if err := rows.Err(); err != nil {
+			t.Fatal(err)
+		}
+		return got
+	}
+	record := func(ps ...*ledger.AttemptRecordParams) {
+		t.Helper()
+		res, err := s.AttemptRecordMany(ctx, ps)
+		if err != nil {
+			t.Fatalf("AttemptRecordMany: %v", err)
+		}
+		for _, r := range res {
+			if r.Err != nil {
+				t.Fatalf("AttemptRecordMany: %v", r.Err)
+			}
+		}
+	}
+
+	record(publish(false), publish(false))
+	if got := calls(); len(got) != 0 {
+		t.Fatalf("records of events without secrets settled %v, want no settlement", got)
+	}
+	plain, secret := publish(false), publish(true)
+	d, err := s.DeliveryGet(ctx, secret.DeliveryID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	record(plain, secret)
+	got := calls()
+	if len(got) != 1 {
+		t.Fatalf("settlements of a batch with one event holding secrets: %v, want one", got)
+	}
+	var settled map[string]int64
+	if err := json.Unmarshal([]byte(got[0]), &settled); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := settled[d.EventID]; !ok || len(settled) != 1 {
+		t.Fatalf("settled %v, want only the event with secrets, %s", settled, d.EventID)
 	}
 }

@@ -128,8 +128,11 @@ var writeSQL = struct {
 	// The lease check: the row a recorded attempt moves, with its rowid,
 	// or none when the caller does not hold the lease (or the delivery
 	// does not exist). The transition itself is attemptUpdateSQL.
-	attemptLeased: `SELECT rowid, ` + deliveryCols + ` FROM deliveries
-		WHERE id = ?1 AND state = 'in_flight' AND lease_owner = ?2`,
+	// The delivery leased to the recorder, and whether its event still
+	// holds secrets (then its settlement may scrub them; see heldSecrets).
+	attemptLeased: `SELECT rowid, ` + deliveryCols + `,
+			coalesce((SELECT secrets IS NOT NULL FROM events WHERE events.id = deliveries.event_id), 1)
+		FROM deliveries WHERE id = ?1 AND state = 'in_flight' AND lease_owner = ?2`,
 	attemptInsert: `INSERT INTO attempts (delivery_id, number, owner, started_at, duration_ns, status_code, error, response_excerpt, recorded_at)
 		VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)`,
 }
