@@ -165,6 +165,8 @@ const insertEventsSQL = insertEventsHead + `
 // answer is known before it is read and it can ride with COMMIT (queue).
 const insertAllEventsSQL = insertEventsHead + insertEventsTail
 
+// insertEventsHead and insertEventsTail are the two statements' common
+// parts, before and after the events' conflict clause.
 const insertEventsHead = `
 	WITH ins AS (
 		INSERT INTO events (id, namespace, type, data, secret_names, reissue_of, idempotency_key, body_hash, created_at,
@@ -204,28 +206,23 @@ func (b *eventBatch) args() []any {
 		b.typeGenerations, b.replayClasses, b.validUntil, b.overrides, b.dlvValidUntil}
 }
 
-// queue queues the insert of the batch for tx's next pipeline, and returns
-// the set of its event IDs: every one is inserted, or the transaction
-// fails. Preload found every key free, so a key is taken only by a
-// transaction that committed after it read (or had not committed then);
-// the insert waits for that one and fails with errKeyRace, which runs the
-// whole transaction again: its preload then finds the winner, as
-// resolveLostRaces would have after one more round trip.
-func (b *eventBatch) queue(tx *txn) map[string]bool {
-	inserted := make(map[string]bool, len(b.ids))
-	for _, id := range b.ids {
-		inserted[id] = true
+// queue queues the insert of the batch for tx's next pipeline: every
+// event is inserted, or the transaction fails. Preload found every key
+// free, so a key is taken only by a transaction that committed after it
+// read (or had not committed then); the insert waits for that one and
+// fails with errKeyRace, which runs the whole transaction again: its
+// preload then finds the winner.
+func (b *eventBatch) queue(tx *txn) {
+	if b.empty() {
+		return
 	}
-	if !b.empty() {
-		pb := &pgx.Batch{}
-		pb.Queue(insertAllEventsSQL, b.args()...).Fn = func(br pgx.BatchResults) error {
-			_, err := br.Exec()
-			if keyTaken(err) {
-				return fmt.Errorf("%w: %w", errKeyRace, err)
-			}
-			return err
+	pb := &pgx.Batch{}
+	pb.Queue(insertAllEventsSQL, b.args()...).Fn = func(br pgx.BatchResults) error {
+		_, err := br.Exec()
+		if keyTaken(err) {
+			return fmt.Errorf("%w: %w", errKeyRace, err)
 		}
-		tx.queue("insert events", pb)
+		return err
 	}
-	return inserted
+	tx.queue("insert events", pb)
 }

@@ -147,7 +147,7 @@ func ingest(ctx context.Context, tx *txn, params []*ledger.EventInsertParams, de
 			}
 		}
 	}
-	inserted := batch.queue(tx)
+	batch.queue(tx)
 
 	for i := range results {
 		if r := &results[i]; r.Err == nil && !r.Duplicate {
@@ -159,7 +159,7 @@ func ingest(ctx context.Context, tx *txn, params []*ledger.EventInsertParams, de
 	if err := completeReissues(ctx, tx, results, delta); err != nil {
 		return nil, err
 	}
-	queueUndelivered(tx, results, inserted)
+	queueUndelivered(tx, results)
 	return results, nil
 }
 

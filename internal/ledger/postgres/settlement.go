@@ -87,13 +87,13 @@ func execSettle(ctx context.Context, tx pgx.Tx, s ledger.SettledEvents) error {
 // inserted events reached no endpoint (they age under the default
 // retention) and when their secrets were dropped. Batches in which every
 // event has deliveries queue nothing.
-func queueUndelivered(tx *txn, results []ledger.EventInsertResult, inserted map[string]bool) {
+func queueUndelivered(tx *txn, results []ledger.EventInsertResult) {
 	var (
 		ids     []string
 		scrubAt []*int64
 	)
 	for i := range results {
-		if r := &results[i]; r.Err == nil && !r.Duplicate && len(r.Deliveries) == 0 && inserted[r.Event.ID] {
+		if r := &results[i]; r.Err == nil && !r.Duplicate && len(r.Deliveries) == 0 {
 			ids = append(ids, r.Event.ID)
 			scrubAt = append(scrubAt, nullNanos(r.Event.SecretsScrubAt))
 		}
