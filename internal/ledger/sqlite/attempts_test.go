@@ -20,16 +20,7 @@ import (
 // statement chosen sets.
 func TestAttemptUpdateVariants(t *testing.T) {
 	ctx := t.Context()
-	s, err := Open(ctx, filepath.Join(t.TempDir(), "ledger.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = s.Close() })
-	now := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
-	if _, err := s.EndpointUpsert(ctx, &ledger.EndpointUpsertParams{Endpoint: ledger.Endpoint{ID: "shop/all", Namespace: "shop",
-		Name: "all", URL: "https://r.example", EventTypes: []string{"*"}}, Now: now}); err != nil {
-		t.Fatal(err)
-	}
+	s, now := openWithEndpoint(t)
 	stale := map[string]string{
 		"clean":            ``,
 		"stale resolution": `UPDATE deliveries SET exhaust_reason = 'MaxAttempts', resolution = 'dismissed' WHERE id = ?1`,
@@ -101,24 +92,17 @@ func TestAttemptUpdateVariants(t *testing.T) {
 // settlement for a statement that writes down its argument.
 func TestRecordSettlesOnlyEventsWithSecrets(t *testing.T) {
 	ctx := t.Context()
-	s, err := Open(ctx, filepath.Join(t.TempDir(), "ledger.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = s.Close() })
-	now := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
-	if _, err := s.EndpointUpsert(ctx, &ledger.EndpointUpsertParams{Endpoint: ledger.Endpoint{ID: "shop/all", Namespace: "shop",
-		Name: "all", URL: "https://r.example", EventTypes: []string{"*"}}, Now: now}); err != nil {
-		t.Fatal(err)
-	}
+	s, now := openWithEndpoint(t)
 	if _, err := s.w.ExecContext(ctx, `CREATE TABLE settled_calls (events TEXT NOT NULL)`); err != nil {
 		t.Fatal(err)
 	}
 	settle := s.st.settle
 	t.Cleanup(func() { _ = settle.Close() })
-	if s.st.settle, err = s.w.PrepareContext(ctx, `INSERT INTO settled_calls (events) VALUES (?1)`); err != nil {
+	calling, err := s.w.PrepareContext(ctx, `INSERT INTO settled_calls (events) VALUES (?1)`)
+	if err != nil {
 		t.Fatal(err)
 	}
+	s.st.settle = calling
 
 	publish := func(secrets bool) *ledger.AttemptRecordParams {
 		t.Helper()
@@ -188,4 +172,22 @@ func TestRecordSettlesOnlyEventsWithSecrets(t *testing.T) {
 	if _, ok := settled[d.EventID]; !ok || len(settled) != 1 {
 		t.Fatalf("settled %v, want only the event with secrets, %s", settled, d.EventID)
 	}
+}
+
+// openWithEndpoint opens a ledger with one endpoint, shop/all, that
+// receives every event type, and returns the time it was created at.
+func openWithEndpoint(t *testing.T) (*Store, time.Time) {
+	t.Helper()
+	ctx := t.Context()
+	s, err := Open(ctx, filepath.Join(t.TempDir(), "ledger.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	now := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+	if _, err := s.EndpointUpsert(ctx, &ledger.EndpointUpsertParams{Endpoint: ledger.Endpoint{ID: "shop/all", Namespace: "shop",
+		Name: "all", URL: "https://r.example", EventTypes: []string{"*"}}, Now: now}); err != nil {
+		t.Fatal(err)
+	}
+	return s, now
 }
