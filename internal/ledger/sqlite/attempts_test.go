@@ -120,20 +120,12 @@ func TestRecordSettlesOnlyEventsWithSecrets(t *testing.T) {
 	}
 	calls := func() []string {
 		t.Helper()
-		rows, err := s.w.QueryContext(ctx, `SELECT events FROM settled_calls ORDER BY rowid`)
-		if err != nil {
+		var list string
+		if err := s.w.QueryRowContext(ctx, `SELECT json_group_array(events) FROM settled_calls`).Scan(&list); err != nil {
 			t.Fatal(err)
 		}
-		defer rows.Close()
 		var got []string
-		for rows.Next() {
-			var events string
-			if err := rows.Scan(&events); err != nil {
-				t.Fatal(err)
-			}
-			got = append(got, events)
-		}
-		if err := rows.Err(); err != nil {
+		if err := json.Unmarshal([]byte(list), &got); err != nil {
 			t.Fatal(err)
 		}
 		return got

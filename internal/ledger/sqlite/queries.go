@@ -127,9 +127,9 @@ var writeSQL = struct {
 
 	// The lease check: the row a recorded attempt moves, with its rowid,
 	// or none when the caller does not hold the lease (or the delivery
-	// does not exist). The transition itself is attemptUpdateSQL.
-	// The delivery leased to the recorder, and whether its event still
-	// holds secrets (then its settlement may scrub them; see heldSecrets).
+	// does not exist); and whether its event still holds secrets, which
+	// its settlement may then scrub (recordAttempt). The transition itself
+	// is attemptUpdateSQL.
 	attemptLeased: `SELECT rowid, ` + deliveryCols + `,
 			coalesce((SELECT secrets IS NOT NULL FROM events WHERE events.id = deliveries.event_id), 1)
 		FROM deliveries WHERE id = ?1 AND state = 'in_flight' AND lease_owner = ?2`,
