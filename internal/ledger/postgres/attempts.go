@@ -67,14 +67,22 @@ type recordEndpoint struct {
 // trip) and queues its writes for tx's next pipeline. Its counter changes
 // go to shared when given (the caller applies them), else with its writes.
 func record(ctx context.Context, tx *txn, params []*ledger.AttemptRecordParams, shared ledger.StatsDelta) ([]ledger.AttemptRecordResult, error) {
+	b := &pgx.Batch{}
+	locks := queueRecordLocks(b, params)
+	if err := sendReads(ctx, tx, b, "lock deliveries"); err != nil {
+		return nil, err
+	}
+	return recordLocked(tx, params, locks, shared)
+}
+
+// recordLocked decides a batch of attempt records on what locks read, and
+// queues their writes for tx's next pipeline (record).
+func recordLocked(tx *txn, params []*ledger.AttemptRecordParams, locks *recordLocks, shared ledger.StatsDelta) ([]ledger.AttemptRecordResult, error) {
 	results := make([]ledger.AttemptRecordResult, len(params))
 	if len(params) == 0 {
 		return results, nil
 	}
-	endpoints, deliveries, err := lockForRecord(ctx, tx, params)
-	if err != nil {
-		return nil, err
-	}
+	endpoints, deliveries := locks.endpoints, locks.deliveries
 	var (
 		attempts    attemptRows
 		changed     []string
@@ -146,13 +154,40 @@ func record(ctx context.Context, tx *txn, params []*ledger.AttemptRecordParams, 
 	return results, nil
 }
 
-// lockForRecord locks, in the global order, the endpoints of the batch's
-// deliveries and their dead-letter endpoints (FOR KEY SHARE, so neither is
-// deleted under the transaction), then the deliveries (FOR UPDATE), both in
-// ID order. The endpoints are one IN over a UNION, so that each is looked up
-// by its key (an OR of two INs reads every endpoint), and the deliveries'
-// endpoints are read once for both sides (src).
+// recordLocks is what a batch of records reads before it decides: its
+// deliveries, locked for update, and their endpoints.
+type recordLocks struct {
+	endpoints  map[string]recordEndpoint
+	deliveries map[string]*lockedDelivery
+}
+
+// lockForRecord locks, in one round trip, what a batch of records touches
+// (queueRecordLocks).
 func lockForRecord(ctx context.Context, tx pgx.Tx, params []*ledger.AttemptRecordParams) (map[string]recordEndpoint, map[string]*lockedDelivery, error) {
+	b := &pgx.Batch{}
+	locks := queueRecordLocks(b, params)
+	if err := sendReads(ctx, tx, b, "lock deliveries"); err != nil {
+		return nil, nil, err
+	}
+	return locks.endpoints, locks.deliveries, nil
+}
+
+// queueRecordLocks queues on b the locks of a batch of records, in the
+// global order: the endpoints of the batch's deliveries and their
+// dead-letter endpoints (FOR KEY SHARE, so neither is deleted under the
+// transaction), then the deliveries (FOR UPDATE), both in ID order. The
+// endpoints are one IN over a UNION, so that each is looked up by its key
+// (an OR of two INs reads every endpoint), and the deliveries' endpoints
+// are read once for both sides (src). The returned locks are filled when
+// b's results are read; an empty batch queues nothing.
+func queueRecordLocks(b *pgx.Batch, params []*ledger.AttemptRecordParams) *recordLocks {
+	locks := &recordLocks{
+		endpoints:  make(map[string]recordEndpoint),
+		deliveries: make(map[string]*lockedDelivery, len(params)),
+	}
+	if len(params) == 0 {
+		return locks
+	}
 	ids := make([]string, 0, len(params))
 	for _, p := range params {
 		ids = append(ids, p.DeliveryID)
@@ -160,9 +195,6 @@ func lockForRecord(ctx context.Context, tx pgx.Tx, params []*ledger.AttemptRecor
 	slices.Sort(ids)
 	ids = slices.Compact(ids)
 
-	endpoints := make(map[string]recordEndpoint)
-	deliveries := make(map[string]*lockedDelivery, len(ids))
-	b := &pgx.Batch{}
 	b.Queue(`
 		WITH src AS (SELECT DISTINCT endpoint_id FROM deliveries WHERE id = ANY($1))
 		SELECT id, namespace, dead_letter, owner FROM endpoints
@@ -175,7 +207,7 @@ func lockForRecord(ctx context.Context, tx pgx.Tx, params []*ledger.AttemptRecor
 		var id string
 		var ep recordEndpoint
 		_, err := pgx.ForEachRow(rows, []any{&id, &ep.namespace, &ep.deadLetter, &ep.owner}, func() error {
-			endpoints[id] = ep
+			locks.endpoints[id] = ep
 			return nil
 		})
 		return err
@@ -187,15 +219,24 @@ func lockForRecord(ctx context.Context, tx pgx.Tx, params []*ledger.AttemptRecor
 		var typ string
 		var secrets bool
 		_, err := pgx.ForEachRow(rows, append(r.dests(), &typ, &secrets), func() error {
-			deliveries[r.d.ID] = &lockedDelivery{d: r.value(), eventType: typ, secrets: secrets}
+			locks.deliveries[r.d.ID] = &lockedDelivery{d: r.value(), eventType: typ, secrets: secrets}
 			return nil
 		})
 		return err
 	})
-	if err := tx.SendBatch(ctx, b).Close(); err != nil {
-		return nil, nil, fmt.Errorf("lock deliveries: %w", err)
+	return locks
+}
+
+// sendReads sends b's reads in tx as one pipeline (with the writes queued
+// before them), what naming them in an error. An empty b sends nothing.
+func sendReads(ctx context.Context, tx pgx.Tx, b *pgx.Batch, what string) error {
+	if b.Len() == 0 {
+		return nil
 	}
-	return endpoints, deliveries, nil
+	if err := tx.SendBatch(ctx, b).Close(); err != nil {
+		return fmt.Errorf("%s: %w", what, err)
+	}
+	return nil
 }
 
 // exhaustedDeadLetter adds to batch the dead letter of the delivery d, just

@@ -7,6 +7,8 @@ import (
 	"slices"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/hookkeeper/hookkeeper/internal/ledger"
 )
 
@@ -14,9 +16,9 @@ import (
 // of round trips: BEGIN, lock the namespaces' endpoints and read the events
 // that already hold the batch's idempotency keys (one pipeline), decide
 // every item in Go, insert everything in one statement, update the
-// counters, COMMIT. That is two round trips for a batch without
-// idempotency keys (the insert rides with the counters and COMMIT), three
-// with keys (ingest).
+// counters, COMMIT. That is two round trips, with idempotency keys or
+// without: the insert rides with the counters and COMMIT (a key taken
+// meanwhile runs the transaction again, eventBatch.queue).
 func (s *Store) EventInsertMany(ctx context.Context, params []*ledger.EventInsertParams) ([]ledger.EventInsertResult, error) {
 	op := fmt.Sprintf("insert %d events", len(params))
 	if err := checkInserts(op, params); err != nil {
@@ -43,11 +45,12 @@ func (s *Store) EventInsertMany(ctx context.Context, params []*ledger.EventInser
 }
 
 // WriteMany implements ledger.Store: the records, then the inserts, in one
-// transaction, their counter changes in one update at the end. Round
-// trips: BEGIN with the records' locks; the records' writes with the
-// inserts' preload; the insert with the counters and COMMIT. Three, four
-// when an item has an idempotency key (ingest); records alone cost two,
-// inserts alone as EventInsertMany.
+// transaction, their counter changes in one update at the end. Two round
+// trips, as each kind alone: BEGIN with the records' locks and the
+// inserts' reads (one pipeline, records' locks first, in the global
+// order), then every write with the counters and COMMIT. The inserts'
+// reads see nothing of the records' writes, which touch neither
+// endpoints nor idempotency keys (dead letters have none).
 func (s *Store) WriteMany(ctx context.Context, w *ledger.WriteBatch) (ledger.WriteResult, error) {
 	op := fmt.Sprintf("record %d attempts and insert %d events", len(w.Attempts), len(w.Events))
 	for i, p := range w.Attempts {
@@ -64,12 +67,18 @@ func (s *Store) WriteMany(ctx context.Context, w *ledger.WriteBatch) (ledger.Wri
 	}
 	err := s.tx(ctx, op, func(tx *txn) error {
 		tx.genericPlans()
-		delta := ledger.StatsDelta{}
-		var err error
-		if res.Attempts, err = record(ctx, tx, w.Attempts, delta); err != nil {
+		b := &pgx.Batch{}
+		locks := queueRecordLocks(b, w.Attempts)
+		pre := queuePreload(b, w.Events)
+		if err := sendReads(ctx, tx, b, "lock deliveries and read endpoints and idempotency keys"); err != nil {
 			return err
 		}
-		if res.Events, err = ingest(ctx, tx, w.Events, delta); err != nil {
+		delta := ledger.StatsDelta{}
+		var err error
+		if res.Attempts, err = recordLocked(tx, w.Attempts, locks, delta); err != nil {
+			return err
+		}
+		if res.Events, err = ingestLoaded(ctx, tx, w.Events, pre, delta); err != nil {
 			return err
 		}
 		tx.queueStats(delta)
@@ -109,35 +118,32 @@ type original struct {
 }
 
 // ingest applies a batch of inserts in tx, adding their counter changes to
-// delta. It reads in one round trip (preload) and queues the insert for
-// tx's next pipeline (with the counters and COMMIT, or a reissue's reads):
-// preload found every key it decides on free, and a key taken meanwhile
-// fails the transaction, which runs again (eventBatch.queue).
+// delta: it reads in one round trip (queuePreload) and queues its writes
+// (ingestLoaded).
 func ingest(ctx context.Context, tx *txn, params []*ledger.EventInsertParams, delta ledger.StatsDelta) ([]ledger.EventInsertResult, error) {
+	b := &pgx.Batch{}
+	pre := queuePreload(b, params)
+	if err := sendReads(ctx, tx, b, "read endpoints and idempotency keys"); err != nil {
+		return nil, err
+	}
+	return ingestLoaded(ctx, tx, params, pre, delta)
+}
+
+// ingestLoaded decides a batch of inserts on what queuePreload read and
+// queues the insert for tx's next pipeline (with the counters and COMMIT,
+// or a reissue's reads): preload found every key it decides on free, and
+// a key taken meanwhile fails the transaction, which runs again
+// (eventBatch.queue).
+func ingestLoaded(ctx context.Context, tx *txn, params []*ledger.EventInsertParams, pre *preloaded, delta ledger.StatsDelta) ([]ledger.EventInsertResult, error) {
 	if len(params) == 0 {
 		return nil, nil
 	}
-	var namespaces []string
-	var keys []idemKey
-	for _, p := range params {
-		if !slices.Contains(namespaces, p.Namespace) {
-			namespaces = append(namespaces, p.Namespace)
-		}
-		if k, ok := keyOf(p); ok {
-			keys = append(keys, k)
-		}
-	}
-	endpoints, stored, err := preload(ctx, tx, namespaces, keys)
-	if err != nil {
-		return nil, err
-	}
-
 	results := make([]ledger.EventInsertResult, len(params))
-	originals := make(map[idemKey]original, len(stored))
-	for k, r := range stored {
+	originals := make(map[idemKey]original, len(pre.stored))
+	for k, r := range pre.stored {
 		originals[k] = original{stored: r, item: -1}
 	}
-	decide(params, results, originals, endpoints)
+	decide(params, results, originals, pre.endpoints)
 
 	batch := &eventBatch{}
 	for i := range params {

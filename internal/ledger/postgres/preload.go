@@ -1,8 +1,7 @@
 package postgres
 
 import (
-	"context"
-	"fmt"
+	"slices"
 
 	"github.com/jackc/pgx/v5"
 
@@ -33,15 +32,35 @@ const (
 		WHERE ` + byKeys + ` ORDER BY d.id`
 )
 
-// preload reads, in one round trip, the endpoints of namespaces (locked
-// FOR KEY SHARE in ID order, so that a concurrent EndpointDelete waits
-// for this transaction and then cancels the deliveries it creates) and the
-// stored events holding keys, with their deliveries.
-func preload(ctx context.Context, tx pgx.Tx, namespaces []string, keys []idemKey) (map[string][]fanoutEndpoint, map[idemKey]*ledger.EventInsertResult, error) {
-	endpoints := make(map[string][]fanoutEndpoint)
-	stored := make(map[idemKey]*ledger.EventInsertResult)
-	byID := make(map[string]*ledger.EventInsertResult)
-	b := &pgx.Batch{}
+// preloaded is what a batch of inserts reads before it decides: the live
+// endpoints of its namespaces, and the stored events holding its
+// idempotency keys, with their deliveries.
+type preloaded struct {
+	endpoints map[string][]fanoutEndpoint
+	stored    map[idemKey]*ledger.EventInsertResult
+}
+
+// queuePreload queues on b the reads of a batch of inserts: the endpoints
+// of its namespaces (locked FOR KEY SHARE in ID order, so that a
+// concurrent EndpointDelete waits for this transaction and then cancels
+// the deliveries it creates) and the stored events holding its keys, with
+// their deliveries. The returned reads are filled when b's results are
+// read; an empty batch queues nothing.
+func queuePreload(b *pgx.Batch, params []*ledger.EventInsertParams) *preloaded {
+	pre := &preloaded{
+		endpoints: make(map[string][]fanoutEndpoint),
+		stored:    make(map[idemKey]*ledger.EventInsertResult),
+	}
+	var namespaces []string
+	var keys []idemKey
+	for _, p := range params {
+		if !slices.Contains(namespaces, p.Namespace) {
+			namespaces = append(namespaces, p.Namespace)
+		}
+		if k, ok := keyOf(p); ok {
+			keys = append(keys, k)
+		}
+	}
 	if len(namespaces) > 0 {
 		b.Queue(`SELECT id, namespace, event_types, filter, paused OR breaker_open, version FROM endpoints
 			WHERE namespace = ANY($1) AND deleted_at IS NULL ORDER BY id FOR KEY SHARE`,
@@ -49,13 +68,14 @@ func preload(ctx context.Context, tx pgx.Tx, namespaces []string, keys []idemKey
 			var ep fanoutEndpoint
 			var ns string
 			_, err := pgx.ForEachRow(rows, []any{&ep.id, &ns, &ep.eventTypes, &ep.filter, &ep.paused, &ep.version}, func() error {
-				endpoints[ns] = append(endpoints[ns], ep)
+				pre.endpoints[ns] = append(pre.endpoints[ns], ep)
 				return nil
 			})
 			return err
 		})
 	}
 	if len(keys) > 0 {
+		byID := make(map[string]*ledger.EventInsertResult)
 		nss, ks := make([]string, len(keys)), make([]string, len(keys))
 		for i, k := range keys {
 			nss[i], ks[i] = k.namespace, k.key
@@ -67,7 +87,7 @@ func preload(ctx context.Context, tx pgx.Tx, namespaces []string, keys []idemKey
 					return err
 				}
 				r := &ledger.EventInsertResult{Event: e, Duplicate: true}
-				stored[idemKey{e.Namespace, e.IdempotencyKey}] = r
+				pre.stored[idemKey{e.Namespace, e.IdempotencyKey}] = r
 				byID[e.ID] = r
 			}
 			return rows.Err()
@@ -88,11 +108,5 @@ func preload(ctx context.Context, tx pgx.Tx, namespaces []string, keys []idemKey
 			return rows.Err()
 		})
 	}
-	if b.Len() == 0 {
-		return endpoints, stored, nil
-	}
-	if err := tx.SendBatch(ctx, b).Close(); err != nil {
-		return nil, nil, fmt.Errorf("read endpoints and idempotency keys: %w", err)
-	}
-	return endpoints, stored, nil
+	return pre
 }

@@ -80,7 +80,7 @@ func TestRoundTrips(t *testing.T) {
 			return err
 		}},
 		{"record: BEGIN+locks, writes+counters+COMMIT", 2, nil},
-		{"write records and inserts: BEGIN+locks, writes+preload, insert+counters+COMMIT", 3, nil},
+		{"write records and inserts: BEGIN+locks+preload, writes+insert+counters+COMMIT", 2, nil},
 		{"release: BEGIN+update, counters+COMMIT", 2, nil},
 	} {
 		run := tc.run
