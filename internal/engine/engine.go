@@ -281,7 +281,7 @@ func New(opts Options) (*Engine, error) {
 	// are the ones that meet on shared rows (retry budgets, outcomes).
 	serial := opts.WriteBatch
 	serial.Committers = 1
-	if sw, ok := opts.Store.(ledger.SerialWriter); ok && sw.SerialWrites() {
+	if sharesCommits(opts.Store, opts.WriteBatch) {
 		e.publisher = groupcommit.New(e.commitWrites, serial)
 		e.recorder = e.publisher
 	} else {
