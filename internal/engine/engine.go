@@ -281,7 +281,7 @@ func New(opts Options) (*Engine, error) {
 	// are the ones that meet on shared rows (retry budgets, outcomes).
 	serial := opts.WriteBatch
 	serial.Committers = 1
-	if sharesCommits(opts.Store, opts.WriteBatch) {
+	if sw, ok := opts.Store.(ledger.SerialWriter); ok && sw.SerialWrites() {
 		e.publisher = groupcommit.New(e.commitWrites, serial)
 		e.recorder = e.publisher
 	} else {

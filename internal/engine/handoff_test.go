@@ -12,7 +12,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/hookkeeper/hookkeeper/internal/engine"
-	"github.com/hookkeeper/hookkeeper/internal/groupcommit"
 	"github.com/hookkeeper/hookkeeper/internal/ledger"
 )
 
@@ -127,9 +126,8 @@ func TestPublishHandsOffDuringAClaim(t *testing.T) {
 
 // heldRecords is a real store whose next write with attempt records, once
 // its gate is armed, waits until the test opens the gate. Being a plain
-// wrapper it is not a ledger.SerialWriter, so with two ingest committers
-// records have their own group commit and a held record does not hold up
-// inserts.
+// wrapper it is not a ledger.SerialWriter, so records have their own group
+// commit and a held record does not hold up inserts.
 type heldRecords struct {
 	ledger.Store
 	gate *gate
@@ -152,7 +150,7 @@ func TestSlowRecordHoldsNoWorker(t *testing.T) {
 			t.Parallel()
 			store := &heldRecords{Store: sf.open(t), gate: newGate()}
 			rcv := newReceiver(t, func(int) int { return 204 })
-			e := run(t, engine.Options{Store: store, Workers: 1, WriteBatch: groupcommit.Options{Committers: 2}})
+			e := run(t, engine.Options{Store: store, Workers: 1})
 			t.Cleanup(store.gate.open)
 			ep := endpoint(t, "records", "orders", rcv.URL, []string{"order.created"}, policy(3, time.Second))
 			if _, err := e.RegisterEndpoint(context.Background(), ep); err != nil {

@@ -4,35 +4,20 @@ import (
 	"context"
 	"fmt"
 
-	"github.com/hookkeeper/hookkeeper/internal/groupcommit"
 	"github.com/hookkeeper/hookkeeper/internal/ledger"
 )
 
-// Ingest and attempt records share one group commit (ledger.Store's
-// WriteMany) wherever ingest commits one batch at a time: always on a
-// store that commits one transaction at a time (ledger.SerialWriter:
-// SQLite), and by default on one that commits concurrently (PostgreSQL).
-// Whatever of either kind queued while the last commit ran goes into the
-// next one. A publish is answered only after its commit, so an insert
-// commits at once; nobody waits on a record, so it waits (up to
+// On a store that commits one transaction at a time (ledger.SerialWriter:
+// SQLite), ingest and attempt records share one group commit (ledger.Store's
+// WriteMany): whatever of either kind queued while the last commit ran
+// goes into the next one. A publish is answered only after its commit, so
+// an insert commits at once; nobody waits on a record, so it waits (up to
 // RecordWait) to ride in the next insert's commit. At low rates an event
-// then costs one transaction (one fsync, or one server transaction and
-// its WAL flush), not two; at saturation both kinds batch as before. A
-// record holds no worker or endpoint slot while it waits (engine.go,
-// attempt). Given several ingest committers (WriteBatch.Committers), a
-// concurrent store keeps records in a group commit of their own, one
-// batch at a time: they are the writes that meet on shared rows (retry
-// budgets, outcomes), so that commits running at once would wait for each
-// other on them (ADRs 0021 and 0043).
-
-// sharesCommits reports whether ingest and attempt records share one
-// group commit on store, with ingest's options opts (above).
-func sharesCommits(store ledger.Store, opts groupcommit.Options) bool {
-	if sw, ok := store.(ledger.SerialWriter); ok && sw.SerialWrites() {
-		return true
-	}
-	return opts.Committers <= 1
-}
+// then costs one transaction and one fsync, not two; at saturation both
+// kinds batch as before. A record holds no worker or endpoint slot while
+// it waits (engine.go, attempt). On a store that commits
+// concurrently (PostgreSQL) each kind keeps its own group commit, so that
+// an insert never waits behind a record's round trips.
 
 // writeItem is one item of the shared group commit: an event to insert or
 // an attempt to record.
@@ -82,9 +67,9 @@ func (e *Engine) commitWrites(ctx context.Context, items []writeItem) ([]writeOu
 // record commits an attempt record. The attempt's worker and endpoint
 // slots are already free (attempt), so the record waits, up to RecordWait,
 // unless the records pending are at their bound, where a sender is waiting
-// for it: for a ride in an insert's commit where the two kinds share one
-// (sharesCommits), else for the records that follow it (ADR 0041), so
-// that at a steady rate it pays no transaction of its own.
+// for it: on a serial store for a ride in an insert's commit, on a
+// concurrent one for the records that follow it, so that at a steady rate
+// several share one transaction instead of each paying its own (ADR 0041).
 func (e *Engine) record(ctx context.Context, p *ledger.AttemptRecordParams) (writeOutcome, error) {
 	if len(e.records) == cap(e.records) {
 		return e.recorder.Do(ctx, writeItem{attempt: p})

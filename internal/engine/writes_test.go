@@ -14,60 +14,39 @@ import (
 	"github.com/hookkeeper/hookkeeper/internal/ledger"
 )
 
-// writeCommits is a real store that notes, for each WriteMany, how many
-// attempt records and events it carries. Wrapping hides
-// ledger.SerialWriter, so the engine treats either store as one that
-// commits concurrently.
-type writeCommits struct {
+// recordCommits is a real store that counts the attempt records of each
+// WriteMany carrying any. Wrapping hides ledger.SerialWriter, so the
+// engine treats either store as one that commits concurrently.
+type recordCommits struct {
 	ledger.Store
 	mu      sync.Mutex
-	commits []writeCommit
+	records []int
 }
 
-type writeCommit struct{ records, events int }
-
-func (s *writeCommits) WriteMany(ctx context.Context, w *ledger.WriteBatch) (ledger.WriteResult, error) {
-	s.mu.Lock()
-	s.commits = append(s.commits, writeCommit{len(w.Attempts), len(w.Events)})
-	s.mu.Unlock()
+func (s *recordCommits) WriteMany(ctx context.Context, w *ledger.WriteBatch) (ledger.WriteResult, error) {
+	if len(w.Attempts) > 0 {
+		s.mu.Lock()
+		s.records = append(s.records, len(w.Attempts))
+		s.mu.Unlock()
+	}
 	return s.Store.WriteMany(ctx, w)
 }
 
-// records is the number of attempt records of each commit carrying any.
-func (s *writeCommits) records() []int {
+func (s *recordCommits) seen() []int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	var n []int
-	for _, c := range s.commits {
-		if c.records > 0 {
-			n = append(n, c.records)
-		}
-	}
-	return n
-}
-
-// mixed reports whether a commit carried records and events both.
-func (s *writeCommits) mixed() bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	for _, c := range s.commits {
-		if c.records > 0 && c.events > 0 {
-			return true
-		}
-	}
-	return false
+	return append([]int(nil), s.records...)
 }
 
 // TestRecordsWaitForEachOtherOnAConcurrentStore: on a store whose
-// records have a group commit of their own (a concurrent store with two
-// ingest committers), a record waits (up to RecordWait) for the records
-// that follow it, so that two attempts answered together cost one
-// transaction, not two (ADR 0041).
+// records have a group commit of their own, a record waits (up to
+// RecordWait) for the records that follow it, so that two attempts
+// answered together cost one transaction, not two (ADR 0041).
 func TestRecordsWaitForEachOtherOnAConcurrentStore(t *testing.T) {
 	for _, sf := range stores() {
 		t.Run(sf.name, func(t *testing.T) {
 			t.Parallel()
-			store := &writeCommits{Store: sf.open(t)}
+			store := &recordCommits{Store: sf.open(t)}
 			// The receiver answers neither attempt before both arrived, so
 			// their records queue together.
 			var both sync.WaitGroup
@@ -77,7 +56,7 @@ func TestRecordsWaitForEachOtherOnAConcurrentStore(t *testing.T) {
 				both.Wait()
 				return 204
 			})
-			e := run(t, engine.Options{Store: store, RecordWait: 3 * time.Second, WriteBatch: groupcommit.Options{Committers: 2}})
+			e := run(t, engine.Options{Store: store, RecordWait: 3 * time.Second})
 			ctx := context.Background()
 			if _, err := e.RegisterEndpoint(ctx, endpoint(t, "shop", "orders", rcv.URL, []string{"*"}, policy(3, time.Millisecond))); err != nil {
 				t.Fatal(err)
@@ -88,65 +67,10 @@ func TestRecordsWaitForEachOtherOnAConcurrentStore(t *testing.T) {
 				s, _ := e.EndpointStats(ctx, "shop/orders")
 				return s.Delivered == 2
 			})
-			if got := store.records(); len(got) != 1 || got[0] != 2 {
+			if got := store.seen(); len(got) != 1 || got[0] != 2 {
 				t.Errorf("attempt records per commit: %v, want one commit of both", got)
 			}
 		})
-	}
-}
-
-// TestRecordsRideInInsertCommitsOnAConcurrentStore: on a store that
-// commits concurrently, with one ingest committer (the default), an
-// attempt's record waits for the next publish and commits in its
-// transaction, as on a serial store; with two, records keep a group
-// commit of their own and never share one with inserts (ADR 0043).
-func TestRecordsRideInInsertCommitsOnAConcurrentStore(t *testing.T) {
-	for _, sf := range stores() {
-		for _, tc := range []struct {
-			committers int
-			shared     bool
-		}{{0, true}, {1, true}, {2, false}} {
-			t.Run(fmt.Sprintf("%s/committers=%d", sf.name, tc.committers), func(t *testing.T) {
-				t.Parallel()
-				store := &writeCommits{Store: sf.open(t)}
-				rcv := newReceiver(t, func(int) int { return 204 })
-				opts := engine.Options{Store: store, WriteBatch: groupcommit.Options{Committers: tc.committers, MaxDelay: -1}}
-				if tc.shared {
-					// A record waits for a publish far longer than the
-					// next one takes; at the end, the engine's shutdown
-					// waits for the last.
-					opts.RecordWait = 2 * time.Second
-				}
-				e := run(t, opts)
-				ctx := context.Background()
-				if _, err := e.RegisterEndpoint(ctx, endpoint(t, "shop", "orders", rcv.URL, []string{"*"}, policy(3, time.Millisecond))); err != nil {
-					t.Fatal(err)
-				}
-				if !tc.shared {
-					const events = 6
-					for n := range events {
-						publish(t, e, "shop", "order.created", fmt.Sprintf(`{"n":%d}`, n))
-					}
-					eventually(t, "every event delivered", func() bool {
-						s, _ := e.EndpointStats(ctx, "shop/orders")
-						return s.Delivered == events
-					})
-					if store.mixed() {
-						t.Errorf("commits %v: a record shared an insert's commit with two ingest committers", store.commits)
-					}
-					return
-				}
-				// Each event's record waits for a later publish to commit
-				// it: publish, one at a time, until one has.
-				n := 0
-				eventually(t, "a record committed in a publish's transaction", func() bool {
-					n++
-					ev := publish(t, e, "shop", "order.created", fmt.Sprintf(`{"n":%d}`, n))
-					eventually(t, "the event received", func() bool { return rcv.count(ev.Event.ID) == 1 })
-					return store.mixed()
-				})
-			})
-		}
 	}
 }
 
