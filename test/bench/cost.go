@@ -57,7 +57,8 @@ type costRound struct {
 	// ratios are taken against the mean of the relay before and after its
 	// stores (relayRate, relayCPU): the relay's own cost per event moved
 	// by ±13% between rounds, as much as the engine's, and the mean of two
-	// runs halves that noise in the denominator.
+	// runs narrows that noise in the denominator (by about √2, the runs
+	// varying independently).
 	next *costRound
 }
 

@@ -138,8 +138,8 @@ func costSection(cfg config, r *results, notes string) string {
 	p("then SQLite, then PostgreSQL, and the next round starts again with the relay; a closing relay\n")
 	p("run follows the last round. Each ratio to the relay is taken against the mean of the relay runs\n")
 	p("just before and just after the round's stores, in the same minutes: the relay's own cost moves\n")
-	p("between runs as much as the engine's, and two runs halve that noise. The relay rows show those\n")
-	p("means. The floors are judged on the medians.\n\n")
+	p("between runs as much as the engine's, and the mean of two narrows that noise. The relay rows\n")
+	p("show those means. The floors are judged on the medians.\n\n")
 
 	p("### Throughput against the pass-through relay\n\n")
 	p("| path | events/s | share of the relay (same round) | floor | | load average (first round) |\n|---|---|---|---|---|---|\n")
