@@ -31,6 +31,7 @@
 //     to a Verdict.
 //
 // The engine pushes thousands of attempts per second to one receiver, so
-// Send reuses connections (a tuned http.Transport), encodes envelopes into
-// pooled buffers and allocates little else.
+// Send reuses connections (a tuned http.Transport), encodes each envelope
+// into one buffer of its size, sends headers and envelope in one write and
+// allocates little else.
 package dispatch

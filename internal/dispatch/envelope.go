@@ -81,9 +81,17 @@ var ErrKeyCollision = errors.New("secret collides with a data key")
 //
 // data and secrets must be JSON objects without a common key; both are
 // compacted. Errors about secrets never quote them.
-func Envelope(req Request) ([]byte, error) {
+func Envelope(req Request) ([]byte, error) { return envelope(&req) }
+
+// envelopeOverhead bounds what the envelope adds to its strings: the
+// keys, quotes and a timestamp of up to 35 bytes.
+const envelopeOverhead = 96
+
+// envelope is Envelope into one allocation when no string needs escaping.
+func envelope(req *Request) ([]byte, error) {
 	var b bytes.Buffer
-	if err := writeEnvelope(&b, &req); err != nil {
+	b.Grow(len(req.EventID) + len(req.EventType) + len(req.Data) + len(req.Secrets) + envelopeOverhead)
+	if err := writeEnvelope(&b, req); err != nil {
 		return nil, err
 	}
 	return b.Bytes(), nil
