@@ -84,7 +84,7 @@ var ErrKeyCollision = errors.New("secret collides with a data key")
 func Envelope(req Request) ([]byte, error) { return envelope(&req) }
 
 // envelopeOverhead bounds what the envelope adds to its strings: the
-// keys, quotes and a timestamp of up to 35 bytes.
+// keys and quotes (42 bytes) and an RFC 3339 timestamp of up to 30.
 const envelopeOverhead = 96
 
 // envelope is Envelope into one allocation when no string needs escaping.
