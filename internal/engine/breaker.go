@@ -429,7 +429,7 @@ func (e *Engine) expireHeld(ctx context.Context, endpointID string, now time.Tim
 	}
 	for i := range held {
 		c := &held[i]
-		written, err := e.record(ctx, &ledger.AttemptRecordParams{DeliveryID: c.Delivery.ID, Owner: e.opts.Owner, Unsent: true,
+		written, err := e.record(ctx, &ledger.AttemptRecordParams{DeliveryID: c.Delivery.ID, Owner: e.opts.Owner, Unsent: true, Leased: c,
 			Next: ledger.Next{State: ledger.StateExhausted, Reason: ledger.ExhaustCircuitOpen}, Now: now})
 		if err != nil || written.attempt.Err != nil {
 			e.opts.Logger.Error(errors.Join(err, written.attempt.Err), "exhausting a held delivery failed; its lease expires", "delivery", c.Delivery.ID)

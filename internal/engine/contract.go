@@ -33,7 +33,7 @@ func (e *Engine) expire(ctx context.Context, c *ledger.ClaimedDelivery, now time
 
 // expiredRecord is the record that cancels c, unsent, as Expired.
 func expiredRecord(c *ledger.ClaimedDelivery, owner string, now time.Time) *ledger.AttemptRecordParams {
-	return &ledger.AttemptRecordParams{DeliveryID: c.Delivery.ID, Owner: owner, Unsent: true,
+	return &ledger.AttemptRecordParams{DeliveryID: c.Delivery.ID, Owner: owner, Unsent: true, Leased: c,
 		Next: ledger.Next{State: ledger.StateCancelled, Reason: ledger.CancelExpired}, Now: now}
 }
 

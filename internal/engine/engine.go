@@ -654,8 +654,9 @@ func (e *Engine) attempt(ctx context.Context, ep *ledger.Endpoint, c *ledger.Cla
 			Error:           out.failure,
 			ResponseExcerpt: res.Excerpt,
 		},
-		Next: out.next,
-		Now:  now,
+		Next:   out.next,
+		Now:    now,
+		Leased: c,
 	})
 	rec := written.attempt
 	if probe {

@@ -693,6 +693,15 @@ type AttemptRecordParams struct {
 	// FirstAttemptAt stay, and the transition counts as no attempt outcome
 	// and no first attempt.
 	Unsent bool
+	// Leased, when set, is the delivery and its event as the lease to
+	// Owner handed them out (EventInsertResult.Leased or a claim). A store
+	// may record from this copy instead of reading the row, but only while
+	// the row is still exactly the copy (every column a transition keeps
+	// or returns); otherwise, and when it is nil, it reads the row. The
+	// result is the same either way. Its event's Secrets must be as
+	// stored then: secrets are only ever dropped, so an event that had
+	// none then has none now.
+	Leased *ClaimedDelivery
 }
 
 // AttemptRecordResult is the outcome of one AttemptRecordParams.

@@ -10,6 +10,61 @@ import (
 
 func exerciseAttempts(t *testing.T, newStore func(t *testing.T) ledger.Store) {
 	subtests(t, newStore, map[string]func(t *testing.T, f *fixture){
+		"RecordWithTheLeasesCopyIsRecordWithout": func(t *testing.T, f *fixture) {
+			// AttemptRecordParams.Leased is a hint: a record that brings
+			// its lease's copy gives what one without it gives, whether
+			// the copy is the row, is stale (the row moved since), or is
+			// of a lease since lost to a reclaim and another claim.
+			f.upsert(endpoint("shop", "all", "*"), t0)
+			f.insert(event("shop", "order.created", t0))
+			f.insert(event("shop", "order.created", t0))
+			f.insert(event("shop", "order.created", t0))
+			claimed := f.claim("w", t0, time.Minute, 10)
+			if len(claimed) != 3 {
+				t.Fatalf("claimed %d deliveries, want 3", len(claimed))
+			}
+			fresh, stale, lost := claimed[0], claimed[1], claimed[2]
+
+			p := attempt(fresh.Delivery.ID, "w", at(time.Second), 204, ledger.Next{State: ledger.StateDelivered})
+			p.Leased = &fresh
+			got := f.mustRecord(p)
+			wantEqual(t, "recorded from a fresh copy, as stored", f.delivery(fresh.Delivery.ID), got)
+			if got.State != ledger.StateDelivered || got.Attempts != 1 {
+				t.Fatalf("recorded from a fresh copy: state %s after %d attempts, want delivered after 1", got.State, got.Attempts)
+			}
+
+			// The first attempt fails and schedules a retry; the second is
+			// recorded with the first claim's copy, which still says no
+			// attempt was made.
+			retry := ledger.Next{State: ledger.StateScheduled, DueAt: at(2 * time.Second)}
+			f.mustRecord(attempt(stale.Delivery.ID, "w", at(time.Second), 500, retry))
+			again := f.claimOne("w", at(3*time.Second))
+			if again.Delivery.ID != stale.Delivery.ID {
+				t.Fatalf("claimed %s, want the retry of %s", again.Delivery.ID, stale.Delivery.ID)
+			}
+			p = attempt(stale.Delivery.ID, "w", at(4*time.Second), 204, ledger.Next{State: ledger.StateDelivered})
+			p.Leased = &stale
+			got = f.mustRecord(p)
+			wantEqual(t, "recorded from a stale copy, as stored", f.delivery(stale.Delivery.ID), got)
+			if got.Attempts != 2 || got.FirstAttemptAt == nil || !got.FirstAttemptAt.Equal(at(time.Second).Add(-100*time.Millisecond)) {
+				t.Fatalf("recorded from a stale copy: %d attempts, first at %v; want 2, the first at %v",
+					got.Attempts, got.FirstAttemptAt, at(time.Second).Add(-100*time.Millisecond))
+			}
+
+			// w's lease runs out and v claims the delivery: w's copy
+			// names w, and its record loses.
+			if c := f.claimOne("v", at(2*time.Minute)); c.Delivery.ID != lost.Delivery.ID {
+				t.Fatalf("v claimed %s, want %s", c.Delivery.ID, lost.Delivery.ID)
+			}
+			p = attempt(lost.Delivery.ID, "w", at(2*time.Minute+time.Second), 204, ledger.Next{State: ledger.StateDelivered})
+			p.Leased = &lost
+			wantErr(t, "record from the copy of a lost lease", f.record(p).Err, ledger.ErrLeaseLost)
+			if d := f.delivery(lost.Delivery.ID); d.State != ledger.StateInFlight || d.LeaseOwner != "v" || d.Attempts != 0 {
+				t.Fatalf("after the lost record the delivery is %s, leased to %q after %d attempts; want in flight to v, none",
+					d.State, d.LeaseOwner, d.Attempts)
+			}
+			f.wantCounts("shop/all", counts{InFlight: 1, Delivered: 2})
+		},
 		"WriteManyIsRecordThenInsertInOneCommit": func(t *testing.T, f *fixture) {
 			// One batch records an attempt (and a stale one that fails
 			// alone) and ingests a new event, a duplicate and a conflict:

@@ -77,26 +77,32 @@ func (s *Store) recordAttempt(t *wtx, p *ledger.AttemptRecordParams, ds ledger.S
 	if err != nil {
 		return ledger.AttemptRecordResult{Err: fmt.Errorf("%s: %w", op, err)}, false, nil
 	}
-	// The row is read, moved by tr.Apply and written back by its rowid
-	// (conformance: AttemptTransition): no RETURNING, which costs SQLite
-	// an ephemeral table per statement.
-	a := p.Attempt
-	var rowid int64
-	var before ledger.Delivery
-	dest, finish := deliveryDest(&before)
-	err = t.stmt(s.ws.attemptLeased).QueryRowContext(t.ctx, p.DeliveryID, p.Owner).Scan(append(append([]any{&rowid}, dest...), &secrets)...)
-	if errors.Is(err, sql.ErrNoRows) {
-		return ledger.AttemptRecordResult{Err: s.leaseLost(t, op, p.DeliveryID, p.Owner)}, false, nil
-	}
+	d, secrets, moved, err := s.moveLeasedCopy(t, p, tr)
 	if err != nil {
 		return ledger.AttemptRecordResult{}, false, translate(op, err)
 	}
-	finish()
-	d := before
-	tr.Apply(&d)
-	if err := s.writeAttemptTransition(t, rowid, before, &d); err != nil {
-		return ledger.AttemptRecordResult{}, false, translate(op, err)
+	if !moved {
+		// The row is read, moved by tr.Apply and written back by its
+		// rowid (conformance: AttemptTransition): no RETURNING, which
+		// costs SQLite an ephemeral table per statement.
+		var rowid int64
+		var before ledger.Delivery
+		dest, finish := deliveryDest(&before)
+		err = t.stmt(s.ws.attemptLeased).QueryRowContext(t.ctx, p.DeliveryID, p.Owner).Scan(append(append([]any{&rowid}, dest...), &secrets)...)
+		if errors.Is(err, sql.ErrNoRows) {
+			return ledger.AttemptRecordResult{Err: s.leaseLost(t, op, p.DeliveryID, p.Owner)}, false, nil
+		}
+		if err != nil {
+			return ledger.AttemptRecordResult{}, false, translate(op, err)
+		}
+		finish()
+		d = before
+		tr.Apply(&d)
+		if _, err := s.writeAttemptTransition(t, rowid, before, &d, false); err != nil {
+			return ledger.AttemptRecordResult{}, false, translate(op, err)
+		}
 	}
+	a := p.Attempt
 	if !p.Unsent {
 		if _, err := t.stmt(s.ws.attemptInsert).ExecContext(t.ctx, d.ID, int64(d.Attempts), p.Owner, nanos(a.StartedAt),
 			int64(a.Duration), int64(a.StatusCode), a.Error, nullBytes(a.ResponseExcerpt), nanos(p.Now)); err != nil {
@@ -114,27 +120,59 @@ func (s *Store) recordAttempt(t *wtx, p *ledger.AttemptRecordParams, ds ledger.S
 	return res, secrets, nil
 }
 
-// writeAttemptTransition writes d, the row rowid moved from before by an
+// moveLeasedCopy records tr from the copy of the row that p's lease handed
+// out (p.Leased), without reading the row: the update changes it only if
+// it still is that copy. It reports whether it did (moved), the delivery
+// as moved, and whether the copy's event held secrets. A record without a
+// copy, or whose copy is not of this lease, moves nothing.
+func (s *Store) moveLeasedCopy(t *wtx, p *ledger.AttemptRecordParams, tr ledger.AttemptTransition) (d ledger.Delivery, secrets, moved bool, _ error) {
+	c := p.Leased
+	if c == nil || c.Delivery.ID != p.DeliveryID || c.Delivery.State != ledger.StateInFlight || c.Delivery.LeaseOwner != p.Owner {
+		return d, false, false, nil
+	}
+	before := c.Delivery
+	stored(&before)
+	d = before
+	tr.Apply(&d)
+	n, err := s.writeAttemptTransition(t, before.ID, before, &d, true)
+	if err != nil || n == 0 {
+		return ledger.Delivery{}, false, false, err
+	}
+	return d, len(c.Event.Secrets) > 0, true, nil
+}
+
+// writeAttemptTransition writes d, the row moved from before by an
 // AttemptTransition, with the attemptUpdate variant that leaves out the
 // columns with indexes of their own (resolution, terminal_at) that the
-// transition did not change. d's times become what reading the row back
-// returns.
-func (s *Store) writeAttemptTransition(t *wtx, rowid int64, before ledger.Delivery, d *ledger.Delivery) error {
+// transition did not change. row is the rowid the record read, or, from
+// the lease's copy (fromCopy), the delivery's ID, and the row must then
+// still be before. It returns the number of rows written. d's times
+// become what reading the row back returns.
+func (s *Store) writeAttemptTransition(t *wtx, row any, before ledger.Delivery, d *ledger.Delivery, fromCopy bool) (int64, error) {
 	stored(d)
 	resolution := d.ExhaustReason != before.ExhaustReason || d.Resolution != before.Resolution
 	terminal := !sameNanos(d.TerminalAt, before.TerminalAt)
-	args := []any{rowid, string(d.State), int64(d.Attempts), nullNanosPtr(d.FirstAttemptAt), nanos(d.DueAt),
+	args := []any{row, string(d.State), int64(d.Attempts), nullNanosPtr(d.FirstAttemptAt), nanos(d.DueAt),
 		nullNanosPtr(d.AckDeadline), int64(d.LastStatus), d.LastError, d.LeaseOwner, nullNanosPtr(d.LeaseUntil),
 		string(d.ExhaustReason), string(d.Resolution), nullNanosPtr(d.TerminalAt)}
 	switch {
+	case fromCopy: // ?30
+		b := &before
+		args = append(args, b.EventID, b.EndpointID, nanos(b.DueAt), b.LeaseOwner, nullNanosPtr(b.LeaseUntil),
+			int64(b.Attempts), nullNanosPtr(b.FirstAttemptAt), nullNanosPtr(b.AckDeadline), int64(b.LastStatus),
+			b.LastError, string(b.ExhaustReason), string(b.Resolution), nullNanosPtr(b.TerminalAt), nanos(b.CreatedAt),
+			b.RetryOf, b.ResolvedBy, b.Resend)
 	case terminal: // ?13
 	case resolution:
 		args = args[:12]
 	default:
 		args = args[:10]
 	}
-	_, err := t.stmt(s.ws.attemptUpdate[variantKey(resolution, terminal)]).ExecContext(t.ctx, args...)
-	return err
+	r, err := t.stmt(s.ws.attemptUpdate[variantKey(resolution, terminal, fromCopy)]).ExecContext(t.ctx, args...)
+	if err != nil {
+		return 0, err
+	}
+	return r.RowsAffected()
 }
 
 // deadLetter inserts the hookkeeper.delivery.exhausted event for the

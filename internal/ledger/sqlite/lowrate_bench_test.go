@@ -49,7 +49,7 @@ func lowRate(b *testing.B, k int) {
 		if len(r.Leased) != 1 {
 			b.Fatalf("leased %d deliveries, want 1", len(r.Leased))
 		}
-		return &ledger.AttemptRecordParams{DeliveryID: r.Leased[0].Delivery.ID, Owner: "w", Now: now,
+		return &ledger.AttemptRecordParams{DeliveryID: r.Leased[0].Delivery.ID, Owner: "w", Now: now, Leased: &r.Leased[0],
 			Attempt: ledger.Attempt{StartedAt: now, Duration: time.Millisecond, StatusCode: 204},
 			Next:    ledger.Next{State: ledger.StateDelivered}}
 	}

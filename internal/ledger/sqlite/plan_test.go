@@ -48,6 +48,10 @@ func TestPlansStayFlat(t *testing.T) {
 		// The sweep of expired deliveries walks the deliveries still to
 		// send whose event has a bound (migration 0016), not the ledger.
 		{"deliveries whose event expired", writeSQL.claimExpiring, "deliveries_expiring", []any{int64(1000), 500}},
+		// A record from its lease's copy finds the row by its key; its
+		// guards must not pick an index the update moves.
+		{"record an attempt from the lease's copy", attemptUpdateSQL(false, false, true), "sqlite_autoindex_deliveries_1 (id=?)",
+			append([]any{"dlv_1"}, make([]any, 29)...)},
 		// Every claim round reads the blocked endpoints: it walks them
 		// alone (migration 0017), not every endpoint's row.
 		{"blocked endpoints", writeSQL.pausedEndpoints, "endpoints_blocked", nil},

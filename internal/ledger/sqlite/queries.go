@@ -129,7 +129,9 @@ var writeSQL = struct {
 	// or none when the caller does not hold the lease (or the delivery
 	// does not exist); and whether its event still holds secrets, which
 	// its settlement may then scrub (recordAttempt). The transition itself
-	// is attemptUpdateSQL.
+	// is attemptUpdateSQL. A record that brings the lease's copy of the
+	// row (AttemptRecordParams.Leased) reads it only when the copy is
+	// stale.
 	attemptLeased: `SELECT rowid, ` + deliveryCols + `,
 			coalesce((SELECT secrets IS NOT NULL FROM events WHERE events.id = deliveries.event_id), 1)
 		FROM deliveries WHERE id = ?1 AND state = 'in_flight' AND lease_owner = ?2`,
@@ -153,15 +155,23 @@ var readSQL = struct {
 		FROM endpoint_stats WHERE endpoint_id = ?1`,
 }
 
-// attemptUpdateSQL writes a recorded attempt's transition to the row ?1
-// (a rowid): every column ledger.AttemptTransition.Apply sets, with the
-// values Apply computed from the row as read (attemptLeased). SQLite
-// maintains every index that names a column the statement sets (in its
-// key or its partial-index predicate), so the two columns only the
-// transitions that end a delivery change are set only when they change:
-// exhaust_reason and resolution (?11, ?12; resolution has two indexes of
-// its own), and terminal_at (?13; deliveries_settled).
-func attemptUpdateSQL(resolution, terminal bool) string {
+// attemptUpdateSQL writes a recorded attempt's transition: every column
+// ledger.AttemptTransition.Apply sets, with the values Apply computed
+// from the row before. SQLite maintains every index that names a column
+// the statement sets (in its key or its partial-index predicate), so the
+// two columns only the transitions that end a delivery change are set
+// only when they change: exhaust_reason and resolution (?11, ?12;
+// resolution has two indexes of its own), and terminal_at (?13;
+// deliveries_settled).
+//
+// The row is ?1, a rowid, when the record read it (attemptLeased). When
+// it records from the copy its lease handed out (fromCopy), ?1 is the
+// delivery's ID and the statement changes the row only if it still is
+// that copy, column for column (?14–?30, as deliveryCols after id and
+// state), in flight: then Apply moved exactly what a read would have
+// returned. The guards are not indexable (unary +), so that the row is
+// found by its key, not by an index the statement moves.
+func attemptUpdateSQL(resolution, terminal, fromCopy bool) string {
 	var b strings.Builder
 	b.WriteString(`UPDATE deliveries SET state = ?2, attempts = ?3, first_attempt_at = ?4, due_at = ?5,
 		ack_deadline = ?6, last_status = ?7, last_error = ?8, lease_owner = ?9, lease_until = ?10`)
@@ -171,7 +181,15 @@ func attemptUpdateSQL(resolution, terminal bool) string {
 	if terminal {
 		b.WriteString(`, terminal_at = ?13`)
 	}
-	b.WriteString(` WHERE rowid = ?1`)
+	if !fromCopy {
+		b.WriteString(` WHERE rowid = ?1`)
+		return b.String()
+	}
+	b.WriteString(` WHERE id = ?1 AND +state = 'in_flight' AND +event_id = ?14 AND +endpoint_id = ?15
+		AND +due_at = ?16 AND +lease_owner = ?17 AND +lease_until IS ?18 AND +attempts = ?19
+		AND +first_attempt_at IS ?20 AND +ack_deadline IS ?21 AND +last_status = ?22 AND +last_error = ?23
+		AND +exhaust_reason = ?24 AND +resolution = ?25 AND +terminal_at IS ?26 AND +created_at = ?27
+		AND +retry_of = ?28 AND +resolved_by = ?29 AND +resend = ?30`)
 	return b.String()
 }
 
@@ -185,8 +203,9 @@ type (
 		pausedEndpoints, claimDue, claimExpired, claimBacklogged, claimDueOf, claimLease, claimedRows,
 		claimExpiring, release, deliveryExists,
 		attemptLeased, attemptInsert *sql.Stmt
-		// attemptUpdate is indexed by variantKey(resolution, terminal).
-		attemptUpdate [4]*sql.Stmt
+		// attemptUpdate is indexed by variantKey(resolution, terminal,
+		// fromCopy).
+		attemptUpdate [8]*sql.Stmt
 	}
 	readStmts struct {
 		endpointGet, endpointList, eventGet, deliveryGet, deliveryExists, attemptList, statsGet *sql.Stmt
@@ -263,7 +282,7 @@ func (s *Store) prepare(ctx context.Context) error {
 		*p.dst = st
 	}
 	if err := prepareVariants(ctx, s.w, s.ws.attemptUpdate[:], func(k int) string {
-		return attemptUpdateSQL(k&1 != 0, k&2 != 0)
+		return attemptUpdateSQL(k&1 != 0, k&2 != 0, k&4 != 0)
 	}); err != nil {
 		return err
 	}

@@ -57,14 +57,19 @@ func TestSchemaHasNoLongInLists(t *testing.T) {
 	statements := map[string]statement{"insert delivery": {writeSQL.deliveryInsert, 9}}
 	for _, resolution := range []bool{false, true} {
 		for _, terminal := range []bool{false, true} {
-			args := 10
-			if terminal {
-				args = 13
-			} else if resolution {
-				args = 12
+			for _, fromCopy := range []bool{false, true} {
+				args := 10
+				switch {
+				case fromCopy:
+					args = 30
+				case terminal:
+					args = 13
+				case resolution:
+					args = 12
+				}
+				statements[fmt.Sprintf("attempt update (resolution %t, terminal %t, from the lease's copy %t)", resolution, terminal, fromCopy)] =
+					statement{attemptUpdateSQL(resolution, terminal, fromCopy), args}
 			}
-			statements[fmt.Sprintf("attempt update (resolution %t, terminal %t)", resolution, terminal)] =
-				statement{attemptUpdateSQL(resolution, terminal), args}
 		}
 	}
 	for name, st := range statements {
