@@ -41,12 +41,7 @@ func TestAttemptUpdateVariants(t *testing.T) {
 		for nextName, next := range nexts {
 			for _, fromCopy := range []bool{false, true} {
 				name := fmt.Sprintf("%s, %s, from the lease's copy %t", rowName, nextName, fromCopy)
-				res, err := s.EventInsertMany(ctx, []*ledger.EventInsertParams{{Namespace: "shop", Type: "order.created",
-					Data: json.RawMessage(`{}`), Now: now, LeaseTo: &ledger.Lease{Owner: "w", Until: now.Add(time.Hour)}}})
-				if err != nil || res[0].Err != nil || len(res[0].Leased) != 1 {
-					t.Fatalf("%s: EventInsertMany = %+v, %v", name, res, err)
-				}
-				leased := res[0].Leased[0]
+				leased := publishLeased(t, s, now, name)
 				id := leased.Delivery.ID
 				if dirty != "" {
 					if _, err := s.w.ExecContext(ctx, dirty, id); err != nil {
@@ -99,6 +94,18 @@ func TestAttemptUpdateVariants(t *testing.T) {
 	if len(used) != len(s.ws.attemptUpdate) {
 		t.Errorf("the cases ran %d of the %d attemptUpdate statements", len(used), len(s.ws.attemptUpdate))
 	}
+}
+
+// publishLeased publishes an event to shop/all at now, its delivery
+// leased to "w" for an hour, and returns the lease's copy.
+func publishLeased(t *testing.T, s *Store, now time.Time, name string) ledger.ClaimedDelivery {
+	t.Helper()
+	res, err := s.EventInsertMany(t.Context(), []*ledger.EventInsertParams{{Namespace: "shop", Type: "order.created",
+		Data: json.RawMessage(`{}`), Now: now, LeaseTo: &ledger.Lease{Owner: "w", Until: now.Add(time.Hour)}}})
+	if err != nil || res[0].Err != nil || len(res[0].Leased) != 1 {
+		t.Fatalf("%s: EventInsertMany = %+v, %v", name, res, err)
+	}
+	return res[0].Leased[0]
 }
 
 // forbidLeaseRead swaps the record's lease read for a statement that fails
@@ -156,12 +163,7 @@ func TestRecordFromStaleCopyReadsTheRow(t *testing.T) {
 		t.Fatalf("%d columns skewed, want every one of the %d a copy carries", got, want)
 	}
 	for name, skew := range skews {
-		res, err := s.EventInsertMany(ctx, []*ledger.EventInsertParams{{Namespace: "shop", Type: "order.created",
-			Data: json.RawMessage(`{}`), Now: now, LeaseTo: &ledger.Lease{Owner: "w", Until: now.Add(time.Hour)}}})
-		if err != nil || res[0].Err != nil || len(res[0].Leased) != 1 {
-			t.Fatalf("%s: EventInsertMany = %+v, %v", name, res, err)
-		}
-		leased := res[0].Leased[0]
+		leased := publishLeased(t, s, now, name)
 		id := leased.Delivery.ID
 		before, err := s.DeliveryGet(ctx, id)
 		if err != nil {
