@@ -30,9 +30,10 @@ func TestTwoStoresLoseNoOutcome(t *testing.T) {
 	}
 	now := at(time.Second)
 	ctx := context.Background()
-	var wg sync.WaitGroup
+	var wg, producers sync.WaitGroup
+	produced := make(chan struct{})
 	for p, s := range stores {
-		wg.Go(func() {
+		producers.Go(func() {
 			for range 10 {
 				if _, err := s.EventInsertMany(ctx, events(10, "shop", t0)); err != nil {
 					t.Errorf("EventInsertMany: %v", err)
@@ -43,9 +44,10 @@ func TestTwoStoresLoseNoOutcome(t *testing.T) {
 		for w := range 2 {
 			owner := fmt.Sprintf("process%d-worker%d", p, w)
 			rng := rand.New(rand.NewPCG(uint64(p), uint64(w)))
-			wg.Go(func() { work(t, s, owner, now, rng) })
+			wg.Go(func() { work(t, s, owner, now, rng, produced) })
 		}
 	}
+	wg.Go(func() { producers.Wait(); close(produced) })
 	wg.Wait()
 
 	// Both stores acknowledge the waiting deliveries at once.
