@@ -14,7 +14,7 @@ func exerciseAttempts(t *testing.T, newStore func(t *testing.T) ledger.Store) {
 			// AttemptRecordParams.Leased is a hint: a record that brings
 			// its lease's copy gives what one without it gives, whether
 			// the copy is the row, is stale (the row moved since), or is
-			// of a lease since lost to a reclaim and another claim.
+			// of a lease that ran out and another owner claimed.
 			f.upsert(endpoint("shop", "all", "*"), t0)
 			f.insert(event("shop", "order.created", t0))
 			f.insert(event("shop", "order.created", t0))

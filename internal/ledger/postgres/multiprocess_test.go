@@ -38,39 +38,19 @@ func TestTwoStoresNeverShareALiveLease(t *testing.T) {
 			mu      sync.Mutex
 			claimed = map[string]string{} // delivery → owner
 			wg      sync.WaitGroup
-			// Closed once during has published everything.
-			produced = make(chan struct{})
 		)
-		wg.Go(func() {
-			if during != nil {
-				during()
-			}
-			close(produced)
-		})
+		var producers []func()
+		if during != nil {
+			producers = append(producers, during)
+		}
+		produced := produce(&wg, producers...)
 		for p, s := range stores {
 			for w := range 3 {
 				owner := fmt.Sprintf("%s-process%d-worker%d", round, p, w)
 				wg.Go(func() {
-					for {
-						done := isClosed(produced)
-						got, err := s.DeliveryClaim(context.Background(), &ledger.DeliveryClaimParams{
-							Owner: owner, Now: now, LeaseFor: time.Hour, Limit: 7,
-						})
-						if err != nil {
-							t.Errorf("%s: DeliveryClaim: %v", owner, err)
-							return
-						}
-						if len(got) == 0 {
-							if done {
-								return
-							}
-							select {
-							case <-produced:
-							case <-time.After(time.Millisecond):
-							}
-							continue
-						}
+					claimUntilDrained(t, s, owner, now, 7, produced, func(got []ledger.ClaimedDelivery) bool {
 						mu.Lock()
+						defer mu.Unlock()
 						for _, c := range got {
 							if prev, dup := claimed[c.Delivery.ID]; dup {
 								t.Errorf("delivery %s leased to %s and %s", c.Delivery.ID, prev, owner)
@@ -80,8 +60,8 @@ func TestTwoStoresNeverShareALiveLease(t *testing.T) {
 							}
 							claimed[c.Delivery.ID] = owner
 						}
-						mu.Unlock()
-					}
+						return true
+					})
 				})
 			}
 		}
@@ -145,24 +125,15 @@ func TestTwoStoresKeepCountersExact(t *testing.T) {
 	}
 	now := at(time.Second)
 	ctx := context.Background()
-	var wg, producers sync.WaitGroup
-	produced := make(chan struct{})
+	var wg sync.WaitGroup
+	produced := produce(&wg, publishing(t, stores, 15)...)
 	for p, s := range stores {
-		producers.Go(func() {
-			for range 15 {
-				if _, err := s.EventInsertMany(ctx, events(10, "shop", t0)); err != nil {
-					t.Errorf("EventInsertMany: %v", err)
-					return
-				}
-			}
-		})
 		for w := range 2 {
 			owner := fmt.Sprintf("process%d-worker%d", p, w)
 			rng := rand.New(rand.NewPCG(uint64(p), uint64(w)))
 			wg.Go(func() { work(t, s, owner, now, rng, produced) })
 		}
 	}
-	wg.Go(func() { producers.Wait(); close(produced) })
 	wg.Go(func() {
 		time.Sleep(50 * time.Millisecond)
 		if _, err := stores[1].EndpointDelete(ctx, &ledger.EndpointDeleteParams{ID: "shop/ep1", Now: now}); err != nil {
@@ -174,29 +145,10 @@ func TestTwoStoresKeepCountersExact(t *testing.T) {
 }
 
 // work claims and records random outcomes until the producers are done
-// (produced is closed) and nothing is claimable. A worker that finds
-// nothing while they still publish looks again a millisecond later, or as
-// soon as they are done: how fast they publish decides only how often it
-// looks, never whether it stops before the work is there.
+// and nothing is claimable (claimUntilDrained).
 func work(t *testing.T, s ledger.Store, owner string, now time.Time, rng *rand.Rand, produced <-chan struct{}) {
 	ctx := context.Background()
-	for {
-		done := isClosed(produced)
-		got, err := s.DeliveryClaim(ctx, &ledger.DeliveryClaimParams{Owner: owner, Now: now, LeaseFor: time.Hour, Limit: 8})
-		if err != nil {
-			t.Errorf("%s: DeliveryClaim: %v", owner, err)
-			return
-		}
-		if len(got) == 0 {
-			if done {
-				return
-			}
-			select {
-			case <-produced:
-			case <-time.After(time.Millisecond):
-			}
-			continue
-		}
+	claimUntilDrained(t, s, owner, now, 8, produced, func(got []ledger.ClaimedDelivery) bool {
 		var batch []*ledger.AttemptRecordParams
 		for _, c := range got {
 			p := &ledger.AttemptRecordParams{
@@ -226,17 +178,79 @@ func work(t *testing.T, s ledger.Store, owner string, now time.Time, rng *rand.R
 			batch = append(batch, p)
 		}
 		if len(batch) == 0 {
-			continue
+			return true
 		}
 		res, err := s.AttemptRecordMany(ctx, batch)
 		if err != nil {
 			t.Errorf("%s: AttemptRecordMany: %v", owner, err)
-			return
+			return false
 		}
 		for i, r := range res {
 			wantOnlyCancelled(t, s, owner, batch[i].DeliveryID, r.Err)
 		}
+		return true
+	})
+}
+
+// claimUntilDrained claims up to limit deliveries at a time for owner at
+// now and hands each non-empty claim to handle (false stops), until
+// produced is closed and a claim made after that finds nothing. A claim
+// that finds nothing while the producers still publish is made again a
+// millisecond later, or as soon as they are done: how fast they publish
+// decides only how often a worker looks, never whether it stops before
+// the work is there.
+func claimUntilDrained(t *testing.T, s ledger.Store, owner string, now time.Time, limit int, produced <-chan struct{},
+	handle func([]ledger.ClaimedDelivery) bool) {
+	for {
+		done := isClosed(produced)
+		got, err := s.DeliveryClaim(context.Background(), &ledger.DeliveryClaimParams{Owner: owner, Now: now, LeaseFor: time.Hour, Limit: limit})
+		if err != nil {
+			t.Errorf("%s: DeliveryClaim: %v", owner, err)
+			return
+		}
+		if len(got) == 0 {
+			if done {
+				return
+			}
+			select {
+			case <-produced:
+			case <-time.After(time.Millisecond):
+			}
+			continue
+		}
+		if !handle(got) {
+			return
+		}
 	}
+}
+
+// produce runs each producer on wg and returns a channel closed once all
+// of them are done.
+func produce(wg *sync.WaitGroup, producers ...func()) <-chan struct{} {
+	produced := make(chan struct{})
+	var running sync.WaitGroup
+	for _, p := range producers {
+		running.Go(p)
+	}
+	wg.Go(func() { running.Wait(); close(produced) })
+	return produced
+}
+
+// publishing returns a producer for each store that publishes batches of
+// ten events to namespace shop, batches times.
+func publishing(t *testing.T, stores []ledger.Store, batches int) []func() {
+	producers := make([]func(), len(stores))
+	for i, s := range stores {
+		producers[i] = func() {
+			for range batches {
+				if _, err := s.EventInsertMany(context.Background(), events(10, "shop", t0)); err != nil {
+					t.Errorf("EventInsertMany: %v", err)
+					return
+				}
+			}
+		}
+	}
+	return producers
 }
 
 // wantOnlyCancelled accepts err only as the lease lost to the endpoint

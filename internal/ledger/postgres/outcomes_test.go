@@ -30,24 +30,15 @@ func TestTwoStoresLoseNoOutcome(t *testing.T) {
 	}
 	now := at(time.Second)
 	ctx := context.Background()
-	var wg, producers sync.WaitGroup
-	produced := make(chan struct{})
+	var wg sync.WaitGroup
+	produced := produce(&wg, publishing(t, stores, 10)...)
 	for p, s := range stores {
-		producers.Go(func() {
-			for range 10 {
-				if _, err := s.EventInsertMany(ctx, events(10, "shop", t0)); err != nil {
-					t.Errorf("EventInsertMany: %v", err)
-					return
-				}
-			}
-		})
 		for w := range 2 {
 			owner := fmt.Sprintf("process%d-worker%d", p, w)
 			rng := rand.New(rand.NewPCG(uint64(p), uint64(w)))
 			wg.Go(func() { work(t, s, owner, now, rng, produced) })
 		}
 	}
-	wg.Go(func() { producers.Wait(); close(produced) })
 	wg.Wait()
 
 	// Both stores acknowledge the waiting deliveries at once.
