@@ -321,6 +321,9 @@ func run(cfg config) error {
 			return err
 		}
 	}
+	if cfg.steps == costSteps {
+		return writeCost(cfg, &r)
+	}
 	if cfg.runs("breaker") {
 		if err := runBreaker(cfg, bin, work, &r.breaker); err != nil {
 			return err

@@ -112,12 +112,31 @@ func (r costRun) load() string {
 	return fmt.Sprintf("saturation (%.0f/s)", r.delivered)
 }
 
-// costSection is the issue #15 part of docs/benchmarks.md.
+// costHeading starts the section costSection writes.
+const costHeading = "## Cost per event"
+
+// costSteps are the steps whose figures make the cost section: run alone
+// (in this order) on both stores, they rewrite that section, its kept
+// notes included, so that the floors can be judged again without the rest
+// of `make bench`.
+const costSteps = "cost,history,disk,manager"
+
+// writeCost writes the cost section when its steps ran on both stores,
+// and prints it otherwise.
+func writeCost(cfg config, r *results) error {
+	stores := bothStores
+	if cfg.costStores != bothStores || cfg.historyStores != bothStores {
+		stores = cfg.costStores + "/" + cfg.historyStores
+	}
+	return writeBothStores(cfg.out, "cost", stores, costHeading, costSection(cfg, r, keptNotes(cfg.out)))
+}
+
+// costSection is the cost part of docs/benchmarks.md (issues #15 and #26).
 func costSection(cfg config, r *results, notes string) string {
 	c, h, d := &r.cost, &r.history, &r.disk
 	var b strings.Builder
 	p := func(format string, args ...any) { fmt.Fprintf(&b, format, args...) }
-	p("\n## Cost per event\n\n")
+	p("\n%s\n\n", costHeading)
 	p("One load client (%d connections, 1 KiB events, a unique Idempotency-Key each), one receiver\n", c.connections)
 	p("answering 204, each run %s of publishing measured after %s of warming up at the same load\n", c.duration, c.warmup)
 	p("on the same process (its first seconds open connections and prepare statements, and a new\n")
@@ -312,7 +331,7 @@ func costSection(cfg config, r *results, notes string) string {
 	p("\nReproduce: `make bench` (10,000,000 events of history), or quicker\n")
 	p("`make bench BENCH_FLAGS=--history-events=1000000` (this run: `--lag-deliveries %d\n", cfg.lagDeliveries)
 	p("--history-events %d`; the lag step's 30 s preload budget fails at 100,000 on a loaded machine). The cost\n", cfg.historyEvents)
-	p("steps alone print their figures without writing this file: `go run ./test/bench --steps\n")
-	p("cost,history,disk,manager --profile-dir DIR` (with HOOKKEEPER_TEST_POSTGRES set).\n")
+	p("steps alone rewrite this section and nothing else: `go run ./test/bench --steps %s\n", costSteps)
+	p("--profile-dir DIR` (with HOOKKEEPER_TEST_POSTGRES set; on one store alone they print it).\n")
 	return b.String()
 }
