@@ -119,7 +119,8 @@ FUZZ_TARGETS := \
 	./internal/signing:FuzzVerifyMutation \
 	./pkg/receiver:FuzzVerify \
 	./internal/catalog:FuzzFastAgreesWithTheValidator \
-	./internal/eventfilter:FuzzMatch
+	./internal/eventfilter:FuzzMatch \
+	./internal/eventfilter:FuzzHostile
 FUZZTIME ?= 1m
 
 .PHONY: fuzz

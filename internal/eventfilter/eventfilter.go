@@ -42,6 +42,7 @@ import (
 	"fmt"
 	"strconv"
 	"sync"
+	"time"
 	"unicode/utf8"
 
 	"github.com/google/cel-go/cel"
@@ -115,6 +116,9 @@ type Program struct {
 	expr string
 	prg  cel.Program
 	cost checker.CostEstimate
+	// readsData: the expression names data, which an evaluation then
+	// decodes before its clock starts (once per Event, for every program).
+	readsData bool
 }
 
 // Error is an expression Compile refused. Line and Column (1-based) say
@@ -135,7 +139,12 @@ func (e *Error) Error() string {
 // Compile parses, type-checks and cost-checks expr. A refusal is an
 // *Error whose text names the position and the rule; any other error
 // is internal.
-func Compile(expr string) (*Program, error) {
+func Compile(expr string) (*Program, error) { return compile(expr, true) }
+
+// compile is Compile; without checkCost it keeps what the estimate would
+// refuse, for tests of the run-time bounds, which must hold even where the
+// estimate is wrong.
+func compile(expr string, checkCost bool) (*Program, error) {
 	if n := utf8.RuneCountInString(expr); n > MaxLength {
 		return nil, &Error{Message: fmt.Sprintf("the expression has %d characters, more than the limit of %d", n, MaxLength)}
 	}
@@ -163,18 +172,19 @@ func Compile(expr string) (*Program, error) {
 	if err != nil {
 		return nil, fmt.Errorf("filter: estimating its cost: %w", err)
 	}
-	if cost.Max > EstimatedCostLimit {
-		return nil, &Error{Message: fmt.Sprintf("estimated cost %s exceeds the limit of %d (a comprehension over data inside another one is the usual cause)",
+	if checkCost && cost.Max > EstimatedCostLimit {
+		return nil, &Error{Message: fmt.Sprintf("estimated cost %s exceeds the limit of %d (a comprehension over data inside another one, or a string built from data many times over, is the usual cause)",
 			strconv.FormatFloat(float64(cost.Max), 'g', 3, 64), EstimatedCostLimit)}
 	}
 	prg, err := e.Program(ast,
 		cel.EvalOptions(cel.OptOptimize),
 		cel.InterruptCheckFrequency(interruptEvery),
+		cel.CustomDecoratorV2(trackCalls),
 	)
 	if err != nil {
 		return nil, fmt.Errorf("filter: planning the program: %w", err)
 	}
-	return &Program{expr: expr, prg: prg, cost: cost}, nil
+	return &Program{expr: expr, prg: prg, cost: cost, readsData: namesData(ast)}, nil
 }
 
 // Expression returns the text p was compiled from.
@@ -189,32 +199,66 @@ func (p *Program) Match(typ, namespace string, data []byte) (bool, error) {
 	return p.MatchEvent(context.Background(), NewEvent(typ, namespace, data))
 }
 
-// MatchEvent reports whether ev matches. An error (an *EvalError) means
-// the expression could not be evaluated on this event: a missing field, a
-// value of another type, data larger than EstimatedDataBytes or not JSON,
-// ctx done (before the evaluation, or at a check every 100 iterations of
-// a comprehension); callers treat it as no match.
+// MatchEvent is Eval within the default budget.
 func (p *Program) MatchEvent(ctx context.Context, ev *Event) (bool, error) {
+	return p.Eval(ctx, ev, Budget{})
+}
+
+// Budget bounds one evaluation besides RuntimeCostLimit.
+type Budget struct {
+	// Timeout bounds the evaluation's time (default DefaultEvalTimeout).
+	Timeout time.Duration
+	// Now is the clock the deadline is read on (default time.Now).
+	Now func() time.Time
+}
+
+// Eval reports whether ev matches. An error (an *EvalError) means the
+// expression could not be evaluated on this event: a missing field, a
+// value of another type, data larger than EstimatedDataBytes or not JSON,
+// a run-time cost over RuntimeCostLimit, a time over b.Timeout, ctx done
+// (before the evaluation, or at a check every 100 iterations of a
+// comprehension); callers treat it as no match.
+func (p *Program) Eval(ctx context.Context, ev *Event, b Budget) (bool, error) {
 	if err := ctx.Err(); err != nil {
 		return false, &EvalError{Reason: ReasonCanceled, Err: err}
 	}
+	if b.Timeout <= 0 {
+		b.Timeout = DefaultEvalTimeout
+	}
+	if b.Now == nil {
+		b.Now = time.Now
+	}
+	if p.readsData {
+		// Decoding is the Event's, shared by every endpoint's filter: not
+		// charged to the first one's budget.
+		ev.decoded()
+	}
+	t := trackers.Get().(*tracker)
+	*t = tracker{now: b.Now, deadline: b.Now().Add(b.Timeout)}
+	act := &evalVars{ev: ev, t: t}
 	var out ref.Val
 	var err error
 	if ctx.Done() == nil {
 		// Nothing can interrupt it: no interrupt state to set up.
-		out, _, err = p.prg.Eval((*vars)(ev))
+		out, _, err = p.prg.Eval(act)
 	} else {
-		out, _, err = p.prg.ContextEval(ctx, (*vars)(ev))
+		out, _, err = p.prg.ContextEval(ctx, act)
 	}
+	stopped := t.stopped
+	trackers.Put(t)
 	if err != nil {
-		return false, &EvalError{Reason: reasonOf(err), Err: err}
+		reason := stopped
+		if reason == "" {
+			reason = reasonOf(err)
+		}
+		return false, &EvalError{Reason: reason, Err: err}
 	}
-	b, ok := out.(types.Bool)
+	b2, ok := out.(types.Bool)
 	if !ok {
 		// The checker guarantees a bool; kept for an unforeseen value.
 		return false, &EvalError{Reason: ReasonType, Err: fmt.Errorf("the expression gave a %s, not a bool", out.Type())}
 	}
-	return bool(b), nil
+	return bool(b2), nil
 }
 
 // EvalError is an evaluation that gave no answer. Its text may quote a
@@ -233,7 +277,8 @@ func (e *EvalError) Unwrap() error { return e.Err }
 const (
 	ReasonNoSuchKey = "no_such_key" // a field the event does not have
 	ReasonType      = "type"        // a value of a type the operation does not take
-	ReasonCost      = "cost"        // data larger than EstimatedDataBytes
+	ReasonCost      = "cost"        // data larger than EstimatedDataBytes, or a run-time cost over RuntimeCostLimit
+	ReasonTimeout   = "timeout"     // an evaluation longer than its Budget's Timeout
 	ReasonCanceled  = "canceled"    // MatchEvent's context done
 	ReasonData      = "data"        // the event's data is not JSON
 	ReasonCompile   = "compile"     // the expression does not compile (see Reason)
@@ -241,7 +286,7 @@ const (
 )
 
 // Reasons lists every reason, to initialise metric series.
-var Reasons = []string{ReasonNoSuchKey, ReasonType, ReasonCost, ReasonCanceled, ReasonData, ReasonCompile, ReasonOther}
+var Reasons = []string{ReasonNoSuchKey, ReasonType, ReasonCost, ReasonTimeout, ReasonCanceled, ReasonData, ReasonCompile, ReasonOther}
 
 // Reason returns the reason of an error from MatchEvent, or ReasonCompile
 // for one from Compile (or Cache.Program).
@@ -253,4 +298,14 @@ func Reason(err error) string {
 		return ReasonCompile
 	}
 	return ReasonOther
+}
+
+// namesData reports whether a checked expression refers to data.
+func namesData(a *cel.Ast) bool {
+	for _, ref := range a.NativeRep().ReferenceMap() {
+		if ref.Name == VarData {
+			return true
+		}
+	}
+	return false
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"time"
 )
 
 const order = `{"amount":1500,"currency":"EUR","price":12.5,"big":12345678901234567890,"exp":1e3,` +
@@ -134,7 +135,17 @@ func TestCompileRefusals(t *testing.T) {
 		{"too long", `type == "` + strings.Repeat("é", MaxLength) + `"`, "filter: the expression has 4106 characters, more than the limit of 4096"},
 		{"several errors", `a && b`, "filter: 1:1: undeclared reference to 'a' (in container '') (and 1 more)"},
 		{"nested comprehensions over data", `data.lines.all(l, data.lines.exists(m, m.sku == l.sku))`,
-			"filter: estimated cost 1.8e+15 exceeds the limit of 10000000 (a comprehension over data inside another one is the usual cause)"},
+			"filter: estimated cost 1.8e+15 exceeds the limit of 10000000 (a comprehension over data inside another one, or a string built from data many times over, is the usual cause)"},
+		// Growth: functions whose result is larger than their input are
+		// charged for what they build (issue #42), each of its kind.
+		{"replace by data, twice (issue #42)", `has(data.s) && data.s.replace("a", data.s).replace("a", data.s).size() > 0`, "filter: estimated cost"},
+		{"replace by data", `data.s.replace("a", data.s).size() > 0`, "filter: estimated cost"},
+		{"replace of the empty string", `data.s.replace("", data.t) != ""`, "filter: estimated cost"},
+		{"join of a built list", `lists.range(100).map(i, data.s).join(data.s) != ""`, "filter: estimated cost"},
+		{"concatenation in a loop", `lists.range(100).map(i, data.s + data.s).size() > 0`, "filter: estimated cost"},
+		{"format in a loop", `lists.range(100).all(i, "%s%s".format([data.s, data.s]) != "")`, "filter: estimated cost"},
+		{"join of a list built from data", `data.lines.map(l, l.sku).join(",") == "A-1,B-2"`, "filter: estimated cost"},
+		{"quote in a loop", `lists.range(200).all(i, strings.quote(data.s) != "")`, "filter: estimated cost"},
 		{"comprehension over a field of every element", `data.lines.exists(l, l.tags.exists(t, t == "coffee"))`,
 			"filter: estimated cost"},
 		{"membership in a field of every element", `data.lines.exists(l, "coffee" in l.tags)`, "filter: estimated cost"},
@@ -161,6 +172,11 @@ func TestEstimatedCostAccepts(t *testing.T) {
 		`data.lines.map(l, l.sku).exists(s, s.startsWith("A-"))`,
 		`data.note.contains("door") && data.note.matches("^L")`,
 		`type.startsWith("order.") && publisherNamespace.endsWith("-prod")`,
+		// Functions that build strings, once, on data.
+		`data.note.replace("-", "") == "x"`,
+		`data.note.lowerAscii().trim() == "leave at door"`,
+		`data.tags.join(",") != ""`,
+		`data.a + "/" + data.b == "x/y"`,
 	} {
 		p, err := Compile(expr)
 		if err != nil {
@@ -185,7 +201,9 @@ func TestLargestData(t *testing.T) {
 	if len(largest) > EstimatedDataBytes {
 		t.Fatalf("%d bytes", len(largest))
 	}
-	if got, err := p.Match("t", "ns", []byte(largest)); !got || err != nil {
+	// Time is not what this test is about: a clock that stands still.
+	still := Budget{Now: func() time.Time { return time.Time{} }}
+	if got, err := p.Eval(t.Context(), NewEvent("t", "ns", []byte(largest)), still); !got || err != nil {
 		t.Fatalf("Match on %d bytes = %v, %v", len(largest), got, err)
 	}
 	tooLarge := `{"xs":[` + strings.Repeat(`{"a":1,"b":1},`, 100_000) + `2]}`
@@ -267,3 +285,67 @@ func TestCacheCompilesOnce(t *testing.T) {
 		t.Fatalf("%d compiles, %d held; want 4, 2", c.compiles, c.Len())
 	}
 }
+
+// TestRuntimeBounds: what the estimate lets through is still stopped in
+// the evaluation itself, by the run-time cost of what it builds and by
+// its time budget on an injected clock, and the reason says which.
+func TestRuntimeBounds(t *testing.T) {
+	t.Run("cost of what is built", func(t *testing.T) {
+		// Within the estimate (data's lists are assumed small enough),
+		// but each step builds a 200 KB string.
+		// The estimate is beaten here by a literal it cannot size: the
+		// run-time count still stops it.
+		p, err := Compile(`lists.range(100).all(i, (data.s + string(i)).size() > 0)`)
+		if err == nil {
+			t.Fatalf("the estimate accepted %s", p.Expression())
+		}
+		p, err = compileUnchecked(`lists.range(100).all(i, (data.s + string(i)).size() > 0)`)
+		if err != nil {
+			t.Fatal(err)
+		}
+		data := `{"s":"` + strings.Repeat("a", 200_000) + `"}`
+		still := Budget{Now: func() time.Time { return time.Time{} }}
+		got, err := p.Eval(t.Context(), NewEvent("t", "ns", []byte(data)), still)
+		if got || Reason(err) != ReasonCost {
+			t.Fatalf("Eval = %v, %v; want no match with reason cost", got, err)
+		}
+	})
+	t.Run("time", func(t *testing.T) {
+		p, err := Compile(`lists.range(1000).all(i, lists.range(1000).all(j, i + j >= 0))`)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// Every read of the clock is a millisecond later.
+		var now time.Time
+		clock := Budget{Timeout: 10 * time.Millisecond, Now: func() time.Time { now = now.Add(time.Millisecond); return now }}
+		got, err := p.Eval(t.Context(), NewEvent("t", "ns", nil), clock)
+		if got || Reason(err) != ReasonTimeout {
+			t.Fatalf("Eval = %v, %v; want no match with reason timeout", got, err)
+		}
+		if reads := now.Sub(time.Time{}) / time.Millisecond; reads > 12 {
+			t.Errorf("the clock was read %d times: the evaluation went on past its deadline", reads)
+		}
+		// The same evaluation with time to spare ends, and matches.
+		still := Budget{Now: func() time.Time { return time.Time{} }}
+		if got, err := p.Eval(t.Context(), NewEvent("t", "ns", nil), still); !got || err != nil {
+			t.Fatalf("Eval with time = %v, %v", got, err)
+		}
+	})
+	t.Run("a cheap filter is charged little", func(t *testing.T) {
+		p, err := Compile(`data.amount > 1000 && data.currency == "EUR"`)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var reads int
+		b := Budget{Now: func() time.Time { reads++; return time.Time{} }}
+		if got, err := p.Eval(t.Context(), NewEvent("t", "ns", []byte(order)), b); !got || err != nil {
+			t.Fatalf("Eval = %v, %v", got, err)
+		}
+		if reads != 1 {
+			t.Errorf("the clock was read %d times for a handful of calls, want 1 (the deadline)", reads)
+		}
+	})
+}
+
+// compileUnchecked compiles what the estimate would refuse.
+func compileUnchecked(expr string) (*Program, error) { return compile(expr, false) }

@@ -2,8 +2,10 @@ package eventfilter
 
 import (
 	"context"
+	"runtime"
 	"strings"
 	"testing"
+	"time"
 )
 
 // FuzzMatch: hostile expressions on hostile bodies never panic, give an
@@ -58,6 +60,67 @@ func FuzzMatch(f *testing.F) {
 			if strings.Contains(err1.Error(), "internal error") {
 				t.Fatalf("%q: %v", expr, err1)
 			}
+		}
+	})
+}
+
+// Bounds FuzzHostile holds each evaluation to. The heap bound is what an
+// evaluation may build (RuntimeCostLimit bytes) plus the decoding of data
+// of EstimatedDataBytes (some twenty bytes of Go values per byte of JSON
+// at worst) with room; the time bound is the evaluation's budget plus the
+// slack of one call, which is not interrupted (the estimate bounds it).
+const (
+	hostileHeapBound = 64 << 20
+	hostileTimeout   = 100 * time.Millisecond
+	hostileSlack     = 2 * time.Second
+)
+
+// FuzzHostile: expressions the estimate accepts, over data up to the body
+// limit, allocate at most hostileHeapBound and return within their time
+// budget (plus one call's slack) with an answer or a bounded reason. The
+// seeds include issue #42's two filters: a replace of data by data (refused
+// by the estimate) and a million-step loop (stopped by its time budget).
+func FuzzHostile(f *testing.F) {
+	big := `{"s":"` + strings.Repeat("a", EstimatedDataBytes-16) + `"}`
+	for _, seed := range []struct{ expr, data string }{
+		{`has(data.s) && data.s.replace("a", data.s).replace("a", data.s).size() > 0`, `{"s":"` + strings.Repeat("a", 5000) + `"}`},
+		{`has(data.s) && data.s.replace("a", data.s).replace("a", data.s).size() > 0`, big},
+		{`lists.range(1000).all(i, lists.range(1000).all(j, i + j >= 0))`, `{}`},
+		{`data.s.replace("a", "bb").size() > 0`, big},
+		{`data.s.lowerAscii().upperAscii().trim() != ""`, big},
+		{`data.s.split("").size() > 0`, big},
+		{`strings.quote(data.s).size() > 0`, `{"s":"` + strings.Repeat(`\u0000`, 40000) + `"}`},
+		{`data.s + data.s + data.s != ""`, big},
+		{`lists.range(10000).map(i, i).sort().size() > 0`, `{}`},
+		{`data.xs.map(x, [x, x]).flatten().distinct().size() > 0`, `{"xs":[` + strings.Repeat(`"abcdefgh",`, 20000) + `"x"]}`},
+		{`data.s.matches("(a|aa)*$")`, big},
+	} {
+		f.Add(seed.expr, []byte(seed.data))
+	}
+	f.Fuzz(func(t *testing.T, expr string, data []byte) {
+		p, err := Compile(expr)
+		if err != nil {
+			return
+		}
+		ev := NewEvent("order.created", "shop", data)
+		var before, after runtime.MemStats
+		runtime.GC()
+		runtime.ReadMemStats(&before)
+		start := time.Now()
+		got, err := p.Eval(context.Background(), ev, Budget{Timeout: hostileTimeout})
+		took := time.Since(start)
+		runtime.ReadMemStats(&after)
+		if err != nil && got {
+			t.Fatalf("%q: a match with an error %v", expr, err)
+		}
+		if err != nil && Reason(err) == ReasonOther && strings.Contains(err.Error(), "internal error") {
+			t.Fatalf("%q: %v", expr, err)
+		}
+		if alloc := after.TotalAlloc - before.TotalAlloc; alloc > hostileHeapBound {
+			t.Fatalf("%q on %d bytes allocated %d MiB, more than %d MiB", expr, len(data), alloc>>20, hostileHeapBound>>20)
+		}
+		if took > hostileTimeout+hostileSlack {
+			t.Fatalf("%q on %d bytes took %s, budget %s", expr, len(data), took, hostileTimeout)
 		}
 	})
 }
