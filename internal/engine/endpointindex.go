@@ -40,6 +40,7 @@ func (e *Engine) indexLocked(id string, st *endpointState) {
 	}
 	file(e.watched, watchedEndpoint(st))
 	file(e.broken, brokenEndpoint(st))
+	e.fileFilterLocked(id, st)
 	e.slots.gen++
 }
 
@@ -51,6 +52,7 @@ func (e *Engine) forgetLocked(id string) {
 		delete(e.endpoints, id)
 		delete(e.watched, id)
 		delete(e.broken, id)
+		e.unfileFilterLocked(id, st.cfg.Namespace)
 		e.slots.gen++
 	}
 }

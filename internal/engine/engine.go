@@ -102,7 +102,11 @@ type Options struct {
 	// breaker change: its own transitions, and those of other engines
 	// found on a refresh. It must not block.
 	OnBreaker func(ledger.Breaker)
-	Clock     Clock
+	// OnFilterOverrun is called with an endpoint's ID when its filter
+	// exceeded a budget on this replica (filters.go): on the first
+	// overruns of a filter, then at most once a minute. It must not block.
+	OnFilterOverrun func(endpointID string)
+	Clock           Clock
 	// Rand returns values in [0,1) for jitter (default math/rand/v2).
 	Rand    func() float64
 	Logger  logr.Logger
@@ -169,6 +173,11 @@ type Engine struct {
 	// attempt timeouts and breaker ramps, and slots the last count of
 	// free slots, kept as endpoints change (endpointindex.go).
 	watched, broken map[string]*endpointState
+	// filtered are the endpoints with a filter, by namespace, which a
+	// publish decides before its commit; overruns what their filters
+	// exceeded (filters.go).
+	filtered        map[string]map[string]*endpointState
+	overruns        map[string]*overruns
 	timeouts, ramps durationCounts
 	slots           slotCache
 	// claim holds, from a claim's slot count to the start of what it
@@ -270,6 +279,8 @@ func New(opts Options) (*Engine, error) {
 		records:   make(chan struct{}, 2*opts.Workers),
 		endpoints: map[string]*endpointState{},
 		watched:   map[string]*endpointState{},
+		filtered:  map[string]map[string]*endpointState{},
+		overruns:  map[string]*overruns{},
 		broken:    map[string]*endpointState{},
 		timeouts:  durationCounts{},
 		ramps:     durationCounts{},

@@ -39,7 +39,7 @@ func (e *Event) decoded() ref.Val {
 	e.once.Do(func() {
 		if len(e.raw) > EstimatedDataBytes {
 			// An error value: what reads data fails with it.
-			e.data = types.WrapErr(errTooLarge)
+			e.data = types.WrapErr(ErrDataTooLarge)
 			return
 		}
 		var err error
@@ -50,8 +50,9 @@ func (e *Event) decoded() ref.Val {
 	return e.data
 }
 
-// errTooLarge is data the cost estimate does not bound.
-var errTooLarge = fmt.Errorf("the event's data is larger than the %d bytes filters read", EstimatedDataBytes)
+// ErrDataTooLarge is data the cost estimate does not bound: an evaluation
+// on it fails (ReasonCost) without reading it.
+var ErrDataTooLarge = fmt.Errorf("the event's data is larger than the %d bytes filters read", EstimatedDataBytes)
 
 // dataError is data that is not JSON.
 type dataError struct{ err error }

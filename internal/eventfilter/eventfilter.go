@@ -302,8 +302,8 @@ func Reason(err error) string {
 
 // namesData reports whether a checked expression refers to data.
 func namesData(a *cel.Ast) bool {
-	for _, ref := range a.NativeRep().ReferenceMap() {
-		if ref.Name == VarData {
+	for _, r := range a.NativeRep().ReferenceMap() {
+		if r.Name == VarData {
 			return true
 		}
 	}

@@ -13,7 +13,7 @@ func reasonOf(err error) string {
 	if _, ok := errors.AsType[*dataError](err); ok {
 		return ReasonData
 	}
-	if errors.Is(err, errTooLarge) {
+	if errors.Is(err, ErrDataTooLarge) {
 		return ReasonCost
 	}
 	if ce, ok := errors.AsType[interpreter.EvalCancelledError](err); ok {

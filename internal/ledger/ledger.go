@@ -209,11 +209,15 @@ func (e *FanOutError) Error() string {
 // Is makes errors.Is(err, ErrFanOutLimit) hold.
 func (e *FanOutError) Is(target error) bool { return target == ErrFanOutLimit }
 
-// CheckFanOut refuses p when matches, the number of endpoints it goes to
-// (see EventInsertParams.Receives), exceeds p.MaxFanOut, or when p is
-// addressed to an endpoint that is not among them (see CheckTarget). Both
-// drivers call it before inserting.
-func CheckFanOut(p *EventInsertParams, matches int) error {
+// CheckFanOut refuses p when it selects filters it does not decide (see
+// EventInsertParams.Receives), when matches, the number of endpoints it
+// goes to, exceeds p.MaxFanOut, or when p is addressed to an endpoint that
+// is not among them (see CheckTarget). Both drivers call it before
+// inserting.
+func CheckFanOut(p *EventInsertParams, matches int, undecided []FilterTarget) error {
+	if len(undecided) > 0 {
+		return &UndecidedError{Filters: undecided}
+	}
 	if err := CheckTarget(p, matches); err != nil {
 		return err
 	}
@@ -402,7 +406,7 @@ type Endpoint struct {
 	// only in the store's column.
 	Credentials *credential.Set
 	// Filter is a CEL expression over the event that fan-out must also
-	// match (EventInsertParams.Filter evaluates it), "" for none.
+	// match (EventInsertParams.Decided decides it), "" for none.
 	Filter string
 	// Version increments on every upsert; the engine uses it to notice a
 	// changed configuration.
@@ -487,10 +491,10 @@ type EventInsertParams struct {
 	// it keeps a single publish from becoming an unbounded number of
 	// outbound requests.
 	MaxFanOut int
-	// Filter evaluates the filters of the endpoints whose patterns select
-	// the event (Receives); an endpoint with a filter receives nothing
-	// from an insert without one.
-	Filter FilterFunc `json:"-"`
+	// Decided says which filters of the endpoints whose patterns select
+	// the event it matches (Receives); an insert that selects a filter it
+	// does not decide is refused with an *UndecidedError.
+	Decided FilterDecisions `json:"-"`
 	// Endpoint, when set, addresses the event to that one endpoint (its
 	// ID, "<namespace>/<name>") instead of fanning it out by type: see
 	// Receives and CheckTarget (targeting.go).

@@ -70,11 +70,21 @@ type Config struct {
 	// count. Keep it stable for at least the longest replay window.
 	SecretsHashKey []byte
 	// FilterBudget bounds the time one event's fan-out spends evaluating
-	// endpoints' filters (default DefaultFilterBudget); past it, the
-	// remaining filtered endpoints do not receive the event, counted as
-	// canceled. Each evaluation is bounded by its compile-time estimate,
-	// so this is a backstop, not a rule a filter should meet.
+	// endpoints' filters, waiting for its namespace's evaluator included
+	// (default DefaultFilterBudget); past it, the remaining filtered
+	// endpoints do not receive the event, counted as budget (filters.go).
 	FilterBudget time.Duration
+	// FilterEvalTimeout bounds one evaluation of one filter (default
+	// DefaultFilterEvalTimeout); one that takes longer is no match,
+	// counted as timeout and told to Overruns.
+	FilterEvalTimeout time.Duration
+	// FilterSlots is how many filter evaluations of one publishing
+	// namespace run at once (default DefaultFilterSlots): the share of the
+	// cores one namespace's filters may take.
+	FilterSlots int
+	// Overruns hears of every filter that exceeded a budget (default:
+	// the Committer, when it is an OverrunSink, as the engine is).
+	Overruns OverrunSink
 	// Contracts, when set, holds publishes to their types' contracts
 	// (WebhookEventType): schema, required secrets, strict namespaces,
 	// validFor, replay class and retry policy.
@@ -87,7 +97,10 @@ type Config struct {
 
 // Core publishes. Build it with New; it is safe for concurrent use.
 type Core struct {
-	cfg Config
+	cfg   Config
+	slots *nsSlots
+	// filters is the Committer as a FilterSource, nil when it is not one.
+	filters FilterSource
 }
 
 // New fills cfg's defaults; Committer is required.
@@ -116,7 +129,18 @@ func New(cfg Config) (*Core, error) {
 	if cfg.FilterBudget <= 0 {
 		cfg.FilterBudget = DefaultFilterBudget
 	}
-	return &Core{cfg: cfg}, nil
+	if cfg.FilterEvalTimeout <= 0 {
+		cfg.FilterEvalTimeout = DefaultFilterEvalTimeout
+	}
+	if cfg.FilterSlots <= 0 {
+		cfg.FilterSlots = DefaultFilterSlots
+	}
+	if cfg.Overruns == nil {
+		cfg.Overruns, _ = cfg.Committer.(OverrunSink)
+	}
+	c := &Core{cfg: cfg, slots: newNSSlots(cfg.FilterSlots)}
+	c.filters, _ = cfg.Committer.(FilterSource)
+	return c, nil
 }
 
 // Config returns the core's configuration, defaults filled in.
@@ -197,7 +221,7 @@ func (c *Core) checkAddress(ns, key string) error {
 // commit hands b to the Committer and explains its outcome.
 func (c *Core) commit(ctx context.Context, ns, key string, b *canonicalBody) (ledger.EventInsertResult, error) {
 	now := c.cfg.Now()
-	f := &fanOut{EventInsertParams: ledger.EventInsertParams{
+	params := &ledger.EventInsertParams{
 		ID:             ledger.NewID("evt", now),
 		Namespace:      ns,
 		Type:           b.Type,
@@ -210,22 +234,32 @@ func (c *Core) commit(ctx context.Context, ns, key string, b *canonicalBody) (le
 		MaxFanOut:      c.cfg.MaxFanOut,
 		Endpoint:       targetEndpoint(ns, b.Endpoint),
 		Now:            now,
-	}, now: c.cfg.Now, budget: c.cfg.FilterBudget, metrics: c.cfg.Metrics}
-	params := &f.EventInsertParams
+		Decided:        ledger.FilterDecisions{},
+	}
 	if err := c.applyContract(ns, b, params, now); err != nil {
 		return ledger.EventInsertResult{}, err
 	}
-	params.Filter = f.matches
+	f := c.newFanOut(ns, b.Type, b.Data)
+	if c.filters != nil && params.Endpoint == "" {
+		f.decide(ctx, c.filters.EndpointFilters(ns, b.Type), params.Decided)
+	}
 	ctx, cancel := context.WithTimeout(ctx, c.cfg.CommitTimeout)
 	defer cancel()
-	res, err := c.cfg.Committer.Publish(ctx, params)
-	if err != nil {
-		return res, c.commitError(params.ID, err)
+	for round := 1; ; round++ {
+		res, err := c.cfg.Committer.Publish(ctx, params)
+		if err != nil {
+			return res, c.commitError(params.ID, err)
+		}
+		if ue, ok := errors.AsType[*ledger.UndecidedError](res.Err); ok && round < maxDecideRounds {
+			// The ledger knows endpoints this process had not seen yet.
+			f.decide(ctx, ue.Filters, params.Decided)
+			continue
+		}
+		if res.Err != nil {
+			return res, outcomeError(params, res.Err)
+		}
+		return res, nil
 	}
-	if res.Err != nil {
-		return res, outcomeError(params, res.Err)
-	}
-	return res, nil
 }
 
 // targetEndpoint is the ledger ID of the endpoint an addressed publish

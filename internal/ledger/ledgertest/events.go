@@ -71,23 +71,24 @@ func exerciseEvents(t *testing.T, newStore func(t *testing.T) ledger.Store) {
 			other := endpoint("shop", "other", "invoice.*")
 			other.Filter = "any"
 			f.upsert(other, t0)
-			var asked []string
 			withFilter := func(match bool) *ledger.EventInsertParams {
 				p := event("shop", "order.created", t0)
-				p.Filter = func(id, filter string) bool {
-					asked = append(asked, id+"="+filter)
-					return match
-				}
+				p.Decided = ledger.FilterDecisions{{EndpointID: "shop/big", Filter: "big"}: match}
 				return p
 			}
-			res := f.insert(withFilter(true), withFilter(false), event("shop", "order.created", t0))
+			res := f.insert(withFilter(true), withFilter(false))
+			for i, r := range res {
+				if r.Err != nil {
+					t.Fatalf("item %d: %v", i, r.Err)
+				}
+			}
+			// The filter of an endpoint whose types do not match the
+			// event's is neither needed nor asked for.
 			wantEqual(t, "deliveries per item", [][]string{
-				endpointsOf(res[0].Deliveries), endpointsOf(res[1].Deliveries), endpointsOf(res[2].Deliveries),
-			}, [][]string{{"shop/all", "shop/big"}, {"shop/all"}, {"shop/all"}})
-			// Asked only for the endpoint whose types match; an insert
-			// without an evaluator sends a filtered endpoint nothing.
-			wantEqual(t, "filters evaluated", asked, []string{"shop/big=big", "shop/big=big"})
+				endpointsOf(res[0].Deliveries), endpointsOf(res[1].Deliveries),
+			}, [][]string{{"shop/all", "shop/big"}, {"shop/all"}})
 		},
+		"UndecidedFilterRefusesWholeEvent": testUndecidedFilter,
 		"BatchAppliesInOrderAcrossNamespaces": func(t *testing.T, f *fixture) {
 			f.upsert(endpoint("a", "all", "*"), t0)
 			f.upsert(endpoint("b", "all", "*"), t0)
@@ -363,6 +364,57 @@ func testFanOutLimit(t *testing.T, f *fixture) {
 
 // testFanOutLimitIdempotency: a key accepted before the namespace grew
 // past the limit still answers its original; a refused key stays free.
+// testUndecidedFilter: an event whose type selects a filter the insert
+// does not decide (none given, or one decided for an older expression) is
+// refused as a whole with the filters to decide; nothing is inserted and
+// its key stays free, while a key accepted before still answers its
+// original.
+func testUndecidedFilter(t *testing.T, f *fixture) {
+	f.upsert(endpoint("shop", "all", "*"), t0)
+	ep := endpoint("shop", "big", "order.*")
+	ep.Filter = "data.total > 100"
+	f.upsert(ep, t0)
+	keyed := func(key string, decided ledger.FilterDecisions) *ledger.EventInsertParams {
+		p := event("shop", "order.created", t0)
+		p.Data = json.RawMessage(`{"order":"` + key + `"}`)
+		p.BodyHash = hash(p.Data)
+		p.IdempotencyKey = key
+		p.Decided = decided
+		return p
+	}
+	current := ledger.FilterTarget{EndpointID: "shop/big", Filter: ep.Filter}
+	stale := ledger.FilterTarget{EndpointID: "shop/big", Filter: "data.total > 10"}
+	accepted := f.insert(keyed("before", ledger.FilterDecisions{current: true}))[0]
+	if accepted.Err != nil || len(accepted.Deliveries) != 2 {
+		t.Fatalf("decided publish: err %v, %d deliveries, want 2", accepted.Err, len(accepted.Deliveries))
+	}
+	res := f.insert(
+		keyed("none", nil),
+		keyed("stale", ledger.FilterDecisions{stale: true}),
+		keyed("before", nil),
+	)
+	for i, r := range res[:2] {
+		wantErr(t, fmt.Sprintf("item %d", i), r.Err, ledger.ErrUndecided)
+		ue, ok := errors.AsType[*ledger.UndecidedError](r.Err)
+		if !ok {
+			t.Fatalf("item %d: error %T, want *ledger.UndecidedError", i, r.Err)
+		}
+		wantEqual(t, fmt.Sprintf("item %d filters to decide", i), ue.Filters, []ledger.FilterTarget{current})
+		if r.Event.ID != "" || len(r.Deliveries) != 0 {
+			t.Fatalf("item %d refused but returned event %q with %d deliveries", i, r.Event.ID, len(r.Deliveries))
+		}
+	}
+	if !res[2].Duplicate || res[2].Event.ID != accepted.Event.ID {
+		t.Fatalf("replay of an accepted key without decisions: duplicate %v event %q err %v, want the original %s",
+			res[2].Duplicate, res[2].Event.ID, res[2].Err, accepted.Event.ID)
+	}
+	later := f.insert(keyed("none", ledger.FilterDecisions{current: false}))[0]
+	if later.Err != nil || later.Duplicate || len(later.Deliveries) != 1 {
+		t.Fatalf("refused key once decided: err %v duplicate %v, %d deliveries, want a new event with 1",
+			later.Err, later.Duplicate, len(later.Deliveries))
+	}
+}
+
 func testFanOutLimitIdempotency(t *testing.T, f *fixture) {
 	f.upsert(endpoint("shop", "a", "*"), t0)
 	f.upsert(endpoint("shop", "b", "*"), t0)

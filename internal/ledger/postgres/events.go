@@ -208,8 +208,9 @@ func newEvent(p *ledger.EventInsertParams, endpoints []fanoutEndpoint) ledger.Ev
 	e.CreatedAt = now
 	var ds []ledger.Delivery
 	var leased []ledger.ClaimedDelivery
+	var undecided []ledger.FilterTarget
 	for _, ep := range endpoints {
-		if p.Receives(ep.id, ep.eventTypes, ep.filter) {
+		if p.Receives(ep.id, ep.eventTypes, ep.filter, &undecided) {
 			d := p.NewDelivery(ledger.NewID("dlv", now), e.ID, ep.id, ep.paused)
 			ds = append(ds, d)
 			if d.State == ledger.StateInFlight {
@@ -217,7 +218,7 @@ func newEvent(p *ledger.EventInsertParams, endpoints []fanoutEndpoint) ledger.Ev
 			}
 		}
 	}
-	if err := ledger.CheckFanOut(p, len(ds)); err != nil {
+	if err := ledger.CheckFanOut(p, len(ds), undecided); err != nil {
 		return ledger.EventInsertResult{Err: err}
 	}
 	if len(ds) == 0 {

@@ -99,12 +99,13 @@ func (s *Store) insertEvent(t *wtx, p *ledger.EventInsertParams, subs map[string
 		subs[p.Namespace] = eps
 	}
 	var targets []subscriber
+	var undecided []ledger.FilterTarget
 	for _, ep := range eps {
-		if p.Receives(ep.id, ep.patterns, ep.filter) {
+		if p.Receives(ep.id, ep.patterns, ep.filter, &undecided) {
 			targets = append(targets, ep)
 		}
 	}
-	if err := ledger.CheckFanOut(p, len(targets)); err != nil {
+	if err := ledger.CheckFanOut(p, len(targets), undecided); err != nil {
 		// A key used before still answers its original: that event was
 		// accepted when fewer endpoints matched.
 		if p.IdempotencyKey != "" {
