@@ -173,6 +173,7 @@ func main() {
 	// through channels the WebhookEndpoint controller watches.
 	exhausted := controllers.NewExhaustionEvents(1024)
 	breakers := controllers.NewBreakerEvents(1024)
+	overruns := controllers.NewFilterOverrunEvents(1024)
 	eng, err := engine.New(engine.Options{
 		Store:       store,
 		Sender:      dispatch.NewGuardedSender(destinations),
@@ -183,6 +184,9 @@ func main() {
 		Metrics:     engine.NewMetrics(ctrlmetrics.Registry, store),
 		OnExhausted: exhausted.Notify,
 		OnBreaker:   breakers.Notify,
+		// The publish cores tell the engine (their Committer) of filter
+		// overruns; it wakes the endpoint's controller.
+		OnFilterOverrun: overruns.Notify,
 	})
 	if err != nil {
 		setupLog.Error(err, "unable to create the delivery engine")
@@ -198,6 +202,7 @@ func main() {
 		DefaultPolicy:    controllers.DefaultPolicy(),
 		Exhausted:        exhausted.Events(),
 		Breakers:         breakers.Events(),
+		FilterOverruns:   overruns.Events(),
 		Metrics:          controllers.NewBreakerMetrics(ctrlmetrics.Registry),
 		Activity:         store,
 		ActivityInterval: activityInterval,

@@ -51,6 +51,22 @@ func NewBreakerEvents(buffer int) *BreakerEvents {
 // Notify implements engine.Options.OnBreaker.
 func (x *BreakerEvents) Notify(b ledger.Breaker) { x.wake(b.EndpointID) }
 
+// FilterOverrunEvents carries the engine's filter-overrun notices to the
+// WebhookEndpoint controller, so that FilterOverBudget and its Event
+// follow within moments. Wire Notify as engine.Options.OnFilterOverrun and
+// Events as WebhookEndpointReconciler.FilterOverruns. It never blocks the
+// engine (the publish path calls it).
+type FilterOverrunEvents struct{ endpointWakeups }
+
+// NewFilterOverrunEvents returns a FilterOverrunEvents buffering up to
+// buffer notices.
+func NewFilterOverrunEvents(buffer int) *FilterOverrunEvents {
+	return &FilterOverrunEvents{newEndpointWakeups(buffer)}
+}
+
+// Notify implements engine.Options.OnFilterOverrun.
+func (x *FilterOverrunEvents) Notify(endpointID string) { x.wake(endpointID) }
+
 // endpointWakeups is a bounded channel of reconcile requests for endpoints
 // named by their ledger ID ("<namespace>/<name>") that drops, and counts,
 // what does not fit.

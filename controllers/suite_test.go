@@ -178,6 +178,7 @@ var _ = BeforeSuite(func() {
 	Expect((&RetryPolicyReconciler{Client: mgr.GetClient(), Recorder: mgr.GetEventRecorder("hookkeeper-retrypolicy"), Evidence: store, ResyncPeriod: suiteResync}).SetupWithManager(mgr)).To(Succeed())
 	exhaustion = NewExhaustionEvents(1024)
 	breakers = NewBreakerEvents(1024)
+	overruns := NewFilterOverrunEvents(1024)
 	slowExhaustion := NewExhaustionEvents(1024)
 	// The manager's destination policy, with loopback allowed for the
 	// suite's receivers (as --allowed-destination-cidrs=127.0.0.0/8 does)
@@ -186,13 +187,14 @@ var _ = BeforeSuite(func() {
 	Expect(err).NotTo(HaveOccurred())
 	destinations = destination.New(destination.Options{Allowed: allowed, Resolver: suiteDNS})
 	eng, err = engine.New(engine.Options{
-		Store:         store,
-		Sender:        dispatch.NewGuardedSender(destinations),
-		OnExhausted:   func(n engine.ExhaustedNotice) { exhaustion.Notify(n); slowExhaustion.Notify(n) },
-		OnBreaker:     breakers.Notify,
-		IdleWait:      100 * time.Millisecond,
-		SweepInterval: 200 * time.Millisecond,
-		Logger:        logf.Log.WithName("engine"),
+		Store:           store,
+		Sender:          dispatch.NewGuardedSender(destinations),
+		OnExhausted:     func(n engine.ExhaustedNotice) { exhaustion.Notify(n); slowExhaustion.Notify(n) },
+		OnBreaker:       breakers.Notify,
+		OnFilterOverrun: overruns.Notify,
+		IdleWait:        100 * time.Millisecond,
+		SweepInterval:   200 * time.Millisecond,
+		Logger:          logf.Log.WithName("engine"),
 	})
 	Expect(err).NotTo(HaveOccurred())
 	engineDone = make(chan error, 1)
@@ -205,6 +207,7 @@ var _ = BeforeSuite(func() {
 		DefaultPolicy:    DefaultPolicy(),
 		Exhausted:        exhaustion.Events(),
 		Breakers:         breakers.Events(),
+		FilterOverruns:   overruns.Events(),
 		Metrics:          NewBreakerMetrics(breakerRegistry),
 		Activity:         store,
 		ActivityInterval: suiteActivityInterval,

@@ -28,6 +28,7 @@ import (
 
 	hookv1 "github.com/hookkeeper/hookkeeper/api/v1alpha1"
 	"github.com/hookkeeper/hookkeeper/internal/destination"
+	"github.com/hookkeeper/hookkeeper/internal/engine"
 	"github.com/hookkeeper/hookkeeper/internal/ledger"
 )
 
@@ -59,6 +60,9 @@ type EndpointEngine interface {
 	// an open one due now.
 	Breaker(ctx context.Context, endpointID string) (ledger.Breaker, error)
 	ProbeNow(ctx context.Context, endpointID string) (ledger.Breaker, error)
+	// EndpointFilterOverruns reads what the endpoint's filter exceeded on
+	// this replica since its configuration last changed.
+	EndpointFilterOverruns(endpointID string) (engine.FilterOverruns, bool)
 }
 
 // WebhookEndpointReconciler registers WebhookEndpoints with the delivery
@@ -97,6 +101,10 @@ type WebhookEndpointReconciler struct {
 	// (BreakerEvents.Events), so that CircuitOpen follows the breaker
 	// within moments; nil leaves it to the activity poller.
 	Breakers <-chan event.GenericEvent
+	// FilterOverruns delivers the engine's filter-overrun notices
+	// (FilterOverrunEvents.Events), so that FilterOverBudget shows within
+	// moments; nil leaves it to the next reconcile.
+	FilterOverruns <-chan event.GenericEvent
 	// Metrics keeps the circuit metrics (NewBreakerMetrics); nil keeps
 	// none.
 	Metrics *BreakerMetrics
@@ -130,9 +138,12 @@ type WebhookEndpointReconciler struct {
 	// (default 2s); a failed lookup is not a refusal.
 	DestinationLookupTimeout time.Duration
 
-	mu       sync.Mutex
-	memos    map[types.UID]*exhaustionMemo
-	verdicts destinationVerdicts
+	mu    sync.Mutex
+	memos map[types.UID]*exhaustionMemo
+	// overrunMemos is what was last announced of each endpoint's filter
+	// overruns.
+	overrunMemos map[types.UID]*overrunMemo
+	verdicts     destinationVerdicts
 }
 
 func (r *WebhookEndpointReconciler) now() time.Time {
@@ -188,6 +199,10 @@ func (r *WebhookEndpointReconciler) reconcile(ctx context.Context, req ctrl.Requ
 	f.Breaker = breaker
 	ep.Status = endpointStatus(before, obs, &d, f)
 	evs, memo := endpointEvents(before, &ep, f, obs.Memo, now, r.eventInterval())
+	overrunEmit, ovMemo := overrunEvent(r.overrunMemo(ep.UID), obs.FilterOverruns, now, r.eventInterval())
+	if overrunEmit {
+		evs = append(evs, endpointEvent{corev1.EventTypeWarning, hookv1.ReasonFilterOverBudget, "Publish", ownedMessage(overrunNote(obs.FilterOverruns), ep.Spec.Owner)})
+	}
 	// The breaker's Events are counted against the status (its openings
 	// and probe request), so they follow only a status that was written.
 	news := breakerChange(before.Status.Breaker, ep.Status.Breaker)
@@ -213,6 +228,7 @@ func (r *WebhookEndpointReconciler) reconcile(ctx context.Context, req ctrl.Requ
 	if f.Deliveries != nil {
 		r.remember(ep.UID, memo)
 	}
+	r.rememberOverruns(ep.UID, ovMemo)
 	if err != nil {
 		return ctrl.Result{}, err
 	}
@@ -297,6 +313,28 @@ func (r *WebhookEndpointReconciler) remember(uid types.UID, memo *exhaustionMemo
 	r.memos[uid] = memo
 }
 
+// overrunMemo is what was last announced of the endpoint's filter
+// overruns.
+func (r *WebhookEndpointReconciler) overrunMemo(uid types.UID) *overrunMemo {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.overrunMemos[uid]
+}
+
+// rememberOverruns keeps memo for the endpoint; nil forgets it.
+func (r *WebhookEndpointReconciler) rememberOverruns(uid types.UID, memo *overrunMemo) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if memo == nil {
+		delete(r.overrunMemos, uid)
+		return
+	}
+	if r.overrunMemos == nil {
+		r.overrunMemos = map[types.UID]*overrunMemo{}
+	}
+	r.overrunMemos[uid] = memo
+}
+
 func (r *WebhookEndpointReconciler) eventInterval() time.Duration {
 	if r.EventInterval <= 0 {
 		return defaultEventInterval
@@ -316,6 +354,7 @@ func (r *WebhookEndpointReconciler) finalize(ctx context.Context, ep *hookv1.Web
 	}
 	log.FromContext(ctx).Info("removed from the delivery engine", "cancelledDeliveries", cancelled)
 	r.remember(ep.UID, nil)
+	r.rememberOverruns(ep.UID, nil)
 	r.Metrics.forget(ep.Namespace, ep.Name)
 	orig := ep.DeepCopy()
 	controllerutil.RemoveFinalizer(ep, endpointFinalizer)
@@ -366,6 +405,9 @@ func (r *WebhookEndpointReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	}
 	if r.Breakers != nil {
 		b = b.WatchesRawSource(source.Channel(r.Breakers, &handler.EnqueueRequestForObject{}))
+	}
+	if r.FilterOverruns != nil {
+		b = b.WatchesRawSource(source.Channel(r.FilterOverruns, &handler.EnqueueRequestForObject{}))
 	}
 	if r.Activity != nil {
 		poller := newActivityPoller(r.Activity, r.ActivityInterval)

@@ -84,7 +84,8 @@ const matchNothing = "false"
 // controller still owes the endpoint is waited for (or, in a namespace
 // being deleted, a problem). Credentials that cannot be read and a filter
 // that does not compile are problems of their own: the endpoint is
-// registered all the same (Held), paused or matching nothing. Otherwise
+// registered all the same (Held), paused or matching nothing; a filter over
+// its budget is registered as it is (Held). Otherwise
 // the endpoint is registered unless the engine already has exactly its
 // configuration.
 func decideEngine(obs *endpointObservation) endpointDecision {
@@ -123,6 +124,10 @@ func decideEngine(obs *endpointObservation) endpointDecision {
 	case obs.FilterProblem != nil:
 		d.Problem, d.Held = obs.FilterProblem, true
 		d.Desired.Filter = matchNothing
+	case obs.FilterOverBudget != nil:
+		// Registered as it is: the filter still decides the events it
+		// can within budget, and its cost falls on its own namespace.
+		d.Problem, d.Held = obs.FilterOverBudget, true
 	}
 	if reg == nil || !sameConfig(d.Desired, *reg) {
 		d.Action = actionRegister

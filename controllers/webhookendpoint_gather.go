@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	hookv1 "github.com/hookkeeper/hookkeeper/api/v1alpha1"
+	"github.com/hookkeeper/hookkeeper/internal/engine"
 	"github.com/hookkeeper/hookkeeper/internal/ledger"
 )
 
@@ -39,6 +40,12 @@ type endpointObservation struct {
 	// FilterProblem is why spec.filter cannot be used; nil when it can (or
 	// there is none).
 	FilterProblem *problem
+	// FilterOverBudget is why spec.filter, usable, is over its budget
+	// (endpoint_filter.go); nil when it is not.
+	FilterOverBudget *problem
+	// FilterOverruns is what the current filter exceeded on this replica
+	// since the spec last changed; nil when nothing.
+	FilterOverruns *engine.FilterOverruns
 	// SendProblem is why the spec can never be sent or its destination is
 	// forbidden (endpoint_wire.go, webhookendpoint_destination.go).
 	SendProblem *problem
@@ -122,6 +129,15 @@ func (r *WebhookEndpointReconciler) gatherEngineInputs(ctx context.Context, obs 
 		}
 	}
 	obs.FilterProblem = filterProblem(&ep.Spec)
+	if obs.FilterProblem == nil && ep.Spec.Filter != "" {
+		o, ok := r.Engine.EndpointFilterOverruns(ledger.EndpointID(ep.Namespace, ep.Name))
+		var seen *engine.FilterOverruns
+		if ok && o.Filter == ep.Spec.Filter {
+			seen = &o
+		}
+		obs.FilterOverruns = seen
+		obs.FilterOverBudget = filterOverBudget(meta.FindStatusCondition(ep.Status.Conditions, hookv1.ConditionReady), ep.Generation, seen)
+	}
 	if obs.SendProblem = wireProblem(&ep.Spec); obs.SendProblem == nil {
 		obs.SendProblem = r.destinationProblem(ctx, ep.Spec.URL, obs.Now)
 	}

@@ -164,6 +164,9 @@ func endpointStatus(ep *hookv1.WebhookEndpoint, obs *endpointObservation, d *end
 	return status
 }
 
+// readyOverBudgetSuffix ends Ready's message for FilterOverBudget.
+const readyOverBudgetSuffix = "; the endpoint stays registered and receives the events its filter decides within budget; this lasts until the spec changes"
+
 // readyCondition: True when the url is allowed, the policy and the signing
 // secret resolved, and the engine has the current spec.
 func readyCondition(f *endpointFacts, generation int64, now time.Time) metav1.Condition {
@@ -173,6 +176,8 @@ func readyCondition(f *endpointFacts, generation int64, now time.Time) metav1.Co
 		switch {
 		case f.Registered && f.Problem.Reason == hookv1.ReasonCredentialsUnavailable:
 			c.Message = f.Problem.Message + "; the delivery engine holds the endpoint paused: its deliveries wait, and none is sent until the credentials can be read"
+		case f.Registered && f.Problem.Reason == hookv1.ReasonFilterOverBudget:
+			c.Message = f.Problem.Message + readyOverBudgetSuffix
 		case f.Registered && f.Problem.Reason == hookv1.ReasonFilterInvalid:
 			c.Message = f.Problem.Message + "; the endpoint receives no events until the filter is corrected"
 		case f.Registered && f.Problem.Reason == hookv1.ReasonDestinationForbidden:

@@ -54,6 +54,11 @@ const (
 	// not a boolean, or may cost more than the limit; the message gives the
 	// position. The endpoint receives no events until it is corrected.
 	ReasonFilterInvalid = "FilterInvalid"
+	// ReasonFilterOverBudget (Ready=False, and a Warning Event): spec.filter
+	// kept exceeding its evaluation budget (time or cost): the events it
+	// could not decide were not delivered to the endpoint. It stays until
+	// the spec changes.
+	ReasonFilterOverBudget = "FilterOverBudget"
 	// ReasonNamespaceTerminating (Ready=False): the endpoint's namespace is
 	// being deleted and refuses new objects, so the operator does not
 	// re-create what the endpoint needs (its generated signing Secret); the

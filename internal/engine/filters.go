@@ -18,12 +18,14 @@ import (
 // the engine keeps, per endpoint, what its filter exceeded, for the
 // endpoint's controller.
 
-// FilterOverruns is what an endpoint's current filter exceeded on this
-// replica: how many evaluations were stopped (their events went
-// undelivered to the endpoint), the last one's time and reason
-// (eventfilter.ReasonTimeout, ReasonCost, or publish.ReasonBudget).
+// FilterOverruns is what an endpoint's filter exceeded on this replica
+// since its configuration last changed: how many evaluations were stopped
+// (their events went undelivered to the endpoint), the last one's time and
+// reason (eventfilter.ReasonTimeout, ReasonCost, or publish.ReasonBudget).
 type FilterOverruns struct {
-	Filter     string
+	Filter string
+	// Version is the endpoint's configuration version they count against.
+	Version    int64
 	Count      int64
 	Last       time.Time
 	LastReason string
@@ -44,7 +46,8 @@ const overrunNotifyInterval = time.Minute
 const overrunsNotifiedAtOnce = 3
 
 // fileFilterLocked files endpoint id under its namespace when it has a
-// filter, and forgets what an earlier filter of it exceeded. e.mu is held.
+// filter, and forgets what it exceeded under an earlier configuration: a
+// changed spec starts afresh. e.mu is held.
 func (e *Engine) fileFilterLocked(id string, st *endpointState) {
 	ns := st.cfg.Namespace
 	if st.cfg.Filter == "" {
@@ -57,7 +60,7 @@ func (e *Engine) fileFilterLocked(id string, st *endpointState) {
 		e.filtered[ns] = m
 	}
 	m[id] = st
-	if o := e.overruns[id]; o != nil && o.Filter != st.cfg.Filter {
+	if o := e.overruns[id]; o != nil && o.Version != st.cfg.Version {
 		delete(e.overruns, id)
 	}
 }
@@ -106,7 +109,7 @@ func (e *Engine) FilterOverrun(t ledger.FilterTarget, reason string) {
 	}
 	o := e.overruns[t.EndpointID]
 	if o == nil {
-		o = &overruns{Filter: t.Filter}
+		o = &overruns{Filter: t.Filter, Version: st.cfg.Version}
 		e.overruns[t.EndpointID] = o
 	}
 	o.Count++

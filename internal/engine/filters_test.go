@@ -62,7 +62,8 @@ func TestEndpointFilters(t *testing.T) {
 // TestFilterOverruns: the engine counts what an endpoint's current filter
 // exceeded, wakes the endpoint's controller on the first overruns and then
 // at most once a minute, drops an overrun of a filter the endpoint no
-// longer has, and forgets the count when the filter changes.
+// longer has, and forgets the count when the configuration changes (the
+// filter, or anything else of the spec).
 func TestFilterOverruns(t *testing.T) {
 	ctx := context.Background()
 	clock := &manualClock{now: time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)}
@@ -113,11 +114,17 @@ func TestFilterOverruns(t *testing.T) {
 		t.Error("an overrun of an unknown endpoint was kept")
 	}
 
-	ep.Filter = "fixed"
-	if _, err := e.RegisterEndpoint(ctx, ep); err != nil {
-		t.Fatal(err)
-	}
-	if got, ok := e.EndpointFilterOverruns("shop/slow"); ok {
-		t.Errorf("overruns of the previous filter kept after it changed: %+v", got)
+	for _, change := range []func(*ledger.Endpoint){
+		func(ep *ledger.Endpoint) { ep.URL += "/v2" },
+		func(ep *ledger.Endpoint) { ep.Filter = "fixed" },
+	} {
+		e.FilterOverrun(ledger.FilterTarget{EndpointID: "shop/slow", Filter: ep.Filter}, "timeout")
+		change(&ep)
+		if _, err := e.RegisterEndpoint(ctx, ep); err != nil {
+			t.Fatal(err)
+		}
+		if got, ok := e.EndpointFilterOverruns("shop/slow"); ok {
+			t.Errorf("overruns kept after the configuration changed: %+v", got)
+		}
 	}
 }
