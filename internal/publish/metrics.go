@@ -31,7 +31,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	}
 	m.filterErrors = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "hookkeeper_filter_evaluation_errors_total",
-		Help: "Endpoint filters (spec.filter) that gave no answer on an event, so that the endpoint did not receive it, by reason: no_such_key (a field the event lacks), type (a value of another type), cost (data too large for filters), canceled (the fan-out's filter budget spent), data (data not JSON), compile (the expression does not compile) or other.",
+		Help: "Endpoint filters (spec.filter) that gave no answer on an event, so that the endpoint did not receive it, by reason: no_such_key (a field the event lacks), type (a value of another type), cost (data too large for filters, or an evaluation that built too much), timeout (an evaluation over its time budget), budget (the event's filter budget spent, waiting for its namespace's evaluator included), canceled (the publish was canceled), data (data not JSON), compile (the expression does not compile) or other.",
 	}, []string{"reason"})
 	for _, r := range eventfilter.Reasons {
 		m.filterErrors.WithLabelValues(r)

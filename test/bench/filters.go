@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hookkeeper/hookkeeper/internal/engine"
 	"github.com/hookkeeper/hookkeeper/internal/eventfilter"
 	"github.com/hookkeeper/hookkeeper/internal/groupcommit"
 	"github.com/hookkeeper/hookkeeper/internal/ledger"
@@ -90,7 +91,7 @@ func filterEvaluation() (time.Duration, error) {
 		for b.Loop() {
 			ev := eventfilter.NewEvent("order.created", "shop", data)
 			for range filterEndpoints {
-				if ok, err := prg.MatchEvent(context.Background(), ev); !ok || err != nil {
+				if ok, err := prg.Eval(context.Background(), ev, eventfilter.Budget{}); !ok || err != nil {
 					failed = fmt.Errorf("filter gave %v, %v", ok, err)
 					return
 				}
@@ -104,11 +105,18 @@ func filterEvaluation() (time.Duration, error) {
 }
 
 // filterLedger is one ledger with its 100 endpoints and a publish core on
-// it.
+// it. The endpoints are registered with an engine (not run), which tells
+// the core their filters as it does in the manager (publish.FilterSource).
 type filterLedger struct {
 	store   *sqlite.Store
+	engine  *engine.Engine
 	batcher *groupcommit.Batcher[*ledger.EventInsertParams, ledger.EventInsertResult]
 	core    *publish.Core
+}
+
+// EndpointFilters implements publish.FilterSource.
+func (l *filterLedger) EndpointFilters(ns, typ string) []ledger.FilterTarget {
+	return l.engine.EndpointFilters(ns, typ)
 }
 
 func (l *filterLedger) Publish(ctx context.Context, p *ledger.EventInsertParams) (ledger.EventInsertResult, error) {
@@ -117,6 +125,7 @@ func (l *filterLedger) Publish(ctx context.Context, p *ledger.EventInsertParams)
 
 func (l *filterLedger) close() {
 	l.batcher.Close()
+	l.engine.Close()
 	_ = l.store.Close()
 }
 
@@ -125,19 +134,24 @@ func openFilterLedger(ctx context.Context, path, filter string) (*filterLedger, 
 	if err != nil {
 		return nil, err
 	}
+	eng, err := engine.New(engine.Options{Store: store})
+	if err != nil {
+		_ = store.Close()
+		return nil, err
+	}
+	l := &filterLedger{store: store, engine: eng, batcher: groupcommit.New(store.EventInsertMany, groupcommit.Options{})}
 	for i := range filterEndpoints {
 		name := fmt.Sprintf("ep-%03d", i)
-		_, err := store.EndpointUpsert(ctx, &ledger.EndpointUpsertParams{Now: time.Now(), Endpoint: ledger.Endpoint{
+		_, err := eng.RegisterEndpoint(ctx, ledger.Endpoint{
 			ID: ledger.EndpointID("shop", name), Namespace: "shop", Name: name, URL: "https://receiver.example/" + name,
 			EventTypes: []string{"order.*"}, Filter: filter, Secrets: []ledger.SigningSecret{{Value: sensitive.Bytes("whsec_" + name)}},
 			AckMode: ledger.AckResponse,
-		}})
+		})
 		if err != nil {
-			_ = store.Close()
+			l.close()
 			return nil, err
 		}
 	}
-	l := &filterLedger{store: store, batcher: groupcommit.New(store.EventInsertMany, groupcommit.Options{})}
 	if l.core, err = publish.New(publish.Config{Committer: l}); err != nil {
 		l.close()
 		return nil, err
