@@ -24,6 +24,7 @@ import (
 
 	"github.com/hookkeeper/hookkeeper/internal/httpapi"
 	"github.com/hookkeeper/hookkeeper/internal/kubeauth"
+	"github.com/hookkeeper/hookkeeper/internal/publish"
 )
 
 // Values of --api-auth.
@@ -46,6 +47,8 @@ type apiOptions struct {
 	// (--serving-cert-secret, cmd/servingcert.go).
 	provisioned bool
 	maxFanOut   int
+	// filterEvalTimeout bounds one evaluation of an endpoint's filter.
+	filterEvalTimeout time.Duration
 
 	maxConnections       int
 	maxUnprovenPerSource int
@@ -63,6 +66,7 @@ func (o *apiOptions) bindFlags(fs *flag.FlagSet) {
 	fs.StringVar(&o.certFile, "api-tls-cert-file", "", "PEM certificate (chain) the HTTP API serves, reloaded when it changes (a mounted kubernetes.io/tls Secret); with --api-tls-key-file.")
 	fs.StringVar(&o.keyFile, "api-tls-key-file", "", "PEM private key of --api-tls-cert-file.")
 	fs.IntVar(&o.maxFanOut, "max-fan-out", httpapi.DefaultMaxFanOut, "Most WebhookEndpoints one published event may be delivered to; an event whose type matches more endpoints in its namespace is refused whole (422 FanOutLimitExceeded), so that one publish cannot become an unbounded number of outbound requests.")
+	fs.DurationVar(&o.filterEvalTimeout, "filter-eval-timeout", publish.DefaultFilterEvalTimeout, "Longest one evaluation of an endpoint's spec.filter may run on one event; past it the endpoint does not receive the event, and its owner is told (FilterOverBudget). Applies to both doors.")
 	fs.IntVar(&o.maxConnections, "api-max-connections", httpapi.DefaultMaxConnections, "Most connections the HTTP API holds open, sized with the header limits so that stalled clients cannot take the manager past its memory limit (docs/operations/sizing.md#memory). At the cap a new connection closes the oldest unproven connection not serving a request (no request on it has authenticated) of the client address holding the most such connections, or is refused when there is none: a connection that authenticated is never closed for a new one.")
 	fs.IntVar(&o.maxUnprovenPerSource, "api-max-unproven-connections-per-source", httpapi.DefaultMaxUnprovenConnectionsPerSource, "Most connections of one client address (an IPv6 one by its /64) on which no request has authenticated yet; beyond it a new connection from that address closes the address's oldest such connection not serving a request, or is refused. Connections that authenticated do not count. Raise it when many clients reach the API through one proxy address.")
 	fs.Int64Var(&o.maxBodyBytesInFlight, "api-max-body-bytes-in-flight", httpapi.DefaultMaxBodyBytesInFlight, "Most bytes of request bodies the HTTP API reads or handles at once, each counted at its Content-Length; a request that does not fit is answered 503 Unavailable with Retry-After at once.")
@@ -100,6 +104,9 @@ func (o *apiOptions) validate() error {
 	}
 	if o.maxFanOut < 1 {
 		return fmt.Errorf("--max-fan-out=%d: want at least 1", o.maxFanOut)
+	}
+	if o.filterEvalTimeout <= 0 {
+		return fmt.Errorf("--filter-eval-timeout=%s: want a positive duration", o.filterEvalTimeout)
 	}
 	if o.maxConnections < 1 {
 		return fmt.Errorf("--api-max-connections=%d: want at least 1", o.maxConnections)

@@ -277,7 +277,7 @@ func main() {
 		}
 		// kubectl create webhookevent: the publish core with the HTTP API's
 		// limits, whether or not the HTTP API itself is served.
-		core, err := publish.New(publish.Config{Committer: eng, MaxFanOut: apiFlags.maxFanOut, Door: publish.DoorKube, Metrics: publishMetrics,
+		core, err := publish.New(publish.Config{Committer: eng, MaxFanOut: apiFlags.maxFanOut, FilterEvalTimeout: apiFlags.filterEvalTimeout, Door: publish.DoorKube, Metrics: publishMetrics,
 			Contracts: contracts})
 		if err != nil {
 			setupLog.Error(err, "unable to set up publishing through the aggregated API")

@@ -42,7 +42,7 @@ func apiServer(o apiOptions, cfg *rest.Config, eng *engine.Engine, store ledger.
 		return nil, err
 	}
 	handler, err := httpapi.New(httpapi.Config{
-		Publisher: eng, Reader: store, Auth: auth, Acknowledger: eng, Log: log, MaxFanOut: o.maxFanOut, PublishMetrics: pm, Contracts: contracts,
+		Publisher: eng, Reader: store, Auth: auth, Acknowledger: eng, Log: log, MaxFanOut: o.maxFanOut, FilterEvalTimeout: o.filterEvalTimeout, PublishMetrics: pm, Contracts: contracts,
 	})
 	if err != nil {
 		return nil, err

@@ -59,6 +59,9 @@ type Config struct {
 	// DefaultMaxFanOut): an event whose type matches more is refused whole,
 	// so that one publish cannot become an unbounded number of requests.
 	MaxFanOut int
+	// FilterEvalTimeout bounds one evaluation of an endpoint's filter
+	// (publish.Config.FilterEvalTimeout).
+	FilterEvalTimeout time.Duration
 	// PublishTimeout bounds the wait for a commit (default
 	// DefaultPublishTimeout); past it the answer is 503 and the outcome
 	// unknown to the client, who retries with the same Idempotency-Key.
@@ -107,7 +110,7 @@ func New(cfg Config) (*Handler, error) {
 	}
 	core, err := publish.New(publish.Config{
 		Committer: cfg.Publisher, Now: cfg.Now, MaxBytes: cfg.MaxBodyBytes, MaxSecrets: cfg.MaxSecrets, MaxFanOut: cfg.MaxFanOut,
-		CommitTimeout: cfg.PublishTimeout, SecretsHashKey: cfg.SecretsHashKey, Door: publish.DoorHTTP, Metrics: cfg.PublishMetrics,
+		FilterEvalTimeout: cfg.FilterEvalTimeout, CommitTimeout: cfg.PublishTimeout, SecretsHashKey: cfg.SecretsHashKey, Door: publish.DoorHTTP, Metrics: cfg.PublishMetrics,
 		Contracts: cfg.Contracts,
 	})
 	if err != nil {

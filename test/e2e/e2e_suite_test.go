@@ -118,11 +118,16 @@ var _ = BeforeSuite(func() {
 		"--endpoint-activity-interval=1s",
 		"--policy-evidence-resync=2s",
 		"--max-fan-out="+fmt.Sprint(maxFanOut),
+		// Every evaluation of the hostile filter spec's loop (a million
+		// iterations) takes far longer than this; simple filters never
+		// reach a clock check (filter_test.go).
+		"--filter-eval-timeout=5ms",
 		// The receivers are on loopback, which is forbidden by default.
 		"--allowed-destination-cidrs=127.0.0.0/8",
 		"--zap-devel",
 	)
-	manager.Env = append(os.Environ(), "KUBECONFIG="+kubeconfig)
+	// The Deployment's memory settings (config/manager/manager.yaml).
+	manager.Env = append(os.Environ(), "KUBECONFIG="+kubeconfig, "GOGC=400", "GOMEMLIMIT=400MiB")
 	manager.Stdout, manager.Stderr = logFile, logFile
 	Expect(manager.Start()).To(Succeed())
 	managerDone = make(chan struct{})
