@@ -17,6 +17,7 @@ import (
 
 	"github.com/hookkeeper/hookkeeper/internal/httpapi"
 	"github.com/hookkeeper/hookkeeper/internal/kubeauth"
+	"github.com/hookkeeper/hookkeeper/internal/publish"
 )
 
 func TestAPIFlagsValidate(t *testing.T) {
@@ -54,6 +55,7 @@ func TestAPIFlagsValidate(t *testing.T) {
 		"no unproven connections":       {addr: "127.0.0.1:8090", auth: apiAuthKubernetes, maxUnprovenPerSource: -1},
 		"no room for a publish body":    {addr: "127.0.0.1:8090", auth: apiAuthKubernetes, maxBodyBytesInFlight: httpapi.DefaultMaxBodyBytes - 1},
 		"negative review rate":          {addr: "127.0.0.1:8090", auth: apiAuthKubernetes, newTokenReviewsPerSource: -1},
+		"no time for a filter":          {addr: "127.0.0.1:8090", auth: apiAuthKubernetes, filterEvalTimeout: -1},
 	}
 	for name, o := range bad {
 		withDefaultLimits(&o)
@@ -84,6 +86,9 @@ func withDefaultLimits(o *apiOptions) {
 	if o.maxUnprovenPerSource == 0 {
 		o.maxUnprovenPerSource = httpapi.DefaultMaxUnprovenConnectionsPerSource
 	}
+	if o.filterEvalTimeout == 0 {
+		o.filterEvalTimeout = publish.DefaultFilterEvalTimeout
+	}
 }
 
 func TestAPIFlagsDefaults(t *testing.T) {
@@ -95,7 +100,7 @@ func TestAPIFlagsDefaults(t *testing.T) {
 	}
 	if o.auth != apiAuthKubernetes || o.addr != ":8090" || o.tls() || o.maxFanOut != httpapi.DefaultMaxFanOut ||
 		o.maxConnections != httpapi.DefaultMaxConnections || o.maxUnprovenPerSource != httpapi.DefaultMaxUnprovenConnectionsPerSource ||
-		o.maxBodyBytesInFlight != httpapi.DefaultMaxBodyBytesInFlight ||
+		o.maxBodyBytesInFlight != httpapi.DefaultMaxBodyBytesInFlight || o.filterEvalTimeout != publish.DefaultFilterEvalTimeout ||
 		o.newTokenReviewsPerSource != kubeauth.DefaultUnknownReviewsPerSourcePerSecond {
 		t.Errorf("defaults = %+v", o)
 	}
