@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"strings"
 	"time"
 
 	"github.com/hookkeeper/hookkeeper/internal/backoff"
@@ -417,6 +418,12 @@ type Endpoint struct {
 // EndpointID returns the ID of the endpoint name in namespace.
 func EndpointID(namespace, name string) string { return namespace + "/" + name }
 
+// NamespaceOf is the namespace of an endpoint ID.
+func NamespaceOf(endpointID string) string {
+	ns, _, _ := strings.Cut(endpointID, "/")
+	return ns
+}
+
 // EndpointUpsertParams carries the configuration to store; Version and
 // UpdatedAt are set by the store (UpdatedAt from Now).
 type EndpointUpsertParams struct {
@@ -606,6 +613,16 @@ type DeliveryClaimParams struct {
 	// capped by Limit alone. A backlogged endpoint with two free slots
 	// then yields two deliveries, not Limit that would be released again.
 	EndpointSlots map[string]int
+	// NamespaceSlots caps the deliveries claimed per namespace (what is
+	// left of its fair share of the claimer's workers); a namespace absent
+	// from it is capped by DefaultNamespaceSlots when that is positive,
+	// else by Limit alone. It counts only what EndpointSlots kept.
+	NamespaceSlots        map[string]int
+	DefaultNamespaceSlots int
+	// FirstAttemptsOnly claims only deliveries never attempted
+	// (Attempts 0): the claimer's retries hold all the workers they may,
+	// and the rest are reserved for first attempts.
+	FirstAttemptsOnly bool
 }
 
 // DeliveryClaimExpiredParams selects expired deliveries to lease

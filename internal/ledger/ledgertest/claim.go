@@ -96,6 +96,59 @@ func exerciseClaim(t *testing.T, newStore func(t *testing.T) ledger.Store) {
 				}
 			}
 		},
+		"NamespaceSlotsCapEachNamespace": func(t *testing.T, f *fixture) {
+			// Namespace "a" has 2 endpoints with 3 due each and 3 free
+			// slots; "b" 3 due, not listed, within the default of 2; "c"
+			// 2 due, listed with 5. The cap counts what the endpoint cap
+			// kept: a/x may take 1, so a takes a/x's earliest and a/y's
+			// 2 earliest, in due order.
+			for _, ep := range []struct{ ns, name, typ string }{{"a", "x", "x"}, {"a", "y", "y"}, {"b", "z", "z"}, {"c", "w", "w"}} {
+				f.upsert(endpoint(ep.ns, ep.name, ep.typ), t0)
+			}
+			due := map[string][]string{}
+			for i := range 3 {
+				d := time.Duration(i) * time.Millisecond
+				due["a/x"] = append(due["a/x"], deliveryTo(t, f.publish("a", "x", at(d)), "a/x"))
+				due["a/y"] = append(due["a/y"], deliveryTo(t, f.publish("a", "y", at(d+time.Microsecond)), "a/y"))
+				due["b/z"] = append(due["b/z"], deliveryTo(t, f.publish("b", "z", at(d+2*time.Microsecond)), "b/z"))
+				if i < 2 {
+					due["c/w"] = append(due["c/w"], deliveryTo(t, f.publish("c", "w", at(d+3*time.Microsecond)), "c/w"))
+				}
+			}
+			got, err := f.s.DeliveryClaim(f.ctx, &ledger.DeliveryClaimParams{
+				Owner: "w", Now: at(time.Minute), LeaseFor: time.Minute, Limit: 20,
+				EndpointSlots:  map[string]int{"a/x": 1},
+				NamespaceSlots: map[string]int{"a": 3, "c": 5}, DefaultNamespaceSlots: 2,
+			})
+			if err != nil {
+				t.Fatalf("DeliveryClaim: %v", err)
+			}
+			want := []string{due["a/x"][0], due["a/y"][0], due["b/z"][0], due["c/w"][0], due["a/y"][1], due["b/z"][1], due["c/w"][1]}
+			wantEqual(t, "claimed", claimedIDs(got), want)
+			f.wantCounts("a/x", counts{Pending: 2, InFlight: 1})
+			f.wantCounts("a/y", counts{Pending: 1, InFlight: 2})
+			f.wantCounts("b/z", counts{Pending: 1, InFlight: 2})
+		},
+		"FirstAttemptsOnly": func(t *testing.T, f *fixture) {
+			// A retry due before a first attempt: a claim of first
+			// attempts only takes the first attempt and leaves the retry
+			// scheduled, which the next ordinary claim takes.
+			f.upsert(endpoint("shop", "all", "*"), t0)
+			retry := f.publish("shop", "order.created", t0).Deliveries[0].ID
+			f.claim("w", at(time.Second), time.Minute, 1)
+			if res := f.record(attempt(retry, "w", at(2*time.Second), 503, ledger.Next{State: ledger.StateScheduled, DueAt: at(3 * time.Second)})); res.Err != nil {
+				t.Fatalf("record: %v", res.Err)
+			}
+			first := f.publish("shop", "order.created", at(4*time.Second)).Deliveries[0].ID
+			got, err := f.s.DeliveryClaim(f.ctx, &ledger.DeliveryClaimParams{
+				Owner: "w", Now: at(time.Minute), LeaseFor: time.Minute, Limit: 10, FirstAttemptsOnly: true,
+			})
+			if err != nil {
+				t.Fatalf("DeliveryClaim: %v", err)
+			}
+			wantEqual(t, "first attempts only", claimedIDs(got), []string{first})
+			wantEqual(t, "then the retry", claimedIDs(f.claim("w", at(time.Minute), time.Minute, 10)), []string{retry})
+		},
 		"LeaseToHandsNewDeliveriesToThePublisher": func(t *testing.T, f *fixture) {
 			// Two live endpoints and a paused one match: the live ones'
 			// deliveries are inserted leased to the publisher (as a claim

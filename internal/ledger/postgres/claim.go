@@ -17,9 +17,10 @@ import (
 // row another claimer leased and committed meanwhile is re-checked against
 // the WHERE clause and dropped. An in-flight row qualifies once its lease
 // expired; its due_at is in the past then, so one range scan finds both.
-// Past an endpoint's free slots ($6, $7) its picked rows are left as they
-// were (ranked and capped: ledger.CapSlots in SQL); their locks end with
-// the transaction.
+// Past an endpoint's free slots ($6, $7), then its namespace's ($9, $10,
+// $11 for the others), its picked rows are left as they were (ranked and
+// capped: ledger.CapSlots and CapNamespaces in SQL); their locks end with
+// the transaction. $8 keeps only never-attempted deliveries.
 const claimSQL = `
 	WITH picked AS (
 		SELECT d.id, d.endpoint_id, d.due_at, d.seq, d.state AS prev_state, ep.version
@@ -27,15 +28,21 @@ const claimSQL = `
 		WHERE d.state IN ('scheduled', 'in_flight') AND d.due_at <= $1
 			AND (d.state = 'scheduled' OR d.lease_until <= $1)
 			AND NOT ep.paused AND NOT ep.breaker_open AND ep.deleted_at IS NULL AND d.endpoint_id <> ALL($2::text[])
+			AND (NOT $8::boolean OR d.attempts = 0)
 		ORDER BY d.due_at, d.seq
 		LIMIT $3
 		FOR UPDATE OF d SKIP LOCKED
 	), ranked AS (
-		SELECT p.id, p.prev_state, p.version, s.slots,
+		SELECT p.id, p.endpoint_id, p.due_at, p.seq, p.prev_state, p.version, s.slots,
 			row_number() OVER (PARTITION BY p.endpoint_id ORDER BY p.due_at, p.seq) AS n
 		FROM picked p LEFT JOIN unnest($6::text[], $7::int[]) AS s(endpoint_id, slots) ON s.endpoint_id = p.endpoint_id
+	), by_namespace AS (
+		SELECT r.id, r.prev_state, r.version, coalesce(ns.slots, nullif($11::int, 0)) AS slots,
+			row_number() OVER (PARTITION BY split_part(r.endpoint_id, '/', 1) ORDER BY r.due_at, r.seq) AS n
+		FROM ranked r LEFT JOIN unnest($9::text[], $10::int[]) AS ns(namespace, slots) ON ns.namespace = split_part(r.endpoint_id, '/', 1)
+		WHERE r.slots IS NULL OR r.n <= r.slots
 	), capped AS (
-		SELECT id, prev_state, version FROM ranked WHERE slots IS NULL OR n <= slots
+		SELECT id, prev_state, version FROM by_namespace WHERE slots IS NULL OR n <= slots
 	), claimed AS (
 		UPDATE deliveries d SET state = 'in_flight', lease_owner = $4, lease_until = $5
 		FROM capped picked WHERE d.id = picked.id
@@ -64,12 +71,17 @@ func (s *Store) DeliveryClaim(ctx context.Context, params *ledger.DeliveryClaimP
 	for id, n := range params.EndpointSlots {
 		slotIDs, slotCounts = append(slotIDs, id), append(slotCounts, int32(n))
 	}
+	nsIDs, nsCounts := make([]string, 0, len(params.NamespaceSlots)), make([]int32, 0, len(params.NamespaceSlots))
+	for ns, n := range params.NamespaceSlots {
+		nsIDs, nsCounts = append(nsIDs, ns), append(nsCounts, int32(n))
+	}
 	now := nanos(params.Now)
 	until := nanos(params.Now.Add(params.LeaseFor))
 	var claimed []ledger.ClaimedDelivery
 	err := s.tx(ctx, op, func(tx *txn) error {
 		claimed = claimed[:0]
-		rows, err := tx.Query(ctx, claimSQL, now, exclude, params.Limit, params.Owner, until, slotIDs, slotCounts)
+		rows, err := tx.Query(ctx, claimSQL, now, exclude, params.Limit, params.Owner, until, slotIDs, slotCounts,
+			params.FirstAttemptsOnly, nsIDs, nsCounts, int32(max(params.DefaultNamespaceSlots, 0)))
 		if err != nil {
 			return err
 		}

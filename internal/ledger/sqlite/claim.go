@@ -24,7 +24,7 @@ func (s *Store) DeliveryClaim(ctx context.Context, p *ledger.DeliveryClaimParams
 	}
 	var out []ledger.ClaimedDelivery
 	err := s.write(ctx, "claim deliveries", func(t *wtx) error {
-		cands, err := t.candidateQueries(&s.ws).claimCandidates(t.ctx, nanos(p.Now), p.ExcludeEndpoints, p.EndpointSlots, p.Limit)
+		cands, err := t.candidateQueries(&s.ws).claimCandidates(t.ctx, p)
 		if err != nil || len(cands) == 0 {
 			return err
 		}
@@ -59,6 +59,7 @@ type candidate struct {
 	id, endpoint string
 	state        ledger.DeliveryState
 	due          int64
+	attempts     int
 }
 
 // querier is a prepared statement, bound to the write transaction or not.
@@ -70,6 +71,8 @@ type querier interface {
 // claim runs them in its write transaction, NextDueAt on the read pool.
 type candidateQueries struct {
 	paused, due, expired, backlogged, dueOf querier
+	// firstOnly keeps only never-attempted deliveries.
+	firstOnly bool
 }
 
 func (t *wtx) candidateQueries(ws *writeStmts) candidateQueries {
@@ -82,12 +85,15 @@ func (t *wtx) candidateQueries(ws *writeStmts) candidateQueries {
 // claimCandidates selects up to limit claimable deliveries, earliest due
 // first: scheduled ones due by now and expired leases, of endpoints that
 // are neither paused nor excluded (deleted endpoints have none), at most
-// slots[endpoint] of an endpoint listed in slots.
-func (q candidateQueries) claimCandidates(ctx context.Context, now int64, exclude []string, slots map[string]int, limit int) ([]candidate, error) {
-	blocked, err := q.blockedEndpoints(ctx, exclude)
+// the slots p gives its endpoint and its namespace (only never-attempted
+// ones with p.FirstAttemptsOnly).
+func (q candidateQueries) claimCandidates(ctx context.Context, p *ledger.DeliveryClaimParams) ([]candidate, error) {
+	now, limit := nanos(p.Now), p.Limit
+	blocked, err := q.blockedEndpoints(ctx, p.ExcludeEndpoints)
 	if err != nil {
 		return nil, err
 	}
+	q.firstOnly = p.FirstAttemptsOnly
 	window := 2*limit + 32
 	expired, full, err := q.read(ctx, q.expired, blocked, limit, now, window)
 	if err == nil && full {
@@ -108,7 +114,9 @@ func (q candidateQueries) claimCandidates(ctx context.Context, now int64, exclud
 		}
 		return strings.Compare(a.id, b.id)
 	})
-	all = ledger.CapSlots(all, func(c candidate) string { return c.endpoint }, slots)
+	endpoint := func(c candidate) string { return c.endpoint }
+	all = ledger.CapSlots(all, endpoint, p.EndpointSlots)
+	all = ledger.CapNamespaces(all, endpoint, p.NamespaceSlots, p.DefaultNamespaceSlots)
 	return all[:min(limit, len(all))], nil
 }
 
@@ -188,11 +196,11 @@ func (q candidateQueries) read(ctx context.Context, st querier, blocked map[stri
 	read := 0
 	for rows.Next() {
 		var c candidate
-		if err := rows.Scan(&c.id, &c.endpoint, &c.state, &c.due); err != nil {
+		if err := rows.Scan(&c.id, &c.endpoint, &c.state, &c.due, &c.attempts); err != nil {
 			return nil, false, translate("due deliveries", err)
 		}
 		read++
-		if !blocked[c.endpoint] && len(kept) < limit {
+		if !blocked[c.endpoint] && (!q.firstOnly || c.attempts == 0) && len(kept) < limit {
 			kept = append(kept, c)
 		}
 	}

@@ -90,16 +90,16 @@ var writeSQL = struct {
 	// Claims read candidates in due order from a partial index and filter
 	// blocked endpoints in Go (claim.go). ?1 now, ?2 limit.
 	pausedEndpoints: `SELECT id FROM endpoints WHERE paused <> 0 OR breaker_open <> 0`,
-	claimDue: `SELECT id, endpoint_id, state, due_at FROM deliveries
+	claimDue: `SELECT id, endpoint_id, state, due_at, attempts FROM deliveries
 		WHERE state = 'scheduled' AND due_at <= ?1 ORDER BY due_at, id LIMIT ?2`,
-	claimExpired: `SELECT id, endpoint_id, state, due_at FROM deliveries
+	claimExpired: `SELECT id, endpoint_id, state, due_at, attempts FROM deliveries
 		WHERE state = 'in_flight' AND lease_until <= ?1 ORDER BY due_at, id LIMIT ?2`,
 	// The fallback when blocked endpoints hold the head of the queue: the
 	// endpoints with due work, then each one's earliest (?1 endpoint,
 	// ?2 now, ?3 limit). state = 'scheduled' implies deliveries_live's
 	// predicate, so SQLite uses that partial index.
 	claimBacklogged: `SELECT endpoint_id FROM endpoint_stats WHERE pending > 0`,
-	claimDueOf: `SELECT id, endpoint_id, state, due_at FROM deliveries
+	claimDueOf: `SELECT id, endpoint_id, state, due_at, attempts FROM deliveries
 		WHERE endpoint_id = ?1 AND state = 'scheduled' AND due_at <= ?2
 		ORDER BY due_at, id LIMIT ?3`,
 	claimLease: `UPDATE deliveries SET state = 'in_flight', lease_owner = ?1, lease_until = ?2
