@@ -41,6 +41,12 @@ func (e *Engine) indexLocked(id string, st *endpointState) {
 	file(e.watched, watchedEndpoint(st))
 	file(e.broken, brokenEndpoint(st))
 	e.fileFilterLocked(id, st)
+	m := e.byNamespace[st.cfg.Namespace]
+	if m == nil {
+		m = map[string]*endpointState{}
+		e.byNamespace[st.cfg.Namespace] = m
+	}
+	m[id] = st
 	e.slots.gen++
 }
 
@@ -53,6 +59,11 @@ func (e *Engine) forgetLocked(id string) {
 		delete(e.watched, id)
 		delete(e.broken, id)
 		e.unfileFilterLocked(id, st.cfg.Namespace)
+		if m := e.byNamespace[st.cfg.Namespace]; m != nil {
+			if delete(m, id); len(m) == 0 {
+				delete(e.byNamespace, st.cfg.Namespace)
+			}
+		}
 		e.slots.gen++
 	}
 }
@@ -60,6 +71,7 @@ func (e *Engine) forgetLocked(id string) {
 // addInFlightLocked counts delta more attempts in flight to st, which
 // voids the slot count. e.mu is held.
 func (e *Engine) addInFlightLocked(st *endpointState, delta int) {
+	e.holdLocked(st, delta)
 	st.inFlight += delta
 	e.slots.gen++
 }
@@ -67,6 +79,7 @@ func (e *Engine) addInFlightLocked(st *endpointState, delta int) {
 // reserveLocked counts delta more slots of st reserved by publishes
 // handing off (handoff.go), which voids the slot count. e.mu is held.
 func (e *Engine) reserveLocked(st *endpointState, delta int) {
+	e.holdLocked(st, delta)
 	st.reserved += delta
 	e.slots.gen++
 }

@@ -15,12 +15,16 @@ import (
 // store: the tests below drive its registry directly.
 func newIndexEngine() *Engine {
 	return &Engine{
-		opts:      Options{Clock: realClock{}, Workers: 8},
-		endpoints: map[string]*endpointState{},
-		watched:   map[string]*endpointState{},
-		broken:    map[string]*endpointState{},
-		timeouts:  durationCounts{},
-		ramps:     durationCounts{},
+		opts:        Options{Clock: realClock{}, Workers: 8},
+		endpoints:   map[string]*endpointState{},
+		watched:     map[string]*endpointState{},
+		broken:      map[string]*endpointState{},
+		timeouts:    durationCounts{},
+		ramps:       durationCounts{},
+		filtered:    map[string]map[string]*endpointState{},
+		overruns:    map[string]*overruns{},
+		byNamespace: map[string]map[string]*endpointState{},
+		shares:      newFairShares(),
 	}
 }
 

@@ -176,8 +176,16 @@ type Engine struct {
 	// filtered are the endpoints with a filter, by namespace, which a
 	// publish decides before its commit; overruns what their filters
 	// exceeded (filters.go).
-	filtered        map[string]map[string]*endpointState
-	overruns        map[string]*overruns
+	filtered map[string]map[string]*endpointState
+	overruns map[string]*overruns
+	// byNamespace are the endpoints of each namespace, and shares what
+	// each namespace holds of the workers (fairshare.go).
+	byNamespace map[string]map[string]*endpointState
+	shares      fairShares
+	// backlogged are the namespaces the last claim left due work of,
+	// while backlog is set (nil: every namespace); their publishes leave
+	// their deliveries to the claims (handoff.go).
+	backlogged      atomic.Pointer[map[string]bool]
 	timeouts, ramps durationCounts
 	slots           slotCache
 	// claim holds, from a claim's slot count to the start of what it
@@ -272,19 +280,21 @@ func New(opts Options) (*Engine, error) {
 		opts.DefaultEvidenceRetention = 720 * time.Hour
 	}
 	e := &Engine{
-		opts:      opts,
-		store:     opts.Store,
-		running:   running{started: make(chan struct{})},
-		alarm:     newAlarm(),
-		records:   make(chan struct{}, 2*opts.Workers),
-		endpoints: map[string]*endpointState{},
-		watched:   map[string]*endpointState{},
-		filtered:  map[string]map[string]*endpointState{},
-		overruns:  map[string]*overruns{},
-		broken:    map[string]*endpointState{},
-		timeouts:  durationCounts{},
-		ramps:     durationCounts{},
-		probes:    map[string]bool{},
+		opts:        opts,
+		store:       opts.Store,
+		running:     running{started: make(chan struct{})},
+		alarm:       newAlarm(),
+		records:     make(chan struct{}, 2*opts.Workers),
+		endpoints:   map[string]*endpointState{},
+		watched:     map[string]*endpointState{},
+		filtered:    map[string]map[string]*endpointState{},
+		byNamespace: map[string]map[string]*endpointState{},
+		shares:      newFairShares(),
+		overruns:    map[string]*overruns{},
+		broken:      map[string]*endpointState{},
+		timeouts:    durationCounts{},
+		ramps:       durationCounts{},
+		probes:      map[string]bool{},
 	}
 	e.workers = newWorkers(opts.Workers, e.wake)
 	e.backlog.Store(true) // until the first claim finds the queue drained
@@ -451,29 +461,34 @@ func (e *Engine) claimOnce(ctx, attemptCtx context.Context, wg *sync.WaitGroup) 
 		return want
 	})
 	if limit == 0 {
+		e.backlogged.Store(nil) // every namespace's
 		e.backlog.Store(true)
 		return e.opts.IdleWait, nil // the next worker freed wakes us sooner
 	}
 	reserved := limit
 	defer func() { e.workers.free(reserved) }()
 	now := e.opts.Clock.Now()
-	full, slots := e.beginClaim(limit)
+	cs := e.beginClaim(limit)
 	defer e.endClaim()
 	claimed, err := e.store.DeliveryClaim(ctx, &ledger.DeliveryClaimParams{
-		Owner:            e.opts.Owner,
-		Now:              now,
-		LeaseFor:         e.leaseFor(),
-		Limit:            limit,
-		ExcludeEndpoints: full,
-		EndpointSlots:    slots,
+		Owner:                 e.opts.Owner,
+		Now:                   now,
+		LeaseFor:              e.leaseFor(),
+		Limit:                 limit,
+		ExcludeEndpoints:      cs.full,
+		EndpointSlots:         cs.slots,
+		NamespaceSlots:        cs.namespaceSlots,
+		DefaultNamespaceSlots: cs.namespaceShare,
+		FirstAttemptsOnly:     cs.firstAttemptsOnly,
 	})
 	if err != nil {
 		return 0, fmt.Errorf("claiming deliveries: %w", err)
 	}
 	// Full endpoints are no backlog: a publish's Lease.Admit leaves their
 	// deliveries scheduled, and hands off everyone else's (handoff.go).
-	e.backlog.Store(len(claimed) == limit)
-	e.behind.Store(len(claimed) == limit)
+	// A full batch leaves a backlog of its namespaces and of those at
+	// their share: their publishes queue behind it, the others' do not.
+	e.setBacklog(len(claimed) == limit, claimed, cs.atShare)
 	started := 0
 	for i := range claimed {
 		reserved-- // start owns the slot now, and frees it if it starts nothing
@@ -537,7 +552,7 @@ func (e *Engine) start(ctx, attemptCtx context.Context, wg *sync.WaitGroup, c *l
 		e.release(c, now, "circuit_open")
 		return false
 	}
-	if max := st.cfg.MaxInFlight; max > 0 && st.inFlight >= max {
+	if limit := st.cfg.MaxInFlight; limit > 0 && st.inFlight >= limit {
 		e.mu.Unlock()
 		e.release(c, now, "max_in_flight")
 		return false
@@ -574,6 +589,10 @@ func (e *Engine) start(ctx, attemptCtx context.Context, wg *sync.WaitGroup, c *l
 		}
 	}
 	e.addInFlightLocked(st, 1)
+	retry := isRetry(&c.Delivery)
+	if retry {
+		e.shares.retries++
+	}
 	cfg := st.cfg
 	e.mu.Unlock()
 
@@ -584,6 +603,9 @@ func (e *Engine) start(ctx, attemptCtx context.Context, wg *sync.WaitGroup, c *l
 			e.mu.Lock()
 			wasFull := st.cfg.MaxInFlight > 0 && st.inFlight >= st.cfg.MaxInFlight
 			e.addInFlightLocked(st, -1)
+			if retry {
+				e.shares.retries--
+			}
 			e.mu.Unlock()
 			e.workers.free(1)
 			// Only a freed slot the claim loop was waiting for is worth a

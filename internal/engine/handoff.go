@@ -110,8 +110,7 @@ func (h *handoff) admit(id string) bool {
 	if slices.Contains(h.reserved, st) {
 		return true // asked again: the store retried the transaction
 	}
-	free, limited := e.freeSlotsLocked(st, e.opts.Clock.Now(), e.claim)
-	if limited && free <= 0 {
+	if e.freeSlotsLocked(st, e.opts.Clock.Now(), e.claim) <= 0 {
 		return false
 	}
 	e.reserveLocked(st, 1)
@@ -136,7 +135,7 @@ func (h *handoff) end() {
 // handed to this engine, the hand-off that leases them (with a worker
 // slot reserved); params unchanged and nil otherwise.
 func (e *Engine) offerLease(params *ledger.EventInsertParams) (*ledger.EventInsertParams, *handoff) {
-	if e.backlog.Load() || !e.running.isOn() || e.workers.reserve(1) == 0 {
+	if e.backlogOf(params.Namespace) || !e.running.isOn() || e.workers.reserve(1) == 0 {
 		return params, nil
 	}
 	h := &handoff{e: e}
@@ -145,16 +144,64 @@ func (e *Engine) offerLease(params *ledger.EventInsertParams) (*ledger.EventInse
 	return &p, h
 }
 
+// claimView is what a claim may take: the endpoints it must skip and the
+// free slots of the others that are limited, what is left of each
+// namespace's share of the workers (namespaceShare for a namespace that
+// holds nothing; atShare those with none left), and whether retries are at
+// theirs (fairshare.go).
+type claimView struct {
+	full              []string
+	slots             map[string]int
+	namespaceSlots    map[string]int
+	namespaceShare    int
+	atShare           []string
+	firstAttemptsOnly bool
+}
+
 // beginClaim returns the claim's view of the endpoints' slots for a claim
 // of at most limit deliveries, and holds what it may take of each
 // limited endpoint (the lesser of limit and its free slots) from
 // hand-offs until endClaim.
-func (e *Engine) beginClaim(limit int) (full []string, slots map[string]int) {
+func (e *Engine) beginClaim(limit int) claimView {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	full, slots = e.endpointSlotsLocked(nil)
-	e.claim = &claimHold{slots: slots, limit: limit}
-	return full, slots
+	var v claimView
+	v.full, v.slots = e.endpointSlotsLocked(nil)
+	v.namespaceSlots, v.namespaceShare, v.atShare = e.claimSharesLocked()
+	v.firstAttemptsOnly = e.firstAttemptsOnlyLocked()
+	e.claim = &claimHold{slots: v.slots, limit: limit}
+	return v
+}
+
+// setBacklog records whether the last claim left due work (backlog: it
+// took a full batch, or could take none), and of which namespaces: those
+// of what it claimed and those at their share (nil: every namespace).
+func (e *Engine) setBacklog(backlog bool, claimed []ledger.ClaimedDelivery, atShare []string) {
+	e.behind.Store(backlog)
+	if !backlog {
+		e.backlog.Store(false)
+		e.backlogged.Store(nil)
+		return
+	}
+	ns := make(map[string]bool, len(atShare)+1)
+	for _, n := range atShare {
+		ns[n] = true
+	}
+	for i := range claimed {
+		ns[ledger.NamespaceOf(claimed[i].Delivery.EndpointID)] = true
+	}
+	e.backlogged.Store(&ns)
+	e.backlog.Store(true)
+}
+
+// backlogOf reports whether a publish to namespace ns queues behind a
+// backlog the last claim left.
+func (e *Engine) backlogOf(ns string) bool {
+	if !e.backlog.Load() {
+		return false
+	}
+	m := e.backlogged.Load()
+	return m == nil || (*m)[ns]
 }
 
 // endClaim ends what beginClaim began; calling it twice is harmless.

@@ -207,10 +207,8 @@ func (e *Engine) endpointSlotsLocked(held *claimHold) (full []string, slots map[
 		}
 	}()
 	now := e.opts.Clock.Now()
-	for id, st := range e.watched {
-		free, limited := e.freeSlotsLocked(st, now, held)
-		switch {
-		case !limited:
+	count := func(id string, st *endpointState) {
+		switch free := e.freeSlotsLocked(st, now, held); {
 		case free <= 0:
 			full = append(full, id)
 		default:
@@ -220,17 +218,39 @@ func (e *Engine) endpointSlotsLocked(held *claimHold) (full []string, slots map[
 			slots[id] = free
 		}
 	}
+	// The endpoints with a limit of their own, those holding attempts
+	// (their fair share limits them), and every endpoint of a namespace
+	// at its share (fairshare.go).
+	for id, st := range e.watched {
+		count(id, st)
+	}
+	for id, st := range e.shares.busy {
+		if e.watched[id] == nil {
+			count(id, st)
+		}
+	}
+	nsShare := e.namespaceShareLocked()
+	for ns, n := range e.shares.held {
+		if n < nsShare {
+			continue
+		}
+		for id := range e.byNamespace[ns] {
+			if e.watched[id] == nil && e.shares.busy[id] == nil {
+				full = append(full, id)
+			}
+		}
+	}
 	return full, slots
 }
 
 // freeSlotsLocked is what endpoint st may start now beyond its attempts in
 // flight, the slots publishes reserved and what a claim in progress
-// (held) may take: limited is false when nothing limits it. An open
+// (held) may take, within its fair share (fairshare.go). An open
 // breaker holds it but for its probe (breaker.go); one closed lately ramps
 // its backlog up instead of landing it at once. e.mu is held.
-func (e *Engine) freeSlotsLocked(st *endpointState, now time.Time, held *claimHold) (free int, limited bool) {
+func (e *Engine) freeSlotsLocked(st *endpointState, now time.Time, held *claimHold) int {
 	if st.breaker.Open {
-		return 0, true
+		return 0
 	}
 	limit := st.cfg.MaxInFlight
 	if st.breaker.ClosedAt != nil {
@@ -242,10 +262,12 @@ func (e *Engine) freeSlotsLocked(st *endpointState, now time.Time, held *claimHo
 			limit = n
 		}
 	}
-	if limit <= 0 {
-		return 0, false
+	// Within its fair share, always; within its own limit when it has one.
+	free := e.shareFreeLocked(st)
+	if limit > 0 {
+		free = min(free, limit-st.inFlight-st.reserved)
 	}
-	return limit - st.inFlight - st.reserved - held.take(st.cfg.ID), true
+	return free - held.take(st.cfg.ID)
 }
 
 // leaseFor is the lease of a claim: the longest attempt timeout of any
