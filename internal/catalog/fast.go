@@ -2,6 +2,7 @@ package catalog
 
 import (
 	"math"
+	"strconv"
 	"unicode/utf8"
 
 	"k8s.io/apiextensions-apiserver/pkg/apis/apiextensions"
@@ -28,9 +29,12 @@ type fastNode struct {
 	enum             map[string]bool
 	minimum, maximum *float64
 	exclMin, exclMax bool
-	minLen, maxLen   *int64
-	minItems         *int64
-	maxItems         *int64
+	// minInt and maxInt are the bounds an int64 is compared with
+	// (int64Bound); nil when the fast check cannot compare with them.
+	minInt, maxInt *int64
+	minLen, maxLen *int64
+	minItems       *int64
+	maxItems       *int64
 }
 
 // compileFast compiles s; false when s uses a keyword the fast check does
@@ -45,6 +49,7 @@ func compileFast(s *apiextensions.JSONSchemaProps) (*fastNode, bool) {
 	}
 	n := &fastNode{typ: s.Type, nullable: s.Nullable, required: s.Required,
 		minimum: s.Minimum, maximum: s.Maximum, exclMin: s.ExclusiveMinimum, exclMax: s.ExclusiveMaximum,
+		minInt: int64Bound(s.Minimum), maxInt: int64Bound(s.Maximum),
 		minLen: s.MinLength, maxLen: s.MaxLength, minItems: s.MinItems, maxItems: s.MaxItems}
 	switch s.Type {
 	case "object":
@@ -91,12 +96,31 @@ func compileFast(s *apiextensions.JSONSchemaProps) (*fastNode, bool) {
 	return n, true
 }
 
-// maxSafeInteger bounds the integers the fast check accepts: beyond it a
-// float64 no longer tells integers apart, and kube-openapi decides.
+// maxSafeInteger bounds the integers written as floats (1.0, 1e3) the fast
+// check accepts: beyond it a float64 no longer tells integers apart, and
+// kube-openapi decides.
 const maxSafeInteger = 1 << 53
 
-// ok reports whether v (decoded by encoding/json into any) certainly
-// conforms to n; false when it does not, or it cannot tell.
+// int64Bound is the bound b as kube-openapi compares an int64 with it
+// (int64(b)), when the fast check may do the same: b is an integer an
+// int64 holds exactly, and kube-openapi's check that the bound fits an
+// integer (its shortest decimal form parsed as an int64) passes, without
+// which it refuses every value of an integer field. nil otherwise: the
+// fast check cannot tell, and kube-openapi decides.
+func int64Bound(b *float64) *int64 {
+	if b == nil || *b != math.Trunc(*b) || *b < -(1<<63) || *b >= 1<<63 {
+		return nil
+	}
+	if _, err := strconv.ParseInt(strconv.FormatFloat(*b, 'f', -1, 64), 10, 64); err != nil {
+		return nil
+	}
+	i := int64(*b)
+	return &i
+}
+
+// ok reports whether v (decoded as Validate decodes data: numbers as int64
+// or float64) certainly conforms to n; false when it does not, or it
+// cannot tell.
 func (n *fastNode) ok(v any) bool {
 	if v == nil {
 		// kube-openapi checks a null against the enum too, and refuses
@@ -144,23 +168,52 @@ func (n *fastNode) ok(v any) bool {
 		}
 		return true
 	case "number", "integer":
-		f, isNumber := v.(float64)
-		if !isNumber || math.IsNaN(f) || math.IsInf(f, 0) {
-			return false
+		switch x := v.(type) {
+		case int64:
+			return n.intOK(x)
+		case float64:
+			return n.floatOK(x)
 		}
-		if n.typ == "integer" && (f != math.Trunc(f) || math.Abs(f) >= maxSafeInteger) {
-			return false
-		}
-		if n.minimum != nil && (f < *n.minimum || (n.exclMin && f == *n.minimum)) {
-			return false
-		}
-		if n.maximum != nil && (f > *n.maximum || (n.exclMax && f == *n.maximum)) {
-			return false
-		}
-		return true
+		return false
 	case "boolean":
 		_, isBool := v.(bool)
 		return isBool
 	}
 	return false
+}
+
+// intOK reports whether x, number data held as an integer, certainly
+// conforms to n, a number or integer node.
+func (n *fastNode) intOK(x int64) bool {
+	if n.minimum != nil && (n.minInt == nil || x < *n.minInt || (n.exclMin && x == *n.minInt)) {
+		return false
+	}
+	if n.maximum != nil && (n.maxInt == nil || x > *n.maxInt || (n.exclMax && x == *n.maxInt)) {
+		return false
+	}
+	return true
+}
+
+// floatOK reports whether f, number data held as a float (it has a
+// fraction, an exponent or does not fit in an int64), certainly conforms
+// to n, a number or integer node.
+func (n *fastNode) floatOK(f float64) bool {
+	if math.IsNaN(f) || math.IsInf(f, 0) {
+		return false
+	}
+	if n.typ == "integer" {
+		// kube-openapi refuses every value of an integer field whose
+		// bound does not fit an integer.
+		if f != math.Trunc(f) || math.Abs(f) >= maxSafeInteger ||
+			(n.minimum != nil && n.minInt == nil) || (n.maximum != nil && n.maxInt == nil) {
+			return false
+		}
+	}
+	if n.minimum != nil && (f < *n.minimum || (n.exclMin && f == *n.minimum)) {
+		return false
+	}
+	if n.maximum != nil && (f > *n.maximum || (n.exclMax && f == *n.maximum)) {
+		return false
+	}
+	return true
 }

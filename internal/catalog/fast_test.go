@@ -1,8 +1,9 @@
 package catalog
 
 import (
-	"encoding/json"
 	"testing"
+
+	utiljson "k8s.io/apimachinery/pkg/util/json"
 )
 
 // fastSchemas are schemas the fast check compiles, with the keywords it
@@ -12,6 +13,9 @@ var fastSchemas = []string{
 	`{"type":"object","required":["a"],"properties":{"a":{"type":"integer","minimum":1,"maximum":10,"exclusiveMaximum":true},"b":{"type":"number","nullable":true},"c":{"type":"boolean"}}}`,
 	`{"type":"object","properties":{"s":{"type":"string","minLength":2,"maxLength":3,"enum":["ab","abc","äöü","a"]},"l":{"type":"array","minItems":1,"maxItems":2,"items":{"type":"string"}}}}`,
 	`{"type":"object","properties":{"e":{"type":"string","nullable":true,"enum":["x"]},"o":{"type":"object","nullable":true,"properties":{"n":{"type":"integer","nullable":true,"minimum":3}}}}}`,
+	// Bounds an int64 holds exactly, and bounds it does not (2^63, a
+	// fraction): kube-openapi compares an int64 with int64(bound).
+	`{"type":"object","properties":{"a":{"type":"integer","minimum":-9223372036854775808,"maximum":9223372036854774784},"b":{"type":"integer","maximum":9223372036854775807},"c":{"type":"number","minimum":0.5,"maximum":1e19,"exclusiveMaximum":true},"d":{"type":"integer","maximum":4.5},"e":{"type":"number","minimum":-3,"exclusiveMinimum":true}}}`,
 }
 
 // orderSchema20 is the 20-field schema of make bench's schema step.
@@ -61,6 +65,9 @@ func FuzzFastAgreesWithTheValidator(f *testing.F) {
 		`{"s":"ab","l":["x"]}`, `{"s":"äöü"}`, `{"e":null}`, `{"e":"x","o":null}`, `{"o":{"n":null}}`, `{"o":{"n":2}}`, `{"s":"abcd"}`, `{"l":[]}`, `{"l":["a","b","c"]}`, `{"l":[1]}`,
 		`{"id":"o-1","amount":1,"currency":"EUR","customer":{"id":"c"},"lines":[{"sku":"a","qty":1}]}`,
 		`{"id":"o-1","amount":-1,"currency":"EUR","customer":{"id":"c"},"lines":[]}`, `null`, `[]`, `{"lines":{}}`,
+		`{"a":9223372036854775807}`, `{"a":-9223372036854775808}`, `{"a":9223372036854774784}`, `{"a":9223372036854774785}`, `{"a":9223372036854775808}`,
+		`{"b":5}`, `{"b":5.0}`, `{"c":0}`, `{"c":1}`, `{"c":0.5}`, `{"c":9223372036854775807}`, `{"d":4}`, `{"d":4.0}`, `{"e":-3}`, `{"e":-3.0}`, `{"e":-2}`,
+		`{"a":1.0}`, `{"a":1e3}`, `{"a":9007199254740993}`, `{"a":9007199254740992.0}`, `{"a":-0}`, `{"a":-0.0}`, `{"a":1e400}`,
 	} {
 		for i := range fastSchemas {
 			f.Add(i, d)
@@ -80,7 +87,7 @@ func FuzzFastAgreesWithTheValidator(f *testing.F) {
 		}
 		s := compiled[i%len(compiled)]
 		var obj any
-		if json.Unmarshal([]byte(data), &obj) != nil {
+		if utiljson.Unmarshal([]byte(data), &obj) != nil {
 			return
 		}
 		if s.fast.ok(obj) {
@@ -111,7 +118,7 @@ func BenchmarkValidate20Fields(b *testing.B) {
 	})
 	b.Run("validator", func(b *testing.B) {
 		var obj any
-		_ = json.Unmarshal(data, &obj)
+		_ = utiljson.Unmarshal(data, &obj)
 		for b.Loop() {
 			if s.slow(obj) != nil {
 				b.Fatal("refused")

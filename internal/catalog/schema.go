@@ -15,6 +15,7 @@ import (
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	structuralschema "k8s.io/apiextensions-apiserver/pkg/apiserver/schema"
 	"k8s.io/apiextensions-apiserver/pkg/apiserver/validation"
+	utiljson "k8s.io/apimachinery/pkg/util/json"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 )
 
@@ -67,7 +68,9 @@ func Compile(raw []byte) (*Schema, error) {
 }
 
 // Violation is the first place data breaks the schema: its path in the
-// publish request ("data.amount") and what rule it breaks.
+// publish request ("data.amount") and what rule it breaks, worded as the
+// body of a Kubernetes field error without the value ("Invalid value:
+// should be greater than or equal to 0", "Required value"; refusal.go).
 type Violation struct {
 	Field   string
 	Message string
@@ -77,13 +80,20 @@ func (v *Violation) Error() string { return v.Field + ": " + v.Message }
 
 // Validate checks data, a JSON object, against s; nil when it conforms.
 // The message names the rule, never the value: data may be personal.
+//
+// Numbers are read as the API server reads a custom resource
+// (k8s.io/apimachinery/pkg/util/json): an integer that fits in 64 bits is
+// an int64, exactly, and any other number a float64.
 func (s *Schema) Validate(data []byte) *Violation {
 	var obj any
 	if len(data) == 0 {
 		data = []byte("{}")
 	}
-	if err := json.Unmarshal(data, &obj); err != nil {
-		return &Violation{Field: "data", Message: "not a JSON object"}
+	if err := utiljson.Unmarshal(data, &obj); err != nil {
+		// The publish core passes only a JSON object: what is left is a
+		// number beyond a float64 (1e400), which the API server cannot
+		// read either. The decoder's error quotes the number.
+		return &Violation{Field: "data", Message: body(field.ErrorTypeInvalid, "not a JSON object whose numbers fit in a 64-bit float")}
 	}
 	if s.fast != nil && s.fast.ok(obj) {
 		return nil
@@ -92,35 +102,13 @@ func (s *Schema) Validate(data []byte) *Violation {
 }
 
 // slow is the API server's validator: it decides what the fast check
-// could not, and words a refusal.
+// could not, and words a refusal (refusal.go).
 func (s *Schema) slow(obj any) *Violation {
-	errs := validation.ValidateCustomResource(nil, map[string]any{"data": obj}, s.validator)
-	if len(errs) == 0 {
+	res := s.validator.Validate(map[string]any{"data": obj})
+	if res.IsValid() {
 		return nil
 	}
-	e := errs[0]
-	return &Violation{Field: e.Field, Message: ruleOf(e)}
-}
-
-// ruleOf is a field error's text without its value: kube-openapi's
-// details quote the value they refuse (a format error ends with `:
-// "<value>"`), which may be personal data.
-func ruleOf(e *field.Error) string {
-	msg := e.Type.String()
-	detail := e.Detail
-	if v, ok := e.BadValue.(string); ok && v != "" {
-		detail = strings.ReplaceAll(detail, strconvQuote(v), "(value not shown)")
-		detail = strings.ReplaceAll(detail, v, "(value not shown)")
-	}
-	if detail != "" {
-		msg += ": " + detail
-	}
-	return msg
-}
-
-func strconvQuote(s string) string {
-	b, _ := json.Marshal(s)
-	return string(b)
+	return violationOf(res.Errors[0])
 }
 
 // underSchema names a path of the nested schema as the user wrote it.
