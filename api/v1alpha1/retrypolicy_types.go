@@ -156,7 +156,10 @@ type Retention struct {
 
 // RetryBudget bounds what automatic retries may cost an endpoint: per minute,
 // retries may not exceed ratioPercent of first attempts plus
-// minRetriesPerMinute. Retries over budget are deferred, never dropped. A
+// minRetriesPerMinute, paced evenly over the minute (10 a minute is one
+// every 6 s), so that no 60 s see more than one over the allowance.
+// Retries over budget are deferred to when the pace allows them, never
+// dropped. A
 // DeliveryRecovery's re-sends (retries and reissued events) draw on it too:
 // each one's first attempt counts as a retry, not as a first attempt.
 type RetryBudget struct {

@@ -564,16 +564,16 @@ func (e *Engine) start(ctx, attemptCtx context.Context, wg *sync.WaitGroup, c *l
 	// replay), spends the endpoint's retry budget, shared by every engine
 	// on the ledger; over budget it waits for the next minute.
 	if c.Delivery.SpendsRetryBudget() && budget != nil {
-		ok, err := e.store.RetryBudgetAcquire(ctx, &ledger.RetryBudgetParams{EndpointID: c.Delivery.EndpointID, Budget: *budget, Now: now})
+		answer, err := e.store.RetryBudgetAcquire(ctx, &ledger.RetryBudgetParams{EndpointID: c.Delivery.EndpointID, Budget: *budget, Now: now})
 		if err != nil {
 			e.opts.Logger.Error(err, "taking from the retry budget; releasing delivery", "delivery", c.Delivery.ID)
 			e.release(c, now.Add(time.Second), "budget_error")
 			return false
 		}
-		if !ok {
+		if !answer.Taken {
 			e.opts.Metrics.observeDeferred()
 			e.recordDeferral(ctx, c.Delivery.EndpointID, now)
-			e.release(c, now.Truncate(time.Minute).Add(time.Minute), "retry_budget")
+			e.release(c, answer.NextAt, "retry_budget")
 			return false
 		}
 	}

@@ -64,9 +64,11 @@ type Recovery interface {
 	// RetryBudgetAcquire takes one retry from an endpoint's budget for the
 	// minute of Now: allowed while retries < RatioPercent × first attempts
 	// / 100 + MinPerMinute, counting the first attempts recorded by
-	// AttemptRecordMany in that minute. It is atomic across processes: two
-	// engines on one PostgreSQL cannot spend the same allowance.
-	RetryBudgetAcquire(ctx context.Context, params *RetryBudgetParams) (bool, error)
+	// AttemptRecordMany in that minute, and paced evenly over the minute
+	// (NextRetryAt). It is atomic across processes: two engines on one
+	// PostgreSQL cannot spend the same allowance. Refused, it says when the
+	// next retry may be taken.
+	RetryBudgetAcquire(ctx context.Context, params *RetryBudgetParams) (RetryBudgetAnswer, error)
 	// RetryDeferrals: the retries the budget put off (deferrals.go).
 	RetryDeferrals
 

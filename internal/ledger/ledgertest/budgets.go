@@ -13,11 +13,17 @@ import (
 // acquire takes one retry from the budget of endpoint at now.
 func (f *fixture) acquire(endpoint string, b ledger.RetryBudget, now time.Time) bool {
 	f.t.Helper()
-	ok, err := f.s.RetryBudgetAcquire(f.ctx, &ledger.RetryBudgetParams{EndpointID: endpoint, Budget: b, Now: now})
+	answer, err := f.s.RetryBudgetAcquire(f.ctx, &ledger.RetryBudgetParams{EndpointID: endpoint, Budget: b, Now: now})
 	if err != nil {
 		f.t.Fatalf("RetryBudgetAcquire(%s, %v): %v", endpoint, now, err)
 	}
-	return ok
+	return answer.Taken
+}
+
+// endOf is the last millisecond of now's minute: the pace allows the
+// whole allowance there (NextRetryAt).
+func endOf(now time.Time) time.Time {
+	return now.Truncate(time.Minute).Add(time.Minute - time.Millisecond)
 }
 
 // wantAcquired checks how many of n acquisitions succeed (the first ones).
@@ -43,18 +49,18 @@ func testBudgetArithmetic(t *testing.T, f *fixture) {
 	m := t0.Truncate(time.Minute).Add(time.Minute) // the start of a minute
 	b := ledger.RetryBudget{RatioPercent: 50, MinPerMinute: 2}
 
-	f.wantAcquired("without first attempts: the floor", "a/ep", b, m, 3, 2)
+	f.wantAcquired("without first attempts: the floor", "a/ep", b, endOf(m), 3, 2)
 
 	// Five first attempts in the minute: 50% of 5 is 2 (rounded down), +2.
 	for range 5 {
 		f.publish("a", "order.created", m)
 	}
 	f.attemptAll(m.Add(time.Second), ledger.Next{State: ledger.StateScheduled, DueAt: m.Add(2 * time.Second)})
-	f.wantAcquired("after 5 first attempts (2 of 4 taken)", "a/ep", b, m.Add(3*time.Second), 3, 2)
+	f.wantAcquired("after 5 first attempts (2 of 4 taken)", "a/ep", b, endOf(m), 3, 2)
 
 	// Second attempts are retries, not first attempts.
 	f.attemptAll(m.Add(2*time.Second), ledger.Next{State: ledger.StateDelivered})
-	f.wantAcquired("after second attempts", "a/ep", b, m.Add(4*time.Second), 1, 0)
+	f.wantAcquired("after second attempts", "a/ep", b, endOf(m), 1, 0)
 
 	// A sixth first attempt: 50% of 6 is 3, +2 = 5.
 	f.publish("a", "order.created", m.Add(5*time.Second))
@@ -62,10 +68,10 @@ func testBudgetArithmetic(t *testing.T, f *fixture) {
 	f.wantAcquired("after a sixth first attempt", "a/ep", b, m.Add(59*time.Second+999999*time.Microsecond), 2, 1)
 
 	// Another endpoint has its own bucket.
-	f.wantAcquired("another endpoint", "b/ep", ledger.RetryBudget{MinPerMinute: 1}, m.Add(30*time.Second), 2, 1)
+	f.wantAcquired("another endpoint", "b/ep", ledger.RetryBudget{MinPerMinute: 1}, endOf(m), 2, 1)
 
 	// The next minute starts from the floor again.
-	f.wantAcquired("the next minute", "a/ep", b, m.Add(time.Minute), 3, 2)
+	f.wantAcquired("the next minute", "a/ep", b, endOf(m.Add(time.Minute)), 3, 2)
 
 	// No floor: nothing without first attempts; a denied acquisition does
 	// not spoil the bucket for the first attempts that follow.
@@ -76,9 +82,39 @@ func testBudgetArithmetic(t *testing.T, f *fixture) {
 		f.publish("b", "order.created", m2)
 	}
 	f.attemptAll(m2.Add(time.Second), ledger.Next{State: ledger.StateDelivered})
-	f.wantAcquired("100% of 3 first attempts", "b/ep", ratio, m2.Add(2*time.Second), 4, 3)
+	f.wantAcquired("100% of 3 first attempts", "b/ep", ratio, endOf(m2), 4, 3)
 	// The first attempts of a/ep in the same minute are a/ep's.
-	f.wantAcquired("a/ep in the minute of b/ep's first attempts", "a/ep", ratio, m2.Add(3*time.Second), 1, 0)
+	f.wantAcquired("a/ep in the minute of b/ep's first attempts", "a/ep", ratio, endOf(m2), 1, 0)
+}
+
+// testBudgetPaced: the retries of a minute are paced evenly over it, the
+// k-th (from 0) no sooner than k/allowance of the minute; refused, the
+// answer says when the next may be; so the end of one minute and the start
+// of the next never see twice the allowance.
+func testBudgetPaced(t *testing.T, f *fixture) {
+	f.upsert(endpoint("a", "ep", "*"), t0)
+	m := t0.Truncate(time.Minute).Add(time.Minute)
+	b := ledger.RetryBudget{MinPerMinute: 4} // one every 15 s
+	try := func(what string, now time.Time, taken bool, next time.Time) {
+		t.Helper()
+		answer, err := f.s.RetryBudgetAcquire(f.ctx, &ledger.RetryBudgetParams{EndpointID: "a/ep", Budget: b, Now: now})
+		if err != nil {
+			t.Fatalf("%s: RetryBudgetAcquire: %v", what, err)
+		}
+		if answer.Taken != taken || (!taken && !answer.NextAt.Equal(next)) {
+			t.Fatalf("%s: taken %v, next at %v; want taken %v, next at %v", what, answer.Taken, answer.NextAt, taken, next)
+		}
+	}
+	try("the minute's first", m, true, time.Time{})
+	try("a second at once", m, false, m.Add(15*time.Second))
+	try("a second at 14.999 s", m.Add(15*time.Second-time.Millisecond), false, m.Add(15*time.Second))
+	try("the second at 15 s", m.Add(15*time.Second), true, time.Time{})
+	try("a third at 20 s", m.Add(20*time.Second), false, m.Add(30*time.Second))
+	try("the third at the minute's end", endOf(m), true, time.Time{})
+	try("the fourth at the minute's end", endOf(m), true, time.Time{})
+	try("a fifth: spent", endOf(m), false, m.Add(time.Minute))
+	try("the next minute's first", m.Add(time.Minute), true, time.Time{})
+	try("and no second with it", m.Add(time.Minute), false, m.Add(time.Minute+15*time.Second))
 }
 
 // testBudgetConcurrent spends one budget from many goroutines: exactly the
@@ -99,14 +135,14 @@ func testBudgetConcurrent(t *testing.T, f *fixture) {
 	for range workers {
 		wg.Go(func() {
 			for range each {
-				ok, err := f.s.RetryBudgetAcquire(f.ctx, &ledger.RetryBudgetParams{
-					EndpointID: "shop/all", Budget: ledger.RetryBudget{RatioPercent: 10, MinPerMinute: floor}, Now: t0,
+				answer, err := f.s.RetryBudgetAcquire(f.ctx, &ledger.RetryBudgetParams{
+					EndpointID: "shop/all", Budget: ledger.RetryBudget{RatioPercent: 10, MinPerMinute: floor}, Now: endOf(t0),
 				})
 				if err != nil {
 					errs <- err
 					return
 				}
-				if ok {
+				if answer.Taken {
 					mu.Lock()
 					granted++
 					mu.Unlock()

@@ -38,6 +38,7 @@ func exerciseRecovery(t *testing.T, newStore func(t *testing.T) ledger.Store) {
 	subtests(t, newStore, map[string]func(t *testing.T, f *fixture){
 		"BudgetArithmeticAndMinutes":           testBudgetArithmetic,
 		"BudgetSpentOnceUnderConcurrency":      testBudgetConcurrent,
+		"BudgetPacedOverTheMinute":             testBudgetPaced,
 		"BudgetNotRaisedByResends":             testBudgetNotRaisedByResends,
 		"ExhaustedListFilters":                 testExhaustedListFilters,
 		"ExhaustedListPagesPastNonMatching":    testExhaustedListPages,

@@ -30,11 +30,13 @@ var _ ledger.Recovery = (*Store)(nil)
 // version of the row it locked, so processes sharing the ledger cannot
 // spend the same allowance. A row comes back only when a retry was taken
 // (or, from the insert, with 0 retries when the floor allows none).
+// $5 is the milliseconds into the minute (the pace: ledger.NextRetryAt).
 const budgetAcquireSQL = `
 	INSERT INTO retry_budgets AS b (endpoint_id, minute, retries)
 	VALUES ($1, $2, CASE WHEN $4::bigint > 0 THEN 1 ELSE 0 END)
 	ON CONFLICT (endpoint_id, minute) DO UPDATE SET retries = b.retries + 1
 		WHERE b.retries < b.first_attempts * $3::bigint / 100 + $4::bigint
+			AND b.retries * 60000 <= $5::bigint * (b.first_attempts * $3::bigint / 100 + $4::bigint)
 	RETURNING b.retries`
 
 // budgetPruneSQL deletes an endpoint's buckets older than $2, skipping
@@ -46,7 +48,7 @@ const budgetPruneSQL = `
 
 // RetryBudgetAcquire implements ledger.Recovery (ledger.RetryBudgetAcquire
 // runs the transaction).
-func (s *Store) RetryBudgetAcquire(ctx context.Context, p *ledger.RetryBudgetParams) (bool, error) {
+func (s *Store) RetryBudgetAcquire(ctx context.Context, p *ledger.RetryBudgetParams) (ledger.RetryBudgetAnswer, error) {
 	return ledger.RetryBudgetAcquire(ctx, driver{s}, p)
 }
 
@@ -59,14 +61,24 @@ func (d driver) RetryBudgetTx(ctx context.Context, op string, fn func(ledger.Bud
 type budgetTx struct{ tx *txn }
 
 // RetryBudgetTake implements ledger.BudgetStatements.
-func (b budgetTx) RetryBudgetTake(ctx context.Context, p *ledger.RetryBudgetParams, minute int64) (int64, bool, error) {
+func (b budgetTx) RetryBudgetTake(ctx context.Context, p *ledger.RetryBudgetParams, minute, elapsedMillis int64) (int64, bool, error) {
 	var retries int64
 	err := b.tx.QueryRow(ctx, budgetAcquireSQL, p.EndpointID, minute,
-		int64(p.Budget.RatioPercent), int64(p.Budget.MinPerMinute)).Scan(&retries)
+		int64(p.Budget.RatioPercent), int64(p.Budget.MinPerMinute), elapsedMillis).Scan(&retries)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return 0, false, nil // spent
 	}
 	return retries, err == nil, err
+}
+
+// RetryBudgetRead implements ledger.BudgetStatements.
+func (b budgetTx) RetryBudgetRead(ctx context.Context, endpointID string, minute int64) (firsts, retries int64, err error) {
+	err = b.tx.QueryRow(ctx, `SELECT first_attempts, retries FROM retry_budgets WHERE endpoint_id = $1 AND minute = $2`,
+		endpointID, minute).Scan(&firsts, &retries)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return 0, 0, nil
+	}
+	return firsts, retries, err
 }
 
 // RetryBudgetPrune implements ledger.BudgetStatements.

@@ -26,7 +26,7 @@ const itemCols = `ri.operation_key, ri.delivery_id, ri.event_id, ri.action, ri.o
 const itemFrom = ` FROM recovery_items ri LEFT JOIN deliveries nd ON nd.id = ri.new_delivery_id AND ri.new_delivery_id <> ''`
 
 var recoverySQL = struct {
-	budgetFirst, budgetAcquire, budgetPrune,
+	budgetFirst, budgetAcquire, budgetRead, budgetPrune,
 	itemGet, facts, deliveryInsertAs, resolve, itemInsert, awaitingOf, itemComplete,
 	itemsList, exhaustedPage, opInsert, opGet string
 }{
@@ -36,12 +36,15 @@ var recoverySQL = struct {
 		ON CONFLICT (endpoint_id, minute) DO UPDATE SET first_attempts = first_attempts + excluded.first_attempts`,
 	// The check and the spend are one statement: a row comes back only
 	// when a retry was taken (or, from the insert, with 0 retries when the
-	// floor allows none). ?3 ratio percent, ?4 floor per minute.
+	// floor allows none). ?3 ratio percent, ?4 floor per minute, ?5
+	// milliseconds into the minute (the pace: ledger.NextRetryAt).
 	budgetAcquire: `INSERT INTO retry_budgets (endpoint_id, minute, retries)
 		VALUES (?1, ?2, CASE WHEN ?4 > 0 THEN 1 ELSE 0 END)
 		ON CONFLICT (endpoint_id, minute) DO UPDATE SET retries = retries + 1
 			WHERE retries < first_attempts * ?3 / 100 + ?4
+				AND retries * 60000 <= ?5 * (first_attempts * ?3 / 100 + ?4)
 		RETURNING retries`,
+	budgetRead: `SELECT first_attempts, retries FROM retry_budgets WHERE endpoint_id = ?1 AND minute = ?2`,
 	budgetPrune: `DELETE FROM retry_budgets WHERE endpoint_id = ?1 AND minute < ?2`,
 
 	itemGet: `SELECT ` + itemCols + itemFrom + ` WHERE ri.operation_key = ?1 AND ri.delivery_id = ?2`,
@@ -93,7 +96,7 @@ var recoverySQL = struct {
 // recoveryStmts are the prepared statements of this file: the writes on
 // the writer, the two lists on the read pool.
 type recoveryStmts struct {
-	budgetFirst, budgetAcquire, budgetPrune,
+	budgetFirst, budgetAcquire, budgetRead, budgetPrune,
 	itemGet, facts, deliveryInsertAs, resolve, itemInsert, awaitingOf, itemComplete, opInsert, opGet *sql.Stmt
 	itemsList, exhaustedPage *sql.Stmt
 }
@@ -107,6 +110,7 @@ func (s *Store) prepareRecovery(ctx context.Context) error {
 	}{
 		{s.w, &s.rc.budgetFirst, q.budgetFirst},
 		{s.w, &s.rc.budgetAcquire, q.budgetAcquire},
+		{s.w, &s.rc.budgetRead, q.budgetRead},
 		{s.w, &s.rc.budgetPrune, q.budgetPrune},
 		{s.w, &s.rc.itemGet, q.itemGet},
 		{s.w, &s.rc.facts, q.facts},
@@ -143,7 +147,7 @@ func applyFirstAttempts(t *wtx, st *sql.Stmt, fa ledger.FirstAttempts) error {
 
 // RetryBudgetAcquire implements ledger.Recovery (ledger.RetryBudgetAcquire
 // runs the transaction).
-func (s *Store) RetryBudgetAcquire(ctx context.Context, p *ledger.RetryBudgetParams) (bool, error) {
+func (s *Store) RetryBudgetAcquire(ctx context.Context, p *ledger.RetryBudgetParams) (ledger.RetryBudgetAnswer, error) {
 	return ledger.RetryBudgetAcquire(ctx, driver{s}, p)
 }
 
@@ -156,14 +160,23 @@ func (d driver) RetryBudgetTx(ctx context.Context, op string, fn func(ledger.Bud
 type budgetTx struct{ t *wtx }
 
 // RetryBudgetTake implements ledger.BudgetStatements.
-func (b budgetTx) RetryBudgetTake(_ context.Context, p *ledger.RetryBudgetParams, minute int64) (int64, bool, error) {
+func (b budgetTx) RetryBudgetTake(_ context.Context, p *ledger.RetryBudgetParams, minute, elapsedMillis int64) (int64, bool, error) {
 	var retries int64
 	err := b.t.stmt(b.t.s.rc.budgetAcquire).QueryRowContext(b.t.ctx, p.EndpointID, minute,
-		int64(p.Budget.RatioPercent), int64(p.Budget.MinPerMinute)).Scan(&retries)
+		int64(p.Budget.RatioPercent), int64(p.Budget.MinPerMinute), elapsedMillis).Scan(&retries)
 	if errors.Is(err, sql.ErrNoRows) {
 		return 0, false, nil // spent
 	}
 	return retries, err == nil, translate("take a retry", err)
+}
+
+// RetryBudgetRead implements ledger.BudgetStatements.
+func (b budgetTx) RetryBudgetRead(_ context.Context, endpointID string, minute int64) (firsts, retries int64, err error) {
+	err = b.t.stmt(b.t.s.rc.budgetRead).QueryRowContext(b.t.ctx, endpointID, minute).Scan(&firsts, &retries)
+	if errors.Is(err, sql.ErrNoRows) {
+		return 0, 0, nil
+	}
+	return firsts, retries, translate("read a budget bucket", err)
 }
 
 // RetryBudgetPrune implements ledger.BudgetStatements.

@@ -63,8 +63,8 @@ func TestRetryBudgetDeletesOldBuckets(t *testing.T) {
 		{"shop/a", m}, {"shop/b", m}, {"shop/a", m.Add(30 * time.Minute)}, {"shop/b", m.Add(30 * time.Minute)},
 		{"shop/a", m.Add(61 * time.Minute)}, // ages shop/a's first bucket out
 	} {
-		if ok, err := s.RetryBudgetAcquire(t.Context(), &ledger.RetryBudgetParams{EndpointID: a.ep, Budget: b, Now: a.now}); err != nil || !ok {
-			t.Fatalf("RetryBudgetAcquire(%s, %v) = %v, %v", a.ep, a.now, ok, err)
+		if answer, err := s.RetryBudgetAcquire(t.Context(), &ledger.RetryBudgetParams{EndpointID: a.ep, Budget: b, Now: a.now}); err != nil || !answer.Taken {
+			t.Fatalf("RetryBudgetAcquire(%s, %v) = %v, %v", a.ep, a.now, answer, err)
 		}
 	}
 	rows, err := rawDB(t, path).Query(`SELECT endpoint_id, minute FROM retry_budgets ORDER BY endpoint_id, minute`)
