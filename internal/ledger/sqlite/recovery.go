@@ -44,7 +44,7 @@ var recoverySQL = struct {
 			WHERE retries < first_attempts * ?3 / 100 + ?4
 				AND retries * 60000 <= ?5 * (first_attempts * ?3 / 100 + ?4)
 		RETURNING retries`,
-	budgetRead: `SELECT first_attempts, retries FROM retry_budgets WHERE endpoint_id = ?1 AND minute = ?2`,
+	budgetRead:  `SELECT first_attempts, retries FROM retry_budgets WHERE endpoint_id = ?1 AND minute = ?2`,
 	budgetPrune: `DELETE FROM retry_budgets WHERE endpoint_id = ?1 AND minute < ?2`,
 
 	itemGet: `SELECT ` + itemCols + itemFrom + ` WHERE ri.operation_key = ?1 AND ri.delivery_id = ?2`,
