@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"k8s.io/apiextensions-apiserver/pkg/apiserver/validation"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/apiserver/pkg/cel/environment"
 	"k8s.io/kube-openapi/pkg/validation/spec"
 
@@ -47,6 +48,30 @@ func TestRefusalsCoverEveryFormat(t *testing.T) {
 		s := &spec.Schema{SchemaProps: spec.SchemaProps{Type: spec.StringOrArray{"string"}, Format: f}}
 		if u := validation.GetUnrecognizedFormats(s, environment.DefaultCompatibilityVersion()); len(u) > 0 {
 			t.Errorf("format %s is not validated", f)
+		}
+	}
+}
+
+// TestFieldError: a refusal as a field error says its type once.
+func TestFieldError(t *testing.T) {
+	path := field.NewPath("spec", "data", "v")
+	for _, c := range []struct {
+		message string
+		typ     field.ErrorType
+		want    string
+	}{
+		{"Invalid value: should match '^a' (x)", field.ErrorTypeInvalid, "spec.data.v: Invalid value: should match '^a' (x)"},
+		{"Required value (x)", field.ErrorTypeRequired, "spec.data.v: Required value: (x)"},
+		{"Required value", field.ErrorTypeRequired, "spec.data.v: Required value"},
+		{`Unsupported value: supported values: "EUR"`, field.ErrorTypeNotSupported, `spec.data.v: Unsupported value: supported values: "EUR"`},
+		{"Too long: may not be more than 3 bytes", field.ErrorTypeTooLong, "spec.data.v: Too long: may not be more than 3 bytes"},
+		{"Too many: must have at most 1 items", field.ErrorTypeTooMany, "spec.data.v: Too many: must have at most 1 items"},
+		{"Invalid values everywhere", field.ErrorTypeInvalid, "spec.data.v: Invalid value: Invalid values everywhere"},
+		{"event type requires a secret", field.ErrorTypeInvalid, "spec.data.v: Invalid value: event type requires a secret"},
+	} {
+		e := catalog.FieldError(path, c.message)
+		if e.Type != c.typ || e.Error() != c.want {
+			t.Errorf("%q: %s %q, want %s %q", c.message, e.Type, e.Error(), c.typ, c.want)
 		}
 	}
 }

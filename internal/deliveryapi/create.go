@@ -17,6 +17,7 @@ import (
 	"k8s.io/apiserver/pkg/registry/rest"
 
 	"github.com/hookkeeper/hookkeeper/api/delivery/v1alpha1"
+	"github.com/hookkeeper/hookkeeper/internal/catalog"
 	"github.com/hookkeeper/hookkeeper/internal/ledger"
 	"github.com/hookkeeper/hookkeeper/internal/publish"
 )
@@ -160,9 +161,13 @@ func publishError(err error) error {
 		})
 	}
 	if ce, ok := errors.AsType[*publish.ContractError](err); ok {
-		return apierrors.NewInvalid(webhookEventGK, "", field.ErrorList{
-			field.Invalid(specField(ce.Field), field.OmitValueType{}, ce.Message+" ("+string(ce.Rule)+")"),
-		})
+		// A schema's refusal already starts with its type ("Invalid
+		// value: …"): the field error takes it rather than repeat it.
+		fe := field.Invalid(specField(ce.Field), field.OmitValueType{}, ce.Message+" ("+string(ce.Rule)+")")
+		if ce.Rule == publish.RuleSchema {
+			fe = catalog.FieldError(specField(ce.Field), ce.Message+" ("+string(ce.Rule)+")")
+		}
+		return apierrors.NewInvalid(webhookEventGK, "", field.ErrorList{fe})
 	}
 	if fe, ok := errors.AsType[*publish.FanOutError](err); ok {
 		return apierrors.NewInvalid(webhookEventGK, "", field.ErrorList{

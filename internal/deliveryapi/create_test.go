@@ -87,15 +87,7 @@ func TestPublishErrors(t *testing.T) {
 		{"ledger unavailable", down, "shop", spec("a", `{}`), http.StatusServiceUnavailable, ""},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			_, err := c.core.Publish(t.Context(), publishRequest(c.ns, &c.spec))
-			if err == nil {
-				t.Fatal("accepted")
-			}
-			se, ok := publishError(err).(apierrors.APIStatus)
-			if !ok {
-				t.Fatalf("%T is not a status", publishError(err))
-			}
-			st := se.Status()
+			st := refusedStatus(t, c.core, c.ns, &c.spec)
 			if st.Code != c.status {
 				t.Errorf("status %d %s, want %d", st.Code, st.Message, c.status)
 			}
@@ -110,6 +102,21 @@ func TestPublishErrors(t *testing.T) {
 			}
 		})
 	}
+}
+
+// refusedStatus is the status a create of spec in ns answers when core
+// refuses it.
+func refusedStatus(t *testing.T, core *publish.Core, ns string, spec *v1alpha1.WebhookEventSpec) metav1.Status {
+	t.Helper()
+	_, err := core.Publish(t.Context(), publishRequest(ns, spec))
+	if err == nil {
+		t.Fatal("accepted")
+	}
+	se, ok := publishError(err).(apierrors.APIStatus)
+	if !ok {
+		t.Fatalf("%T is not a status", publishError(err))
+	}
+	return se.Status()
 }
 
 // TestCreateOnlyFields: what a create may not carry is refused by field.
