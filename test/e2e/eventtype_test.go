@@ -57,6 +57,8 @@ spec:
       lines:
         type: array
         items: {type: object, required: [sku], properties: {sku: {type: string}}}
+      email: {type: string, format: email}
+      ids: {type: array, items: {type: integer}}
   requiredSecrets: [confirmToken]
   validFor: 1h
 `, ns))
@@ -92,6 +94,18 @@ spec:
 		Expect([]string{code, field}).To(Equal([]string{"SchemaViolation", "data.orderID"}))
 		Expect(message).NotTo(ContainSubstring("way-too-long"))
 
+		By("HTTP: a refusal never quotes the value, whatever the rule (issue #42)")
+		const card = "4111111111111111"
+		status, answer = publishRaw(ns, "bad-card", `{"type":"order.created","data":{"orderID":"o-c","amount":1,"email":"`+card+`\u00ad@"},"secrets":{"confirmToken":"t"}}`)
+		code, field, message = refusal(answer)
+		Expect(status).To(Equal(http.StatusUnprocessableEntity))
+		Expect([]string{code, field}).To(Equal([]string{"SchemaViolation", "data.email"}))
+		Expect(message).To(HavePrefix("Invalid value: must be of type email"))
+		Expect(fmt.Sprint(answer)).NotTo(ContainSubstring(card[:6]))
+
+		By("HTTP: 64-bit integers pass an integer schema, as in a custom resource (issue #42)")
+		Expect(api.publish(ns, "ints", `{"type":"order.created","data":{"orderID":"o-i","amount":1,"ids":[9223372036854775807,-9223372036854775808]},"secrets":{"confirmToken":"t"}}`).Deliveries).To(HaveLen(1))
+
 		By("HTTP: a required secret missing, named")
 		status, answer = publishRaw(ns, "bad-3", `{"type":"order.created","data":{"orderID":"o-3","amount":1}}`)
 		code, field, _ = refusal(answer)
@@ -110,8 +124,13 @@ spec:
 		_, stderr, err = kubectlAt(kubeconfig, manifest, "create", "-f", "-", "-v=6", "--validate=false")
 		Expect(err).To(HaveOccurred())
 		Expect(createStatus(stderr)).To(Equal("422 Unprocessable Entity"))
-		Expect(stderr).To(ContainSubstring("is invalid: spec.data.amount:"))
-		Expect(stderr).To(ContainSubstring("SchemaViolation"))
+		Expect(stderr).To(ContainSubstring(`The WebhookEvent "" is invalid: spec.data.amount: Invalid value: should be greater than or equal to 0 (the schema of WebhookEventType order-created) (SchemaViolation)`))
+		Expect(stderr).NotTo(ContainSubstring("Invalid value: Invalid value"))
+		manifest = fmt.Sprintf("apiVersion: delivery.hookkeeper.dev/v1alpha1\nkind: WebhookEvent\nmetadata:\n  namespace: %s\nspec:\n  type: order.created\n  idempotencyKey: k-card\n  data: {\"orderID\": \"o-5\", \"amount\": 1, \"email\": \"%s\\u00ad@\"}\n", ns, card)
+		_, stderr, err = kubectlAt(kubeconfig, manifest, "create", "-f", "-", "--validate=false")
+		Expect(err).To(HaveOccurred())
+		Expect(stderr).To(ContainSubstring("is invalid: spec.data.email: Invalid value: must be of type email"))
+		Expect(stderr).NotTo(ContainSubstring(card[:6]))
 
 		By("a type without a contract is accepted, until the namespace is strict")
 		Expect(api.publish(ns, "free-1", `{"type":"order.shipped","data":{}}`).Deliveries).To(HaveLen(1))
