@@ -33,9 +33,9 @@ import (
 	"time"
 
 	"github.com/hookkeeper/hookkeeper/internal/dispatch"
-	"github.com/hookkeeper/hookkeeper/internal/ledger"
 	"github.com/hookkeeper/hookkeeper/internal/sensitive"
 	"github.com/hookkeeper/hookkeeper/internal/signing"
+	"github.com/hookkeeper/hookkeeper/pkg/receiver"
 )
 
 type receipt struct {
@@ -126,7 +126,7 @@ func (s *server) producer(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	if env.Type != ledger.ReissueRequestedEventType {
+	if env.Type != receiver.ReissueRequestedEventType {
 		w.WriteHeader(http.StatusNoContent)
 		return
 	}

@@ -18,7 +18,6 @@ import (
 	"github.com/hookkeeper/hookkeeper/internal/dispatch"
 	"github.com/hookkeeper/hookkeeper/internal/groupcommit"
 	"github.com/hookkeeper/hookkeeper/internal/ledger"
-	"github.com/hookkeeper/hookkeeper/internal/publish"
 	"github.com/hookkeeper/hookkeeper/internal/sensitive"
 )
 
@@ -337,7 +336,7 @@ func (e *Engine) wakeBy(t time.Time) { e.alarm.by(t) }
 // leased to this engine in the same commit and their attempts start at
 // once (handoff.go); otherwise, or for what was not leased, it wakes the
 // claim loop. It implements publish.Committer: once Close ran, it refuses
-// with publish.ErrStopping.
+// with ledger.ErrStopping.
 func (e *Engine) Publish(ctx context.Context, params *ledger.EventInsertParams) (ledger.EventInsertResult, error) {
 	if e.behind.Load() {
 		e.yield(ctx)
@@ -345,7 +344,7 @@ func (e *Engine) Publish(ctx context.Context, params *ledger.EventInsertParams) 
 	params, h := e.offerLease(params)
 	out, err := e.publisher.Do(ctx, writeItem{event: params})
 	if errors.Is(err, groupcommit.ErrClosed) {
-		err = fmt.Errorf("%w: %w", publish.ErrStopping, err)
+		err = fmt.Errorf("%w: %w", ledger.ErrStopping, err)
 	}
 	res := out.event
 	e.opts.Metrics.observePublish(res, err)

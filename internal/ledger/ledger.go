@@ -191,6 +191,10 @@ var (
 	// may succeed when retried later. Each driver classifies its native
 	// errors into it in its one error translator.
 	ErrUnavailable = errors.New("ledger unavailable")
+	// ErrStopping is what a writer in front of the ledger (the engine's
+	// group commit) wraps when it no longer commits because its process
+	// is shutting down; the publish core answers it as unavailable.
+	ErrStopping = errors.New("the committer is stopping")
 )
 
 // FanOutError refuses an event whose type matches more endpoints of its

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/hookkeeper/hookkeeper/internal/ledger"
 )
 
 // Sentinels of the refusals, for errors.Is; errors.As gives each one's
@@ -26,8 +28,9 @@ var (
 	// idempotency key (*UnavailableError).
 	ErrUnavailable = errors.New("publishing is unavailable")
 	// ErrStopping is what a Committer wraps when it no longer commits
-	// because the process is shutting down.
-	ErrStopping = errors.New("the committer is stopping")
+	// because the process is shutting down (ledger.ErrStopping, so that
+	// the engine need not know the publish core).
+	ErrStopping = ledger.ErrStopping
 )
 
 // Rule is what a refused field broke. Its values are stable: the HTTP API

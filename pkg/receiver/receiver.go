@@ -29,6 +29,12 @@ const (
 	DeliveryIDHeader = "Hookkeeper-Delivery-Id"
 )
 
+// ReissueRequestedEventType is the type of the event hookkeeper sends a
+// producer to ask it to publish again an event whose one-time secrets are
+// gone (a DeliveryRecovery's Reissue); the value of the ledger's own
+// constant, which a test keeps equal.
+const ReissueRequestedEventType = "hookkeeper.reissue.requested"
+
 // Defaults of Options.
 const (
 	DefaultTable        = "hookkeeper_received"

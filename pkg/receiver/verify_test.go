@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/hookkeeper/hookkeeper/internal/dispatch"
+	"github.com/hookkeeper/hookkeeper/internal/ledger"
 	"github.com/hookkeeper/hookkeeper/internal/signing"
 	"github.com/hookkeeper/hookkeeper/internal/wire"
 )
@@ -159,6 +160,9 @@ func TestNewRefuses(t *testing.T) {
 func TestHeadersMatchTheSender(t *testing.T) {
 	if DeliveryIDHeader != dispatch.DeliveryIDHeader {
 		t.Errorf("DeliveryIDHeader = %q, the sender sends %q", DeliveryIDHeader, dispatch.DeliveryIDHeader)
+	}
+	if ReissueRequestedEventType != ledger.ReissueRequestedEventType {
+		t.Errorf("ReissueRequestedEventType = %q, the ledger sends %q", ReissueRequestedEventType, ledger.ReissueRequestedEventType)
 	}
 	if ReplayUntilHeader != wire.ReplayUntilHeader {
 		t.Errorf("ReplayUntilHeader = %q, the sender sends %q", ReplayUntilHeader, wire.ReplayUntilHeader)
