@@ -176,29 +176,3 @@ func supportedValues(values []any) string {
 	}
 	return "supported values: " + strings.Join(quoted, ", ")
 }
-
-// refusalTypes are the types of field error body words a refusal with.
-var refusalTypes = []field.ErrorType{field.ErrorTypeInvalid, field.ErrorTypeRequired,
-	field.ErrorTypeNotSupported, field.ErrorTypeTooLong, field.ErrorTypeTooMany}
-
-// FieldError is message, a refusal's message as Validate words it (or one
-// that starts with it), as a Kubernetes field error at path: of the type
-// the message starts with, so that it reads once ("spec.data.v: Invalid
-// value: should match '^a'"), never "Invalid value: Invalid value: …".
-// Another message is an Invalid value.
-func FieldError(path *field.Path, message string) *field.Error {
-	for _, t := range refusalTypes {
-		rest, ok := strings.CutPrefix(message, t.String())
-		if !ok {
-			continue
-		}
-		// "Invalid value: should match '^a' …", "Required value (…)".
-		if detail, ok := strings.CutPrefix(rest, ": "); ok {
-			rest = detail
-		} else if rest != "" && rest[0] != ' ' {
-			continue
-		}
-		return &field.Error{Type: t, Field: path.String(), BadValue: field.OmitValueType{}, Detail: strings.TrimPrefix(rest, " ")}
-	}
-	return field.Invalid(path, field.OmitValueType{}, message)
-}

@@ -5,19 +5,18 @@ import (
 	"testing"
 
 	"k8s.io/apiextensions-apiserver/pkg/apiserver/validation"
-	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/apiserver/pkg/cel/environment"
 	"k8s.io/kube-openapi/pkg/validation/spec"
 
 	"github.com/hookkeeper/hookkeeper/internal/catalog"
-	"github.com/hookkeeper/hookkeeper/internal/catalog/catalogtest"
+	"github.com/hookkeeper/hookkeeper/test/fixtures/refusals"
 )
 
 // TestRefusalsNameThePathAndTheRuleNeverTheValue: for every kind of rule
 // a schema refuses data by, the refusal names the path and the rule, and
 // no part of the value.
 func TestRefusalsNameThePathAndTheRuleNeverTheValue(t *testing.T) {
-	for _, r := range catalogtest.Refusals {
+	for _, r := range refusals.Refusals {
 		t.Run(r.Name, func(t *testing.T) {
 			s, err := catalog.Compile([]byte(r.Schema()))
 			if err != nil {
@@ -28,7 +27,7 @@ func TestRefusalsNameThePathAndTheRuleNeverTheValue(t *testing.T) {
 				t.Fatalf("%s accepted", r.Data())
 			}
 			text := v.Error()
-			if leak := catalogtest.Leak(text); leak != "" {
+			if leak := refusals.Leak(text); leak != "" {
 				t.Errorf("the refusal %q shows %q of the value", text, leak)
 			}
 			if v.Field != r.Field || !strings.Contains(v.Message, r.Rule) {
@@ -41,37 +40,13 @@ func TestRefusalsNameThePathAndTheRuleNeverTheValue(t *testing.T) {
 	}
 }
 
-// TestRefusalsCoverEveryFormat: catalogtest.Formats are formats the API
+// TestRefusalsCoverEveryFormat: refusals.Formats are formats the API
 // server validates (a format it does not know is not checked at all).
 func TestRefusalsCoverEveryFormat(t *testing.T) {
-	for _, f := range catalogtest.Formats {
+	for _, f := range refusals.Formats {
 		s := &spec.Schema{SchemaProps: spec.SchemaProps{Type: spec.StringOrArray{"string"}, Format: f}}
 		if u := validation.GetUnrecognizedFormats(s, environment.DefaultCompatibilityVersion()); len(u) > 0 {
 			t.Errorf("format %s is not validated", f)
-		}
-	}
-}
-
-// TestFieldError: a refusal as a field error says its type once.
-func TestFieldError(t *testing.T) {
-	path := field.NewPath("spec", "data", "v")
-	for _, c := range []struct {
-		message string
-		typ     field.ErrorType
-		want    string
-	}{
-		{"Invalid value: should match '^a' (x)", field.ErrorTypeInvalid, "spec.data.v: Invalid value: should match '^a' (x)"},
-		{"Required value (x)", field.ErrorTypeRequired, "spec.data.v: Required value: (x)"},
-		{"Required value", field.ErrorTypeRequired, "spec.data.v: Required value"},
-		{`Unsupported value: supported values: "EUR"`, field.ErrorTypeNotSupported, `spec.data.v: Unsupported value: supported values: "EUR"`},
-		{"Too long: may not be more than 3 bytes", field.ErrorTypeTooLong, "spec.data.v: Too long: may not be more than 3 bytes"},
-		{"Too many: must have at most 1 items", field.ErrorTypeTooMany, "spec.data.v: Too many: must have at most 1 items"},
-		{"Invalid values everywhere", field.ErrorTypeInvalid, "spec.data.v: Invalid value: Invalid values everywhere"},
-		{"event type requires a secret", field.ErrorTypeInvalid, "spec.data.v: Invalid value: event type requires a secret"},
-	} {
-		e := catalog.FieldError(path, c.message)
-		if e.Type != c.typ || e.Error() != c.want {
-			t.Errorf("%q: %s %q, want %s %q", c.message, e.Type, e.Error(), c.typ, c.want)
 		}
 	}
 }

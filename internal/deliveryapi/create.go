@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strings"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -17,7 +18,6 @@ import (
 	"k8s.io/apiserver/pkg/registry/rest"
 
 	"github.com/hookkeeper/hookkeeper/api/delivery/v1alpha1"
-	"github.com/hookkeeper/hookkeeper/internal/catalog"
 	"github.com/hookkeeper/hookkeeper/internal/ledger"
 	"github.com/hookkeeper/hookkeeper/internal/publish"
 )
@@ -165,7 +165,7 @@ func publishError(err error) error {
 		// value: …"): the field error takes it rather than repeat it.
 		fe := field.Invalid(specField(ce.Field), field.OmitValueType{}, ce.Message+" ("+string(ce.Rule)+")")
 		if ce.Rule == publish.RuleSchema {
-			fe = catalog.FieldError(specField(ce.Field), ce.Message+" ("+string(ce.Rule)+")")
+			fe = schemaFieldError(specField(ce.Field), ce.Message+" ("+string(ce.Rule)+")")
 		}
 		return apierrors.NewInvalid(webhookEventGK, "", field.ErrorList{fe})
 	}
@@ -216,4 +216,31 @@ func specField(f string) *field.Path {
 		return field.NewPath("spec", "idempotencyKey")
 	}
 	return field.NewPath("spec").Child(f)
+}
+
+// refusalTypes are the types of field error a schema's refusal (package
+// catalog) words its message with.
+var refusalTypes = []field.ErrorType{field.ErrorTypeInvalid, field.ErrorTypeRequired,
+	field.ErrorTypeNotSupported, field.ErrorTypeTooLong, field.ErrorTypeTooMany}
+
+// schemaFieldError is message, a refusal's message as Validate words it (or one
+// that starts with it), as a Kubernetes field error at path: of the type
+// the message starts with, so that it reads once ("spec.data.v: Invalid
+// value: should match '^a'"), never "Invalid value: Invalid value: …".
+// Another message is an Invalid value.
+func schemaFieldError(path *field.Path, message string) *field.Error {
+	for _, t := range refusalTypes {
+		rest, ok := strings.CutPrefix(message, t.String())
+		if !ok {
+			continue
+		}
+		// "Invalid value: should match '^a' …", "Required value (…)".
+		if detail, ok := strings.CutPrefix(rest, ": "); ok {
+			rest = detail
+		} else if rest != "" && rest[0] != ' ' {
+			continue
+		}
+		return &field.Error{Type: t, Field: path.String(), BadValue: field.OmitValueType{}, Detail: strings.TrimPrefix(rest, " ")}
+	}
+	return field.Invalid(path, field.OmitValueType{}, message)
 }
