@@ -230,17 +230,17 @@ var refusalTypes = []field.ErrorType{field.ErrorTypeInvalid, field.ErrorTypeRequ
 // Another message is an Invalid value.
 func schemaFieldError(path *field.Path, message string) *field.Error {
 	for _, t := range refusalTypes {
-		rest, ok := strings.CutPrefix(message, t.String())
+		tail, ok := strings.CutPrefix(message, t.String())
 		if !ok {
 			continue
 		}
 		// "Invalid value: should match '^a' …", "Required value (…)".
-		if detail, ok := strings.CutPrefix(rest, ": "); ok {
-			rest = detail
-		} else if rest != "" && rest[0] != ' ' {
+		if detail, ok := strings.CutPrefix(tail, ": "); ok {
+			tail = detail
+		} else if tail != "" && tail[0] != ' ' {
 			continue
 		}
-		return &field.Error{Type: t, Field: path.String(), BadValue: field.OmitValueType{}, Detail: strings.TrimPrefix(rest, " ")}
+		return &field.Error{Type: t, Field: path.String(), BadValue: field.OmitValueType{}, Detail: strings.TrimPrefix(tail, " ")}
 	}
 	return field.Invalid(path, field.OmitValueType{}, message)
 }
