@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -71,6 +72,7 @@ func (r *filterRun) cpuPerEvent() time.Duration {
 
 type filterResults struct {
 	plain, filtered filterRun
+	hostile         hostileResults
 	duration        time.Duration
 	loadAvg         string
 	// evaluation is the filters' own work for one event: its data
@@ -254,6 +256,9 @@ func runFilters(cfg config, work string, r *filterResults) error {
 	if r.evaluation, err = filterEvaluation(); err != nil {
 		return err
 	}
+	if err := runHostileNeighbour(ctx, work, each, &r.hostile); err != nil {
+		return err
+	}
 	fmt.Printf("  the filters alone: %s per event\n", r.evaluation.Round(time.Microsecond/10))
 	if data, err := os.ReadFile("/proc/loadavg"); err == nil {
 		r.loadAvg = strings.Join(strings.Fields(string(data))[:3], ", ")
@@ -305,5 +310,141 @@ func (r *filterResults) markdown(machine string) string {
 	p("process), against %s of CPU per event for the publish without filters: the difference\n", r.plain.cpuPerEvent().Round(time.Microsecond))
 	p("between the two rows is mostly the machine's other load. The fan-out asks only for\n")
 	p("filtered endpoints, so an event whose endpoints have none pays nothing for filters.\n")
+	b.WriteString(r.hostile.markdown())
+	return b.String()
+}
+
+// The hostile-neighbour part of the step (issue #42): publishes of one
+// namespace, whose endpoints have no filter, alone and while another
+// namespace publishes without pause to endpoints whose filter is issue
+// #42's million-iteration loop (accepted by the estimate, stopped by the
+// time budget). Filters are decided on the publisher's path, one
+// evaluation at a time per namespace, so the calm namespace's publishes
+// should not wait for them.
+
+const (
+	hostileFilter    = `lists.range(1000).all(i, lists.range(1000).all(j, i + j >= 0))`
+	hostileEndpoints = 10
+)
+
+type hostileResults struct {
+	alone, beside filterRun
+	// hostile counts the hostile namespace's publishes and their latency.
+	hostile filterRun
+}
+
+// runHostileNeighbour fills r in rounds of each, alternating alone and
+// beside the hostile publisher.
+func runHostileNeighbour(ctx context.Context, work string, each time.Duration, r *hostileResults) error {
+	store, err := sqlite.Open(ctx, filepath.Join(work, "filters-hostile.db"))
+	if err != nil {
+		return err
+	}
+	eng, err := engine.New(engine.Options{Store: store})
+	if err != nil {
+		_ = store.Close()
+		return err
+	}
+	l := &filterLedger{store: store, engine: eng, batcher: groupcommit.New(store.EventInsertMany, groupcommit.Options{})}
+	defer l.close()
+	register := func(ns, name, filter, types string) error {
+		_, err := eng.RegisterEndpoint(ctx, ledger.Endpoint{
+			ID: ledger.EndpointID(ns, name), Namespace: ns, Name: name, URL: "https://receiver.example/" + name,
+			EventTypes: []string{types}, Filter: filter, Secrets: []ledger.SigningSecret{{Value: sensitive.Bytes("whsec_" + name)}},
+			AckMode: ledger.AckResponse,
+		})
+		return err
+	}
+	if err := register("calm", "orders", "", "order.*"); err != nil {
+		return err
+	}
+	for i := range hostileEndpoints {
+		if err := register("hostile", fmt.Sprintf("loop-%02d", i), hostileFilter, "hostile.*"); err != nil {
+			return err
+		}
+	}
+	if l.core, err = publish.New(publish.Config{Committer: l}); err != nil {
+		return err
+	}
+	calm := func(d time.Duration, run *filterRun) error {
+		deadline := time.Now().Add(d)
+		for time.Now().Before(deadline) {
+			t0 := time.Now()
+			res, err := l.core.Publish(ctx, &publish.Request{Namespace: "calm", Type: "order.created", Data: []byte(filterData)})
+			if err != nil {
+				return err
+			}
+			if len(res.Deliveries) != 1 {
+				return fmt.Errorf("calm publish: %d deliveries, want 1", len(res.Deliveries))
+			}
+			run.latency = append(run.latency, time.Since(t0))
+			run.events++
+		}
+		return nil
+	}
+	beside := func() error {
+		stop := make(chan struct{})
+		done := make(chan error, 1)
+		go func() {
+			for {
+				select {
+				case <-stop:
+					done <- nil
+					return
+				default:
+				}
+				t0 := time.Now()
+				res, err := l.core.Publish(ctx, &publish.Request{Namespace: "hostile", Type: "hostile.s", Data: []byte(`{"s":"a"}`)})
+				if err != nil {
+					done <- err
+					return
+				}
+				if len(res.Deliveries) != 0 {
+					done <- fmt.Errorf("hostile publish: %d deliveries, want none (every evaluation over budget)", len(res.Deliveries))
+					return
+				}
+				r.hostile.latency = append(r.hostile.latency, time.Since(t0))
+				r.hostile.events++
+			}
+		}()
+		err := calm(each, &r.beside)
+		close(stop)
+		return errors.Join(err, <-done)
+	}
+	if err := calm(time.Second, &filterRun{}); err != nil { // warm-up
+		return err
+	}
+	for i := range filterRounds {
+		pair := []func() error{func() error { return calm(each, &r.alone) }, beside}
+		if i%2 == 1 {
+			pair[0], pair[1] = pair[1], pair[0]
+		}
+		for _, run := range pair {
+			if err := run(); err != nil {
+				return fmt.Errorf("hostile neighbour: %w", err)
+			}
+		}
+	}
+	fmt.Printf("  calm namespace alone: %d events, p50 %s, p99 %s\n", r.alone.events, r.alone.p(0.50).Round(time.Microsecond), r.alone.p(0.99).Round(time.Microsecond))
+	fmt.Printf("  beside the hostile one: %d events, p50 %s, p99 %s (hostile: %d publishes, p50 %s)\n", r.beside.events,
+		r.beside.p(0.50).Round(time.Microsecond), r.beside.p(0.99).Round(time.Microsecond), r.hostile.events, r.hostile.p(0.50).Round(time.Millisecond))
+	return nil
+}
+
+// markdown is the hostile-neighbour part of the filters section.
+func (r *hostileResults) markdown() string {
+	var b strings.Builder
+	p := func(format string, args ...any) { fmt.Fprintf(&b, format, args...) }
+	p99 := filterShare(r.beside.p(0.99), r.alone.p(0.99))
+	p("\n### A hostile neighbour\n\n")
+	p("Publishes of a namespace whose one endpoint has no filter, alone and while another namespace\n")
+	p("publishes without pause to %d endpoints whose filter is `%s`\n", hostileEndpoints, hostileFilter)
+	p("(a million iterations: accepted by the estimate, stopped by the 100 ms budget; each of its publishes\n")
+	p("spends the event's 250 ms and delivers nothing). Same process and ledger as above, %d rounds each, alternated.\n\n", filterRounds)
+	p("| | Events | Publish p50 | Publish p99 |\n|---|---|---|---|\n")
+	p("| Alone | %d | %s | %s |\n", r.alone.events, r.alone.p(0.50).Round(time.Microsecond), r.alone.p(0.99).Round(time.Microsecond))
+	p("| Beside the hostile namespace | %d | %s | %s |\n", r.beside.events, r.beside.p(0.50).Round(time.Microsecond), r.beside.p(0.99).Round(time.Microsecond))
+	p("| The hostile namespace's own | %d | %s | %s |\n", r.hostile.events, r.hostile.p(0.50).Round(time.Millisecond), r.hostile.p(0.99).Round(time.Millisecond))
+	p("\nBeside it, the calm namespace's publish p99 is **%.0f%%** of alone (issue #42: ≤ 120%%: %s).\n", p99, verdict(p99 <= 120))
 	return b.String()
 }

@@ -56,7 +56,7 @@ import (
 const token = "bench-token"
 
 // allSteps are the steps of `make bench`.
-const allSteps = "sqlite,postgres,lag,rss,deliveryapi,cost,history,disk,manager,breaker,filters,schema,capacity,rest,crowd"
+const allSteps = "sqlite,postgres,lag,rss,deliveryapi,cost,history,disk,manager,breaker,filters,neighbour,schema,capacity,rest,crowd"
 
 // verboseHosts passes -v to enginehost (set from --v).
 var verboseHosts bool
@@ -94,6 +94,8 @@ type config struct {
 	breakerStores string
 	// The filters step (filters.go): publishing time of both ledgers.
 	filterDuration time.Duration
+	// The neighbour step (neighbour.go): publishing time of each run.
+	neighbourDuration time.Duration
 	// The schema step (schemas.go): publishing time of both ledgers.
 	schemaDuration time.Duration
 	// The capacity step (capacity.go): publishing time of each run, and
@@ -139,6 +141,7 @@ func main() {
 	flag.DurationVar(&cfg.breakerMeasure, "breaker-measure", 15*time.Second, "publishing time at saturation of the breaker step's ten-endpoint engines, side by side, after the breaker opened")
 	flag.StringVar(&cfg.breakerStores, "breaker-stores", bothStores, "stores the breaker step runs on (one alone: figures are printed, not written)")
 	flag.DurationVar(&cfg.filterDuration, "filter-duration", 30*time.Second, "publishing time of the filters step, split between the ledger without filters and the one with")
+	flag.DurationVar(&cfg.neighbourDuration, "neighbour-duration", 20*time.Second, "publishing time of each of the neighbour step's three runs (alone, beside hanging receivers, beside failing ones)")
 	flag.DurationVar(&cfg.schemaDuration, "schema-duration", 30*time.Second, "publishing time of the schema step, split between the ledger without a contract and the one with the schema")
 	flag.DurationVar(&cfg.capacityDuration, "capacity-duration", 15*time.Second, "publishing time of each of the capacity step's nine runs (1, 2 and 3 replicas at saturation, 500/s and 1,000/s)")
 	flag.StringVar(&cfg.capacityPostgres, "capacity-postgres", "", "PostgreSQL DSN of the capacity step (default: --postgres; a server of its own keeps other databases' WAL out of the figures)")
@@ -166,9 +169,10 @@ type results struct {
 	history                historyResults
 	disk                   diskResults
 	manager                managerResults
-	breaker                breakerResults // breaker.go
-	filters                filterResults  // filters.go
-	schema                 schemaResults  // schemas.go
+	breaker                breakerResults   // breaker.go
+	filters                filterResults    // filters.go
+	neighbour              neighbourResults // neighbour.go
+	schema                 schemaResults    // schemas.go
 	capacity               capacityResults
 	rest                   restResults  // rest.go
 	crowd                  crowdResults // crowd.go
@@ -339,6 +343,14 @@ func run(cfg config) error {
 	}
 	if cfg.steps == "filters" {
 		return writeSection(cfg.out, filtersHeading, r.filters.markdown(r.machine))
+	}
+	if cfg.runs("neighbour") {
+		if err := runNeighbour(cfg, work, &r.neighbour); err != nil {
+			return err
+		}
+	}
+	if cfg.steps == "neighbour" {
+		return writeSection(cfg.out, neighbourHeading, r.neighbour.markdown(r.machine))
 	}
 	if cfg.runs("schema") {
 		if err := runSchemas(cfg, work, &r.schema); err != nil {
@@ -878,6 +890,7 @@ Reproduce: `+"`make bench`"+` (needs `+"`./hack/postgres.sh`"+`, which `+"`make 
 	b.WriteString(r.deliveryAPI.markdown(r.machine))
 	b.WriteString(r.breaker.markdown(r.machine))
 	b.WriteString(r.filters.markdown(r.machine))
+	b.WriteString(r.neighbour.markdown(r.machine))
 	b.WriteString(r.schema.markdown(r.machine))
 	b.WriteString(r.capacity.markdown(r.machine))
 	b.WriteString(r.rest.markdown(r.machine))
