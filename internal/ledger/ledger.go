@@ -59,6 +59,9 @@ type Store interface {
 	Evidence
 	// Breakers: each endpoint's circuit breaker, shared by every engine.
 	Breakers
+	// Limits: each endpoint's rateLimit and maxInFlight, shared by every
+	// engine.
+	Limits
 
 	// EndpointUpsert creates or replaces an endpoint's configuration and
 	// returns it with its new Version (1 on creation, +1 on every change).

@@ -84,6 +84,7 @@ func Exercise(t *testing.T, newStore func(t *testing.T) ledger.Store) {
 		{"Owner", exerciseOwner},
 		{"Deferrals", exerciseDeferrals},
 		{"Breakers", exerciseBreakers},
+		{"Limits", exerciseLimits},
 		{"Contract", exerciseContracts},
 	}
 	for _, g := range groups {

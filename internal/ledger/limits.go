@@ -1,0 +1,198 @@
+package ledger
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+)
+
+// Limits holds an endpoint's rateLimit and maxInFlight for every engine on
+// the ledger together, so that a receiver sees what its owner wrote
+// whatever the replica count (ADR 0047).
+//
+//   - The rate is one GCRA schedule per endpoint in the ledger (its
+//     theoretical arrival time): a send is taken in one short transaction,
+//     so sends of all replicas are spaced by 1/perSecond, burst-1 of them
+//     allowed ahead; any second sees at most perSecond+burst.
+//   - The in-flight slots are leased: each engine holds a share of an
+//     endpoint's maxInFlight for a while, renewed in one transaction for
+//     all its endpoints, and starts no more attempts than it holds. The
+//     shares never add up to more than maxInFlight, and an engine wanting
+//     more than it holds makes the others shrink to a fair share as their
+//     attempts end. A dead engine's shares expire with their lease.
+type Limits interface {
+	// EndpointRateTake takes one send from an endpoint's rate, or says
+	// when the next may be taken.
+	EndpointRateTake(ctx context.Context, p *RateTakeParams) (RateAnswer, error)
+	// EndpointSlotsLease renews the holder's leases of in-flight slots,
+	// one per endpoint of p.Asks, in one transaction, and returns how
+	// many slots of each the holder may fill (in the order of p.Asks).
+	EndpointSlotsLease(ctx context.Context, p *SlotsLeaseParams) ([]int, error)
+}
+
+// RateTakeParams asks for one send to EndpointID under Limit at Now.
+type RateTakeParams struct {
+	EndpointID string
+	Limit      RateLimit
+	Now        time.Time
+}
+
+// RateAnswer is EndpointRateTake's: whether the send was taken, else the
+// earliest time the next may be.
+type RateAnswer struct {
+	Taken  bool
+	NextAt time.Time
+}
+
+// SlotsLeaseParams renews Holder's slot leases until Until.
+type SlotsLeaseParams struct {
+	Holder string
+	Asks   []SlotAsk
+	Now    time.Time
+	Until  time.Time
+}
+
+// SlotAsk is what a holder asks of one endpoint's slots: Max is the
+// endpoint's maxInFlight, InFlight what the holder has in progress (its
+// lease keeps covering them), Want how many it could fill now (0 gives
+// its share back once its attempts end).
+type SlotAsk struct {
+	EndpointID string
+	Max        int
+	InFlight   int
+	Want       int
+}
+
+// SlotLease is one holder's live lease of an endpoint's slots.
+type SlotLease struct {
+	Holder string
+	Held   int
+	Want   int
+}
+
+// RateBurst is the burst of l: 1 (sends evenly spaced) unless set.
+func RateBurst(l RateLimit) int {
+	return max(l.Burst, 1)
+}
+
+// GCRATake decides one send at now on the schedule tat (the theoretical
+// arrival time, Unix nanoseconds; 0 for none yet) of limit l: taken, the
+// new schedule; refused, when the next send may be.
+func GCRATake(tat int64, l RateLimit, now time.Time) (taken bool, newTAT int64, nextAt time.Time) {
+	interval := int64(time.Second) / int64(max(l.PerSecond, 1))
+	tolerance := int64(RateBurst(l)-1) * interval
+	n := now.UnixNano()
+	start := max(tat, n)
+	if start-n > tolerance {
+		return false, tat, time.Unix(0, start-tolerance)
+	}
+	return true, start + interval, time.Time{}
+}
+
+// GrantSlots is how many of an endpoint's max slots a holder is granted
+// when it has inFlight in progress and wants want, beside the other
+// holders' live leases: what is free, and, while another holder wants more
+// than it holds, no more than a fair share (max over the holders that want
+// any, at least one). held is what the holder's lease records: never less
+// than its attempts in progress, so that the others never count those
+// slots free.
+func GrantSlots(maxSlots, inFlight, want int, others []SlotLease) (granted, held int) {
+	free := maxSlots
+	contended, wanting := false, 1
+	for _, o := range others {
+		free -= o.Held
+		if o.Want > 0 {
+			wanting++
+		}
+		if o.Want > o.Held {
+			contended = true
+		}
+	}
+	granted = min(want, free)
+	if contended {
+		granted = min(granted, max(maxSlots/wanting, 1))
+	}
+	granted = max(granted, 0)
+	return granted, max(granted, inFlight)
+}
+
+// LimitStatements are the statements of the Limits transactions.
+type LimitStatements interface {
+	// RateSchedule reads (creating it at 0) an endpoint's schedule, locked
+	// until the transaction ends.
+	RateSchedule(ctx context.Context, endpointID string) (tat int64, err error)
+	// RateScheduleSet writes it.
+	RateScheduleSet(ctx context.Context, endpointID string, tat int64) error
+	// SlotLeases locks an endpoint's leases until the transaction ends,
+	// deletes those expired at now and returns the live ones.
+	SlotLeases(ctx context.Context, endpointID string, now time.Time) ([]SlotLease, error)
+	// SlotLeaseSet writes a holder's lease of an endpoint's slots.
+	SlotLeaseSet(ctx context.Context, endpointID string, l SlotLease, until time.Time) error
+}
+
+// LimitTransactor runs fn in one transaction of the driver (again when the
+// driver retries a conflict), op naming it in errors.
+type LimitTransactor interface {
+	LimitTx(ctx context.Context, op string, fn func(LimitStatements) error) error
+}
+
+// EndpointRateTake implements Limits.EndpointRateTake over d.
+func EndpointRateTake(ctx context.Context, d LimitTransactor, p *RateTakeParams) (RateAnswer, error) {
+	if p == nil || p.Limit.PerSecond <= 0 {
+		return RateAnswer{}, errors.New("take a send: no rate limit")
+	}
+	var answer RateAnswer
+	err := d.LimitTx(ctx, "take a send of "+p.EndpointID, func(st LimitStatements) error {
+		tat, err := st.RateSchedule(ctx, p.EndpointID)
+		if err != nil {
+			return err
+		}
+		taken, next, at := GCRATake(tat, p.Limit, p.Now)
+		answer = RateAnswer{Taken: taken, NextAt: at}
+		if !taken {
+			return nil
+		}
+		return st.RateScheduleSet(ctx, p.EndpointID, next)
+	})
+	if err != nil {
+		return RateAnswer{}, err
+	}
+	return answer, nil
+}
+
+// EndpointSlotsLease implements Limits.EndpointSlotsLease over d. The
+// endpoints are locked in ID order, so that two holders never deadlock.
+func EndpointSlotsLease(ctx context.Context, d LimitTransactor, p *SlotsLeaseParams) ([]int, error) {
+	if p == nil || p.Holder == "" {
+		return nil, errors.New("lease slots: no holder")
+	}
+	order := make([]int, len(p.Asks))
+	for i := range order {
+		order[i] = i
+	}
+	slices.SortFunc(order, func(a, b int) int { return strings.Compare(p.Asks[a].EndpointID, p.Asks[b].EndpointID) })
+	granted := make([]int, len(p.Asks))
+	err := d.LimitTx(ctx, "lease slots of "+p.Holder, func(st LimitStatements) error {
+		for _, i := range order {
+			a := p.Asks[i]
+			leases, err := st.SlotLeases(ctx, a.EndpointID, p.Now)
+			if err != nil {
+				return fmt.Errorf("read the leases of %s: %w", a.EndpointID, err)
+			}
+			others := slices.DeleteFunc(leases, func(l SlotLease) bool { return l.Holder == p.Holder })
+			g, held := GrantSlots(a.Max, a.InFlight, a.Want, others)
+			granted[i] = g
+			if err := st.SlotLeaseSet(ctx, a.EndpointID, SlotLease{Holder: p.Holder, Held: held, Want: a.Want}, p.Until); err != nil {
+				return fmt.Errorf("write the lease of %s: %w", a.EndpointID, err)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return granted, nil
+}

@@ -1,0 +1,101 @@
+package ledger_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/hookkeeper/hookkeeper/internal/ledger"
+)
+
+func TestGCRATake(t *testing.T) {
+	now := time.Unix(1000, 0)
+	ms := func(d int64) int64 { return now.UnixNano() + d*int64(time.Millisecond) }
+	cases := []struct {
+		name      string
+		tat       int64
+		limit     ledger.RateLimit
+		taken     bool
+		newTAT    int64
+		nextAtOff time.Duration
+	}{
+		{"first send", 0, ledger.RateLimit{PerSecond: 100}, true, ms(10), 0},
+		{"schedule in the past is now", ms(-500), ledger.RateLimit{PerSecond: 100}, true, ms(10), 0},
+		{"schedule now", ms(0), ledger.RateLimit{PerSecond: 100}, true, ms(10), 0},
+		{"ahead without burst", ms(3), ledger.RateLimit{PerSecond: 100}, false, ms(3), 3 * time.Millisecond},
+		{"ahead within the burst", ms(20), ledger.RateLimit{PerSecond: 100, Burst: 3}, true, ms(30), 0},
+		{"ahead past the burst", ms(30), ledger.RateLimit{PerSecond: 100, Burst: 3}, false, ms(30), 10 * time.Millisecond},
+		{"one a second", ms(400), ledger.RateLimit{PerSecond: 1}, false, ms(400), 400 * time.Millisecond},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			taken, tat, next := ledger.GCRATake(c.tat, c.limit, now)
+			if taken != c.taken || tat != c.newTAT {
+				t.Fatalf("GCRATake = %v, %d; want %v, %d", taken, tat-now.UnixNano(), c.taken, c.newTAT-now.UnixNano())
+			}
+			if !taken && !next.Equal(now.Add(c.nextAtOff)) {
+				t.Fatalf("next at %v after now, want %v", next.Sub(now), c.nextAtOff)
+			}
+		})
+	}
+}
+
+// TestGCRAWindow: whatever the offered load, any one-second window holds
+// at most perSecond+burst sends (the issue's "at most 101 in every
+// 1-second window" for perSecond 100).
+func TestGCRAWindow(t *testing.T) {
+	for _, l := range []ledger.RateLimit{{PerSecond: 100}, {PerSecond: 7}, {PerSecond: 100, Burst: 20}} {
+		var tat int64
+		var sent []time.Time
+		start := time.Unix(5000, 0)
+		for i := range 300_000 { // offered every 10µs for 3 s
+			now := start.Add(time.Duration(i) * 10 * time.Microsecond)
+			var ok bool
+			if ok, tat, _ = ledger.GCRATake(tat, l, now); ok {
+				sent = append(sent, now)
+			}
+		}
+		worst, j := 0, 0
+		for i := range sent {
+			for sent[i].Sub(sent[j]) >= time.Second {
+				j++
+			}
+			worst = max(worst, i-j+1)
+		}
+		if limit := l.PerSecond + ledger.RateBurst(l); worst > limit {
+			t.Errorf("%+v: %d sends in one second, want at most %d", l, worst, limit)
+		}
+		if got, want := len(sent), 3*l.PerSecond; got < want {
+			t.Errorf("%+v: %d sends in 3 s, want at least %d", l, got, want)
+		}
+	}
+}
+
+func TestGrantSlots(t *testing.T) {
+	cases := []struct {
+		name                  string
+		max, inFlight, want   int
+		others                []ledger.SlotLease
+		wantGranted, wantHeld int
+	}{
+		{"alone, all", 10, 0, 10, nil, 10, 10},
+		{"alone, what it wants", 10, 2, 4, nil, 4, 4},
+		{"others hold some", 10, 0, 10, []ledger.SlotLease{{Held: 6, Want: 6}}, 4, 4},
+		{"others hold all", 10, 0, 10, []ledger.SlotLease{{Held: 10, Want: 10}}, 0, 0},
+		{"shrinks to a fair share when another wants more", 10, 10, 10, []ledger.SlotLease{{Held: 0, Want: 10}}, 5, 10},
+		{"its share once its attempts end", 10, 3, 10, []ledger.SlotLease{{Held: 0, Want: 10}}, 5, 5},
+		{"three holders", 10, 0, 10, []ledger.SlotLease{{Held: 3, Want: 10}, {Held: 3, Want: 10}}, 3, 3},
+		{"one slot, taken", 1, 0, 1, []ledger.SlotLease{{Held: 1, Want: 1}}, 0, 0},
+		{"one slot, contended, none free", 1, 0, 1, []ledger.SlotLease{{Held: 1, Want: 1}, {Held: 0, Want: 1}}, 0, 0},
+		{"gives back when it wants none", 10, 0, 0, nil, 0, 0},
+		{"keeps covering its attempts", 10, 4, 0, nil, 0, 4},
+		{"an expired lease's attempts, over what is free", 10, 8, 10, []ledger.SlotLease{{Held: 5, Want: 5}}, 5, 8},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			g, h := ledger.GrantSlots(c.max, c.inFlight, c.want, c.others)
+			if g != c.wantGranted || h != c.wantHeld {
+				t.Fatalf("GrantSlots = %d, %d; want %d, %d", g, h, c.wantGranted, c.wantHeld)
+			}
+		})
+	}
+}
