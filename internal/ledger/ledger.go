@@ -59,6 +59,9 @@ type Store interface {
 	Evidence
 	// Breakers: each endpoint's circuit breaker, shared by every engine.
 	Breakers
+	// Quotas: each namespace's publish quota, checked and counted in the
+	// transaction that inserts its events (quota.go).
+	Quotas
 	// Limits: each endpoint's rateLimit and maxInFlight, shared by every
 	// engine.
 	Limits

@@ -86,6 +86,7 @@ func Exercise(t *testing.T, newStore func(t *testing.T) ledger.Store) {
 		{"Breakers", exerciseBreakers},
 		{"Limits", exerciseLimits},
 		{"Contract", exerciseContracts},
+		{"Quota", exerciseQuotas},
 	}
 	for _, g := range groups {
 		t.Run(g.name, func(t *testing.T) {

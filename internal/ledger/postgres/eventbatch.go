@@ -95,6 +95,9 @@ type eventBatch struct {
 	replayClasses                           []string
 	validUntil                              []*int64
 	overrides                               [][]byte
+	// quotaBytes is what each event counts against its namespace's
+	// payload bytes (0: not a publish; set by the caller after add).
+	quotaBytes []int64
 
 	secretEvents []string
 	secretValues [][]byte
@@ -132,6 +135,7 @@ func (b *eventBatch) add(e ledger.Event, ds []ledger.Delivery) error {
 	b.replayClasses = append(b.replayClasses, string(e.ReplayClass))
 	b.validUntil = append(b.validUntil, nullNanos(e.ValidUntil))
 	b.overrides = append(b.overrides, override)
+	b.quotaBytes = append(b.quotaBytes, 0)
 	if e.Secrets != nil {
 		b.secretEvents = append(b.secretEvents, e.ID)
 		b.secretValues = append(b.secretValues, e.Secrets.Reveal())
@@ -170,11 +174,11 @@ const insertAllEventsSQL = insertEventsHead + insertEventsTail
 const insertEventsHead = `
 	WITH ins AS (
 		INSERT INTO events (id, namespace, type, data, secret_names, reissue_of, idempotency_key, body_hash, created_at,
-			type_generation, replay_class, valid_until, policy_override)
+			type_generation, replay_class, valid_until, policy_override, quota_bytes)
 		SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::bytea[], $5::jsonb[], $6::text[],
-			$7::text[], $8::bytea[], $9::bigint[], $20::bigint[], $21::text[], $22::bigint[], $23::jsonb[])
+			$7::text[], $8::bytea[], $9::bigint[], $20::bigint[], $21::text[], $22::bigint[], $23::jsonb[], $25::bigint[])
 			AS u(id, namespace, type, data, secret_names, reissue_of, idempotency_key, body_hash, created_at,
-				type_generation, replay_class, valid_until, policy_override)
+				type_generation, replay_class, valid_until, policy_override, quota_bytes)
 		-- Keys enter the unique index in one global order, so two batches
 		-- racing for the same keys queue instead of deadlocking.
 		ORDER BY u.namespace, u.idempotency_key`
@@ -203,7 +207,7 @@ func (b *eventBatch) args() []any {
 	return []any{b.ids, b.namespaces, b.types, b.data, b.secretNames, b.reissueOf, b.keys, b.bodyHash, b.createdAt,
 		b.secretEvents, b.secretValues,
 		b.dlvIDs, b.dlvEvents, b.dlvEndpoints, b.dlvDueAt, b.dlvStates, b.dlvOwners, b.dlvLeaseUntil, b.dlvResend,
-		b.typeGenerations, b.replayClasses, b.validUntil, b.overrides, b.dlvValidUntil}
+		b.typeGenerations, b.replayClasses, b.validUntil, b.overrides, b.dlvValidUntil, b.quotaBytes}
 }
 
 // queue queues the insert of the batch for tx's next pipeline: every

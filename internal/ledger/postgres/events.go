@@ -143,7 +143,7 @@ func ingestLoaded(ctx context.Context, tx *txn, params []*ledger.EventInsertPara
 	for k, r := range pre.stored {
 		originals[k] = original{stored: r, item: -1}
 	}
-	decide(params, results, originals, pre.endpoints)
+	decide(params, results, originals, pre.endpoints, pre.quotas)
 
 	batch := &eventBatch{}
 	for i := range params {
@@ -151,9 +151,11 @@ func ingestLoaded(ctx context.Context, tx *txn, params []*ledger.EventInsertPara
 			if err := batch.add(r.Event, r.Deliveries); err != nil {
 				return nil, err
 			}
+			batch.quotaBytes[len(batch.quotaBytes)-1] = params[i].QuotaBytes()
 		}
 	}
 	batch.queue(tx)
+	queueQuotaSaves(tx, pre.quotas)
 
 	for i := range results {
 		if r := &results[i]; r.Err == nil && !r.Duplicate {
@@ -173,8 +175,8 @@ func ingestLoaded(ctx context.Context, tx *txn, params []*ledger.EventInsertPara
 // one: an item whose key is held by an original becomes a duplicate of it
 // (same body hash) or a conflict; any other item becomes a new event with
 // one scheduled delivery per matching endpoint, or is refused for matching
-// too many.
-func decide(params []*ledger.EventInsertParams, results []ledger.EventInsertResult, originals map[idemKey]original, endpoints map[string][]fanoutEndpoint) {
+// too many or by its namespace's quota (which counts it when it is not).
+func decide(params []*ledger.EventInsertParams, results []ledger.EventInsertResult, originals map[idemKey]original, endpoints map[string][]fanoutEndpoint, quotas *ledger.QuotaBatch) {
 	for i, p := range params {
 		k, hasKey := keyOf(p)
 		if o, ok := originals[k]; hasKey && ok {
@@ -191,6 +193,11 @@ func decide(params []*ledger.EventInsertParams, results []ledger.EventInsertResu
 			continue
 		}
 		results[i] = newEvent(p, endpoints[p.Namespace])
+		if results[i].Err == nil {
+			if err := quotas.Admit(p); err != nil {
+				results[i] = ledger.EventInsertResult{Err: err}
+			}
+		}
 		if results[i].Err != nil {
 			continue // refused: the key stays free
 		}

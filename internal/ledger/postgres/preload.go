@@ -33,11 +33,13 @@ const (
 )
 
 // preloaded is what a batch of inserts reads before it decides: the live
-// endpoints of its namespaces, and the stored events holding its
-// idempotency keys, with their deliveries.
+// endpoints of its namespaces, the stored events holding its idempotency
+// keys, with their deliveries, and its namespaces' quotas (locked; nil
+// when none has one, quota.go).
 type preloaded struct {
 	endpoints map[string][]fanoutEndpoint
 	stored    map[idemKey]*ledger.EventInsertResult
+	quotas    *ledger.QuotaBatch
 }
 
 // queuePreload queues on b the reads of a batch of inserts: the endpoints
@@ -73,6 +75,9 @@ func queuePreload(b *pgx.Batch, params []*ledger.EventInsertParams) *preloaded {
 			})
 			return err
 		})
+		// After the endpoints, so that keys read below see what a batch
+		// of the same namespace committed while this one waited.
+		queueQuotaLocks(b, ledger.Namespaces(params), pre)
 	}
 	if len(keys) > 0 {
 		byID := make(map[string]*ledger.EventInsertResult)

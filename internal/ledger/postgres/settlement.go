@@ -326,11 +326,11 @@ func (g pruneStage) pruneSQL() string {
 	}
 	if g.Evidence {
 		// The foreign keys cascade to deliveries, attempts and secrets.
-		return with + `keep AS (` + keep + `), gone AS (
+		return with + `keep AS (` + keep + `), ` + pruneQuotaCTE + `gone AS (
 			DELETE FROM events e USING keep WHERE e.id = keep.id RETURNING e.id
 		) SELECT count(*) FROM gone`
 	}
-	return with + `keep AS (` + keep + `), sec AS (
+	return with + `keep AS (` + keep + `), ` + pruneQuotaCTE + `sec AS (
 			DELETE FROM event_secrets s USING keep WHERE s.event_id = keep.id RETURNING s.event_id
 		), att AS (
 			UPDATE attempts a SET response_excerpt = NULL FROM deliveries d, keep
@@ -338,7 +338,7 @@ func (g pruneStage) pruneSQL() string {
 		), dlv AS (
 			UPDATE deliveries d SET payload_pruned = true FROM keep WHERE d.event_id = keep.id
 		), pruned AS (
-			UPDATE events e SET data = NULL, payload_pruned_at = $1::bigint,
+			UPDATE events e SET data = NULL, payload_pruned_at = $1::bigint, quota_bytes = 0,
 				secrets_scrub_at = CASE WHEN e.id IN (SELECT event_id FROM sec) THEN $1::bigint ELSE e.secrets_scrub_at END
 			FROM keep WHERE e.id = keep.id RETURNING e.id
 		) SELECT count(*) FROM pruned`

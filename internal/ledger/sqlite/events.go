@@ -46,14 +46,21 @@ func (s *Store) EventInsertMany(ctx context.Context, params []*ledger.EventInser
 func (s *Store) insertEvents(t *wtx, params []*ledger.EventInsertParams, ds ledger.StatsDelta) ([]ledger.EventInsertResult, error) {
 	results := make([]ledger.EventInsertResult, len(params))
 	subs := map[string][]subscriber{}
+	quotas, err := s.quotaBatch(t, params)
+	if err != nil {
+		return nil, err
+	}
 	for i, p := range params {
-		res, err := s.insertEvent(t, p, subs, ds)
+		res, err := s.insertEvent(t, p, subs, quotas, ds)
 		if err != nil {
 			return nil, err
 		}
 		results[i] = res
 	}
 	if err := s.completeReissues(t, results, ds); err != nil {
+		return nil, err
+	}
+	if err := s.saveQuotas(t, quotas); err != nil {
 		return nil, err
 	}
 	return results, nil
@@ -85,7 +92,7 @@ func (s *Store) WriteMany(ctx context.Context, w *ledger.WriteBatch) (ledger.Wri
 
 // insertEvent applies one item of a batch. A returned error aborts the
 // batch; an idempotency conflict is the item's result.
-func (s *Store) insertEvent(t *wtx, p *ledger.EventInsertParams, subs map[string][]subscriber, ds ledger.StatsDelta) (ledger.EventInsertResult, error) {
+func (s *Store) insertEvent(t *wtx, p *ledger.EventInsertParams, subs map[string][]subscriber, quotas *ledger.QuotaBatch, ds ledger.StatsDelta) (ledger.EventInsertResult, error) {
 	if err := p.ValidateContract(); err != nil {
 		return ledger.EventInsertResult{}, err
 	}
@@ -115,10 +122,22 @@ func (s *Store) insertEvent(t *wtx, p *ledger.EventInsertParams, subs map[string
 		}
 		return ledger.EventInsertResult{Err: err}, nil
 	}
+	if quotas.Limited(p.Namespace) {
+		// A key used before answers its original, neither checked nor
+		// counted again; only a new event is held to the quota.
+		if p.IdempotencyKey != "" {
+			if res, rerr := s.replayed(t, p); !errors.Is(rerr, ledger.ErrNotFound) {
+				return res, rerr
+			}
+		}
+		if err := quotas.Admit(p); err != nil {
+			return ledger.EventInsertResult{Err: err}, nil
+		}
+	}
 	// Insert first: a key seen before makes the insert a no-op (ON
 	// CONFLICT DO NOTHING), and only then is the original read. New keys,
 	// the common case, cost one statement instead of two.
-	inserted, err := s.storeEventIfNew(t, ev)
+	inserted, err := s.storeEventIfNew(t, ev, p.QuotaBytes())
 	if err != nil {
 		return ledger.EventInsertResult{}, err
 	}
@@ -171,7 +190,7 @@ func (s *Store) replayed(t *wtx, p *ledger.EventInsertParams) (ledger.EventInser
 
 // storeEvent inserts an event row; secrets are written revealed.
 func (s *Store) storeEvent(t *wtx, ev ledger.Event) error {
-	inserted, err := s.storeEventIfNew(t, ev)
+	inserted, err := s.storeEventIfNew(t, ev, 0)
 	if err == nil && !inserted {
 		err = fmt.Errorf("insert event %s: idempotency key %q already used", ev.ID, ev.IdempotencyKey)
 	}
@@ -179,8 +198,10 @@ func (s *Store) storeEvent(t *wtx, ev ledger.Event) error {
 }
 
 // storeEventIfNew inserts an event row unless its idempotency key was used
-// in its namespace before, and reports whether it did.
-func (s *Store) storeEventIfNew(t *wtx, ev ledger.Event) (bool, error) {
+// in its namespace before, and reports whether it did. quotaBytes is what
+// the event counts against its namespace's payload bytes (0: not a
+// publish).
+func (s *Store) storeEventIfNew(t *wtx, ev ledger.Event, quotaBytes int64) (bool, error) {
 	names, err := jsonText(ev.SecretNames)
 	if err != nil {
 		return false, fmt.Errorf("insert event %s: secret names: %w", ev.ID, err)
@@ -194,7 +215,7 @@ func (s *Store) storeEventIfNew(t *wtx, ev ledger.Event) (bool, error) {
 	}
 	res, err := t.stmt(s.ws.eventInsert).ExecContext(t.ctx, ev.ID, ev.Namespace, ev.Type, []byte(ev.Data),
 		nullBytes(ev.Secrets.Reveal()), names, ev.ReissueOf, ev.IdempotencyKey, nullBytes(ev.BodyHash), nanos(ev.CreatedAt),
-		ev.TypeGeneration, string(ev.ReplayClass), nullNanosPtr(ev.ValidUntil), override)
+		ev.TypeGeneration, string(ev.ReplayClass), nullNanosPtr(ev.ValidUntil), override, quotaBytes)
 	if err != nil {
 		return false, translate("insert event "+ev.ID, err)
 	}

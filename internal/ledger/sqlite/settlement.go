@@ -364,7 +364,8 @@ func (g pruneStage) recheckSQL() string {
 // The statements that prune the events of ?1 (a JSON array of IDs) at ?2.
 var (
 	prunePayloadSQL = []string{
-		`UPDATE events SET data = NULL, payload_pruned_at = ?2, secrets = NULL,
+		pruneQuotaSQL,
+		`UPDATE events SET data = NULL, payload_pruned_at = ?2, secrets = NULL, quota_bytes = 0,
 			secrets_scrubbed_at = CASE WHEN secrets IS NOT NULL THEN ?2 ELSE secrets_scrubbed_at END
 		WHERE id IN (SELECT value FROM json_each(?1))`,
 		`UPDATE attempts SET response_excerpt = NULL
@@ -373,6 +374,7 @@ var (
 		`UPDATE deliveries SET payload_pruned = 1 WHERE event_id IN (SELECT value FROM json_each(?1))`,
 	}
 	pruneEvidenceSQL = []string{
+		pruneQuotaSQL,
 		`DELETE FROM attempts
 		WHERE delivery_id IN (SELECT id FROM deliveries WHERE event_id IN (SELECT value FROM json_each(?1)))`,
 		`DELETE FROM deliveries WHERE event_id IN (SELECT value FROM json_each(?1))`,

@@ -46,6 +46,7 @@ type Store struct {
 	rp replayStmts
 	st settleStmts
 	oc outcomeStmts
+	qs quotaStmts
 	// lock keeps a second process off the file while the store is open.
 	lock *processLock
 	// activityOverlap is ledger.ActivityOverlap; tests shorten it to see
@@ -154,6 +155,10 @@ func Open(ctx context.Context, path string, opts ...Option) (*Store, error) {
 		return nil, fmt.Errorf("open ledger %s: %w", abs, err)
 	}
 	if err := s.prepareOutcomes(ctx); err != nil {
+		_ = s.Close()
+		return nil, fmt.Errorf("open ledger %s: %w", abs, err)
+	}
+	if err := s.prepareQuotas(ctx); err != nil {
 		_ = s.Close()
 		return nil, fmt.Errorf("open ledger %s: %w", abs, err)
 	}
