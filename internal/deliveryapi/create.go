@@ -153,7 +153,9 @@ func publishRequest(ns string, spec *v1alpha1.WebhookEventSpec) *publish.Request
 
 // publishError answers a refused publish in Kubernetes terms: a bad field
 // is 422 Invalid naming it under spec, a reused key 409 Conflict, a too
-// large one 413, an unavailable ledger 503 with a retry-after.
+// large one 413, a namespace over its WebhookQuota 429 with a retry-after
+// and a cause of type QuotaExceeded naming the hard limit, an unavailable
+// ledger 503 with a retry-after.
 func publishError(err error) error {
 	if fe, ok := errors.AsType[*publish.FieldError](err); ok {
 		return apierrors.NewInvalid(webhookEventGK, "", field.ErrorList{
@@ -190,6 +192,15 @@ func publishError(err error) error {
 	if tl, ok := errors.AsType[*publish.TooLargeError](err); ok {
 		return apierrors.NewRequestEntityTooLargeError(tl.Error())
 	}
+	if qe, ok := errors.AsType[*publish.QuotaExceededError](err); ok {
+		// The API server answers RetryAfterSeconds as Retry-After, and
+		// kubectl prints the message.
+		se := apierrors.NewTooManyRequests(qe.Error()+" ("+string(QuotaExceeded)+")", int(publish.RetryAfterSeconds(qe.RetryAfter)))
+		se.ErrStatus.Details.Group, se.ErrStatus.Details.Kind = webhookEventGK.Group, "webhookevents"
+		se.ErrStatus.Details.Causes = []metav1.StatusCause{{Type: QuotaExceeded, Field: "spec.hard." + string(qe.Limit),
+			Message: "the namespace's WebhookQuota"}}
+		return se
+	}
 	if ue, ok := errors.AsType[*publish.UnavailableError](err); ok {
 		utilruntime.HandleError(fmt.Errorf("delivery API: publishing: %w", err))
 		se := apierrors.NewServiceUnavailable(ue.Message)
@@ -199,6 +210,11 @@ func publishError(err error) error {
 	utilruntime.HandleError(fmt.Errorf("delivery API: publishing: %w", err))
 	return apierrors.NewInternalError(errors.New("publishing failed; the error has been logged"))
 }
+
+// QuotaExceeded is the type of the cause of a create refused by the
+// namespace's WebhookQuota; its field names the hard limit
+// (spec.hard.<limit> of the WebhookQuota).
+const QuotaExceeded metav1.CauseType = "QuotaExceeded"
 
 // retryAfterSeconds is d in whole seconds, rounded up, at least 1.
 func retryAfterSeconds(d time.Duration) int32 {

@@ -21,6 +21,7 @@ import (
 
 	"github.com/hookkeeper/hookkeeper/api/delivery/v1alpha1"
 	"github.com/hookkeeper/hookkeeper/internal/deliveryapi"
+	"github.com/hookkeeper/hookkeeper/internal/ledger"
 	"github.com/hookkeeper/hookkeeper/internal/ledger/postgres/pgtest"
 	"github.com/hookkeeper/hookkeeper/internal/publish"
 	"github.com/hookkeeper/hookkeeper/test/testenv"
@@ -127,8 +128,32 @@ func TestLedgerOutageOverTheWire(t *testing.T) {
 		g.Expect(resp.StatusCode).To(Equal(http.StatusCreated), "%+v", st)
 	}).WithTimeout(time.Minute).WithPolling(200 * time.Millisecond).Should(Succeed())
 
-	outage.Cut()
+	// Over the namespace's quota (its one event's payload retained, more
+	// than one byte): 429 with Retry-After, the cause naming the limit.
+	if _, err := store.QuotaSet(ctx, &ledger.QuotaSetParams{Namespace: "shop", Hard: ledger.QuotaHard{PayloadBytesRetained: 1}, Now: time.Now()}); err != nil {
+		t.Fatal(err)
+	}
+	body = strings.Replace(body, "outage-1", "quota-1", 1)
 	resp, st, err := create()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.StatusCode != http.StatusTooManyRequests || st.Reason != metav1.StatusReasonTooManyRequests {
+		t.Fatalf("over quota: %d %+v, want 429 TooManyRequests", resp.StatusCode, st)
+	}
+	if got := resp.Header.Get("Retry-After"); got != "60" {
+		t.Errorf("Retry-After = %q, want 60", got)
+	}
+	if st.Details == nil || st.Details.RetryAfterSeconds != 60 || len(st.Details.Causes) != 1 ||
+		st.Details.Causes[0].Type != deliveryapi.QuotaExceeded || st.Details.Causes[0].Field != "spec.hard.payloadBytesRetained" {
+		t.Errorf("details %+v, want retryAfterSeconds 60 and a QuotaExceeded cause on spec.hard.payloadBytesRetained", st.Details)
+	}
+	if err := store.QuotaDelete(ctx, "shop"); err != nil {
+		t.Fatal(err)
+	}
+
+	outage.Cut()
+	resp, st, err = create()
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -31,6 +31,7 @@ const (
 	CodeForbidden            Code = "Forbidden"            // 403
 	CodeMethodNotAllowed     Code = "MethodNotAllowed"     // 405, with Allow
 	CodeRequestTimeout       Code = "RequestTimeout"       // 408: the body did not arrive within the server's read timeout
+	CodeQuotaExceeded        Code = "QuotaExceeded"        // 429, with Retry-After: the namespace is over its WebhookQuota; limit names the hard limit
 	CodeUnavailable          Code = "Unavailable"          // 503, with Retry-After when known: shutting down, timed out or overloaded; retry with the same Idempotency-Key
 	CodeInternal             Code = "Internal"             // 500: details are logged, never answered
 )
@@ -41,11 +42,14 @@ type ErrorBody struct {
 }
 
 // ErrorDetail says what went wrong. Field names the offending body field
-// (dotted path), header or query parameter, when there is one.
+// (dotted path), header or query parameter, when there is one; Limit the
+// hard limit of the namespace's WebhookQuota (spec.hard.<limit>) that
+// refused a publish (QuotaExceeded).
 type ErrorDetail struct {
 	Code    Code   `json:"code"`
 	Message string `json:"message"`
 	Field   string `json:"field,omitempty"`
+	Limit   string `json:"limit,omitempty"`
 }
 
 // apiError is an error answer. cause is logged, never sent.
@@ -55,6 +59,8 @@ type apiError struct {
 	message string
 	field   string
 	cause   error
+	// limit is ErrorDetail.Limit.
+	limit string
 	// retryAfter, when set, is answered as Retry-After (seconds).
 	retryAfter string
 	// quiet: an expected refusal under load, logged at V(1) like a client
@@ -121,7 +127,7 @@ func writeError(w http.ResponseWriter, e *apiError) {
 	if e.retryAfter != "" {
 		w.Header().Set("Retry-After", e.retryAfter)
 	}
-	body := ErrorBody{Error: ErrorDetail{Code: e.code, Message: e.message, Field: e.field}}
+	body := ErrorBody{Error: ErrorDetail{Code: e.code, Message: e.message, Field: e.field, Limit: e.limit}}
 	if err := writeJSON(w, e.status, body); err != nil {
 		// Only strings: cannot fail. Keep a valid answer regardless.
 		http.Error(w, `{"error":{"code":"Internal","message":"internal error"}}`, http.StatusInternalServerError)

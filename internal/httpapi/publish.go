@@ -3,6 +3,7 @@ package httpapi
 import (
 	"errors"
 	"net/http"
+	"strconv"
 
 	"github.com/hookkeeper/hookkeeper/internal/publish"
 )
@@ -66,6 +67,11 @@ func publishRefusal(err error) *apiError {
 	}
 	if ue, ok := errors.AsType[*publish.UnknownEndpointError](err); ok {
 		return &apiError{status: http.StatusUnprocessableEntity, code: CodeUnknownEndpoint, field: "endpoint", message: ue.Error()}
+	}
+	if qe, ok := errors.AsType[*publish.QuotaExceededError](err); ok {
+		// An expected refusal: logged like a client error.
+		return &apiError{status: http.StatusTooManyRequests, code: CodeQuotaExceeded, limit: string(qe.Limit),
+			retryAfter: strconv.FormatInt(publish.RetryAfterSeconds(qe.RetryAfter), 10), quiet: true, message: qe.Error()}
 	}
 	if ue, ok := errors.AsType[*publish.UnavailableError](err); ok {
 		msg, known := unavailableMessages[ue.Reason]

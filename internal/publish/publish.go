@@ -309,6 +309,9 @@ func outcomeError(p *ledger.EventInsertParams, err error) error {
 	if te, ok := errors.AsType[*ledger.TargetError](err); ok {
 		return &UnknownEndpointError{Namespace: te.Namespace, Endpoint: EndpointName(te.Namespace, te.Endpoint)}
 	}
+	if qe, ok := errors.AsType[*ledger.QuotaError](err); ok {
+		return &QuotaExceededError{Namespace: qe.Namespace, Limit: qe.Limit, Hard: qe.Hard, Used: qe.Used, RetryAfter: qe.RetryAfter}
+	}
 	return fmt.Errorf("publishing event %s: %w", p.ID, err)
 }
 

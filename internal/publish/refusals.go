@@ -27,6 +27,9 @@ var (
 	// ErrUnavailable: nothing could be committed now; retry, with the same
 	// idempotency key (*UnavailableError).
 	ErrUnavailable = errors.New("publishing is unavailable")
+	// ErrQuotaExceeded: the namespace is over its WebhookQuota
+	// (*QuotaExceededError); nothing was recorded.
+	ErrQuotaExceeded = errors.New("namespace quota exceeded")
 	// ErrStopping is what a Committer wraps when it no longer commits
 	// because the process is shutting down (ledger.ErrStopping, so that
 	// the engine need not know the publish core).
@@ -161,4 +164,43 @@ func (e *UnavailableError) Is(target error) bool { return target == ErrUnavailab
 // why: it could not be reached, or did not commit in time.
 func (e *UnavailableError) LedgerOutage() bool {
 	return e.Reason == LedgerUnreachable || e.Reason == CommitTimeout
+}
+
+// QuotaLimit names the hard limit of a WebhookQuota (spec.hard) that
+// refused a publish: ledger.QuotaPublishesPerSecond, QuotaEventsPerDay or
+// QuotaPayloadBytesRetained.
+type QuotaLimit = ledger.QuotaLimit
+
+// QuotaExceededError refuses a publish over its namespace's WebhookQuota:
+// Limit is the hard limit (spec.hard.<Limit>) it would exceed, Hard its
+// value and Used what was used of it. Nothing was recorded, and the
+// publish counts only among the namespace's refusals. A publisher retries
+// after RetryAfter (for payload bytes, a hint: they are freed as
+// retention prunes payloads); an idempotent retry of an event that was
+// accepted is never refused.
+type QuotaExceededError struct {
+	Namespace  string
+	Limit      QuotaLimit
+	Hard       int64
+	Used       int64
+	RetryAfter time.Duration
+}
+
+func (e *QuotaExceededError) Error() string {
+	what := map[QuotaLimit]string{
+		ledger.QuotaPublishesPerSecond:   "publishes per second",
+		ledger.QuotaEventsPerDay:         "events per day (UTC)",
+		ledger.QuotaPayloadBytesRetained: "payload bytes retained",
+	}[e.Limit]
+	return fmt.Sprintf("namespace %s is over its WebhookQuota: spec.hard.%s is %d %s, and %d are used; nothing was recorded: retry after %ds, or ask the cluster's admin to raise the quota",
+		e.Namespace, e.Limit, e.Hard, what, e.Used, RetryAfterSeconds(e.RetryAfter))
+}
+
+// Is makes errors.Is(err, ErrQuotaExceeded) hold.
+func (e *QuotaExceededError) Is(target error) bool { return target == ErrQuotaExceeded }
+
+// RetryAfterSeconds is d as a Retry-After in whole seconds, rounded up,
+// at least 1.
+func RetryAfterSeconds(d time.Duration) int64 {
+	return max(1, int64((d+time.Second-1)/time.Second))
 }
