@@ -187,6 +187,9 @@ func main() {
 		// The publish cores tell the engine (their Committer) of filter
 		// overruns; it wakes the endpoint's controller.
 		OnFilterOverrun: overruns.Notify,
+		// Replicas share a PostgreSQL ledger: the endpoints' rateLimit
+		// and maxInFlight hold for all of them together.
+		SharedLimits: loc.Driver == ledger.Postgres,
 	})
 	if err != nil {
 		setupLog.Error(err, "unable to create the delivery engine")

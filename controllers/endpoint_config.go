@@ -148,7 +148,7 @@ func endpointConfig(ep *hookv1.WebhookEndpoint, policy ledger.Policy, secrets []
 		out.DeadLetter = ledger.EndpointID(ep.Namespace, spec.DeadLetterRef.Name)
 	}
 	if rl := spec.RateLimit; rl != nil {
-		out.RateLimit = ledger.RateLimit{PerSecond: int(rl.PerSecond), Burst: int(rl.PerSecond)}
+		out.RateLimit = ledger.RateLimit{PerSecond: int(rl.PerSecond)}
 		if rl.Burst != nil {
 			out.RateLimit.Burst = int(*rl.Burst)
 		}

@@ -176,7 +176,7 @@ func TestEndpointConfig(t *testing.T) {
 			want: ledger.Endpoint{ID: "shop/orders", Namespace: "shop", Name: "orders", URL: "https://example.com/hook",
 				EventTypes: []string{"order.*", "refund.created"}, Secrets: secrets, Policy: policy,
 				AckMode: ledger.AckCallback, AckTimeout: 15 * time.Minute, Paused: true, DeadLetter: "shop/dlq", Owner: "team-payments",
-				RateLimit: ledger.RateLimit{PerSecond: 5, Burst: 5}, MaxInFlight: 3,
+				RateLimit: ledger.RateLimit{PerSecond: 5}, MaxInFlight: 3,
 				Headers: []wire.Header{{Name: "X-Tenant", Value: "acme"}}},
 		},
 		{

@@ -504,11 +504,11 @@ var _ = Describe("the hookkeeper.dev CRDs", func() {
   eventTypes: ["*"]
   acknowledgement: {mode: Polling}
 `, "spec.acknowledgement.mode", `Unsupported value: "Polling"`),
-		Entry("a rate-limit burst below the rate", "WebhookEndpoint", `
+		Entry("a rate-limit burst of zero", "WebhookEndpoint", `
   url: https://example.com/hooks
   eventTypes: ["*"]
-  rateLimit: {perSecond: 50, burst: 10}
-`, "spec.rateLimit", "rateLimit.burst must be at least rateLimit.perSecond"),
+  rateLimit: {perSecond: 50, burst: 0}
+`, "spec.rateLimit.burst", "should be greater than or equal to 1"),
 		Entry("maxInFlight of zero", "WebhookEndpoint", `
   url: https://example.com/hooks
   eventTypes: ["*"]

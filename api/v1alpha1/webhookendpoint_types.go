@@ -39,8 +39,10 @@ type Acknowledgement struct {
 	Timeout *metav1.Duration `json:"timeout,omitempty"`
 }
 
-// RateLimit bounds how fast attempts are sent to one endpoint.
-// +kubebuilder:validation:XValidation:rule="!has(self.burst) || self.burst >= self.perSecond",message="rateLimit.burst must be at least rateLimit.perSecond"
+// RateLimit bounds how fast attempts are sent to one endpoint, by every
+// replica together: sends are spaced 1/perSecond apart, burst-1 of them
+// allowed ahead after a pause, so that any second sees at most
+// perSecond+burst.
 type RateLimit struct {
 	// perSecond is the sustained number of attempts per second.
 	// +required
@@ -48,8 +50,8 @@ type RateLimit struct {
 	// +kubebuilder:validation:Maximum=10000
 	PerSecond int32 `json:"perSecond"`
 
-	// burst is how many attempts may be sent at once above the sustained
-	// rate; defaults to perSecond.
+	// burst is how many attempts may be sent at once after a pause;
+	// defaults to 1 (evenly spaced).
 	// +optional
 	// +kubebuilder:validation:Minimum=1
 	// +kubebuilder:validation:Maximum=10000

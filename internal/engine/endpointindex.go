@@ -18,7 +18,7 @@ import (
 // endpoint but for its probes) or closed within its ramp (ClosedAt set
 // until refreshBreakers forgets it).
 func watchedEndpoint(st *endpointState) bool {
-	return st.cfg.MaxInFlight > 0 || brokenEndpoint(st)
+	return st.cfg.MaxInFlight > 0 || st.cfg.RateLimit.PerSecond > 0 || brokenEndpoint(st)
 }
 
 // brokenEndpoint reports whether endpoint st's breaker holds it (open) or

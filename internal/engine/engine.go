@@ -105,7 +105,11 @@ type Options struct {
 	// exceeded a budget on this replica (filters.go): on the first
 	// overruns of a filter, then at most once a minute. It must not block.
 	OnFilterOverrun func(endpointID string)
-	Clock           Clock
+	// SharedLimits holds each endpoint's rateLimit and maxInFlight in the
+	// ledger for every engine on it together (limits.go): set it when
+	// several processes share the ledger (PostgreSQL).
+	SharedLimits bool
+	Clock        Clock
 	// Rand returns values in [0,1) for jitter (default math/rand/v2).
 	Rand    func() float64
 	Logger  logr.Logger
@@ -187,6 +191,9 @@ type Engine struct {
 	backlogged      atomic.Pointer[map[string]bool]
 	timeouts, ramps durationCounts
 	slots           slotCache
+	// throttledUntil is the latest time an endpoint's shared rate holds
+	// it until (limits.go): the slot count changes then, uncached.
+	throttledUntil time.Time
 	// claim holds, from a claim's slot count to the start of what it
 	// claimed, what it may take of each limited endpoint, and a publish's
 	// hand-off reserves the slots it leases (endpointState.reserved) until
@@ -215,6 +222,11 @@ type endpointState struct {
 	breaker ledger.Breaker
 	streak  streak
 	opening bool
+	// slots is this engine's lease of the endpoint's in-flight slots, and
+	// throttledUntil when its shared rate allows the next send, while
+	// limits are shared (limits.go).
+	slots          slotLease
+	throttledUntil time.Time
 }
 
 // New returns an Engine for opts.
@@ -551,12 +563,27 @@ func (e *Engine) start(ctx, attemptCtx context.Context, wg *sync.WaitGroup, c *l
 		e.release(c, now, "circuit_open")
 		return false
 	}
-	if limit := st.cfg.MaxInFlight; limit > 0 && st.inFlight >= limit {
+	if now.Before(st.throttledUntil) {
+		// Another send of this engine or another took the rate's next
+		// place: no ledger round trip to learn it again.
+		next := st.throttledUntil
+		e.mu.Unlock()
+		e.release(c, next, "rate_limit")
+		return false
+	}
+	limit := e.slotLimitLocked(st, now)
+	budget := st.cfg.Policy.Budget
+	e.mu.Unlock()
+	if limit > 0 && e.opts.SharedLimits && !e.ensureSlots(ctx, st, now) {
+		e.release(c, now, "max_in_flight")
+		return false
+	}
+	e.mu.Lock()
+	if limit = e.slotLimitLocked(st, now); limit > 0 && st.inFlight >= limit {
 		e.mu.Unlock()
 		e.release(c, now, "max_in_flight")
 		return false
 	}
-	budget := st.cfg.Policy.Budget
 	e.mu.Unlock()
 
 	// A retry, and a re-send's first attempt (a recovery, a reissue, a
@@ -588,6 +615,19 @@ func (e *Engine) start(ctx, attemptCtx context.Context, wg *sync.WaitGroup, c *l
 		}
 	}
 	e.addInFlightLocked(st, 1)
+	e.mu.Unlock()
+	if taken, next, err := e.takeSend(ctx, st, now); !taken {
+		if err != nil {
+			e.opts.Logger.Error(err, "taking a send from the endpoint's rate; releasing delivery", "delivery", c.Delivery.ID)
+			next = now.Add(time.Second)
+		}
+		e.mu.Lock()
+		e.addInFlightLocked(st, -1)
+		e.mu.Unlock()
+		e.release(c, next, "rate_limit")
+		return false
+	}
+	e.mu.Lock()
 	retry := isRetry(&c.Delivery)
 	if retry {
 		e.shares.retries++
@@ -600,7 +640,8 @@ func (e *Engine) start(ctx, attemptCtx context.Context, wg *sync.WaitGroup, c *l
 		defer wg.Done()
 		sent := sync.OnceFunc(func() {
 			e.mu.Lock()
-			wasFull := st.cfg.MaxInFlight > 0 && st.inFlight >= st.cfg.MaxInFlight
+			limit := e.slotLimitLocked(st, e.opts.Clock.Now())
+			wasFull := limit > 0 && st.inFlight >= limit
 			e.addInFlightLocked(st, -1)
 			if retry {
 				e.shares.retries--

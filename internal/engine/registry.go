@@ -150,11 +150,7 @@ func newLimiter(rl ledger.RateLimit) *rate.Limiter {
 	if rl.PerSecond <= 0 {
 		return nil
 	}
-	burst := rl.Burst
-	if burst < rl.PerSecond {
-		burst = rl.PerSecond
-	}
-	return rate.NewLimiter(rate.Limit(rl.PerSecond), burst)
+	return rate.NewLimiter(rate.Limit(rl.PerSecond), ledger.RateBurst(rl))
 }
 
 // endpointFor returns the cached state of an endpoint, reloading it from
@@ -197,7 +193,7 @@ func (e *Engine) endpointSlotsLocked(held *claimHold) (full []string, slots map[
 	// Without a claim or a breaker ramping up, the count depends on
 	// nothing but the endpoints and their in-flight and reserved counts,
 	// which bump slots.gen: an idle engine counts again only what changed.
-	cacheable := held == nil && !e.rampingLocked()
+	cacheable := held == nil && !e.rampingLocked() && !e.opts.Clock.Now().Before(e.throttledUntil)
 	if cacheable && e.slots.valid && e.slots.at == e.slots.gen {
 		return e.slots.full, e.slots.slots
 	}
@@ -252,20 +248,28 @@ func (e *Engine) freeSlotsLocked(st *endpointState, now time.Time, held *claimHo
 	if st.breaker.Open {
 		return 0
 	}
-	limit := st.cfg.MaxInFlight
+	if now.Before(st.throttledUntil) {
+		return 0 // its rate's next send is later (limits.go)
+	}
+	limit, bounded := e.slotLimitLocked(st, now), st.cfg.MaxInFlight > 0
 	if st.breaker.ClosedAt != nil {
 		lim := limit
-		if lim <= 0 {
+		if !bounded {
 			lim = e.opts.Workers
 		}
 		if n, capped := rampSlots(*st.breaker.ClosedAt, now, st.cfg.Policy.BreakerPolicyOrDefault().Ramp, lim); capped {
-			limit = n
+			limit, bounded = n, true
 		}
 	}
-	// Within its fair share, always; within its own limit when it has one.
+	// Within its fair share, always; within its own limit when it has one;
+	// a claim takes no more of a rate-limited endpoint than its rate sends
+	// soon (limits.go).
 	free := e.shareFreeLocked(st)
-	if limit > 0 {
+	if bounded {
 		free = min(free, limit-st.inFlight-st.reserved)
+	}
+	if st.cfg.RateLimit.PerSecond > 0 {
+		free = min(free, rateSlots(st.cfg.RateLimit))
 	}
 	return free - held.take(st.cfg.ID)
 }

@@ -33,6 +33,7 @@ func (e *Engine) runServices(ctx context.Context) {
 		case <-sweep.C:
 		}
 		e.refreshBreakers(ctx, e.opts.Clock.Now(), round%breakerSweepEvery == 0)
+		e.renewSlots(ctx, e.opts.Clock.Now())
 		if err := e.sweepAckTimeouts(ctx); err != nil && ctx.Err() == nil {
 			log.Error(err, "acknowledgement timeouts")
 		}

@@ -47,6 +47,8 @@ type EndpointConfig struct {
 	EventTypes  []string `json:"eventTypes"`
 	Secret      string   `json:"secret"`
 	MaxInFlight int      `json:"maxInFlight"`
+	// RateLimit is the endpoint's, if any.
+	RateLimit ledger.RateLimit `json:"rateLimit"`
 	MaxAttempts int32    `json:"maxAttempts"`
 	// Delay is the fixed delay between attempts (Go duration).
 	Delay string `json:"delay"`
@@ -206,7 +208,7 @@ func run(o hostOptions) error {
 	if o.printBreakers {
 		onBreaker = printBreaker
 	}
-	eng, err := engine.New(engine.Options{Store: store, Sender: o.sender, Instance: o.instance, Workers: o.workers, LeaseMargin: o.leaseMargin, IdleWait: o.idleWait, WriteBatch: groupcommit.Options{MaxDelay: o.writeDelay, Committers: o.writeCommitters, MaxBatch: o.writeMaxBatch}, RecordWait: o.recordWait, Logger: log, Metrics: metrics, Clock: o.clock, OnBreaker: onBreaker})
+	eng, err := engine.New(engine.Options{Store: store, Sender: o.sender, Instance: o.instance, Workers: o.workers, LeaseMargin: o.leaseMargin, IdleWait: o.idleWait, WriteBatch: groupcommit.Options{MaxDelay: o.writeDelay, Committers: o.writeCommitters, MaxBatch: o.writeMaxBatch}, RecordWait: o.recordWait, SharedLimits: loc.Driver == ledger.Postgres, Logger: log, Metrics: metrics, Clock: o.clock, OnBreaker: onBreaker})
 	if err != nil {
 		return err
 	}
@@ -316,7 +318,7 @@ func registerEndpoints(ctx context.Context, eng *engine.Engine, file string) err
 		}
 		_, err = eng.RegisterEndpoint(ctx, ledger.Endpoint{
 			ID: ledger.EndpointID(c.Namespace, c.Name), Namespace: c.Namespace, Name: c.Name,
-			URL: c.URL, EventTypes: c.EventTypes, MaxInFlight: c.MaxInFlight, AckMode: ledger.AckResponse,
+			URL: c.URL, EventTypes: c.EventTypes, MaxInFlight: c.MaxInFlight, RateLimit: c.RateLimit, AckMode: ledger.AckResponse,
 			Secrets: []ledger.SigningSecret{{Value: sensitive.Bytes(c.Secret)}},
 			Policy: ledger.Policy{
 				Backoff: b,

@@ -1,0 +1,170 @@
+package engine
+
+import (
+	"context"
+	"time"
+
+	"github.com/hookkeeper/hookkeeper/internal/ledger"
+)
+
+// An endpoint's rateLimit and maxInFlight are what its receiver sees,
+// whatever the replica count (ADR 0047). On a ledger that several
+// processes share (Options.SharedLimits), every send of a rate-limited
+// endpoint is taken from the ledger's schedule, and an engine starts no
+// more attempts to an endpoint than the in-flight slots it leases from
+// the ledger (ledger.Limits). On the embedded ledger, which serves one
+// process, the in-memory limiter and count are already the whole truth.
+
+const (
+	// slotLeaseTTL is how long a slot lease lasts in the ledger: a dead
+	// engine's slots are free again after it.
+	slotLeaseTTL = 10 * time.Second
+	// slotLeaseMargin is how much sooner this engine stops counting on a
+	// lease than the ledger frees it, for the renewal to land.
+	slotLeaseMargin = 3 * time.Second
+)
+
+// slotLease is this engine's lease of an endpoint's in-flight slots.
+type slotLease struct {
+	granted int
+	// until is when this engine stops counting on it (the ledger's end
+	// less slotLeaseMargin); zero before the first lease.
+	until time.Time
+	// wanted is the last time an attempt wanted a slot: the lease is
+	// renewed, wanting every slot, until slotLeaseTTL after it.
+	wanted time.Time
+	// asked is when the last lease was asked on demand, which is asked at
+	// most every slotAskEvery.
+	asked time.Time
+}
+
+// slotAskEvery bounds how often an attempt that finds no slot asks the
+// ledger for more, beside the renewals of every sweep.
+const slotAskEvery = 250 * time.Millisecond
+
+// slotLimitLocked is how many attempts to st this engine may have in
+// flight at now: its maxInFlight, within the slots it leases when limits
+// are shared. Without a lease it is 1, so that a claim may take a delivery
+// whose start then leases (ensureSlots). e.mu is held.
+func (e *Engine) slotLimitLocked(st *endpointState, now time.Time) int {
+	limit := st.cfg.MaxInFlight
+	if !e.opts.SharedLimits || limit <= 0 {
+		return limit
+	}
+	if st.slots.until.IsZero() || !now.Before(st.slots.until) {
+		return 1
+	}
+	return min(limit, st.slots.granted)
+}
+
+// ensureSlots leases st's slots now unless this engine holds a live lease
+// or asked lately, and reports whether an attempt may start (one fewer
+// than the slot limit is in flight). It marks the endpoint wanted.
+func (e *Engine) ensureSlots(ctx context.Context, st *endpointState, now time.Time) bool {
+	e.mu.Lock()
+	st.slots.wanted = now
+	live := !st.slots.until.IsZero() && now.Before(st.slots.until)
+	room := st.inFlight < min(st.cfg.MaxInFlight, st.slots.granted)
+	if (live && room) || now.Sub(st.slots.asked) < slotAskEvery {
+		e.mu.Unlock()
+		return live && room
+	}
+	st.slots.asked = now
+	ask := e.slotAskLocked(st, now)
+	e.mu.Unlock()
+	e.leaseSlots(ctx, []*endpointState{st}, []ledger.SlotAsk{ask}, now)
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return st.inFlight < e.slotLimitLocked(st, now)
+}
+
+// slotAskLocked is what this engine asks of st's slots at now: every slot
+// while attempts wanted one within slotLeaseTTL, else none but those in
+// flight. e.mu is held.
+func (e *Engine) slotAskLocked(st *endpointState, now time.Time) ledger.SlotAsk {
+	want := 0
+	if now.Sub(st.slots.wanted) < slotLeaseTTL {
+		want = st.cfg.MaxInFlight
+	}
+	return ledger.SlotAsk{EndpointID: st.cfg.ID, Max: st.cfg.MaxInFlight, InFlight: st.inFlight + st.reserved, Want: want}
+}
+
+// renewSlots renews, in one transaction, the leases of every endpoint
+// this engine holds slots of or wanted lately; a lease neither held nor
+// wanted is left to expire. Run by every sweep.
+func (e *Engine) renewSlots(ctx context.Context, now time.Time) {
+	if !e.opts.SharedLimits {
+		return
+	}
+	var (
+		sts  []*endpointState
+		asks []ledger.SlotAsk
+	)
+	e.mu.Lock()
+	for _, st := range e.endpoints {
+		if st.cfg.MaxInFlight <= 0 || st.slots.until.IsZero() {
+			continue
+		}
+		ask := e.slotAskLocked(st, now)
+		if ask.Want == 0 && ask.InFlight == 0 && !now.Before(st.slots.until) {
+			st.slots = slotLease{}
+			continue
+		}
+		sts, asks = append(sts, st), append(asks, ask)
+	}
+	e.mu.Unlock()
+	if len(asks) > 0 {
+		e.leaseSlots(ctx, sts, asks, now)
+	}
+}
+
+// leaseSlots asks the ledger for asks (of sts) and installs the grants.
+// A failed lease keeps the old grants until they lapse.
+func (e *Engine) leaseSlots(ctx context.Context, sts []*endpointState, asks []ledger.SlotAsk, now time.Time) {
+	granted, err := e.store.EndpointSlotsLease(ctx, &ledger.SlotsLeaseParams{
+		Holder: e.opts.Owner, Asks: asks, Now: now, Until: now.Add(slotLeaseTTL),
+	})
+	if err != nil {
+		if ctx.Err() == nil {
+			e.opts.Logger.Error(err, "leasing in-flight slots; keeping the current ones until they lapse")
+		}
+		return
+	}
+	e.mu.Lock()
+	for i, st := range sts {
+		if st.slots.granted < granted[i] {
+			defer e.wake() // slots freed: a claim may take more now
+		}
+		st.slots.granted, st.slots.until = granted[i], now.Add(slotLeaseTTL-slotLeaseMargin)
+	}
+	e.slots.gen++
+	e.mu.Unlock()
+}
+
+// takeSend takes one send of st's rate from the ledger when limits are
+// shared; refused, the endpoint is throttled until the next may be taken,
+// which the claims skip it until (freeSlotsLocked).
+func (e *Engine) takeSend(ctx context.Context, st *endpointState, now time.Time) (taken bool, nextAt time.Time, err error) {
+	if !e.opts.SharedLimits || st.cfg.RateLimit.PerSecond <= 0 {
+		return true, time.Time{}, nil
+	}
+	answer, err := e.store.EndpointRateTake(ctx, &ledger.RateTakeParams{EndpointID: st.cfg.ID, Limit: st.cfg.RateLimit, Now: now})
+	if err != nil || answer.Taken {
+		return answer.Taken, time.Time{}, err
+	}
+	e.mu.Lock()
+	st.throttledUntil = answer.NextAt
+	if answer.NextAt.After(e.throttledUntil) {
+		e.throttledUntil = answer.NextAt
+	}
+	e.slots.gen++
+	e.mu.Unlock()
+	return false, answer.NextAt, nil
+}
+
+// rateSlots bounds what one claim takes of a rate-limited endpoint: its
+// burst and the sends of 10 ms, so that a claim does not lease what the
+// rate will send back.
+func rateSlots(l ledger.RateLimit) int {
+	return ledger.RateBurst(l) + l.PerSecond/100
+}
