@@ -51,6 +51,9 @@ type EndpointEngine interface {
 	RegisterEndpoint(ctx context.Context, ep ledger.Endpoint) (ledger.Endpoint, error)
 	RemoveEndpoint(ctx context.Context, id string) (int, error)
 	EndpointStats(ctx context.Context, id string) (ledger.EndpointStats, error)
+	// Waiting reads the endpoint's throttled backlog (deliveries due and
+	// not sent), from a read of the ledger shared by every endpoint.
+	Waiting(ctx context.Context, id string) (ledger.Waiting, error)
 	ExhaustedList(ctx context.Context, params *ledger.ExhaustedListParams) ([]ledger.ExhaustedDelivery, error)
 	// RetryBudgetDeferrals reads, from the ledger, the retries its budget
 	// deferred on any replica.

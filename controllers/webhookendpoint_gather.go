@@ -158,6 +158,9 @@ func (r *WebhookEndpointReconciler) gatherDeliveries(ctx context.Context, obs *e
 	if err != nil {
 		return &stepError{"listing the endpoint's exhausted deliveries", err}
 	}
+	if d.Waiting, err = r.Engine.Waiting(ctx, id); err != nil {
+		return &stepError{"reading the endpoint's throttled backlog", err}
+	}
 	obs.Deliveries = d
 	return nil
 }

@@ -109,6 +109,8 @@ type deliveryFacts struct {
 	Recent []ledger.ExhaustedDelivery
 	// ReplayWindow is the replay window of the policy in effect.
 	ReplayWindow time.Duration
+	// Waiting is the throttled backlog.
+	Waiting ledger.Waiting
 }
 
 // webhookEndpointStatus computes the endpoint's status from the facts
@@ -129,6 +131,10 @@ func webhookEndpointStatus(ep *hookv1.WebhookEndpoint, f *endpointFacts, now tim
 			AwaitingAck:         st.AwaitingAck,
 			Delivered:           st.Delivered,
 			ExhaustedUnresolved: st.ExhaustedUnresolved,
+		}
+		if w := d.Waiting; w.Deliveries > 0 && !ep.Spec.Paused {
+			status.Deliveries.Throttled = w.Deliveries
+			status.Deliveries.OldestThrottledDueTime = metaTime(&w.OldestDue)
 		}
 		status.LastSuccessTime = metaTime(st.LastSuccessAt)
 		status.LastFailureTime = metaTime(st.LastFailureAt)

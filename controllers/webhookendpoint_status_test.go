@@ -443,3 +443,32 @@ func TestStatusMessagesNameNoRepositoryFile(t *testing.T) {
 		}
 	}
 }
+
+// TestThrottledBacklogInStatus: the deliveries due and not sent, and when
+// the oldest was due, in status.deliveries; none while paused, which holds
+// them on purpose.
+func TestThrottledBacklogInStatus(t *testing.T) {
+	oldest := statusNow.Add(-7*time.Minute - 300*time.Millisecond)
+	cases := []struct {
+		name       string
+		paused     bool
+		waiting    ledger.Waiting
+		want       int64
+		wantOldest *metav1.Time
+	}{
+		{"nothing waits", false, ledger.Waiting{}, 0, nil},
+		{"a backlog", false, ledger.Waiting{EndpointID: "ns/ep", Deliveries: 42, OldestDue: oldest}, 42, metaTime(&oldest)},
+		{"paused", true, ledger.Waiting{EndpointID: "ns/ep", Deliveries: 42, OldestDue: oldest}, 0, nil},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			ep := &hookv1.WebhookEndpoint{ObjectMeta: metav1.ObjectMeta{Name: "ep", Generation: 1}}
+			ep.Spec.Paused = c.paused
+			facts := &endpointFacts{Registered: true, Deliveries: &deliveryFacts{Waiting: c.waiting}}
+			got := webhookEndpointStatus(ep, facts, statusNow).Deliveries
+			if got.Throttled != c.want || !equality.Semantic.DeepEqual(got.OldestThrottledDueTime, c.wantOldest) {
+				t.Fatalf("deliveries = %d since %v, want %d since %v", got.Throttled, got.OldestThrottledDueTime, c.want, c.wantOldest)
+			}
+		})
+	}
+}

@@ -361,6 +361,18 @@ type DeliveryCounts struct {
 	// DeliveryRecovery.
 	// +optional
 	ExhaustedUnresolved int64 `json:"exhaustedUnresolved"`
+	// throttled deliveries are due and not sent yet: held by the
+	// endpoint's rateLimit, maxInFlight or retry budget, its namespace's
+	// fair share, an open breaker, or engines falling behind (0 while
+	// paused, which holds them on purpose). Read at most 10 s before the
+	// status was written.
+	// +optional
+	Throttled int64 `json:"throttled"`
+	// oldestThrottledDueTime is when the oldest throttled delivery was due;
+	// the shipped alert HookkeeperDeliveriesThrottled fires once it is over
+	// 10 minutes old.
+	// +optional
+	OldestThrottledDueTime *metav1.Time `json:"oldestThrottledDueTime,omitempty"`
 }
 
 // RecoveryAction is what a DeliveryRecovery can do for a delivery (or, in

@@ -194,6 +194,8 @@ type Engine struct {
 	// throttledUntil is the latest time an endpoint's shared rate holds
 	// it until (limits.go): the slot count changes then, uncached.
 	throttledUntil time.Time
+	// waiting caches the throttled backlog for the controllers (limits.go).
+	waiting waitingCache
 	// claim holds, from a claim's slot count to the start of what it
 	// claimed, what it may take of each limited endpoint, and a publish's
 	// hand-off reserves the slots it leases (endpointState.reserved) until

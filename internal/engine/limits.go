@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"sync"
 	"time"
 
 	"github.com/hookkeeper/hookkeeper/internal/ledger"
@@ -167,4 +168,35 @@ func (e *Engine) takeSend(ctx context.Context, st *endpointState, now time.Time)
 // rate will send back.
 func rateSlots(l ledger.RateLimit) int {
 	return ledger.RateBurst(l) + l.PerSecond/100
+}
+
+// waitingEvery is how stale the throttled backlog the controllers read may
+// be: one read of every due delivery serves every endpoint's status.
+const waitingEvery = 10 * time.Second
+
+// waitingCache is the last WaitingList, by endpoint.
+type waitingCache struct {
+	mu   sync.Mutex
+	at   time.Time
+	byID map[string]ledger.Waiting
+}
+
+// Waiting returns endpoint id's deliveries due and not sent (its throttled
+// backlog), as of a read of the whole ledger's at most waitingEvery old.
+func (e *Engine) Waiting(ctx context.Context, id string) (ledger.Waiting, error) {
+	c := &e.waiting
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	now := e.opts.Clock.Now()
+	if c.byID == nil || now.Sub(c.at) >= waitingEvery || now.Before(c.at) {
+		ws, err := e.store.WaitingList(ctx, now)
+		if err != nil {
+			return ledger.Waiting{}, err
+		}
+		c.byID, c.at = make(map[string]ledger.Waiting, len(ws)), now
+		for _, w := range ws {
+			c.byID[w.EndpointID] = w
+		}
+	}
+	return c.byID[id], nil
 }

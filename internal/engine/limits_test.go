@@ -1,15 +1,19 @@
 package engine_test
 
 import (
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/onsi/gomega"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/hookkeeper/hookkeeper/internal/engine"
 	"github.com/hookkeeper/hookkeeper/internal/ledger"
@@ -119,6 +123,68 @@ func TestSharedLimitsHoldAcrossEngines(t *testing.T) {
 			}
 			if n := paced.busiestSecond(); n > 21 {
 				t.Errorf("%d requests arrived within one second; perSecond is 20", n)
+			}
+		})
+	}
+}
+
+// TestThrottledBacklogMetrics: the deliveries due and not sent of each
+// endpoint, and how long the oldest has been due, for the shipped alert;
+// a paused endpoint's wait on purpose and shows none.
+func TestThrottledBacklogMetrics(t *testing.T) {
+	for _, s := range stores() {
+		t.Run(s.name, func(t *testing.T) {
+			t.Parallel()
+			store := s.open(t)
+			reg := prometheus.NewPedanticRegistry()
+			// Not running: nothing is sent, so what is due waits.
+			e, err := engine.New(engine.Options{Store: store, Metrics: engine.NewMetrics(reg, store)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(e.Close)
+			held := endpoint(t, "m", "held", "http://127.0.0.1:1/", []string{"a.held"}, policy(2, time.Millisecond))
+			held.Owner = "team-a"
+			paused := endpoint(t, "m", "paused", "http://127.0.0.1:1/", []string{"a.paused"}, policy(2, time.Millisecond))
+			paused.Paused = true
+			for _, ep := range []ledger.Endpoint{held, paused} {
+				if _, err := e.RegisterEndpoint(t.Context(), ep); err != nil {
+					t.Fatal(err)
+				}
+			}
+			due := time.Now().Add(-10 * time.Minute)
+			for i, typ := range []string{"a.held", "a.held", "a.paused"} {
+				now := due.Add(time.Duration(i) * time.Second)
+				if _, err := e.Publish(t.Context(), &ledger.EventInsertParams{
+					ID: ledger.NewID("evt", now), Namespace: "m", Type: typ, Data: json.RawMessage(`{}`), Now: now,
+				}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			want := `
+# HELP hookkeeper_endpoint_throttled_deliveries Deliveries due and not sent yet, per endpoint not paused, with the endpoint's owner.
+# TYPE hookkeeper_endpoint_throttled_deliveries gauge
+hookkeeper_endpoint_throttled_deliveries{endpoint="m/held",owner="team-a"} 2
+hookkeeper_endpoint_throttled_deliveries{endpoint="m/paused",owner=""} 0
+`
+			if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "hookkeeper_endpoint_throttled_deliveries"); err != nil {
+				t.Fatal(err)
+			}
+			ages := map[string]float64{}
+			families, err := reg.Gather()
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, f := range families {
+				if f.GetName() != "hookkeeper_endpoint_throttled_oldest_age_seconds" {
+					continue
+				}
+				for _, m := range f.GetMetric() {
+					ages[m.GetLabel()[0].GetValue()] = m.GetGauge().GetValue()
+				}
+			}
+			if ages["m/held"] < 600 || ages["m/paused"] != 0 {
+				t.Fatalf("oldest ages %v, want m/held at least 600 s (due 10 minutes ago) and m/paused 0", ages)
 			}
 		})
 	}

@@ -31,6 +31,21 @@ type Limits interface {
 	// one per endpoint of p.Asks, in one transaction, and returns how
 	// many slots of each the holder may fill (in the order of p.Asks).
 	EndpointSlotsLease(ctx context.Context, p *SlotsLeaseParams) ([]int, error)
+	// WaitingList returns, in endpoint ID order, the endpoints with
+	// deliveries due at now and not sent: one read of the due deliveries,
+	// for the throttled backlog of the metrics.
+	WaitingList(ctx context.Context, now time.Time) ([]Waiting, error)
+}
+
+// Waiting is what ledger.Limits' WaitingList reads of one endpoint: its
+// deliveries due and not sent (scheduled, due at or before the read), and
+// when the oldest of them was due. A delivery waits when a limit of its
+// endpoint (rateLimit, maxInFlight, retry budget), a fair share, a pause or
+// an open breaker holds it, or when the engines fall behind.
+type Waiting struct {
+	EndpointID string
+	Deliveries int64
+	OldestDue  time.Time
 }
 
 // RateTakeParams asks for one send to EndpointID under Limit at Now.

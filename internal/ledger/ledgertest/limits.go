@@ -22,6 +22,7 @@ func exerciseLimits(t *testing.T, newStore func(t *testing.T) ledger.Store) {
 		"SlotsNeverAddUpOverMax":        testSlotsConcurrent,
 		"SlotsShrinkToAFairShare":       testSlotsFairShare,
 		"SlotsExpire":                   testSlotsExpire,
+		"WaitingListsDueNotSent":        testWaitingList,
 	})
 }
 
@@ -177,5 +178,33 @@ func testSlotsExpire(t *testing.T, f *fixture) {
 	}
 	if got := f.lease("live", t0.Add(10*time.Second), ask); got[0] != 4 {
 		t.Fatalf("granted %d once the dead holder's lease ended, want 4", got[0])
+	}
+}
+
+// testWaitingList: the deliveries due and not sent, per endpoint, with
+// the oldest due time; neither those due later nor those claimed.
+func testWaitingList(t *testing.T, f *fixture) {
+	f.upsert(endpoint("a", "x", "order.created"), t0)
+	f.upsert(endpoint("b", "y", "order.paid"), t0)
+	f.publish("a", "order.created", t0)
+	f.publish("a", "order.created", t0.Add(time.Second))
+	f.publish("a", "order.created", t0.Add(3*time.Second))
+	f.publish("b", "order.paid", t0.Add(time.Second))
+	read := func(now time.Time) []ledger.Waiting {
+		t.Helper()
+		got, err := f.s.WaitingList(f.ctx, now)
+		if err != nil {
+			t.Fatalf("WaitingList: %v", err)
+		}
+		return got
+	}
+	got := read(t0.Add(2 * time.Second))
+	if len(got) != 2 || got[0].EndpointID != "a/x" || got[0].Deliveries != 2 || !got[0].OldestDue.Equal(t0) ||
+		got[1].EndpointID != "b/y" || got[1].Deliveries != 1 || !got[1].OldestDue.Equal(t0.Add(time.Second)) {
+		t.Fatalf("WaitingList at +2s = %+v, want a/x 2 since t0 and b/y 1 since +1s", got)
+	}
+	f.claim("w1", t0.Add(2*time.Second), time.Minute, 10)
+	if got := read(t0.Add(2 * time.Second)); len(got) != 0 {
+		t.Fatalf("WaitingList after claiming everything due = %+v, want none", got)
 	}
 }

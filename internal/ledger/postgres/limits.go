@@ -90,6 +90,32 @@ func (l limitTx) SlotLeaseSet(ctx context.Context, endpointID string, lease ledg
 	return err
 }
 
+// WaitingList implements ledger.Limits (deliveries_claimable holds the
+// scheduled rows by due time).
+func (s *Store) WaitingList(ctx context.Context, now time.Time) ([]ledger.Waiting, error) {
+	rows, err := s.pool.Query(ctx, `
+		SELECT endpoint_id, count(*), min(due_at) FROM deliveries
+		WHERE state = 'scheduled' AND due_at <= $1
+		GROUP BY endpoint_id ORDER BY endpoint_id`, nanos(now))
+	if err != nil {
+		return nil, translate("list waiting deliveries", err)
+	}
+	defer rows.Close()
+	var out []ledger.Waiting
+	for rows.Next() {
+		var (
+			w      ledger.Waiting
+			oldest int64
+		)
+		if err := rows.Scan(&w.EndpointID, &w.Deliveries, &oldest); err != nil {
+			return nil, translate("list waiting deliveries", err)
+		}
+		w.OldestDue = time.Unix(0, oldest).UTC()
+		out = append(out, w)
+	}
+	return out, translate("list waiting deliveries", rows.Err())
+}
+
 var (
 	_ ledger.Limits          = (*Store)(nil)
 	_ ledger.LimitTransactor = driver{}

@@ -75,6 +75,32 @@ func (l limitTx) SlotLeaseSet(_ context.Context, endpointID string, lease ledger
 	return translate("write a slot lease", err)
 }
 
+// WaitingList implements ledger.Limits (deliveries_due holds the
+// scheduled rows by due time).
+func (s *Store) WaitingList(ctx context.Context, now time.Time) ([]ledger.Waiting, error) {
+	rows, err := s.r.QueryContext(ctx, `
+		SELECT endpoint_id, count(*), min(due_at) FROM deliveries
+		WHERE state = 'scheduled' AND due_at <= ?
+		GROUP BY endpoint_id ORDER BY endpoint_id`, now.UnixNano())
+	if err != nil {
+		return nil, translate("list waiting deliveries", err)
+	}
+	defer func() { _ = rows.Close() }()
+	var out []ledger.Waiting
+	for rows.Next() {
+		var (
+			w      ledger.Waiting
+			oldest int64
+		)
+		if err := rows.Scan(&w.EndpointID, &w.Deliveries, &oldest); err != nil {
+			return nil, translate("list waiting deliveries", err)
+		}
+		w.OldestDue = time.Unix(0, oldest).UTC()
+		out = append(out, w)
+	}
+	return out, translate("list waiting deliveries", rows.Err())
+}
+
 var (
 	_ ledger.Limits          = (*Store)(nil)
 	_ ledger.LimitTransactor = driver{}
