@@ -236,6 +236,12 @@ func main() {
 		setupLog.Error(err, "unable to create controller", "controller", "WebhookEventType")
 		os.Exit(1)
 	}
+	// Namespace quotas are registered in the ledger, where every replica's
+	// publishes are checked against them.
+	if err := (&controllers.WebhookQuotaReconciler{Client: mgr.GetClient(), Ledger: store}).SetupWithManager(mgr); err != nil {
+		setupLog.Error(err, "unable to create controller", "controller", "WebhookQuota")
+		os.Exit(1)
+	}
 	// Every replica holds publishes to the event types' contracts, from
 	// its own cache.
 	contracts, err := controllers.SetupEventTypeContracts(mgr)

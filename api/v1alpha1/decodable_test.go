@@ -59,6 +59,7 @@ var (
 		"WebhookEndpoint":  reflect.TypeFor[hookv1.WebhookEndpoint](),
 		"DeliveryRecovery": reflect.TypeFor[hookv1.DeliveryRecovery](),
 		"WebhookEventType": reflect.TypeFor[hookv1.WebhookEventType](),
+		"WebhookQuota":     reflect.TypeFor[hookv1.WebhookQuota](),
 	}
 )
 
@@ -266,6 +267,10 @@ spec:
   type: a
   validFor: 1h
 `},
+	"WebhookQuota": {`
+spec:
+  hard: {publishesPerSecond: 1, publishBurst: 1, eventsPerDay: 1, payloadBytesRetained: 1Ki}
+`},
 }
 
 // statusFixtures are valid statuses of each kind, written after create.
@@ -296,6 +301,12 @@ status:
   conditions: [{type: Ready, status: "True", reason: R, message: m, lastTransitionTime: "2024-01-01T00:00:00Z"}]
   schema: None
   endpoints: 1
+`,
+	"WebhookQuota": `
+status:
+  conditions: [{type: Ready, status: "True", reason: R, message: m, lastTransitionTime: "2024-01-01T00:00:00Z"}]
+  used: {eventsPerDay: 1, payloadBytesRetained: 1Ki, refusedToday: 0}
+  updatedAt: "2024-01-01T00:00:00Z"
 `,
 }
 
@@ -396,6 +407,10 @@ var _ = Describe("the CRD schemas admit only what the Go types decode", Ordered,
 					name := fmt.Sprintf("c%d", created)
 					created++
 					obj["metadata"] = map[string]any{"name": name, "namespace": ns}
+					if l.kind == "WebhookQuota" {
+						// One per namespace, named default.
+						obj["metadata"] = map[string]any{"name": hookv1.WebhookQuotaName, "namespace": newNamespace()}
+					}
 					if l.status() {
 						delete(obj, "status")
 					} else {

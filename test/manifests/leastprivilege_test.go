@@ -50,7 +50,7 @@ var unusedGrants = map[grant]string{
 const listFallback = "the caches' fallback from a watch-list to a list; see listFallback"
 
 func init() {
-	for _, resource := range []string{"webhookendpoints", "retrypolicies", "deliveryrecoveries", "webhookeventtypes"} {
+	for _, resource := range []string{"webhookendpoints", "retrypolicies", "deliveryrecoveries", "webhookeventtypes", "webhookquotas"} {
 		unusedGrants[grant{"hookkeeper.dev", resource, "list"}] = listFallback
 	}
 	unusedGrants[grant{"", "secrets", "list"}] = listFallback
@@ -291,7 +291,14 @@ metadata: {name: order-created, namespace: %[1]s}
 spec:
   type: order.created
   schema: {type: object, required: [order], properties: {order: {type: integer}}}
+---
+apiVersion: hookkeeper.dev/v1alpha1
+kind: WebhookQuota
+metadata: {name: default, namespace: %[1]s}
+spec:
+  hard: {publishesPerSecond: 1000, eventsPerDay: 1000000}
 `, shop, receiver.URL), "apply", "-f", "-")
+	kwait("-n", shop, "webhookquota/default", "--for=condition=Ready")
 	kwait("-n", shop, "webhookendpoint/orders", "--for=condition=Ready")
 	kwait("-n", shop, "webhookeventtype/order-created", "--for=condition=Ready")
 	kwait("-n", shop, "retrypolicy/fast", "--for=condition=Ready")
