@@ -21,6 +21,8 @@
 //     (schemas.go);
 //   - 1, 2 and 3 engine replicas on one PostgreSQL, and from their costs
 //     what a PostgreSQL of 4, 8 and 16 cores carries (capacity.go).
+//   - an endpoint's rateLimit and maxInFlight as its receiver sees them
+//     behind three replicas on PostgreSQL (limits.go).
 package main
 
 import (
@@ -56,7 +58,7 @@ import (
 const token = "bench-token"
 
 // allSteps are the steps of `make bench`.
-const allSteps = "sqlite,postgres,lag,rss,deliveryapi,cost,history,disk,manager,breaker,filters,neighbour,schema,capacity,rest,crowd"
+const allSteps = "sqlite,postgres,lag,rss,deliveryapi,cost,history,disk,manager,breaker,filters,neighbour,schema,capacity,rest,crowd,limits"
 
 // verboseHosts passes -v to enginehost (set from --v).
 var verboseHosts bool
@@ -107,6 +109,9 @@ type config struct {
 	rest restConfig
 	// The crowd step (crowd.go).
 	crowd crowdConfig
+	// The limits step (limits.go): publishing time with the limits shared,
+	// and without (0: not run).
+	limitsDuration, limitsBeforeDuration time.Duration
 }
 
 // bothStores is the default of --cost-stores and --history-stores.
@@ -147,6 +152,8 @@ func main() {
 	flag.StringVar(&cfg.capacityPostgres, "capacity-postgres", "", "PostgreSQL DSN of the capacity step (default: --postgres; a server of its own keeps other databases' WAL out of the figures)")
 	cfg.rest.bindFlags(flag.CommandLine)
 	cfg.crowd.bindFlags(flag.CommandLine)
+	flag.DurationVar(&cfg.limitsDuration, "limits-duration", time.Minute, "publishing time of the limits step with the endpoint's limits shared by the three replicas (issue #43: 60 s)")
+	flag.DurationVar(&cfg.limitsBeforeDuration, "limits-before-duration", 10*time.Second, "publishing time of the limits step's run with each replica holding the limits on its own (0: not run)")
 	flag.StringVar(&cfg.enginehost, "enginehost", "", "use this enginehost binary instead of building ./test/enginehost (to compare builds in one session)")
 	flag.Parse()
 	if err := run(cfg); err != nil {
@@ -174,8 +181,9 @@ type results struct {
 	neighbour              neighbourResults // neighbour.go
 	schema                 schemaResults    // schemas.go
 	capacity               capacityResults
-	rest                   restResults  // rest.go
-	crowd                  crowdResults // crowd.go
+	rest                   restResults   // rest.go
+	crowd                  crowdResults  // crowd.go
+	limits                 limitsResults // limits.go
 }
 
 type throughput struct {
@@ -383,6 +391,14 @@ func run(cfg config) error {
 	}
 	if cfg.steps == "crowd" {
 		return writeCrowd(cfg, &r)
+	}
+	if cfg.runs("limits") {
+		if err := runLimits(cfg, bin, &r.limits); err != nil {
+			return err
+		}
+	}
+	if cfg.steps == "limits" {
+		return writeSection(cfg.out, limitsHeading, r.limits.markdown(r.machine))
 	}
 	if cfg.steps != allSteps || cfg.historyStores != bothStores || cfg.costStores != bothStores || cfg.breakerStores != bothStores ||
 		cfg.crowd.stores != bothStores {
@@ -895,6 +911,7 @@ Reproduce: `+"`make bench`"+` (needs `+"`./hack/postgres.sh`"+`, which `+"`make 
 	b.WriteString(r.capacity.markdown(r.machine))
 	b.WriteString(r.rest.markdown(r.machine))
 	b.WriteString(r.crowd.markdown(r.machine))
+	b.WriteString(r.limits.markdown(r.machine))
 	if err := os.WriteFile(cfg.out, []byte(b.String()), 0o644); err != nil {
 		return err
 	}

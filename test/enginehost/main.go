@@ -48,8 +48,8 @@ type EndpointConfig struct {
 	Secret      string   `json:"secret"`
 	MaxInFlight int      `json:"maxInFlight"`
 	// RateLimit is the endpoint's, if any.
-	RateLimit ledger.RateLimit `json:"rateLimit"`
-	MaxAttempts int32    `json:"maxAttempts"`
+	RateLimit   ledger.RateLimit `json:"rateLimit"`
+	MaxAttempts int32            `json:"maxAttempts"`
 	// Delay is the fixed delay between attempts (Go duration).
 	Delay string `json:"delay"`
 	// Timeout is the attempt timeout (Go duration).
@@ -100,6 +100,7 @@ func main() {
 	flag.DurationVar(&clockOffset, "clock-offset", 0, "shift the engine's and the API's clock by this much (tests use it to start at a chosen time)")
 	flag.BoolVar(&o.printBreakers, "print-breakers", false, "print a line on stdout when an endpoint's circuit breaker changes (\"breaker <endpoint> open|closed <reason> probes=<n>\"); whoever starts the process must read its stdout")
 	flag.StringVar(&o.instance, "instance", "", "identity of this replica across restarts (the manager's --instance); its earlier processes' leases are reclaimed at start")
+	flag.BoolVar(&o.sharedLimits, "shared-limits", true, "on PostgreSQL, hold endpoints' rateLimit and maxInFlight in the ledger for every process together (engine.Options.SharedLimits, ADR 0047); false: each process on its own, as before (the limits bench's \"before\")")
 	flag.Parse()
 	allowed, err := destination.ParseCIDRs(allowedDestinations)
 	if err != nil {
@@ -174,7 +175,7 @@ type hostOptions struct {
 	leaseMargin, idleWait, readHeaderTimeout, writeDelay     time.Duration
 	recordWait                                               time.Duration
 	maxConnections                                           int
-	verbose, printBreakers                                   bool
+	verbose, printBreakers, sharedLimits                     bool
 	sender                                                   engine.Sender
 	clock                                                    offsetClock
 }
@@ -208,7 +209,7 @@ func run(o hostOptions) error {
 	if o.printBreakers {
 		onBreaker = printBreaker
 	}
-	eng, err := engine.New(engine.Options{Store: store, Sender: o.sender, Instance: o.instance, Workers: o.workers, LeaseMargin: o.leaseMargin, IdleWait: o.idleWait, WriteBatch: groupcommit.Options{MaxDelay: o.writeDelay, Committers: o.writeCommitters, MaxBatch: o.writeMaxBatch}, RecordWait: o.recordWait, SharedLimits: loc.Driver == ledger.Postgres, Logger: log, Metrics: metrics, Clock: o.clock, OnBreaker: onBreaker})
+	eng, err := engine.New(engine.Options{Store: store, Sender: o.sender, Instance: o.instance, Workers: o.workers, LeaseMargin: o.leaseMargin, IdleWait: o.idleWait, WriteBatch: groupcommit.Options{MaxDelay: o.writeDelay, Committers: o.writeCommitters, MaxBatch: o.writeMaxBatch}, RecordWait: o.recordWait, SharedLimits: o.sharedLimits && loc.Driver == ledger.Postgres, Logger: log, Metrics: metrics, Clock: o.clock, OnBreaker: onBreaker})
 	if err != nil {
 		return err
 	}
