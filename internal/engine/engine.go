@@ -229,6 +229,11 @@ type endpointState struct {
 	// limits are shared (limits.go).
 	slots          slotLease
 	throttledUntil time.Time
+	// sends are places on the shared rate this engine reserved and has
+	// not used yet, in order; claimedAhead the deliveries of the claim
+	// being started that will want one (limits.go).
+	sends        []time.Time
+	claimedAhead int
 }
 
 // New returns an Engine for opts.
@@ -502,6 +507,7 @@ func (e *Engine) claimOnce(ctx, attemptCtx context.Context, wg *sync.WaitGroup) 
 	// A full batch leaves a backlog of its namespaces and of those at
 	// their share: their publishes queue behind it, the others' do not.
 	e.setBacklog(len(claimed) == limit, claimed, cs.atShare)
+	e.noteClaimed(claimed)
 	started := 0
 	for i := range claimed {
 		reserved-- // start owns the slot now, and frees it if it starts nothing
@@ -558,6 +564,7 @@ func (e *Engine) start(ctx, attemptCtx context.Context, wg *sync.WaitGroup, c *l
 	}
 
 	e.mu.Lock()
+	st.claimedAhead = max(st.claimedAhead-1, 0)
 	if st.breaker.Open && !e.probes[c.Delivery.ID] {
 		// Leased before the breaker opened (by a claim or a publish's
 		// hand-off): it waits with the rest instead of being sent.
@@ -565,9 +572,9 @@ func (e *Engine) start(ctx, attemptCtx context.Context, wg *sync.WaitGroup, c *l
 		e.release(c, now, "circuit_open")
 		return false
 	}
-	if now.Before(st.throttledUntil) {
-		// Another send of this engine or another took the rate's next
-		// place: no ledger round trip to learn it again.
+	if now.Before(st.throttledUntil) && len(st.sends) == 0 {
+		// Other sends of this engine or another took the rate's next
+		// places: no ledger round trip to learn it again.
 		next := st.throttledUntil
 		e.mu.Unlock()
 		e.release(c, next, "rate_limit")
@@ -607,18 +614,10 @@ func (e *Engine) start(ctx, attemptCtx context.Context, wg *sync.WaitGroup, c *l
 	}
 
 	e.mu.Lock()
-	if st.limiter != nil {
-		r := st.limiter.ReserveN(now, 1)
-		if delay := r.DelayFrom(now); !r.OK() || delay > 0 {
-			r.CancelAt(now)
-			e.mu.Unlock()
-			e.release(c, now.Add(delay), "rate_limit")
-			return false
-		}
-	}
 	e.addInFlightLocked(st, 1)
 	e.mu.Unlock()
-	if taken, next, err := e.takeSend(ctx, st, now); !taken {
+	sendAt, next, err := e.sendTime(ctx, st, now)
+	if sendAt.IsZero() {
 		if err != nil {
 			e.opts.Logger.Error(err, "taking a send from the endpoint's rate; releasing delivery", "delivery", c.Delivery.ID)
 			next = now.Add(time.Second)
@@ -658,6 +657,17 @@ func (e *Engine) start(ctx, attemptCtx context.Context, wg *sync.WaitGroup, c *l
 			}
 		})
 		defer sent()
+		if wait := sendAt.Sub(e.opts.Clock.Now()); wait > 0 {
+			// Its place on the endpoint's rate, at most rateHorizon ahead.
+			t := time.NewTimer(wait)
+			select {
+			case <-attemptCtx.Done():
+				t.Stop()
+				e.release(c, sendAt, "shutdown")
+				return
+			case <-t.C:
+			}
+		}
 		e.attempt(attemptCtx, &cfg, c, sent)
 	}()
 	return true

@@ -142,32 +142,91 @@ func (e *Engine) leaseSlots(ctx context.Context, sts []*endpointState, asks []le
 	e.mu.Unlock()
 }
 
-// takeSend takes one send of st's rate from the ledger when limits are
-// shared; refused, the endpoint is throttled until the next may be taken,
-// which the claims skip it until (freeSlotsLocked).
-func (e *Engine) takeSend(ctx context.Context, st *endpointState, now time.Time) (taken bool, nextAt time.Time, err error) {
-	if !e.opts.SharedLimits || st.cfg.RateLimit.PerSecond <= 0 {
-		return true, time.Time{}, nil
-	}
-	answer, err := e.store.EndpointRateTake(ctx, &ledger.RateTakeParams{EndpointID: st.cfg.ID, Limit: st.cfg.RateLimit, Now: now})
-	if err != nil || answer.Taken {
-		return answer.Taken, time.Time{}, err
-	}
-	e.mu.Lock()
-	st.throttledUntil = answer.NextAt
-	if answer.NextAt.After(e.throttledUntil) {
-		e.throttledUntil = answer.NextAt
-	}
-	e.slots.gen++
-	e.mu.Unlock()
-	return false, answer.NextAt, nil
+// rateHorizon is how far ahead an attempt may be given its place on an
+// endpoint's rate: it waits for it holding its worker, instead of going
+// back to the ledger and being claimed again.
+const rateHorizon = 100 * time.Millisecond
+
+// rateSlots bounds what one claim takes of a rate-limited endpoint (and
+// what one reservation asks): its burst and the sends of rateHorizon.
+func rateSlots(l ledger.RateLimit) int {
+	return ledger.RateBurst(l) + int(int64(l.PerSecond)*int64(rateHorizon)/int64(time.Second))
 }
 
-// rateSlots bounds what one claim takes of a rate-limited endpoint: its
-// burst and the sends of 10 ms, so that a claim does not lease what the
-// rate will send back.
-func rateSlots(l ledger.RateLimit) int {
-	return ledger.RateBurst(l) + l.PerSecond/100
+// sendTime is when an attempt to st may be sent under its rateLimit: now
+// without one; within rateHorizon, from this engine's limiter or, with
+// shared limits, from the places it reserved on the ledger's schedule
+// (reserving, in one transaction, as many as the claim being started
+// holds of the endpoint). Zero when the rate has no place that soon: next
+// is then when to try again, and the claims skip the endpoint until then.
+func (e *Engine) sendTime(ctx context.Context, st *endpointState, now time.Time) (sendAt, next time.Time, err error) {
+	l := st.cfg.RateLimit
+	if l.PerSecond <= 0 {
+		return now, time.Time{}, nil
+	}
+	e.mu.Lock()
+	if !e.opts.SharedLimits {
+		defer e.mu.Unlock()
+		if st.limiter == nil {
+			return now, time.Time{}, nil
+		}
+		r := st.limiter.ReserveN(now, 1)
+		delay := r.DelayFrom(now)
+		if !r.OK() || delay > rateHorizon {
+			r.CancelAt(now)
+			e.throttleLocked(st, now.Add(delay-rateHorizon))
+			return time.Time{}, st.throttledUntil, nil
+		}
+		return now.Add(delay), time.Time{}, nil
+	}
+	// A place reserved earlier and not yet passed (a late send would
+	// come closer than 1/perSecond to the next replica's).
+	for len(st.sends) > 0 {
+		at := st.sends[0]
+		st.sends = st.sends[1:]
+		if !at.Before(now.Add(-time.Millisecond)) {
+			e.mu.Unlock()
+			return at, time.Time{}, nil
+		}
+	}
+	n := min(1+st.claimedAhead, rateSlots(l))
+	e.mu.Unlock()
+	answer, err := e.store.EndpointRateTake(ctx, &ledger.RateTakeParams{
+		EndpointID: st.cfg.ID, Limit: l, Now: now, N: n, Horizon: rateHorizon,
+	})
+	if err != nil {
+		return time.Time{}, time.Time{}, err
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if !answer.Taken {
+		e.throttleLocked(st, answer.NextAt)
+		return time.Time{}, answer.NextAt, nil
+	}
+	st.sends = append(st.sends, answer.Sends[1:]...)
+	return answer.Sends[0], time.Time{}, nil
+}
+
+// throttleLocked holds st from the claims until its rate has a place
+// within rateHorizon (freeSlotsLocked). e.mu is held.
+func (e *Engine) throttleLocked(st *endpointState, until time.Time) {
+	st.throttledUntil = until
+	if until.After(e.throttledUntil) {
+		e.throttledUntil = until
+	}
+	e.slots.gen++
+}
+
+// noteClaimed counts, for the reservations of sendTime, the deliveries of
+// each rate-limited endpoint a claim is about to start.
+func (e *Engine) noteClaimed(claimed []ledger.ClaimedDelivery) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	for i := range claimed {
+		if st := e.endpoints[claimed[i].Delivery.EndpointID]; st != nil && st.cfg.RateLimit.PerSecond > 0 {
+			st.claimedAhead++
+		}
+	}
 }
 
 // waitingEvery is how stale the throttled backlog the controllers read may

@@ -48,17 +48,23 @@ type Waiting struct {
 	OldestDue  time.Time
 }
 
-// RateTakeParams asks for one send to EndpointID under Limit at Now.
+// RateTakeParams asks for up to N sends (at least 1) to EndpointID under
+// Limit, at Now or within Horizon after it: an engine that claimed several
+// deliveries of a rate-limited endpoint reserves their places on the
+// schedule in one transaction and sends each at its time.
 type RateTakeParams struct {
 	EndpointID string
 	Limit      RateLimit
 	Now        time.Time
+	N          int
+	Horizon    time.Duration
 }
 
-// RateAnswer is EndpointRateTake's: whether the send was taken, else the
-// earliest time the next may be.
+// RateAnswer is EndpointRateTake's: the times of the sends taken (in
+// order, none before Now), else the earliest time the next may be taken.
 type RateAnswer struct {
 	Taken  bool
+	Sends  []time.Time
 	NextAt time.Time
 }
 
@@ -97,14 +103,31 @@ func RateBurst(l RateLimit) int {
 // arrival time, Unix nanoseconds; 0 for none yet) of limit l: taken, the
 // new schedule; refused, when the next send may be.
 func GCRATake(tat int64, l RateLimit, now time.Time) (taken bool, newTAT int64, nextAt time.Time) {
+	sends, newTAT, nextAt := GCRAReserve(tat, l, now, 1, 0)
+	return len(sends) == 1, newTAT, nextAt
+}
+
+// GCRAReserve reserves up to n sends on the schedule tat of limit l, each
+// at the earliest time it conforms (now, or later by up to horizon): the
+// sends' times in order, the new schedule, and, when none was reserved,
+// when the next may be. Sends at their times conform to the rate exactly
+// as sends taken one by one at those times would.
+func GCRAReserve(tat int64, l RateLimit, now time.Time, n int, horizon time.Duration) (sends []time.Time, newTAT int64, nextAt time.Time) {
 	interval := int64(time.Second) / int64(max(l.PerSecond, 1))
 	tolerance := int64(RateBurst(l)-1) * interval
-	n := now.UnixNano()
-	start := max(tat, n)
-	if start-n > tolerance {
-		return false, tat, time.Unix(0, start-tolerance)
+	at := now.UnixNano()
+	for range max(n, 1) {
+		send := max(at, tat-tolerance) // the earliest conforming time
+		if send-at > int64(horizon) {
+			break
+		}
+		sends = append(sends, time.Unix(0, send))
+		tat = max(tat, send) + interval
 	}
-	return true, start + interval, time.Time{}
+	if len(sends) == 0 {
+		nextAt = time.Unix(0, tat-tolerance-int64(horizon))
+	}
+	return sends, tat, nextAt
 }
 
 // GrantSlots is how many of an endpoint's max slots a holder is granted
@@ -165,9 +188,9 @@ func EndpointRateTake(ctx context.Context, d LimitTransactor, p *RateTakeParams)
 		if err != nil {
 			return err
 		}
-		taken, next, at := GCRATake(tat, p.Limit, p.Now)
-		answer = RateAnswer{Taken: taken, NextAt: at}
-		if !taken {
+		sends, next, at := GCRAReserve(tat, p.Limit, p.Now, p.N, p.Horizon)
+		answer = RateAnswer{Taken: len(sends) > 0, Sends: sends, NextAt: at}
+		if !answer.Taken {
 			return nil
 		}
 		return st.RateScheduleSet(ctx, p.EndpointID, next)

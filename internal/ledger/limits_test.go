@@ -99,3 +99,70 @@ func TestGrantSlots(t *testing.T) {
 		})
 	}
 }
+
+func TestGCRAReserve(t *testing.T) {
+	now := time.Unix(1000, 0)
+	ms := func(d int64) time.Time { return now.Add(time.Duration(d) * time.Millisecond) }
+	l := ledger.RateLimit{PerSecond: 100}
+	cases := []struct {
+		name    string
+		tat     int64
+		n       int
+		horizon time.Duration
+		want    []time.Time
+		next    time.Time
+	}{
+		{"five within 40 ms", 0, 5, 40 * time.Millisecond, []time.Time{ms(0), ms(10), ms(20), ms(30), ms(40)}, time.Time{}},
+		{"as many as the horizon holds", 0, 5, 25 * time.Millisecond, []time.Time{ms(0), ms(10), ms(20)}, time.Time{}},
+		{"from the schedule", ms(15).UnixNano(), 2, 100 * time.Millisecond, []time.Time{ms(15), ms(25)}, time.Time{}},
+		{"none within the horizon", ms(150).UnixNano(), 2, 100 * time.Millisecond, nil, ms(50)},
+		{"no horizon is one send now", 0, 3, 0, []time.Time{ms(0)}, time.Time{}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			sends, _, next := ledger.GCRAReserve(c.tat, l, now, c.n, c.horizon)
+			if len(sends) != len(c.want) {
+				t.Fatalf("sends %v, want %v", sends, c.want)
+			}
+			for i := range sends {
+				if !sends[i].Equal(c.want[i]) {
+					t.Fatalf("sends %v, want %v", sends, c.want)
+				}
+			}
+			if !next.Equal(c.next) {
+				t.Fatalf("next %v, want %v", next, c.next)
+			}
+		})
+	}
+}
+
+// TestGCRAReserveWindow: three engines reserving batches of 11 sends 100
+// ms ahead, at whatever moments, send no more in any second than sends
+// taken one by one would: perSecond+burst.
+func TestGCRAReserveWindow(t *testing.T) {
+	l := ledger.RateLimit{PerSecond: 100}
+	var (
+		tat  int64
+		sent []time.Time
+	)
+	start := time.Unix(5000, 0)
+	for i := range 3000 { // a reservation every 1 ms, by turns, for 3 s
+		now := start.Add(time.Duration(i) * time.Millisecond)
+		var sends []time.Time
+		sends, tat, _ = ledger.GCRAReserve(tat, l, now, 11, 100*time.Millisecond)
+		sent = append(sent, sends...)
+	}
+	worst, j := 0, 0
+	for i := range sent {
+		if i > 0 && sent[i].Sub(sent[i-1]) < 10*time.Millisecond {
+			t.Fatalf("sends %d and %d are %v apart", i-1, i, sent[i].Sub(sent[i-1]))
+		}
+		for sent[i].Sub(sent[j]) >= time.Second {
+			j++
+		}
+		worst = max(worst, i-j+1)
+	}
+	if worst > 101 {
+		t.Fatalf("%d sends within one second, want at most 101", worst)
+	}
+}

@@ -36,7 +36,7 @@ const limitsHeading = "## Limits across three replicas (issue #43)"
 const (
 	limitsReplicas    = 3
 	limitsPerSecond   = 100
-	limitsMaxInFlight = 4
+	limitsMaxInFlight = 16
 	// limitsOffered is the load offered, events/s, open-loop.
 	limitsOffered = 1000
 	// limitsHold is how long the receiver holds each request.

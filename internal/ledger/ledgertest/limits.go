@@ -2,6 +2,7 @@ package ledgertest
 
 import (
 	"fmt"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -19,6 +20,7 @@ func exerciseLimits(t *testing.T, newStore func(t *testing.T) ledger.Store) {
 	subtests(t, newStore, map[string]func(t *testing.T, f *fixture){
 		"RateBurstOnceUnderConcurrency": testRateConcurrent,
 		"RateSpacedAndNextAt":           testRateSpaced,
+		"RateReservationsNeverOverlap":  testRateReservations,
 		"SlotsNeverAddUpOverMax":        testSlotsConcurrent,
 		"SlotsShrinkToAFairShare":       testSlotsFairShare,
 		"SlotsExpire":                   testSlotsExpire,
@@ -206,5 +208,44 @@ func testWaitingList(t *testing.T, f *fixture) {
 	f.claim("w1", t0.Add(2*time.Second), time.Minute, 10)
 	if got := read(t0.Add(2 * time.Second)); len(got) != 0 {
 		t.Fatalf("WaitingList after claiming everything due = %+v, want none", got)
+	}
+}
+
+// testRateReservations: 6 callers reserving 5 sends each, 100 ms ahead, at
+// one instant: the sends taken are spaced 1/perSecond apart, none shared,
+// and as many as 100 ms holds.
+func testRateReservations(t *testing.T, f *fixture) {
+	l := ledger.RateLimit{PerSecond: 100}
+	var (
+		wg    sync.WaitGroup
+		mu    sync.Mutex
+		sends []time.Time
+		errs  = make(chan error, 6)
+	)
+	for range 6 {
+		wg.Go(func() {
+			a, err := f.s.EndpointRateTake(f.ctx, &ledger.RateTakeParams{EndpointID: "shop/a", Limit: l, Now: t0, N: 5, Horizon: 100 * time.Millisecond})
+			if err != nil {
+				errs <- err
+				return
+			}
+			mu.Lock()
+			sends = append(sends, a.Sends...)
+			mu.Unlock()
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatalf("EndpointRateTake: %v", err)
+	}
+	slices.SortFunc(sends, func(a, b time.Time) int { return a.Compare(b) })
+	if len(sends) != 11 {
+		t.Fatalf("%d sends reserved within 100 ms, want 11 (0, 10, ..., 100 ms)", len(sends))
+	}
+	for i, s := range sends {
+		if !s.Equal(t0.Add(time.Duration(i) * 10 * time.Millisecond)) {
+			t.Fatalf("send %d at %v after t0, want %v", i, s.Sub(t0), time.Duration(i)*10*time.Millisecond)
+		}
 	}
 }
