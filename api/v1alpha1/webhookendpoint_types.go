@@ -372,6 +372,10 @@ type DeliveryCounts struct {
 	// the shipped alert HookkeeperDeliveriesThrottled fires once it is over
 	// 10 minutes old.
 	// +optional
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:Format=date-time
+	// +kubebuilder:validation:MaxLength=64
+	// +kubebuilder:validation:Pattern=`^[0-9]{4}-[0-9]{2}-[0-9]{2}T([01][0-9]|2[0-3]):[0-5][0-9]:[0-5][0-9](\.[0-9]{1,9})?(Z|[+-]([01][0-9]|2[0-3]):[0-5][0-9])$`
 	OldestThrottledDueTime *metav1.Time `json:"oldestThrottledDueTime,omitempty"`
 }
 

@@ -150,7 +150,7 @@ func newLimiter(rl ledger.RateLimit) *rate.Limiter {
 	if rl.PerSecond <= 0 {
 		return nil
 	}
-	return rate.NewLimiter(rate.Limit(rl.PerSecond), ledger.RateBurst(rl))
+	return rate.NewLimiter(rate.Every(ledger.RateInterval(rl)), ledger.RateBurst(rl))
 }
 
 // endpointFor returns the cached state of an endpoint, reloading it from

@@ -99,6 +99,18 @@ func RateBurst(l RateLimit) int {
 	return max(l.Burst, 1)
 }
 
+// RateMargin is how much wider than 1/perSecond sends are spaced: what
+// the receiver counts in a second is the sends of a second widened by the
+// jitter between sending and arriving (the sender's scheduling, the
+// network, the receiver's), which 3% absorbs up to 30 ms of, so that the
+// receiver never counts more than perSecond+burst in any second.
+const RateMargin = 0.03
+
+// RateInterval is the spacing of l's sends: 1/perSecond, RateMargin wider.
+func RateInterval(l RateLimit) time.Duration {
+	return time.Duration(float64(time.Second) * (1 + RateMargin) / float64(max(l.PerSecond, 1)))
+}
+
 // GCRATake decides one send at now on the schedule tat (the theoretical
 // arrival time, Unix nanoseconds; 0 for none yet) of limit l: taken, the
 // new schedule; refused, when the next send may be.
@@ -113,7 +125,7 @@ func GCRATake(tat int64, l RateLimit, now time.Time) (taken bool, newTAT int64, 
 // when the next may be. Sends at their times conform to the rate exactly
 // as sends taken one by one at those times would.
 func GCRAReserve(tat int64, l RateLimit, now time.Time, n int, horizon time.Duration) (sends []time.Time, newTAT int64, nextAt time.Time) {
-	interval := int64(time.Second) / int64(max(l.PerSecond, 1))
+	interval := int64(RateInterval(l))
 	tolerance := int64(RateBurst(l)-1) * interval
 	at := now.UnixNano()
 	for range max(n, 1) {

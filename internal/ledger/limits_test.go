@@ -9,7 +9,13 @@ import (
 
 func TestGCRATake(t *testing.T) {
 	now := time.Unix(1000, 0)
-	ms := func(d int64) int64 { return now.UnixNano() + d*int64(time.Millisecond) }
+	hundred := ledger.RateLimit{PerSecond: 100}
+	iv := int64(ledger.RateInterval(hundred)) // 10.3 ms: 1/perSecond and the margin
+	if iv != int64(10300*time.Microsecond) {
+		t.Fatalf("RateInterval(100/s) = %v, want 10.3ms", time.Duration(iv))
+	}
+	at := func(d int64) int64 { return now.UnixNano() + d }
+	ms := func(d int64) int64 { return d * int64(time.Millisecond) }
 	cases := []struct {
 		name      string
 		tat       int64
@@ -18,13 +24,13 @@ func TestGCRATake(t *testing.T) {
 		newTAT    int64
 		nextAtOff time.Duration
 	}{
-		{"first send", 0, ledger.RateLimit{PerSecond: 100}, true, ms(10), 0},
-		{"schedule in the past is now", ms(-500), ledger.RateLimit{PerSecond: 100}, true, ms(10), 0},
-		{"schedule now", ms(0), ledger.RateLimit{PerSecond: 100}, true, ms(10), 0},
-		{"ahead without burst", ms(3), ledger.RateLimit{PerSecond: 100}, false, ms(3), 3 * time.Millisecond},
-		{"ahead within the burst", ms(20), ledger.RateLimit{PerSecond: 100, Burst: 3}, true, ms(30), 0},
-		{"ahead past the burst", ms(30), ledger.RateLimit{PerSecond: 100, Burst: 3}, false, ms(30), 10 * time.Millisecond},
-		{"one a second", ms(400), ledger.RateLimit{PerSecond: 1}, false, ms(400), 400 * time.Millisecond},
+		{"first send", 0, hundred, true, at(iv), 0},
+		{"schedule in the past is now", at(-ms(500)), hundred, true, at(iv), 0},
+		{"schedule now", at(0), hundred, true, at(iv), 0},
+		{"ahead without burst", at(ms(3)), hundred, false, at(ms(3)), 3 * time.Millisecond},
+		{"ahead within the burst", at(2 * iv), ledger.RateLimit{PerSecond: 100, Burst: 3}, true, at(3 * iv), 0},
+		{"ahead past the burst", at(3 * iv), ledger.RateLimit{PerSecond: 100, Burst: 3}, false, at(3 * iv), time.Duration(iv)},
+		{"one a second", at(ms(400)), ledger.RateLimit{PerSecond: 1}, false, at(ms(400)), 400 * time.Millisecond},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -64,7 +70,7 @@ func TestGCRAWindow(t *testing.T) {
 		if limit := l.PerSecond + ledger.RateBurst(l); worst > limit {
 			t.Errorf("%+v: %d sends in one second, want at most %d", l, worst, limit)
 		}
-		if got, want := len(sent), 3*l.PerSecond; got < want {
+		if got, want := len(sent), int(3*float64(l.PerSecond)/(1+ledger.RateMargin)); got < want {
 			t.Errorf("%+v: %d sends in 3 s, want at least %d", l, got, want)
 		}
 	}
@@ -102,8 +108,9 @@ func TestGrantSlots(t *testing.T) {
 
 func TestGCRAReserve(t *testing.T) {
 	now := time.Unix(1000, 0)
-	ms := func(d int64) time.Time { return now.Add(time.Duration(d) * time.Millisecond) }
 	l := ledger.RateLimit{PerSecond: 100}
+	iv := ledger.RateInterval(l)
+	at := func(k int) time.Time { return now.Add(time.Duration(k) * iv) }
 	cases := []struct {
 		name    string
 		tat     int64
@@ -112,11 +119,12 @@ func TestGCRAReserve(t *testing.T) {
 		want    []time.Time
 		next    time.Time
 	}{
-		{"five within 40 ms", 0, 5, 40 * time.Millisecond, []time.Time{ms(0), ms(10), ms(20), ms(30), ms(40)}, time.Time{}},
-		{"as many as the horizon holds", 0, 5, 25 * time.Millisecond, []time.Time{ms(0), ms(10), ms(20)}, time.Time{}},
-		{"from the schedule", ms(15).UnixNano(), 2, 100 * time.Millisecond, []time.Time{ms(15), ms(25)}, time.Time{}},
-		{"none within the horizon", ms(150).UnixNano(), 2, 100 * time.Millisecond, nil, ms(50)},
-		{"no horizon is one send now", 0, 3, 0, []time.Time{ms(0)}, time.Time{}},
+		{"five within four intervals", 0, 5, 4 * iv, []time.Time{at(0), at(1), at(2), at(3), at(4)}, time.Time{}},
+		{"as many as the horizon holds", 0, 5, 25 * time.Millisecond, []time.Time{at(0), at(1), at(2)}, time.Time{}},
+		{"from the schedule", now.Add(15 * time.Millisecond).UnixNano(), 2, 100 * time.Millisecond,
+			[]time.Time{now.Add(15 * time.Millisecond), now.Add(15*time.Millisecond + iv)}, time.Time{}},
+		{"none within the horizon", now.Add(150 * time.Millisecond).UnixNano(), 2, 100 * time.Millisecond, nil, now.Add(50 * time.Millisecond)},
+		{"no horizon is one send now", 0, 3, 0, []time.Time{at(0)}, time.Time{}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -154,7 +162,7 @@ func TestGCRAReserveWindow(t *testing.T) {
 	}
 	worst, j := 0, 0
 	for i := range sent {
-		if i > 0 && sent[i].Sub(sent[i-1]) < 10*time.Millisecond {
+		if i > 0 && sent[i].Sub(sent[i-1]) < ledger.RateInterval(l) {
 			t.Fatalf("sends %d and %d are %v apart", i-1, i, sent[i].Sub(sent[i-1]))
 		}
 		for sent[i].Sub(sent[j]) >= time.Second {

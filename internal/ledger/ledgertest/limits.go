@@ -82,7 +82,7 @@ func testRateConcurrent(t *testing.T, f *fixture) {
 	}
 }
 
-// testRateSpaced: without a burst, sends are 1/perSecond apart, a refusal
+// testRateSpaced: without a burst, sends are one interval apart, a refusal
 // says when the next may be, and endpoints have schedules of their own.
 func testRateSpaced(t *testing.T, f *fixture) {
 	l := ledger.RateLimit{PerSecond: 100}
@@ -90,8 +90,8 @@ func testRateSpaced(t *testing.T, f *fixture) {
 		t.Fatal("first send refused")
 	}
 	a := f.takeSend("shop/a", l, t0.Add(4*time.Millisecond))
-	if a.Taken || !a.NextAt.Equal(t0.Add(10*time.Millisecond)) {
-		t.Fatalf("second send 4 ms later = %+v, want refused until +10ms", a)
+	if a.Taken || !a.NextAt.Equal(t0.Add(ledger.RateInterval(l))) {
+		t.Fatalf("second send 4 ms later = %+v, want refused until one interval after the first", a)
 	}
 	if !f.takeSend("shop/b", l, t0.Add(4*time.Millisecond)).Taken {
 		t.Fatal("another endpoint's first send refused")
@@ -212,8 +212,8 @@ func testWaitingList(t *testing.T, f *fixture) {
 }
 
 // testRateReservations: 6 callers reserving 5 sends each, 100 ms ahead, at
-// one instant: the sends taken are spaced 1/perSecond apart, none shared,
-// and as many as 100 ms holds.
+// one instant: the sends taken are spaced one interval apart (1/perSecond
+// and the margin), none shared, and as many as 100 ms holds.
 func testRateReservations(t *testing.T, f *fixture) {
 	l := ledger.RateLimit{PerSecond: 100}
 	var (
@@ -240,12 +240,13 @@ func testRateReservations(t *testing.T, f *fixture) {
 		t.Fatalf("EndpointRateTake: %v", err)
 	}
 	slices.SortFunc(sends, func(a, b time.Time) int { return a.Compare(b) })
-	if len(sends) != 11 {
-		t.Fatalf("%d sends reserved within 100 ms, want 11 (0, 10, ..., 100 ms)", len(sends))
+	iv := ledger.RateInterval(l)
+	if len(sends) != 10 {
+		t.Fatalf("%d sends reserved within 100 ms, want 10 (one every %v)", len(sends), iv)
 	}
 	for i, s := range sends {
-		if !s.Equal(t0.Add(time.Duration(i) * 10 * time.Millisecond)) {
-			t.Fatalf("send %d at %v after t0, want %v", i, s.Sub(t0), time.Duration(i)*10*time.Millisecond)
+		if !s.Equal(t0.Add(time.Duration(i) * iv)) {
+			t.Fatalf("send %d at %v after t0, want %v", i, s.Sub(t0), time.Duration(i)*iv)
 		}
 	}
 }
