@@ -54,9 +54,9 @@ func TestLimitsRunMeets(t *testing.T) {
 		busiest, inFlight, requests int
 		want                        bool
 	}{
-		{101, 4, 6000, true},
-		{102, 4, 6000, false},
-		{100, 5, 6000, false},
+		{101, limitsMaxInFlight, 6000, true},
+		{102, limitsMaxInFlight, 6000, false},
+		{100, limitsMaxInFlight + 1, 6000, false},
 		{0, 0, 0, false},
 	} {
 		r := limitsRun{busiest: c.busiest, mostInFlight: c.inFlight, requests: c.requests}
@@ -75,7 +75,8 @@ func TestThousands(t *testing.T) {
 }
 
 func TestLimitsRunReachedRate(t *testing.T) {
-	for rate, want := range map[float64]bool{99.5: true, 90: true, 89.9: false, 21: false} {
+	// The ceiling is 100/1.03 = 97.09/s; 90% of it 87.38/s.
+	for rate, want := range map[float64]bool{99.5: true, 90: true, 87.5: true, 87.3: false, 21: false} {
 		r := limitsRun{meanRate: rate}
 		if got := r.reachedRate(); got != want {
 			t.Errorf("mean %.1f/s: reachedRate = %v, want %v", rate, got, want)

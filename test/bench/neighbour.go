@@ -42,7 +42,22 @@ type neighbourRun struct {
 	published, landed int
 	latency           []time.Duration
 	noisyPublished    int
+	// quota is na's WebhookQuota rate (0: none); noisyRefused its
+	// publishes refused for it, and allowed what the quota allows over
+	// the run (rate × duration + burst).
+	quota        int
+	noisyRefused int
+	allowed      int
 }
+
+// neighbourQuota is na's quota in the runs with one: nb's rate, its share,
+// which na offers ten times. Its burst of 2 lets a publish that comes a
+// tick after its place keep the rate (with a burst of 1 each late one
+// pushes the schedule back: 188 of 201).
+const (
+	neighbourQuota      = neighbourQuietRate
+	neighbourQuotaBurst = 2
+)
 
 func (r *neighbourRun) p(q float64) time.Duration {
 	if len(r.latency) == 0 {
@@ -62,15 +77,16 @@ func runNeighbour(cfg config, work string, r *neighbourResults) error {
 	r.duration = cfg.neighbourDuration
 	r.runs = []*neighbourRun{
 		{name: "alone"},
-		{name: "beside 20 hanging endpoints (3 s, then 503), 20 events/s", noisyRate: 20, hang: 3 * time.Second},
-		{name: "beside 20 failing endpoints (503 at once), 100 events/s", noisyRate: 100},
+		{name: "beside 20 hanging endpoints (3 s, then 503), 100 events/s offered, quota 10/s", noisyRate: 100, hang: 3 * time.Second, quota: neighbourQuota},
+		{name: "beside 20 failing endpoints (503 at once), 100 events/s offered, quota 10/s", noisyRate: 100, quota: neighbourQuota},
+		{name: "beside 20 failing endpoints (503 at once), 100 events/s, no quota", noisyRate: 100},
 	}
 	for i, run := range r.runs {
 		if err := neighbourOnce(filepath.Join(work, fmt.Sprintf("neighbour-%d.db", i)), cfg.neighbourDuration, run); err != nil {
 			return fmt.Errorf("%s: %w", run.name, err)
 		}
-		fmt.Printf("  %s: %d of %d events arrived, p50 %s, p99 %s (the noisy namespace published %d)\n", run.name, run.landed, run.published,
-			run.p(0.50).Round(time.Microsecond), run.p(0.99).Round(time.Microsecond), run.noisyPublished)
+		fmt.Printf("  %s: %d of %d events arrived, p50 %s, p99 %s (the noisy namespace published %d, %d refused over its quota, which allows %d)\n", run.name, run.landed, run.published,
+			run.p(0.50).Round(time.Microsecond), run.p(0.99).Round(time.Microsecond), run.noisyPublished, run.noisyRefused, run.allowed)
 	}
 	return nil
 }
@@ -145,15 +161,27 @@ func neighbourOnce(path string, d time.Duration, run *neighbourRun) error {
 	if err := register("nb", "orders", quiet.URL); err != nil {
 		return err
 	}
+	if run.quota > 0 {
+		if _, err := store.QuotaSet(ctx, &ledger.QuotaSetParams{Namespace: "na",
+			Hard: ledger.QuotaHard{PublishesPerSecond: int64(run.quota), PublishBurst: neighbourQuotaBurst}, Now: time.Now()}); err != nil {
+			return err
+		}
+	}
 	for i := range neighbourEndpoints {
 		if err := register("na", fmt.Sprintf("ep-%02d", i), noisy.URL); err != nil {
 			return err
 		}
 	}
-	publishAt := func(ns string, rate int, count *int, record bool) error {
+	publishAt := func(ns string, rate int, count, refused *int, record bool) error {
 		tick := time.NewTicker(time.Second / time.Duration(rate))
 		defer tick.Stop()
-		deadline := time.Now().Add(d)
+		started := time.Now()
+		deadline := started.Add(d)
+		defer func() {
+			if run.quota > 0 && ns == "na" {
+				run.allowed = int(time.Since(started).Seconds()*float64(run.quota)) + neighbourQuotaBurst
+			}
+		}()
 		for time.Now().Before(deadline) {
 			<-tick.C
 			now := time.Now()
@@ -162,6 +190,10 @@ func neighbourOnce(path string, d time.Duration, run *neighbourRun) error {
 				Data: json.RawMessage(`{"n":1}`), Now: now})
 			if err == nil {
 				err = res.Err
+			}
+			if errors.Is(err, ledger.ErrQuotaExceeded) && refused != nil {
+				*refused++
+				continue
 			}
 			if err != nil {
 				return err
@@ -178,9 +210,9 @@ func neighbourOnce(path string, d time.Duration, run *neighbourRun) error {
 	var wg sync.WaitGroup
 	var noisyErr error
 	if run.noisyRate > 0 {
-		wg.Go(func() { noisyErr = publishAt("na", run.noisyRate, &run.noisyPublished, false) })
+		wg.Go(func() { noisyErr = publishAt("na", run.noisyRate, &run.noisyPublished, &run.noisyRefused, false) })
 	}
-	quietErr := publishAt("nb", neighbourQuietRate, &run.published, true)
+	quietErr := publishAt("nb", neighbourQuietRate, &run.published, nil, true)
 	wg.Wait()
 	if err := errors.Join(quietErr, noisyErr); err != nil {
 		return err
@@ -216,18 +248,29 @@ func (r *neighbourResults) markdown(machine string) string {
 	p("Namespace `nb` publishes %d events/s for %s to one healthy endpoint: alone, then beside namespace `na`\n", neighbourQuietRate, r.duration)
 	p("publishing to %d endpoints whose receiver hangs or fails (issue #43's two cases). In this process: the engine\n", neighbourEndpoints)
 	p("with its defaults (128 workers, fair shares: ADR 0046), a durable SQLite ledger, loopback receivers; a\n")
-	p("fresh ledger per run. Latency is from `Publish` returning to the first receipt.\n\n")
-	p("| `nb`… | Arrived | Publish→receipt p50 | p99 | `na` published |\n|---|---|---|---|---|\n")
+	p("fresh ledger per run. `na` offers ten times `nb`'s rate; in the runs with a quota, `na`'s WebhookQuota\n")
+	p("(`publishesPerSecond: %d`, `publishBurst: %d`, ADR 0048) refuses what is over it. Latency is from `Publish`\n", neighbourQuota, neighbourQuotaBurst)
+	p("returning to the first receipt.\n\n")
+	p("| `nb`… | Arrived | Publish→receipt p50 | p99 | `na` accepted | `na` refused | quota allows |\n|---|---|---|---|---|---|---|\n")
 	for _, run := range r.runs {
-		p("| %s | %d of %d | %s | %s | %d |\n", run.name, run.landed, run.published, run.p(0.50).Round(time.Microsecond),
-			run.p(0.99).Round(time.Microsecond), run.noisyPublished)
+		allows := "—"
+		if run.quota > 0 {
+			allows = fmt.Sprint(run.allowed)
+		}
+		p("| %s | %d of %d | %s | %s | %d | %d | %s |\n", run.name, run.landed, run.published, run.p(0.50).Round(time.Microsecond),
+			run.p(0.99).Round(time.Microsecond), run.noisyPublished, run.noisyRefused, allows)
 	}
-	if len(r.runs) == 3 && r.runs[0].p(0.99) > 0 {
+	if len(r.runs) > 1 && r.runs[0].p(0.99) > 0 {
 		alone := r.runs[0].p(0.99)
 		for _, run := range r.runs[1:] {
 			share := 100 * float64(run.p(0.99)) / float64(alone)
-			p("\nBeside %s: p99 **%.0f%%** of alone, every event arrived: %s (issue #43: ≤ 120%% and all).\n",
+			p("\nBeside %s: p99 **%.0f%%** of alone, every event arrived: %s (issue #43: ≤ 120%% and all).",
 				strings.TrimPrefix(run.name, "beside "), share, verdict(share <= 120 && run.landed == run.published))
+			if run.quota > 0 {
+				held := 100 * float64(run.noisyPublished) / float64(max(run.allowed, 1))
+				p(" `na` accepted **%.1f%%** of what its quota allows: %s (issue #43: within 1%%).", held, verdict(held <= 101 && held >= 99))
+			}
+			p("\n")
 		}
 	}
 	return b.String()
