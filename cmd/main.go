@@ -54,6 +54,7 @@ func main() {
 		workers                            int
 		statusResync, commitDelay          time.Duration
 		activityInterval, policyResync     time.Duration
+		quotaRefresh                       time.Duration
 	)
 	flag.StringVar(&metricsAddr, "metrics-bind-address", "0", "Address the metrics endpoint binds to, such as :8443; \"0\" disables it.")
 	flag.BoolVar(&secureMetrics, "metrics-secure", true, "Serve metrics over HTTPS, for callers authorized by a SubjectAccessReview.")
@@ -74,6 +75,7 @@ func main() {
 	flag.DurationVar(&commitDelay, "commit-delay", engine.DefaultCommitDelay, "How long a ledger commit of publishes or attempt records may wait for more of them while they keep coming, so that several share one transaction and its fsync; 0 commits each as soon as the ledger is free.")
 	flag.DurationVar(&statusResync, "endpoint-status-resync", 0, "The safety resync: how often every WebhookEndpoint is reconciled again whether or not its deliveries moved (0: 1h to 2h, jittered). Counters that move show within --endpoint-activity-interval, exhaustions at once, and a status that changes with time (a rotation's end, evidence windows) when it does.")
 	flag.DurationVar(&policyResync, "policy-evidence-resync", 0, "How often every RetryPolicy's outcome evidence is refreshed from the ledger (0: 1m).")
+	flag.DurationVar(&quotaRefresh, "quota-refresh", 0, "How often every WebhookQuota's status.used is read again from the ledger (0: 1m); written only when it moved.")
 	flag.DurationVar(&activityInterval, "endpoint-activity-interval", 0, "How often the leader reads from the ledger, in one query, the counters of the WebhookEndpoints whose deliveries moved since its last read, to refresh their status (0: 5s).")
 	var destFlags destinationFlags
 	destFlags.bind(flag.CommandLine)
@@ -238,7 +240,7 @@ func main() {
 	}
 	// Namespace quotas are registered in the ledger, where every replica's
 	// publishes are checked against them.
-	if err := (&controllers.WebhookQuotaReconciler{Client: mgr.GetClient(), Ledger: store}).SetupWithManager(mgr); err != nil {
+	if err := (&controllers.WebhookQuotaReconciler{Client: mgr.GetClient(), Ledger: store, RefreshPeriod: quotaRefresh}).SetupWithManager(mgr); err != nil {
 		setupLog.Error(err, "unable to create controller", "controller", "WebhookQuota")
 		os.Exit(1)
 	}

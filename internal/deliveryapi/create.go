@@ -194,8 +194,16 @@ func publishError(err error) error {
 	}
 	if qe, ok := errors.AsType[*publish.QuotaExceededError](err); ok {
 		// The API server answers RetryAfterSeconds as Retry-After, and
-		// kubectl prints the message.
-		se := apierrors.NewTooManyRequests(qe.Error()+" ("+string(QuotaExceeded)+")", int(publish.RetryAfterSeconds(qe.RetryAfter)))
+		// kubectl prints the message, which says when to retry. client-go
+		// (kubectl, controllers) sleeps a 429's Retry-After and sends again,
+		// up to ten times: a short wait (the rate's next turn) is worth
+		// that, a long one (the day's end, pruning) would hang kubectl for
+		// hours, so it is in the message only.
+		wait := publish.RetryAfterSeconds(qe.RetryAfter)
+		if wait > maxClientRetryAfter {
+			wait = 0
+		}
+		se := apierrors.NewTooManyRequests(qe.Error()+" ("+string(QuotaExceeded)+")", int(wait))
 		se.ErrStatus.Details.Group, se.ErrStatus.Details.Kind = webhookEventGK.Group, "webhookevents"
 		se.ErrStatus.Details.Causes = []metav1.StatusCause{{Type: QuotaExceeded, Field: "spec.hard." + string(qe.Limit),
 			Message: "the namespace's WebhookQuota"}}
@@ -210,6 +218,11 @@ func publishError(err error) error {
 	utilruntime.HandleError(fmt.Errorf("delivery API: publishing: %w", err))
 	return apierrors.NewInternalError(errors.New("publishing failed; the error has been logged"))
 }
+
+// maxClientRetryAfter is the longest Retry-After (seconds) the aggregated
+// door gives a quota refusal: clients built on client-go wait it out and
+// retry by themselves.
+const maxClientRetryAfter = 10
 
 // QuotaExceeded is the type of the cause of a create refused by the
 // namespace's WebhookQuota; its field names the hard limit

@@ -117,6 +117,7 @@ var _ = BeforeSuite(func() {
 		"--aggregated-api-tls-key-file="+deliveryKey,
 		"--endpoint-activity-interval=1s",
 		"--policy-evidence-resync=2s",
+		"--quota-refresh=1s",
 		"--max-fan-out="+fmt.Sprint(maxFanOut),
 		// Every evaluation of the hostile filter spec's loop (a million
 		// iterations) takes far longer than this; simple filters never
