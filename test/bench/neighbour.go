@@ -13,6 +13,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/hookkeeper/hookkeeper/controllers"
 	"github.com/hookkeeper/hookkeeper/internal/backoff"
 	"github.com/hookkeeper/hookkeeper/internal/engine"
 	"github.com/hookkeeper/hookkeeper/internal/ledger"
@@ -48,6 +49,9 @@ type neighbourRun struct {
 	quota        int
 	noisyRefused int
 	allowed      int
+	// defaultPolicy gives na's endpoints the manager's default
+	// RetryPolicy instead of the aggressive one (200 ms, 20 attempts).
+	defaultPolicy bool
 }
 
 // neighbourQuota is na's quota in the runs with one: nb's rate, its share,
@@ -79,6 +83,7 @@ func runNeighbour(cfg config, work string, r *neighbourResults) error {
 		{name: "alone"},
 		{name: "beside 20 hanging endpoints (3 s, then 503), 100 events/s offered, quota 10/s", noisyRate: 100, hang: 3 * time.Second, quota: neighbourQuota},
 		{name: "beside 20 failing endpoints (503 at once), 100 events/s offered, quota 10/s", noisyRate: 100, quota: neighbourQuota},
+		{name: "beside 20 failing endpoints (503 at once) on the default RetryPolicy, 100 events/s offered, quota 10/s", noisyRate: 100, quota: neighbourQuota, defaultPolicy: true},
 		{name: "beside 20 failing endpoints (503 at once), 100 events/s, no quota", noisyRate: 100},
 	}
 	for i, run := range r.runs {
@@ -147,6 +152,12 @@ func neighbourOnce(path string, d time.Duration, run *neighbourRun) error {
 		Backoff: backoff.Policy{Strategy: backoff.Fixed, InitialDelay: 200 * time.Millisecond, MaxAttempts: 20, AttemptTimeout: 5 * time.Second},
 		RetryOn: []string{"NetworkError", "Timeout", "5xx"},
 	}
+	policyOf := func(ns string) ledger.Policy {
+		if ns == "na" && run.defaultPolicy {
+			return controllers.DefaultPolicy()
+		}
+		return pol
+	}
 	register := func(ns, name, url string) error {
 		secret, err := signing.GenerateSecret()
 		if err != nil {
@@ -154,7 +165,7 @@ func neighbourOnce(path string, d time.Duration, run *neighbourRun) error {
 		}
 		_, err = eng.RegisterEndpoint(ctx, ledger.Endpoint{
 			ID: ledger.EndpointID(ns, name), Namespace: ns, Name: name, URL: url, EventTypes: []string{"*"},
-			Secrets: []ledger.SigningSecret{{Value: secret}}, Policy: pol, AckMode: ledger.AckResponse,
+			Secrets: []ledger.SigningSecret{{Value: secret}}, Policy: policyOf(ns), AckMode: ledger.AckResponse,
 		})
 		return err
 	}
@@ -250,7 +261,9 @@ func (r *neighbourResults) markdown(machine string) string {
 	p("with its defaults (128 workers, fair shares: ADR 0046), a durable SQLite ledger, loopback receivers; a\n")
 	p("fresh ledger per run. `na` offers ten times `nb`'s rate; in the runs with a quota, `na`'s WebhookQuota\n")
 	p("(`publishesPerSecond: %d`, `publishBurst: %d`, ADR 0048) refuses what is over it. Latency is from `Publish`\n", neighbourQuota, neighbourQuotaBurst)
-	p("returning to the first receipt.\n\n")
+	p("returning to the first receipt. Both namespaces' endpoints retry every 200 ms, 20 attempts (an aggressive\n")
+	p("policy: a failing receiver is sent about 5 attempts a second per delivery), but in the run on the default\n")
+	p("RetryPolicy (exponential from 5 s, doubling, 12 attempts), `na`'s.\n\n")
 	p("| `nb`… | Arrived | Publish→receipt p50 | p99 | `na` accepted | `na` refused | quota allows |\n|---|---|---|---|---|---|---|\n")
 	for _, run := range r.runs {
 		allows := "—"
