@@ -301,14 +301,14 @@ func (r *limitsResults) markdown(machine string) string {
 		}
 		p("\nIssue #43's acceptance (%d replicas, `perSecond: %d`, %s/s offered for %s: at most %d requests in every\n",
 			limitsReplicas, limitsPerSecond, thousands(limitsOffered), run.duration, limitsPerSecond+limitsBurst)
-		p("(The ceiling is %.1f/s: sends are spaced 3%% wider than 1/perSecond, ADR 0047, for the jitter between\n", limitsCeiling)
-		p("sending and arriving.)\n")
 		v := verdict(run.meets())
 		if run.meets() && !run.reachedRate() {
 			v += ", but only because the rate was not reached"
 		}
 		p("1-second window, never more than `maxInFlight` at once): busiest window **%d**, most in flight **%d** of %d: %s.\n",
 			run.busiest, run.mostInFlight, limitsMaxInFlight, v)
+		p("\nThe rate's ceiling is %.1f/s: sends are spaced 3%% wider than 1/perSecond (ADR 0047), for the jitter\n", limitsCeiling)
+		p("between sending and arriving; the receiver got %.1f/s, %.0f%% of it.\n", run.meanRate, 100*run.meanRate/limitsCeiling)
 		if !run.reachedRate() {
 			p("\nThe receiver got %.1f requests/s, under %d%%\n", run.meanRate, limitsReachedPercent)
 			p("of the rate's ceiling while the offer was ten times it, so this run does not show the schedule holding\n")
