@@ -98,8 +98,8 @@ func (e *Engine) renewSlots(ctx context.Context, now time.Time) {
 		return
 	}
 	var (
-		sts  []*endpointState
-		asks []ledger.SlotAsk
+		sts, gone []*endpointState
+		asks      []ledger.SlotAsk
 	)
 	e.mu.Lock()
 	for _, st := range e.endpoints {
@@ -107,9 +107,14 @@ func (e *Engine) renewSlots(ctx context.Context, now time.Time) {
 			continue
 		}
 		ask := e.slotAskLocked(st, now)
-		if ask.Want == 0 && ask.InFlight == 0 && !now.Before(st.slots.until) {
+		if ask.Want == 0 && ask.InFlight == 0 {
+			// Nothing wanted a slot lately: the share goes back to the
+			// ledger (this renewal writes it held 0) and this engine holds
+			// no lease, so that a delivery coming due later is claimed and
+			// leases again (slotLimitLocked) instead of waiting behind a
+			// lease of 0 slots that nothing would ever raise.
 			st.slots = slotLease{}
-			continue
+			gone = append(gone, st)
 		}
 		sts, asks = append(sts, st), append(asks, ask)
 	}
@@ -117,6 +122,14 @@ func (e *Engine) renewSlots(ctx context.Context, now time.Time) {
 	if len(asks) > 0 {
 		e.leaseSlots(ctx, sts, asks, now)
 	}
+	e.mu.Lock()
+	for _, st := range gone {
+		if st.slots.granted == 0 && st.inFlight == 0 {
+			st.slots = slotLease{}
+		}
+	}
+	e.slots.gen++
+	e.mu.Unlock()
 }
 
 // leaseSlots asks the ledger for asks (of sts) and installs the grants.

@@ -189,3 +189,56 @@ hookkeeper_endpoint_throttled_deliveries{endpoint="m/paused",owner=""} 0
 		})
 	}
 }
+
+// TestIdleEndpointLeasesAgain: an engine whose endpoint had nothing to
+// send for longer than a slot lease gives its slots back, and a retry
+// coming due after that is still sent: the engine leases again. (With a
+// clock that moves on steadily, the renewals once kept a lease of no
+// slots alive and nothing was claimed again; test/enginehost's
+// TestTwoProcessesShareOneRetryBudget caught it.)
+func TestIdleEndpointLeasesAgain(t *testing.T) {
+	for _, s := range stores() {
+		t.Run(s.name, func(t *testing.T) {
+			t.Parallel()
+			store := s.open(t)
+			clock := &manualClock{now: time.Now().UTC()}
+			rcv := newReceiver(t, func(n int) int {
+				if n == 1 {
+					return http.StatusServiceUnavailable
+				}
+				return http.StatusNoContent
+			})
+			e := run(t, engine.Options{Store: store, Clock: clock, SharedLimits: true, IdleWait: 10 * time.Millisecond, SweepInterval: 10 * time.Millisecond})
+			ep := endpoint(t, "ns", "idle", rcv.URL, []string{"*"}, policy(2, 30*time.Second))
+			ep.MaxInFlight = 4
+			if _, err := e.RegisterEndpoint(t.Context(), ep); err != nil {
+				t.Fatal(err)
+			}
+			now := clock.Now()
+			res, err := e.Publish(t.Context(), &ledger.EventInsertParams{ID: ledger.NewID("evt", now), Namespace: "ns", Type: "a.b", Data: json.RawMessage(`{}`), Now: now})
+			if err != nil || res.Err != nil {
+				t.Fatalf("publish: %v / %v", err, res.Err)
+			}
+			id := res.Event.ID
+			eventually(t, "the first attempt", func() bool { return rcv.count(id) == 1 })
+
+			// Past the lease's life with nothing to send: the engine's share
+			// goes back, which a holder of its own can see.
+			clock.advance(11 * time.Second)
+			probe := func(want int) int {
+				got, err := store.EndpointSlotsLease(t.Context(), &ledger.SlotsLeaseParams{Holder: "probe", Now: clock.Now(), Until: clock.Now().Add(time.Second),
+					Asks: []ledger.SlotAsk{{EndpointID: ep.ID, Max: 4, Want: want}}})
+				if err != nil {
+					t.Fatal(err)
+				}
+				return got[0]
+			}
+			eventually(t, "the engine's slots given back", func() bool { return probe(4) == 4 })
+			probe(0)
+
+			// The retry comes due: sent.
+			clock.advance(20 * time.Second)
+			eventually(t, "the retry", func() bool { return rcv.count(id) == 2 })
+		})
+	}
+}

@@ -41,7 +41,7 @@ var _ = Describe("GitOps drift", func() {
 		}
 		applySS()
 
-		kinds := "retrypolicies,webhookendpoints,deliveryrecoveries,webhookeventtypes"
+		kinds := "retrypolicies,webhookendpoints,deliveryrecoveries,webhookeventtypes,webhookquotas"
 		generations := func() string {
 			return kubectl("get", kinds, "-n", ns, "-o", `jsonpath={range .items[*]}{.kind}/{.metadata.name}={.metadata.generation}/{.status.observedGeneration}{"\n"}{end}`)
 		}
