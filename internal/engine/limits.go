@@ -109,27 +109,30 @@ func (e *Engine) renewSlots(ctx context.Context, now time.Time) {
 		ask := e.slotAskLocked(st, now)
 		if ask.Want == 0 && ask.InFlight == 0 {
 			// Nothing wanted a slot lately: the share goes back to the
-			// ledger (this renewal writes it held 0) and this engine holds
-			// no lease, so that a delivery coming due later is claimed and
-			// leases again (slotLimitLocked) instead of waiting behind a
-			// lease of 0 slots that nothing would ever raise.
-			st.slots = slotLease{}
+			// ledger (this renewal writes it held 0) and, below, this
+			// engine drops the lease, so that a delivery coming due later
+			// is claimed and leases again (slotLimitLocked) instead of
+			// waiting behind a lease of 0 slots that nothing would raise.
 			gone = append(gone, st)
 		}
 		sts, asks = append(sts, st), append(asks, ask)
 	}
 	e.mu.Unlock()
-	if len(asks) > 0 {
-		e.leaseSlots(ctx, sts, asks, now)
+	if len(asks) == 0 {
+		return
+	}
+	e.leaseSlots(ctx, sts, asks, now)
+	if len(gone) == 0 {
+		return
 	}
 	e.mu.Lock()
+	defer e.mu.Unlock()
 	for _, st := range gone {
 		if st.slots.granted == 0 && st.inFlight == 0 {
 			st.slots = slotLease{}
 		}
 	}
 	e.slots.gen++
-	e.mu.Unlock()
 }
 
 // leaseSlots asks the ledger for asks (of sts) and installs the grants.
