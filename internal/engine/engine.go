@@ -161,8 +161,9 @@ type Engine struct {
 	// itself (handoff.go).
 	backlog atomic.Bool
 	// behind is set while the last claim took a full batch, due work
-	// probably left behind; a publish then waits for the next claim
-	// round (rounds) before it commits (yield).
+	// probably left behind; a publish to one of the namespaces it left
+	// behind (backlogOf) then waits for the next claim round (rounds)
+	// before it commits (yield).
 	behind atomic.Bool
 	rounds rounds
 	// running is what a publish needs to start attempts itself while Run
@@ -357,7 +358,10 @@ func (e *Engine) wakeBy(t time.Time) { e.alarm.by(t) }
 // claim loop. It implements publish.Committer: once Close ran, it refuses
 // with ledger.ErrStopping.
 func (e *Engine) Publish(ctx context.Context, params *ledger.EventInsertParams) (ledger.EventInsertResult, error) {
-	if e.behind.Load() {
+	// Only the namespaces the last claim left behind yield: one
+	// namespace's retries must not make another's publishes wait for a
+	// claim round (and the ledger's writer) they have no work in.
+	if e.behind.Load() && e.backlogOf(params.Namespace) {
 		e.yield(ctx)
 	}
 	params, h := e.offerLease(params)
