@@ -169,6 +169,9 @@ type Engine struct {
 	// running is what a publish needs to start attempts itself while Run
 	// runs (handoff.go).
 	running running
+	// roundOK is when the last claim round ended without error (unix
+	// nanoseconds of opts.Clock), for Ready.
+	roundOK atomic.Int64
 
 	mu        sync.Mutex
 	endpoints map[string]*endpointState
@@ -438,6 +441,9 @@ func (e *Engine) Run(ctx context.Context) error {
 		}
 		wait, err := e.claimOnce(ctx, attemptCtx, &wg)
 		e.running.markStarted()
+		if err == nil {
+			e.roundOK.Store(e.opts.Clock.Now().UnixNano())
+		}
 		if err != nil {
 			if ctx.Err() != nil {
 				return nil
