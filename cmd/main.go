@@ -1,15 +1,25 @@
-// Command manager runs hookkeeper: the controllers for RetryPolicy,
-// WebhookEndpoint and DeliveryRecovery, and (from the delivery engine
-// onwards) the engine and its HTTP API. It only wires: flags, options,
-// manager, reconcilers, health checks, start.
+// Command manager runs hookkeeper: the data plane (the delivery engine,
+// the HTTP API, the aggregated API, probes and metrics), which runs from
+// the ledger for the life of the process, and the control plane (the
+// controllers), one manager after another (cmd/planes.go). It only wires:
+// flags, options, the two planes, start.
 package main
 
 import (
 	"cmp"
+	"context"
 	"crypto/tls"
 	"flag"
+	"fmt"
+	"net/http"
 	"os"
 	"time"
+
+	"golang.org/x/sync/errgroup"
+	"k8s.io/client-go/rest"
+	"k8s.io/utils/clock"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/config"
 
 	"k8s.io/apimachinery/pkg/runtime"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
@@ -24,6 +34,7 @@ import (
 
 	hookkeeperv1alpha1 "github.com/hookkeeper/hookkeeper/api/v1alpha1"
 	"github.com/hookkeeper/hookkeeper/controllers"
+	"github.com/hookkeeper/hookkeeper/internal/destination"
 	"github.com/hookkeeper/hookkeeper/internal/dispatch"
 	"github.com/hookkeeper/hookkeeper/internal/engine"
 	"github.com/hookkeeper/hookkeeper/internal/groupcommit"
@@ -138,41 +149,29 @@ func main() {
 	if secureMetrics {
 		metricsOpts.FilterProvider = filters.WithAuthenticationAndAuthorization
 	}
+	// Reading the kubeconfig asks nothing of the API server.
+	restConfig := ctrl.GetConfigOrDie()
 
-	mgr, err := ctrl.NewManager(ctrl.GetConfigOrDie(), ctrl.Options{
-		Scheme: scheme,
-		Cache:  cacheOpts,
-		// On SIGTERM the manager releases the Lease and then reports it as
-		// an error; stoppingLogger says it at info level (see there).
-		Logger:                  stoppingLogger(ctrl.Log, func() bool { return ctx.Err() != nil }),
-		Metrics:                 metricsOpts,
-		HealthProbeBindAddress:  probeAddr,
-		PprofBindAddress:        pprofAddr,
-		LeaderElection:          leaderElect,
-		LeaderElectionID:        "controller-leader.hookkeeper.dev",
-		LeaderElectionNamespace: leaderElectionNamespace,
-		// A replica stopping hands the Lease over at once instead of
-		// leaving the controllers idle until it expires; safe because
-		// the process exits as soon as the manager has stopped.
-		LeaderElectionReleaseOnCancel: true,
-	})
-	if err != nil {
-		setupLog.Error(err, "unable to create manager")
-		os.Exit(1)
-	}
-
-	if err := (&controllers.RetryPolicyReconciler{
-		Client:       mgr.GetClient(),
-		Recorder:     mgr.GetEventRecorder("hookkeeper-retrypolicy"),
-		Evidence:     store,
-		ResyncPeriod: policyResync,
-	}).SetupWithManager(mgr); err != nil {
-		setupLog.Error(err, "unable to create controller", "controller", "RetryPolicy")
-		os.Exit(1)
+	// The data plane (cmd/planes.go, docs/adr/0049): everything below runs
+	// for the life of the process, from the ledger, whether or not the API
+	// server answers. The control plane, a series of managers, comes after.
+	var dataPlane errgroup.Group
+	dataCtx, stopDataPlane := context.WithCancelCause(ctx)
+	defer stopDataPlane(nil)
+	runData := func(what string, fn func(context.Context) error) {
+		dataPlane.Go(func() error {
+			if err := fn(dataCtx); err != nil {
+				err = fmt.Errorf("%s: %w", what, err)
+				stopDataPlane(err)
+				return err
+			}
+			return nil
+		})
 	}
 
 	// Exhaustions and circuit-breaker changes reach the endpoints' status
-	// through channels the WebhookEndpoint controller watches.
+	// through channels the WebhookEndpoint controller watches; they outlive
+	// its incarnations, and drop (and count) what no controller takes.
 	exhausted := controllers.NewExhaustionEvents(1024)
 	breakers := controllers.NewBreakerEvents(1024)
 	overruns := controllers.NewFilterOverrunEvents(1024)
@@ -198,72 +197,27 @@ func main() {
 		os.Exit(1)
 	}
 	defer eng.Close()
+	runData("the delivery engine", eng.Run)
 
-	if err := (&controllers.WebhookEndpointReconciler{
-		Client:           mgr.GetClient(),
-		APIReader:        mgr.GetAPIReader(),
-		Engine:           eng,
-		Recorder:         mgr.GetEventRecorder("hookkeeper-webhookendpoint"),
-		DefaultPolicy:    controllers.DefaultPolicy(),
-		Exhausted:        exhausted.Events(),
-		Breakers:         breakers.Events(),
-		FilterOverruns:   overruns.Events(),
-		Metrics:          controllers.NewBreakerMetrics(ctrlmetrics.Registry),
-		Activity:         store,
-		ActivityInterval: activityInterval,
-		ResyncPeriod:     statusResync,
-		Destinations:     destinations,
-		Evidence:         store,
-	}).SetupWithManager(mgr); err != nil {
-		setupLog.Error(err, "unable to create controller", "controller", "WebhookEndpoint")
-		os.Exit(1)
-	}
-	if err := (&controllers.SigningSecretReconciler{
-		Client:    mgr.GetClient(),
-		APIReader: mgr.GetAPIReader(),
-		Engine:    eng,
-	}).SetupWithManager(mgr); err != nil {
-		setupLog.Error(err, "unable to create controller", "controller", "SigningSecret")
-		os.Exit(1)
-	}
-	if err := (&controllers.DeliveryRecoveryReconciler{
-		Client:   mgr.GetClient(),
-		Engine:   eng,
-		Recorder: mgr.GetEventRecorder("hookkeeper-deliveryrecovery"),
-	}).SetupWithManager(mgr); err != nil {
-		setupLog.Error(err, "unable to create controller", "controller", "DeliveryRecovery")
-		os.Exit(1)
-	}
-	if err := (&controllers.WebhookEventTypeReconciler{Client: mgr.GetClient()}).SetupWithManager(mgr); err != nil {
-		setupLog.Error(err, "unable to create controller", "controller", "WebhookEventType")
-		os.Exit(1)
-	}
-	// Namespace quotas are registered in the ledger, where every replica's
-	// publishes are checked against them.
-	if err := (&controllers.WebhookQuotaReconciler{Client: mgr.GetClient(), Ledger: store, RefreshPeriod: quotaRefresh}).SetupWithManager(mgr); err != nil {
-		setupLog.Error(err, "unable to create controller", "controller", "WebhookQuota")
-		os.Exit(1)
-	}
-	// Every replica holds publishes to the event types' contracts, from
-	// its own cache.
-	contracts, err := controllers.SetupEventTypeContracts(mgr)
-	if err != nil {
-		setupLog.Error(err, "unable to set up the event types' contracts")
-		os.Exit(1)
-	}
-	if err := mgr.Add(everyReplica(eng.Run)); err != nil {
-		setupLog.Error(err, "unable to add the delivery engine")
-		os.Exit(1)
-	}
+	ready := map[string]healthz.Checker{"engine": func(*http.Request) error { return eng.Ready() }}
 	// The serving certificate: the HTTP API takes it through GetCertificate,
 	// the aggregated API server as a dynamiccertificates.CertKeyContentProvider.
 	var servingCert *servingcert.Provisioner
 	if certFlags.enabled() {
-		if servingCert, err = certFlags.setup(mgr); err != nil {
+		var run []func(context.Context) error
+		var certReady healthz.Checker
+		if servingCert, run, certReady, err = certFlags.setup(restConfig); err != nil {
 			setupLog.Error(err, "unable to set up the serving certificate")
 			os.Exit(2)
 		}
+		for _, fn := range run {
+			runData("the serving certificate", fn)
+		}
+		ready["serving-cert"] = certReady
 	}
+	// The event types' contracts, which every replica holds publishes to,
+	// come from the caches of the control plane's incarnations.
+	contracts := &incarnationContracts{}
 	// Publishing's metrics, shared by the cores of both doors.
 	publishMetrics := publish.NewMetrics(ctrlmetrics.Registry)
 	if apiFlags.enabled() {
@@ -271,15 +225,12 @@ func main() {
 		if servingCert != nil {
 			certs = servingCert
 		}
-		api, err := apiServer(apiFlags, mgr.GetConfig(), eng, store, certs, publishMetrics, contracts)
+		api, err := apiServer(apiFlags, restConfig, eng, store, certs, publishMetrics, contracts)
 		if err != nil {
 			setupLog.Error(err, "unable to set up the HTTP API")
 			os.Exit(1)
 		}
-		if err := mgr.Add(api); err != nil {
-			setupLog.Error(err, "unable to add the HTTP API")
-			os.Exit(1)
-		}
+		runData("the HTTP API", api)
 	}
 	if deliveryAPIFlags.enabled() {
 		var provisioned dynamiccertificates.CertKeyContentProvider
@@ -294,29 +245,163 @@ func main() {
 			setupLog.Error(err, "unable to set up publishing through the aggregated API")
 			os.Exit(1)
 		}
-		srv, err := deliveryAPIServer(deliveryAPIFlags, store, core, provisioned, ctrl.Log.WithName("delivery-api"))
+		// The aggregated API delegates authentication and authorization to
+		// the API server, which reaches it through its aggregation layer:
+		// while the API server does not answer nobody can call it, and a
+		// setup that needs the API server is retried until it answers.
+		log := ctrl.Log.WithName("delivery-api")
+		runData("the aggregated API", func(ctx context.Context) error {
+			supervise(ctx, log, "the aggregated API", restartBackoff, clock.RealClock{}, func(ctx context.Context) error {
+				srv, err := deliveryAPIServer(deliveryAPIFlags, store, core, provisioned, log)
+				if err != nil {
+					return err
+				}
+				return srv.Start(ctx)
+			})
+			return nil
+		})
+	}
+	httpClient, err := rest.HTTPClientFor(restConfig)
+	if err != nil {
+		setupLog.Error(err, "unable to set up the metrics server's client")
+		os.Exit(1)
+	}
+	metricsSrv, err := metricsserver.NewServer(metricsOpts, restConfig, httpClient)
+	if err != nil {
+		setupLog.Error(err, "unable to set up the metrics server")
+		os.Exit(1)
+	}
+	if metricsSrv != nil {
+		runData("the metrics server", metricsSrv.Start)
+	}
+	probeSrv, err := probes(probeAddr, ready)
+	if err != nil {
+		setupLog.Error(err, "unable to set up the probes")
+		os.Exit(1)
+	}
+	runData("the probes", probeSrv)
+	pprofSrv, err := pprofServer(pprofAddr)
+	if err != nil {
+		setupLog.Error(err, "unable to set up pprof")
+		os.Exit(1)
+	}
+	runData("pprof", pprofSrv)
+
+	// The control plane: one manager after another (cmd/planes.go).
+	metrics := controllers.NewBreakerMetrics(ctrlmetrics.Registry)
+	incarnation := func(ctx context.Context) error {
+		mgr, err := ctrl.NewManager(restConfig, ctrl.Options{
+			Scheme: scheme,
+			Cache:  cacheOpts,
+			// On SIGTERM the manager releases the Lease and then reports
+			// it as an error; stoppingLogger says it at info level.
+			Logger:                  stoppingLogger(ctrl.Log, func() bool { return ctx.Err() != nil }),
+			Metrics:                 metricsserver.Options{BindAddress: "0"}, // served by the data plane
+			HealthProbeBindAddress:  "0",                                     // likewise
+			LeaderElection:          leaderElect,
+			LeaderElectionID:        "controller-leader.hookkeeper.dev",
+			LeaderElectionNamespace: leaderElectionNamespace,
+			// A replica stopping hands the Lease over at once instead of
+			// leaving the controllers idle until it expires.
+			LeaderElectionReleaseOnCancel: true,
+			// Each incarnation builds the same controllers again.
+			Controller: config.Controller{SkipNameValidation: ptr.To(true)},
+		})
 		if err != nil {
-			setupLog.Error(err, "unable to set up the aggregated API")
-			os.Exit(1)
+			return fmt.Errorf("creating the manager: %w", err)
 		}
-		if err := mgr.Add(srv); err != nil {
-			setupLog.Error(err, "unable to add the aggregated API")
-			os.Exit(1)
+		if err := setupControllers(mgr, controllerDeps{
+			store: store, eng: eng, exhausted: exhausted, breakers: breakers, overruns: overruns, metrics: metrics,
+			destinations: destinations, policyResync: policyResync, quotaRefresh: quotaRefresh,
+			activityInterval: activityInterval, statusResync: statusResync,
+		}); err != nil {
+			return err
 		}
+		c, err := controllers.SetupEventTypeContracts(mgr)
+		if err != nil {
+			return fmt.Errorf("setting up the event types' contracts: %w", err)
+		}
+		contracts.current.Store(c)
+		setupLog.Info("starting the control plane")
+		return mgr.Start(ctx)
 	}
+	dataPlane.Go(func() error {
+		supervise(dataCtx, setupLog, "the control plane", restartBackoff, clock.RealClock{}, incarnation)
+		return nil
+	})
 
-	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {
-		setupLog.Error(err, "unable to set up health check")
+	err = dataPlane.Wait()
+	if cause := context.Cause(dataCtx); ctx.Err() == nil && cause != nil {
+		err = cause
+	}
+	if err != nil {
+		setupLog.Error(err, "problem running hookkeeper")
 		os.Exit(1)
 	}
-	if err := mgr.AddReadyzCheck("readyz", healthz.Ping); err != nil {
-		setupLog.Error(err, "unable to set up ready check")
-		os.Exit(1)
-	}
+}
 
-	setupLog.Info("starting manager")
-	if err := mgr.Start(ctx); err != nil {
-		setupLog.Error(err, "problem running manager")
-		os.Exit(1)
+// controllerDeps is what every incarnation's controllers share with the
+// data plane.
+type controllerDeps struct {
+	store                                                      ledger.Store
+	eng                                                        *engine.Engine
+	exhausted                                                  *controllers.ExhaustionEvents
+	breakers                                                   *controllers.BreakerEvents
+	overruns                                                   *controllers.FilterOverrunEvents
+	metrics                                                    *controllers.BreakerMetrics
+	destinations                                               *destination.Policy
+	policyResync, quotaRefresh, activityInterval, statusResync time.Duration
+}
+
+// setupControllers adds the controllers to one incarnation's manager.
+func setupControllers(mgr ctrl.Manager, d controllerDeps) error {
+	if err := (&controllers.RetryPolicyReconciler{
+		Client:       mgr.GetClient(),
+		Recorder:     mgr.GetEventRecorder("hookkeeper-retrypolicy"),
+		Evidence:     d.store,
+		ResyncPeriod: d.policyResync,
+	}).SetupWithManager(mgr); err != nil {
+		return fmt.Errorf("setting up the RetryPolicy controller: %w", err)
 	}
+	if err := (&controllers.WebhookEndpointReconciler{
+		Client:           mgr.GetClient(),
+		APIReader:        mgr.GetAPIReader(),
+		Engine:           d.eng,
+		Recorder:         mgr.GetEventRecorder("hookkeeper-webhookendpoint"),
+		DefaultPolicy:    controllers.DefaultPolicy(),
+		Exhausted:        d.exhausted.Events(),
+		Breakers:         d.breakers.Events(),
+		FilterOverruns:   d.overruns.Events(),
+		Metrics:          d.metrics,
+		Activity:         d.store,
+		ActivityInterval: d.activityInterval,
+		ResyncPeriod:     d.statusResync,
+		Destinations:     d.destinations,
+		Evidence:         d.store,
+	}).SetupWithManager(mgr); err != nil {
+		return fmt.Errorf("setting up the WebhookEndpoint controller: %w", err)
+	}
+	if err := (&controllers.SigningSecretReconciler{
+		Client:    mgr.GetClient(),
+		APIReader: mgr.GetAPIReader(),
+		Engine:    d.eng,
+	}).SetupWithManager(mgr); err != nil {
+		return fmt.Errorf("setting up the SigningSecret controller: %w", err)
+	}
+	if err := (&controllers.DeliveryRecoveryReconciler{
+		Client:   mgr.GetClient(),
+		Engine:   d.eng,
+		Recorder: mgr.GetEventRecorder("hookkeeper-deliveryrecovery"),
+	}).SetupWithManager(mgr); err != nil {
+		return fmt.Errorf("setting up the DeliveryRecovery controller: %w", err)
+	}
+	if err := (&controllers.WebhookEventTypeReconciler{Client: mgr.GetClient()}).SetupWithManager(mgr); err != nil {
+		return fmt.Errorf("setting up the WebhookEventType controller: %w", err)
+	}
+	// Namespace quotas are registered in the ledger, where every replica's
+	// publishes are checked against them.
+	if err := (&controllers.WebhookQuotaReconciler{Client: mgr.GetClient(), Ledger: d.store, RefreshPeriod: d.quotaRefresh}).SetupWithManager(mgr); err != nil {
+		return fmt.Errorf("setting up the WebhookQuota controller: %w", err)
+	}
+	return nil
 }

@@ -20,18 +20,12 @@ import (
 	"github.com/hookkeeper/hookkeeper/internal/publish"
 )
 
-// everyReplica runs fn on every replica, leader or not: with a shared
-// ledger all replicas deliver, while the controllers run on the leader.
-type everyReplica func(context.Context) error
-
-func (f everyReplica) Start(ctx context.Context) error { return f(ctx) }
-func (everyReplica) NeedLeaderElection() bool          { return false }
-
-// apiServer builds the HTTP API as a manager runnable that runs on every
-// replica and shuts down gracefully with the manager. cfg reaches the API
+// apiServer builds the HTTP API, which runs on every replica for the life
+// of the process (the data plane, issue #44) and shuts down gracefully
+// when its context ends. cfg reaches the API
 // server for --api-auth=kubernetes; certs is the self-provisioned
 // certificate (nil without --serving-cert-secret).
-func apiServer(o apiOptions, cfg *rest.Config, eng *engine.Engine, store ledger.Store, certs certificateSource, pm *publish.Metrics, contracts publish.Contracts) (everyReplica, error) {
+func apiServer(o apiOptions, cfg *rest.Config, eng *engine.Engine, store ledger.Store, certs certificateSource, pm *publish.Metrics, contracts publish.Contracts) (func(context.Context) error, error) {
 	log := ctrl.Log.WithName("api")
 	auth, err := o.buildAuth(cfg, log)
 	if err != nil {

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"flag"
 	"fmt"
@@ -11,7 +12,9 @@ import (
 
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/healthz"
 
 	"github.com/hookkeeper/hookkeeper/internal/servingcert"
 )
@@ -77,52 +80,48 @@ func (o *servingCertOptions) resolveNamespace() (string, error) {
 	return strings.TrimSpace(string(data)), nil
 }
 
-// setup adds the provisioner (and the caBundle syncer) to mgr, running on
-// every replica, and returns the provisioner: the certificate source of the
-// HTTP API (GetCertificate) and of the aggregated API server (it is a
-// dynamiccertificates.CertKeyContentProvider). A readiness check holds the
-// replica out of its Services until it has a certificate to serve.
-func (o *servingCertOptions) setup(mgr ctrl.Manager) (*servingcert.Provisioner, error) {
+// setup builds the provisioner (and the caBundle syncer), which run on
+// every replica for the life of the process (the data plane: they outlive
+// the manager, issue #44), and returns the provisioner: the certificate
+// source of the HTTP API (GetCertificate) and of the aggregated API server
+// (it is a dynamiccertificates.CertKeyContentProvider); run, to start with
+// the data plane; and ready, the readiness check that holds the replica
+// out of its Services until it has a certificate to serve.
+func (o *servingCertOptions) setup(cfg *rest.Config) (_ *servingcert.Provisioner, run []func(context.Context) error, ready healthz.Checker, _ error) {
 	ns, err := o.resolveNamespace()
 	if err != nil {
-		return nil, err
+		return nil, nil, nil, err
 	}
 	policy, err := o.policy(ns)
 	if err != nil {
-		return nil, err
+		return nil, nil, nil, err
 	}
-	cs, err := kubernetes.NewForConfig(mgr.GetConfig())
+	cs, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
-		return nil, err
+		return nil, nil, nil, err
 	}
 	log := ctrl.Log.WithName("serving-cert")
 	prov, err := servingcert.New(servingcert.Options{Client: cs, Namespace: ns, SecretName: o.secret, Policy: policy, Log: log})
 	if err != nil {
-		return nil, err
+		return nil, nil, nil, err
 	}
-	if err := mgr.Add(everyReplica(prov.Start)); err != nil {
-		return nil, err
-	}
+	run = append(run, prov.Start)
 	if o.apiService != "" {
-		dyn, err := dynamic.NewForConfig(mgr.GetConfig())
+		dyn, err := dynamic.NewForConfig(cfg)
 		if err != nil {
-			return nil, err
+			return nil, nil, nil, err
 		}
 		syncer := &servingcert.CABundleSyncer{Client: dyn, Name: o.apiService, Source: prov, Log: log}
-		if err := mgr.Add(everyReplica(syncer.Start)); err != nil {
-			return nil, err
-		}
+		run = append(run, syncer.Start)
 	}
-	if err := mgr.AddReadyzCheck("serving-cert", func(*http.Request) error {
+	ready = func(*http.Request) error {
 		select {
 		case <-prov.Loaded():
 			return nil
 		default:
 			return fmt.Errorf("no serving certificate yet from the Secret %s/%s", ns, o.secret)
 		}
-	}); err != nil {
-		return nil, err
 	}
 	log.Info("the serving certificate is self-provisioned", "secret", ns+"/"+o.secret, "dnsNames", policy.DNSNames, "apiService", o.apiService)
-	return prov, nil
+	return prov, run, ready, nil
 }

@@ -1,0 +1,112 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"net"
+	"net/http"
+	"net/http/pprof"
+	"time"
+
+	"github.com/go-logr/logr"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/utils/clock"
+	"sigs.k8s.io/controller-runtime/pkg/healthz"
+)
+
+// The data plane outlives the control plane (issue #44, docs/adr/0049).
+// The engine, the HTTP API, the aggregated API, the serving certificate,
+// the probes, metrics and pprof run for the life of the process, from the
+// ledger, whatever the API server does. The controllers run in a
+// controller-runtime manager that is one incarnation of the control plane:
+// when it stops (its leadership lost because the API server did not
+// answer its renewals, or it could not even be set up because the API
+// server does not answer at start), supervise builds a new one after a
+// backoff, which campaigns again and, once elected, reconciles everything
+// (status catches up with what happened meanwhile). The process exits only
+// when asked to, or when the data plane itself fails.
+
+// restartBackoff paces a component that keeps stopping: 1 s, doubling to
+// 30 s, back to 1 s once an incarnation ran for a minute.
+var restartBackoff = wait.Backoff{Duration: time.Second, Factor: 2, Jitter: 0.1, Steps: math.MaxInt32, Cap: 30 * time.Second}
+
+// supervise runs fn until ctx ends, again after each return (with
+// restartBackoff between), logging why it stopped. It returns when ctx
+// ends.
+func supervise(ctx context.Context, log logr.Logger, what string, b wait.Backoff, c clock.Clock, fn func(context.Context) error) {
+	delay := b.DelayWithReset(c, time.Minute)
+	_ = delay.Until(ctx, true, true, func(ctx context.Context) (bool, error) {
+		err := fn(ctx)
+		if ctx.Err() != nil {
+			return true, nil
+		}
+		if err == nil {
+			err = errors.New("stopped")
+		}
+		log.Error(err, what+" stopped; the data plane goes on, and it starts again")
+		return false, nil
+	})
+}
+
+// serve runs srv until ctx ends, then shuts it down.
+func serve(ctx context.Context, srv *http.Server, ln net.Listener) error {
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	select {
+	case err := <-errc:
+		return err
+	case <-ctx.Done():
+	}
+	shutdownCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := srv.Shutdown(shutdownCtx); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		return err
+	}
+	return nil
+}
+
+// probes serves /healthz and /readyz on addr ("0" disables them).
+// Liveness asks nothing but that the process serves: an API server that
+// does not answer must not get the data plane restarted. Readiness is
+// whether this replica can accept and deliver: ready reports the data
+// plane's own checks (the engine's claim rounds, the serving certificate),
+// never the API server's.
+func probes(addr string, ready map[string]healthz.Checker) (func(context.Context) error, error) {
+	if addr == "0" || addr == "" {
+		return func(ctx context.Context) error { <-ctx.Done(); return nil }, nil
+	}
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("listening for the probes on %s: %w", addr, err)
+	}
+	mux := http.NewServeMux()
+	live := &healthz.Handler{Checks: map[string]healthz.Checker{"ping": healthz.Ping}}
+	readiness := &healthz.Handler{Checks: ready}
+	mux.Handle("/healthz", http.StripPrefix("/healthz", live))
+	mux.Handle("/healthz/", http.StripPrefix("/healthz", live))
+	mux.Handle("/readyz", http.StripPrefix("/readyz", readiness))
+	mux.Handle("/readyz/", http.StripPrefix("/readyz", readiness))
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	return func(ctx context.Context) error { return serve(ctx, srv, ln) }, nil
+}
+
+// pprofServer serves Go's pprof handlers on addr ("0" disables them).
+func pprofServer(addr string) (func(context.Context) error, error) {
+	if addr == "0" || addr == "" {
+		return func(ctx context.Context) error { <-ctx.Done(); return nil }, nil
+	}
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("listening for pprof on %s: %w", addr, err)
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("/debug/pprof/", pprof.Index)
+	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	return func(ctx context.Context) error { return serve(ctx, srv, ln) }, nil
+}
