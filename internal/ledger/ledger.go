@@ -65,6 +65,9 @@ type Store interface {
 	// Limits: each endpoint's rateLimit and maxInFlight, shared by every
 	// engine.
 	Limits
+	// Snapshots: the last known state of the Kubernetes objects the data
+	// plane needs through an API-server outage (snapshots.go).
+	Snapshots
 
 	// EndpointUpsert creates or replaces an endpoint's configuration and
 	// returns it with its new Version (1 on creation, +1 on every change).

@@ -87,6 +87,7 @@ func Exercise(t *testing.T, newStore func(t *testing.T) ledger.Store) {
 		{"Limits", exerciseLimits},
 		{"Contract", exerciseContracts},
 		{"Quota", exerciseQuotas},
+		{"Snapshot", exerciseSnapshots},
 	}
 	for _, g := range groups {
 		t.Run(g.name, func(t *testing.T) {
