@@ -36,6 +36,7 @@ var unavailableMessages = map[publish.UnavailableReason]string{
 	publish.CommitTimeout:     "the commit did not finish in time; the event may or may not be recorded: retry with the same Idempotency-Key (send one to make retries safe)",
 	publish.Canceled:          "the request ended before the commit finished; the event may or may not be recorded: retry with the same Idempotency-Key (send one to make retries safe)",
 	publish.LedgerUnreachable: "the ledger cannot be reached now; the event may or may not be recorded: retry after Retry-After with the same Idempotency-Key (send one to make retries safe)",
+	publish.ContractsUnknown:  "the contracts of this namespace's event types are not known yet (the Kubernetes API server has not answered since this server started); nothing was recorded: retry after Retry-After",
 }
 
 // publishRefusal translates an error of the publish core into this API's

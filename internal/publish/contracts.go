@@ -16,7 +16,9 @@ import (
 type Contracts interface {
 	// Contract is the contract of typ in namespace, nil when there is
 	// none; strict reports whether the namespace refuses a type without
-	// one. An error is internal (the publish fails, nothing is committed).
+	// one. An error that wraps ErrContractsUnknown refuses the publish as
+	// Unavailable (retry later); any other is internal (the publish
+	// fails, nothing is committed).
 	Contract(namespace, typ string) (c *Contract, strict bool, err error)
 }
 
@@ -84,6 +86,10 @@ func (c *Core) applyContract(ns string, b *canonicalBody, p *ledger.EventInsertP
 		return nil
 	}
 	contract, strict, err := c.cfg.Contracts.Contract(ns, b.Type)
+	if errors.Is(err, ErrContractsUnknown) {
+		return &UnavailableError{Reason: ContractsUnknown, RetryAfter: c.cfg.RetryAfter, Err: err,
+			Message: "the contracts of this namespace's event types are not known yet (the Kubernetes API server has not answered since this server started); nothing was recorded: retry"}
+	}
 	if err != nil {
 		return fmt.Errorf("reading the contract of event type %s: %w", b.Type, err)
 	}

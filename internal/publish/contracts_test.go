@@ -2,6 +2,7 @@ package publish
 
 import (
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -12,10 +13,33 @@ import (
 type fakeContracts struct {
 	byType map[string]*Contract
 	strict bool
+	err    error
 }
 
 func (f fakeContracts) Contract(_, typ string) (*Contract, bool, error) {
+	if f.err != nil {
+		return nil, false, f.err
+	}
 	return f.byType[typ], f.strict, nil
+}
+
+// TestContractsUnknown: a contract that cannot be known yet is an
+// Unavailable refusal with the core's retry-after, which both doors answer
+// 503 with Retry-After; any other error of the Contracts stays internal.
+func TestContractsUnknown(t *testing.T) {
+	now := time.Date(2026, 12, 2, 12, 0, 0, 0, time.UTC)
+	c := &Core{cfg: Config{RetryAfter: 3 * time.Second,
+		Contracts: fakeContracts{err: fmt.Errorf("book of shop: %w", ErrContractsUnknown)}}}
+	var p ledger.EventInsertParams
+	err := c.applyContract("shop", &canonicalBody{Type: "order.created"}, &p, now)
+	ue, ok := errors.AsType[*UnavailableError](err)
+	if !ok || ue.Reason != ContractsUnknown || ue.RetryAfter != 3*time.Second || !errors.Is(err, ErrUnavailable) || ue.LedgerOutage() {
+		t.Fatalf("err = %#v, want Unavailable (ContractsUnknown) after 3s, not a ledger outage", err)
+	}
+	c.cfg.Contracts = fakeContracts{err: errors.New("boom")}
+	if err := c.applyContract("shop", &canonicalBody{Type: "order.created"}, &p, now); err == nil || errors.Is(err, ErrUnavailable) {
+		t.Fatalf("err = %v, want an internal error", err)
+	}
 }
 
 // TestApplyContract: every rule of a type's contract, and what a publish

@@ -30,6 +30,12 @@ var (
 	// ErrQuotaExceeded: the namespace is over its WebhookQuota
 	// (*QuotaExceededError); nothing was recorded.
 	ErrQuotaExceeded = errors.New("namespace quota exceeded")
+	// ErrContractsUnknown is what a Contracts wraps when it cannot tell a
+	// type's contract because it has never known the namespace's event
+	// types (a process started while the Kubernetes API server does not
+	// answer, with nothing in the ledger yet): the publish is refused as
+	// Unavailable (ContractsUnknown), never as an internal error.
+	ErrContractsUnknown = errors.New("the event types' contracts are not known yet")
 	// ErrStopping is what a Committer wraps when it no longer commits
 	// because the process is shutting down (ledger.ErrStopping, so that
 	// the engine need not know the publish core).
@@ -135,6 +141,9 @@ const (
 	// LedgerUnreachable: the ledger could not be reached (ledger.
 	// ErrUnavailable); the event may or may not be recorded.
 	LedgerUnreachable UnavailableReason = "LedgerUnreachable"
+	// ContractsUnknown: the type's contract cannot be known yet (the
+	// Contracts said ErrContractsUnknown); nothing was recorded.
+	ContractsUnknown UnavailableReason = "ContractsUnknown"
 )
 
 // UnavailableError: nothing could be committed now. A caller retries
