@@ -56,6 +56,10 @@ type apiOptions struct {
 	// newTokenReviewsPerSource: first reviews of never-seen tokens a
 	// second from one client address; 0 takes kubeauth's default.
 	newTokenReviewsPerSource float64
+	// tokenOutageGrace: how long a token and a permission reviewed before
+	// are still accepted while the API server does not answer; 0 turns it
+	// off (kubeauth.Options.OutageGrace).
+	tokenOutageGrace time.Duration
 }
 
 func (o *apiOptions) bindFlags(fs *flag.FlagSet) {
@@ -71,6 +75,7 @@ func (o *apiOptions) bindFlags(fs *flag.FlagSet) {
 	fs.IntVar(&o.maxUnprovenPerSource, "api-max-unproven-connections-per-source", httpapi.DefaultMaxUnprovenConnectionsPerSource, "Most connections of one client address (an IPv6 one by its /64) on which no request has authenticated yet; beyond it a new connection from that address closes the address's oldest such connection not serving a request, or is refused. Connections that authenticated do not count. Raise it when many clients reach the API through one proxy address.")
 	fs.Int64Var(&o.maxBodyBytesInFlight, "api-max-body-bytes-in-flight", httpapi.DefaultMaxBodyBytesInFlight, "Most bytes of request bodies the HTTP API reads or handles at once, each counted at its Content-Length; a request that does not fit is answered 503 Unavailable with Retry-After at once.")
 	fs.Float64Var(&o.newTokenReviewsPerSource, "api-new-token-reviews-per-source", kubeauth.DefaultUnknownReviewsPerSourcePerSecond, "With --api-auth=kubernetes: TokenReviews a second of bearer tokens never seen before, per client address (burst twice that; in total at most 50/s); beyond it such requests are answered 503 with Retry-After, while known tokens are unaffected. Raise it when many clients reach the API through one proxy address.")
+	fs.DurationVar(&o.tokenOutageGrace, "api-token-outage-grace", kubeauth.DefaultOutageGrace, "With --api-auth=kubernetes: while the Kubernetes API server does not answer (unreachable, timing out, failing), a bearer token it accepted and a permission it allowed within this time of their last review are still accepted, never past the token's own expiry; a token or permission without such a review is answered 503 with Retry-After. An answer of the API server (a token rejected, a permission denied) always counts at once. 0 turns it off: every request whose cached review is over is answered 503 during an outage.")
 	fs.BoolVar(&o.selfSigned, "api-self-signed", false, "Serve the HTTP API over TLS with a certificate for 127.0.0.1, ::1 and localhost generated at start (local development; its SHA-256 fingerprint is logged).")
 }
 
@@ -101,6 +106,9 @@ func (o *apiOptions) validate() error {
 	}
 	if o.newTokenReviewsPerSource < 0 {
 		return fmt.Errorf("--api-new-token-reviews-per-source=%v: want a positive rate", o.newTokenReviewsPerSource)
+	}
+	if o.tokenOutageGrace < 0 {
+		return fmt.Errorf("--api-token-outage-grace=%s: want 0 (off) or a positive duration", o.tokenOutageGrace)
 	}
 	if o.maxFanOut < 1 {
 		return fmt.Errorf("--max-fan-out=%d: want at least 1", o.maxFanOut)
@@ -171,9 +179,14 @@ func (o *apiOptions) buildAuth(cfg *rest.Config, log logr.Logger) (httpapi.Auth,
 			audiences = append(audiences, a)
 		}
 	}
+	grace := o.tokenOutageGrace
+	if grace == 0 {
+		grace = -1 // off; kubeauth's zero is its default
+	}
 	return kubeauth.NewForConfig(cfg, kubeauth.Options{Audiences: audiences,
 		UnknownReviewsPerSourcePerSecond: o.newTokenReviewsPerSource,
-		UnknownReviewPerSourceBurst:      int(math.Ceil(2 * o.newTokenReviewsPerSource))})
+		UnknownReviewPerSourceBurst:      int(math.Ceil(2 * o.newTokenReviewsPerSource)),
+		OutageGrace:                      grace})
 }
 
 // tlsConfig returns the API's TLS configuration, or nil for plain HTTP;

@@ -8,6 +8,8 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -211,6 +213,143 @@ func TestAgainstTheAPIServer(t *testing.T) {
 		t.Fatal(err)
 	}
 	eventually("publishing after the ServiceAccount is deleted", http.StatusUnauthorized, func() (int, string) { return publish(srv, token, "shop") })
+}
+
+// TestOutageAgainstTheAPIServer stops the real kube-apiserver answering
+// the Auth (its transport hangs until the review's deadline, as a
+// SIGSTOPped API server leaves it) with the caches' TTLs over: a
+// publisher whose token and permission were reviewed before keeps
+// publishing within OutageGrace, a token never seen gets 503 with
+// Retry-After, and so does the publisher once the grace is over; once the
+// API server answers again, publishing works. The grace runs on an
+// injected clock.
+func TestOutageAgainstTheAPIServer(t *testing.T) {
+	cfg, cs, store, eng := controlPlaneAndEngine(t)
+	ctx := t.Context()
+	if _, err := eng.RegisterEndpoint(ctx, ledger.Endpoint{
+		Namespace: "shop", Name: "billing", URL: "https://receiver.example/billing", EventTypes: []string{"order.*"},
+		Secrets: []ledger.SigningSecret{{Value: sensitive.Bytes("whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw")}}, AckMode: ledger.AckResponse,
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "shop"}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cs.CoreV1().ServiceAccounts("shop").Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "producer"}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	bind(t, cs, "shop", "producer-publishes", "ClusterRole", applyClusterRole(t, cs, "event_publisher_role.yaml"))
+	tokenFor := func() string {
+		t.Helper()
+		expiry := int64(3600)
+		tr, err := cs.CoreV1().ServiceAccounts("shop").CreateToken(ctx, "producer", &authnv1.TokenRequest{
+			Spec: authnv1.TokenRequestSpec{ExpirationSeconds: &expiry},
+		}, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatalf("TokenRequest: %v", err)
+		}
+		return tr.Status.Token
+	}
+	known, unseen := tokenFor(), tokenFor()
+
+	// The Auth's way to the API server, which the test can stop.
+	var stopped atomic.Bool
+	authCfg := rest.CopyConfig(cfg)
+	authCfg.Wrap(func(rt http.RoundTripper) http.RoundTripper {
+		return roundTripFunc(func(r *http.Request) (*http.Response, error) {
+			if stopped.Load() {
+				<-r.Context().Done() // a stopped API server never answers
+				return nil, r.Context().Err()
+			}
+			return rt.RoundTrip(r)
+		})
+	})
+	clock := &testClock{now: time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)}
+	auth, err := kubeauth.NewForConfig(authCfg, kubeauth.Options{
+		// No caching: every request is a review, as once the TTLs are over.
+		AuthnTTL: -1, AuthnNegativeTTL: -1, AuthzTTL: -1, AuthzNegativeTTL: -1,
+		ReviewTimeout: time.Second, Now: clock.Now,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := httpapi.New(httpapi.Config{Publisher: eng, Reader: store, Auth: auth})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(h)
+	t.Cleanup(srv.Close)
+	publish := func(token string) (status int, retryAfter, body string) {
+		t.Helper()
+		req, err := http.NewRequestWithContext(ctx, http.MethodPost, srv.URL+"/v1/namespaces/shop/events",
+			strings.NewReader(`{"type":"order.created","data":{"order":1}}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Authorization", "Bearer "+token)
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := srv.Client().Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		data, _ := io.ReadAll(resp.Body)
+		if strings.Contains(string(data), token) {
+			t.Errorf("the answer carries the token: %s", data)
+		}
+		return resp.StatusCode, resp.Header.Get("Retry-After"), string(data)
+	}
+	// The RoleBinding reaches the API server's authorizer a moment after
+	// the write.
+	deadline := time.Now().Add(15 * time.Second)
+	for status, _, body := publish(known); status != http.StatusCreated; status, _, body = publish(known) {
+		if time.Now().After(deadline) {
+			t.Fatalf("publishing before the outage: %d %s", status, body)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+
+	stopped.Store(true)
+	clock.Advance(kubeauth.DefaultOutageGrace - time.Minute)
+	if status, _, body := publish(known); status != http.StatusCreated {
+		t.Errorf("a known publisher within the grace: %d %s, want 201", status, body)
+	}
+	if status, ra, body := publish(unseen); status != http.StatusServiceUnavailable || ra == "" || !strings.Contains(body, `"Unavailable"`) {
+		t.Errorf("a token never seen: %d (Retry-After %q) %s, want 503 Unavailable with Retry-After", status, ra, body)
+	}
+	clock.Advance(time.Minute + time.Second)
+	if status, ra, body := publish(known); status != http.StatusServiceUnavailable || ra == "" || !strings.Contains(body, `"Unavailable"`) {
+		t.Errorf("a known publisher after the grace: %d (Retry-After %q) %s, want 503 Unavailable with Retry-After", status, ra, body)
+	}
+
+	stopped.Store(false)
+	for _, token := range []string{known, unseen} {
+		if status, _, body := publish(token); status != http.StatusCreated {
+			t.Errorf("after the outage: %d %s, want 201", status, body)
+		}
+	}
+}
+
+type roundTripFunc func(*http.Request) (*http.Response, error)
+
+func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
+
+// testClock is a settable clock.
+type testClock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+func (c *testClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+func (c *testClock) Advance(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.now = c.now.Add(d)
 }
 
 // applyClusterRole creates the ClusterRole of config/rbac/file and returns

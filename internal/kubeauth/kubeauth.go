@@ -18,6 +18,11 @@
 // token without a review; the lanes only see reviews about to be sent.
 //
 // A revoked token or a removed RoleBinding takes effect within the TTLs.
+// While the API server does not answer, a token accepted and a permission
+// allowed within OutageGrace (default 10 minutes) are answered as they
+// were, never past the token's own expiry; whatever has no such answer
+// gets an *UnavailableError (503, Retry-After). A verdict of the API
+// server always wins at once.
 // Tokens are never logged and never part of an error: the caches are keyed
 // by HMACs under per-process random keys. A review that fails for want of
 // the API server (unreachable, throttled, timed out) is an
@@ -29,6 +34,7 @@ package kubeauth
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -39,6 +45,7 @@ import (
 	authnv1 "k8s.io/api/authentication/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	utilcache "k8s.io/apimachinery/pkg/util/cache"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/apiserver/pkg/authentication/authenticator"
 	"k8s.io/apiserver/pkg/authentication/request/bearertoken"
@@ -74,6 +81,7 @@ const (
 	DefaultKnownTokenTTL    = time.Hour
 	DefaultCacheSize        = 4096
 	DefaultReviewTimeout    = 10 * time.Second
+	DefaultOutageGrace      = 10 * time.Minute
 
 	// The unknown lane: first reviews of tokens never seen.
 	DefaultUnknownReviewsPerSecond          = 50
@@ -124,6 +132,20 @@ type Options struct {
 	// ReviewTimeout bounds one review, a known-lane wait for a slot
 	// included (default 10s).
 	ReviewTimeout time.Duration
+	// OutageGrace is how long after its last accepting TokenReview a token
+	// is still accepted, and after its last allowing SubjectAccessReview a
+	// permission still allowed (the same user and attributes), when a new
+	// review finds no verdict: the API server unreachable, timing out or
+	// failing (5xx), or the lanes too full to wait for it (default 10m; a
+	// negative value turns it off). A verdict always wins at once: a token
+	// the API server rejects, or a permission it denies, is refused as soon
+	// as it answers. A token is never accepted past its own expiry (its exp
+	// claim when it is a JWT, which ServiceAccount tokens are: the
+	// TokenReview status reports no expiry), and a token's answer is only
+	// given while AuthnTTL still fits in the grace, since the token cache
+	// keeps it that long. A token or permission without such a review is
+	// an *UnavailableError (503, Retry-After), never a rejection.
+	OutageGrace time.Duration
 
 	// UnknownReviewsPerSecond and UnknownReviewBurst limit first reviews
 	// of tokens never seen, in total (default 50/s, burst 100: about what
@@ -152,6 +174,9 @@ type Auth struct {
 	authn authenticator.Request
 	authz authorizer.Authorizer
 	lanes *tokenLanes
+	// allowed: cacheKey → *allowedDecision, permissions allowed within
+	// OutageGrace, answered when a review finds no verdict.
+	allowed *utilcache.LRUExpireCache
 }
 
 var (
@@ -184,10 +209,11 @@ func New(opts Options) (*Auth, error) {
 	}
 	tokens := cache.New(lanes, false, opts.AuthnTTL, opts.AuthnNegativeTTL)
 	return &Auth{
-		opts:  opts,
-		authn: bearertoken.New(sourceNoting{next: tokens, lanes: lanes}),
-		authz: authz,
-		lanes: lanes,
+		opts:    opts,
+		authn:   bearertoken.New(sourceNoting{next: tokens, lanes: lanes}),
+		authz:   authz,
+		lanes:   lanes,
+		allowed: utilcache.NewLRUExpireCacheWithClock(opts.CacheSize, clockFunc(opts.Now)),
 	}, nil
 }
 
@@ -233,9 +259,38 @@ func (a *Auth) AuthenticateRequest(r *http.Request) (*authenticator.Response, bo
 
 // Authorize implements authorizer.Authorizer with the library's
 // delegating authorizer, in the known lane. A review the API server could
-// not do is an *UnavailableError; one it refused itself, an internal
-// error.
+// not do is an *UnavailableError, unless the same user was allowed the
+// same within OutageGrace (allowedBefore); one it refused itself, an
+// internal error.
 func (a *Auth) Authorize(ctx context.Context, attrs authorizer.Attributes) (authorizer.Decision, string, error) {
+	k, keyed := a.decisionKey(attrs)
+	if keyed {
+		if d, found := a.allowedBefore(k); found && a.opts.Now().Before(d.askAgain) {
+			// Answered without a review after one found no verdict, for
+			// as long as the authorizer would have cached the allow.
+			return authorizer.DecisionAllow, d.reason, nil
+		}
+	}
+	decision, reason, err := a.authorize(ctx, attrs)
+	if !keyed {
+		return decision, reason, err
+	}
+	_, noVerdict := errors.AsType[*UnavailableError](err)
+	switch {
+	case err == nil && decision == authorizer.DecisionAllow:
+		a.noteAllowed(k, reason)
+	case noVerdict && decision != authorizer.DecisionDeny:
+		if d, ok := a.allowAgain(k); ok {
+			return authorizer.DecisionAllow, d.reason, nil
+		}
+	default: // a verdict other than allow, or a refusal: forget the allow
+		a.allowed.Remove(k)
+	}
+	return decision, reason, err
+}
+
+// authorize asks the library's delegating authorizer, in the known lane.
+func (a *Auth) authorize(ctx context.Context, attrs authorizer.Attributes) (authorizer.Decision, string, error) {
 	ctx, cancel := context.WithTimeout(ctx, a.opts.ReviewTimeout)
 	defer cancel()
 	release, err := a.lanes.adm.enter(ctx, laneKnown)
@@ -248,6 +303,99 @@ func (a *Auth) Authorize(ctx context.Context, attrs authorizer.Attributes) (auth
 		return decision, reason, reviewFailure("SubjectAccessReview", err)
 	}
 	return decision, reason, nil
+}
+
+// allowedDecision is a permission's last allowing review: reviewed is
+// when it was made, askAgain until when it is answered without a review
+// after one found no verdict.
+type allowedDecision struct {
+	reason   string
+	reviewed time.Time
+	askAgain time.Time
+}
+
+// decisionKey is the key of attrs's decision: the user and the attributes
+// the SubjectAccessReview is made of, under the lanes' HMAC key. Requests
+// with selectors (which the HTTP API does not make) have none: their
+// decisions are never answered from before.
+func (a *Auth) decisionKey(attrs authorizer.Attributes) (cacheKey, bool) {
+	if a.opts.OutageGrace <= 0 {
+		return cacheKey{}, false
+	}
+	if fs, err := attrs.GetFieldSelector(); err != nil || len(fs) > 0 {
+		return cacheKey{}, false
+	}
+	if ls, err := attrs.GetLabelSelector(); err != nil || len(ls) > 0 {
+		return cacheKey{}, false
+	}
+	type who struct {
+		Name, UID string
+		Groups    []string
+		Extra     map[string][]string
+	}
+	var u *who
+	if usr := attrs.GetUser(); usr != nil {
+		u = &who{Name: usr.GetName(), UID: usr.GetUID(), Groups: usr.GetGroups(), Extra: usr.GetExtra()}
+	}
+	data, err := json.Marshal(struct {
+		User                                                        *who
+		Verb, APIGroup, APIVersion, Resource, Subresource, NS, Name string
+		Path                                                        string
+		ResourceRequest                                             bool
+	}{u, attrs.GetVerb(), attrs.GetAPIGroup(), attrs.GetAPIVersion(), attrs.GetResource(), attrs.GetSubresource(),
+		attrs.GetNamespace(), attrs.GetName(), attrs.GetPath(), attrs.IsResourceRequest()})
+	if err != nil {
+		return cacheKey{}, false
+	}
+	return a.lanes.keys.key("authz", string(data)), true
+}
+
+// allowedBefore is k's last allowing review, while within the grace.
+func (a *Auth) allowedBefore(k cacheKey) (*allowedDecision, bool) {
+	v, found := a.allowed.Get(k)
+	if !found {
+		return nil, false
+	}
+	d := v.(*allowedDecision)
+	return d, !a.opts.Now().After(d.reviewed.Add(a.opts.OutageGrace))
+}
+
+// noteAllowed notes that k was allowed now. The authorizer answers an
+// allow from its cache for AuthzTTL after the review: an allow within
+// that time of the review noted may be that one, and is not a review.
+func (a *Auth) noteAllowed(k cacheKey, reason string) {
+	now := a.opts.Now()
+	if d, found := a.allowedBefore(k); found && now.Sub(d.reviewed) < a.opts.AuthzTTL {
+		return
+	}
+	a.allowed.Add(k, &allowedDecision{reason: reason, reviewed: now}, a.opts.OutageGrace)
+}
+
+// allowAgain answers k's last allow when its review found no verdict, and
+// is not asked again for AuthzTTL (as the authorizer's cache would not
+// ask), nor past the grace.
+func (a *Auth) allowAgain(k cacheKey) (*allowedDecision, bool) {
+	d, found := a.allowedBefore(k)
+	if !found {
+		return nil, false
+	}
+	now := a.opts.Now()
+	until := d.reviewed.Add(a.opts.OutageGrace)
+	again := &allowedDecision{reason: d.reason, reviewed: d.reviewed, askAgain: now}
+	if a.opts.AuthzTTL > 0 {
+		again.askAgain = minTime(now.Add(a.opts.AuthzTTL), until)
+	}
+	if ttl := until.Sub(now); ttl > 0 {
+		a.allowed.Add(k, again, ttl)
+	}
+	return again, true
+}
+
+func minTime(a, b time.Time) time.Time {
+	if a.Before(b) {
+		return a
+	}
+	return b
 }
 
 // ConditionsAwareAuthorize implements authorizer.Authorizer: no

@@ -5,9 +5,14 @@ import (
 	"crypto/hmac"
 	"crypto/rand"
 	"crypto/sha256"
+	"encoding/base64"
 	"encoding/binary"
+	"encoding/json"
+	"errors"
 	"fmt"
+	"math"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -20,13 +25,25 @@ import (
 //	bearertoken (library)  the Authorization header
 //	sourceNoting           notes the request's source address under the token's key
 //	cache (library)        answers a token seen within its TTLs; coalesces
-//	tokenLanes             decides the lane of a review about to be sent
+//	tokenLanes             decides the lane of a review about to be sent;
+//	                       answers the last verdict when none comes (outage)
 //	review                 the TokenReview
 //
 // The library's cache runs the review under a context of its own (so that
 // one caller giving up does not fail the others waiting for the same
 // token), which carries nothing of the request: the source reaches the
 // lanes through sourceNoting instead.
+//
+// Stale if error (Options.OutageGrace): a token whose last review
+// accepted it within the grace, and whose re-review now fails without a
+// verdict (the API server unreachable, timing out, failing, or the lanes
+// too full to wait for it), is accepted as it was, so that publishers
+// keep publishing while the control plane is down. The library's cache
+// then keeps that answer for AuthnTTL like any other, which is why it is
+// only given while AuthnTTL still fits in the grace: no token is accepted
+// past the grace, nor past its own expiry. A verdict always wins at once:
+// a rejection forgets the token. A token without such a review gets the
+// *UnavailableError (503, Retry-After).
 
 // tokenLanes is an authenticator.Token that sees only the tokens the
 // library's cache could not answer: every call is a review about to be
@@ -39,10 +56,15 @@ type tokenLanes struct {
 	keys      keyer
 	known     *cache.LRUExpireCache // cacheKey → struct{}: tokens that authenticated
 	knownTTL  time.Duration
-	sources   waitingSources
-	adm       *admission
-	now       func() time.Time
-	timeout   time.Duration
+	// accepted: cacheKey → *acceptedToken, tokens that authenticated
+	// within the grace, answered when a re-review finds no verdict.
+	accepted *cache.LRUExpireCache
+	grace    time.Duration // OutageGrace; <= 0: none
+	cacheTTL time.Duration // AuthnTTL: how long the library keeps an answer
+	sources  waitingSources
+	adm      *admission
+	now      func() time.Time
+	timeout  time.Duration
 }
 
 func newTokenLanes(opts Options) (*tokenLanes, error) {
@@ -56,6 +78,9 @@ func newTokenLanes(opts Options) (*tokenLanes, error) {
 		keys:      keyer{secret: secret},
 		known:     cache.NewLRUExpireCacheWithClock(opts.CacheSize, clockFunc(opts.Now)),
 		knownTTL:  opts.KnownTokenTTL,
+		accepted:  cache.NewLRUExpireCacheWithClock(opts.CacheSize, clockFunc(opts.Now)),
+		grace:     opts.OutageGrace,
+		cacheTTL:  max(opts.AuthnTTL, 0),
 		sources:   waitingSources{m: make(map[cacheKey]*waitingSource)},
 		adm: newAdmission(limits{
 			rate: opts.UnknownReviewsPerSecond, burst: opts.UnknownReviewBurst,
@@ -70,6 +95,17 @@ func newTokenLanes(opts Options) (*tokenLanes, error) {
 // AuthenticateToken implements authenticator.Token (see tokenLanes).
 func (l *tokenLanes) AuthenticateToken(ctx context.Context, token string) (*authenticator.Response, bool, error) {
 	k := l.keys.key("authn", token)
+	resp, ok, err := l.reviewInLane(ctx, k, token)
+	if _, noVerdict := errors.AsType[*UnavailableError](err); noVerdict {
+		if last, found := l.lastAccepted(k); found {
+			return last, true, nil
+		}
+	}
+	return resp, ok, err
+}
+
+// reviewInLane reviews token in its lane and records the verdict.
+func (l *tokenLanes) reviewInLane(ctx context.Context, k cacheKey, token string) (*authenticator.Response, bool, error) {
 	ln := laneUnknown
 	if _, known := l.known.Get(k); known {
 		ln = laneKnown
@@ -89,10 +125,80 @@ func (l *tokenLanes) AuthenticateToken(ctx context.Context, token string) (*auth
 	case err != nil: // no verdict: the token stays what it was
 	case ok:
 		l.known.Add(k, struct{}{}, l.knownTTL)
+		l.accept(k, token, resp)
 	default:
 		l.known.Remove(k) // revoked: no longer known
+		l.accepted.Remove(k)
 	}
 	return resp, ok, err
+}
+
+// acceptedToken is the answer of a token's last accepting review, given
+// up to until when a re-review finds no verdict.
+type acceptedToken struct {
+	resp  *authenticator.Response
+	until time.Time
+}
+
+// accept notes that token (key k) was accepted now, as resp: until the
+// grace is over, or the token expires if that is sooner.
+func (l *tokenLanes) accept(k cacheKey, token string, resp *authenticator.Response) {
+	if l.grace <= 0 {
+		return
+	}
+	now := l.now()
+	until := now.Add(l.grace)
+	if exp, ok := tokenExpiry(token); ok && exp.Before(until) {
+		until = exp
+	}
+	if !until.After(now) {
+		l.accepted.Remove(k)
+		return
+	}
+	l.accepted.Add(k, &acceptedToken{resp: resp, until: until}, until.Sub(now))
+}
+
+// lastAccepted is the answer to give for the token of k when its review
+// found no verdict: its last accepting review's, while the library's cache
+// would keep it (AuthnTTL) within the grace and the token's expiry.
+func (l *tokenLanes) lastAccepted(k cacheKey) (*authenticator.Response, bool) {
+	v, found := l.accepted.Get(k)
+	if !found {
+		return nil, false
+	}
+	a := v.(*acceptedToken)
+	if l.now().Add(l.cacheTTL).After(a.until) {
+		return nil, false
+	}
+	return a.resp, true
+}
+
+// tokenExpiry is the exp claim of token when it is a JWT (ServiceAccount
+// tokens and OIDC ID tokens are), or false. The TokenReview's status
+// reports no expiry (authentication/v1 has no field for it, and the
+// library's cache ignores expiry), so the token is read itself. Its
+// signature is not checked here: the API server has just accepted these
+// very bytes, so the claim is the issuer's, and it can only shorten the
+// grace. A token that is not a JWT has no expiry known here: the grace
+// alone bounds it.
+func tokenExpiry(token string) (time.Time, bool) {
+	parts := strings.Split(token, ".")
+	if len(parts) != 3 {
+		return time.Time{}, false
+	}
+	payload, err := base64.RawURLEncoding.DecodeString(strings.TrimRight(parts[1], "="))
+	if err != nil {
+		return time.Time{}, false
+	}
+	var claims struct {
+		Exp *float64 `json:"exp"`
+	}
+	if json.Unmarshal(payload, &claims) != nil || claims.Exp == nil ||
+		math.IsNaN(*claims.Exp) || math.Abs(*claims.Exp) > 1e12 {
+		return time.Time{}, false
+	}
+	sec, frac := math.Modf(*claims.Exp)
+	return time.Unix(int64(sec), int64(frac*1e9)), true
 }
 
 // sourceKey is the context key of the request's source address.
@@ -192,6 +298,7 @@ func defaults(opts *Options) error {
 		{&opts.AuthnTTL, DefaultAuthnTTL}, {&opts.AuthnNegativeTTL, DefaultAuthnNegativeTTL},
 		{&opts.AuthzTTL, DefaultAuthzTTL}, {&opts.AuthzNegativeTTL, DefaultAuthzNegativeTTL},
 		{&opts.ReviewTimeout, DefaultReviewTimeout}, {&opts.KnownTokenTTL, DefaultKnownTokenTTL},
+		{&opts.OutageGrace, DefaultOutageGrace},
 	} {
 		if *f.v == 0 {
 			*f.v = f.def
