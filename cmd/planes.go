@@ -29,8 +29,10 @@ import (
 // when asked to, or when the data plane itself fails.
 
 // restartBackoff paces a component that keeps stopping: 1 s, doubling to
-// 30 s, back to 1 s once an incarnation ran for a minute.
-var restartBackoff = wait.Backoff{Duration: time.Second, Factor: 2, Jitter: 0.1, Steps: math.MaxInt32, Cap: 30 * time.Second}
+// 10 s, back to 1 s once an incarnation ran for a minute. The cap is
+// short because the control plane's catching up after an outage waits
+// for it (issue #44: status right within 30 s).
+var restartBackoff = wait.Backoff{Duration: time.Second, Factor: 2, Jitter: 0.1, Steps: math.MaxInt32, Cap: 10 * time.Second}
 
 // supervise runs fn until ctx ends, again after each return (with
 // restartBackoff between), logging why it stopped. It returns when ctx
@@ -38,7 +40,7 @@ var restartBackoff = wait.Backoff{Duration: time.Second, Factor: 2, Jitter: 0.1,
 func supervise(ctx context.Context, log logr.Logger, what string, b wait.Backoff, c clock.Clock, fn func(context.Context) error) {
 	delay := b.DelayWithReset(c, time.Minute)
 	_ = delay.Until(ctx, true, true, func(ctx context.Context) (bool, error) {
-		err := fn(ctx)
+		err := abandonOnCancel(ctx, fn)
 		if ctx.Err() != nil {
 			return true, nil
 		}
@@ -48,6 +50,26 @@ func supervise(ctx context.Context, log logr.Logger, what string, b wait.Backoff
 		log.Error(err, what+" stopped; the data plane goes on, and it starts again")
 		return false, nil
 	})
+}
+
+// abandonOnCancel runs fn and returns what it returns, or ctx's error as
+// soon as ctx ends: a manager's setup blocked on an API server that does
+// not answer (discovery has no timeout of its own) must not hold the
+// process's shutdown. The goroutine left behind ends with the process.
+func abandonOnCancel(ctx context.Context, fn func(context.Context) error) error {
+	errc := make(chan error, 1)
+	go func() { errc <- fn(ctx) }()
+	select {
+	case err := <-errc:
+		return err
+	case <-ctx.Done():
+		select {
+		case err := <-errc:
+			return err
+		case <-time.After(15 * time.Second): // long enough for a graceful stop
+			return ctx.Err()
+		}
+	}
 }
 
 // serve runs srv until ctx ends, then shuts it down.
