@@ -222,8 +222,9 @@ var _ = BeforeSuite(func() {
 	Expect((&DeliveryRecoveryReconciler{Client: mgr.GetClient(), Engine: eng, FollowInterval: 200 * time.Millisecond, Recorder: mgr.GetEventRecorder("hookkeeper-deliveryrecovery")}).SetupWithManager(mgr)).To(Succeed())
 	Expect((&WebhookEventTypeReconciler{Client: mgr.GetClient()}).SetupWithManager(mgr)).To(Succeed())
 	Expect((&WebhookQuotaReconciler{Client: mgr.GetClient(), Ledger: store, RefreshPeriod: 200 * time.Millisecond}).SetupWithManager(mgr)).To(Succeed())
-	contracts, err = SetupEventTypeContracts(mgr)
+	contracts, err = NewEventTypeContracts(ctx, ContractsOptions{Snapshots: store, Log: logf.Log.WithName("contracts")})
 	Expect(err).NotTo(HaveOccurred())
+	Expect(contracts.Attach(mgr)).To(Succeed())
 
 	go func() {
 		defer GinkgoRecover()
