@@ -11,8 +11,10 @@ import (
 	"crypto/tls"
 	"flag"
 	"fmt"
+	"maps"
 	"net/http"
 	"os"
+	"slices"
 	"time"
 
 	"golang.org/x/sync/errgroup"
@@ -215,9 +217,19 @@ func main() {
 		}
 		ready["serving-cert"] = certReady
 	}
-	// The event types' contracts, which every replica holds publishes to,
-	// come from the caches of the control plane's incarnations.
-	contracts := &incarnationContracts{}
+	// The event types' contracts, which every replica holds publishes to:
+	// a book the control plane's caches fill and the ledger keeps, so that
+	// a publish reads no API server and a process started during an outage
+	// knows the last contracts (docs/adr/0049).
+	contracts, err := controllers.NewEventTypeContracts(ctx, controllers.ContractsOptions{
+		Snapshots:       store,
+		WatchNamespaces: slices.Sorted(maps.Keys(cacheOpts.DefaultNamespaces)),
+		Log:             ctrl.Log.WithName("contracts"),
+	})
+	if err != nil {
+		setupLog.Error(err, "unable to load the event types' contracts from the ledger")
+		os.Exit(1)
+	}
 	// Publishing's metrics, shared by the cores of both doors.
 	publishMetrics := publish.NewMetrics(ctrlmetrics.Registry)
 	if apiFlags.enabled() {
@@ -317,11 +329,9 @@ func main() {
 		}); err != nil {
 			return err
 		}
-		c, err := controllers.SetupEventTypeContracts(mgr)
-		if err != nil {
+		if err := contracts.Attach(mgr); err != nil {
 			return fmt.Errorf("setting up the event types' contracts: %w", err)
 		}
-		contracts.current.Store(c)
 		setupLog.Info("starting the control plane")
 		return mgr.Start(ctx)
 	}
