@@ -222,18 +222,6 @@ func (c *EventTypeContracts) load(ctx context.Context) error {
 	return nil
 }
 
-// SetupEventTypeContracts returns a book in memory only, attached to mgr.
-//
-// Deprecated: build the book once with NewEventTypeContracts (with the
-// ledger) and Attach it to every manager.
-func SetupEventTypeContracts(mgr ctrl.Manager) (*EventTypeContracts, error) {
-	c, err := NewEventTypeContracts(context.Background(), ContractsOptions{Log: ctrl.Log.WithName("contracts")})
-	if err != nil {
-		return nil, err
-	}
-	return c, c.Attach(mgr)
-}
-
 // Attach keeps the book current from mgr's cache while mgr runs, on every
 // replica: a runnable that needs no leadership registers the book's
 // handlers on the informers of WebhookEventTypes, RetryPolicies and
