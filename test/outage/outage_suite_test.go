@@ -1,0 +1,159 @@
+// Package outage makes the Kubernetes API server unresponsive under load
+// and checks what issue #44 promises: deliveries and publishes go on when
+// the API server does not answer. It runs the real etcd and kube-apiserver
+// (test/testenv), the manager binary built from ./cmd as processes with
+// --leader-elect, real publishers (the token file, and a ServiceAccount
+// token reviewed with TokenReview) and real receivers on loopback. The
+// outage is SIGSTOP to the suite's own kube-apiserver process (found by
+// PID through /proc, never by name), and its end SIGCONT, which a cleanup
+// also sends whatever happens to the spec.
+//
+// The scenarios:
+//
+//   - A: one replica with --leader-elect on SQLite, for each kind of
+//     publisher (the manager authenticates one way at a time, so each kind
+//     has an install of its own: a namespace, its manager, its ledger),
+//     under 50 events/s in all, the API server stopped for 60s;
+//   - B: two replicas on one PostgreSQL ledger (a schema of the suite's
+//     own), one authenticating with the token file and one with
+//     TokenReview, the same load and outage;
+//   - C: a manager started while the API server is stopped, on a ledger
+//     holding accepted events that were not delivered yet.
+//
+// Run it with
+//
+//	HOOKKEEPER_TEST_POSTGRES="$(./hack/postgres.sh)" go test ./test/outage/ -count=1 -timeout=20m -ginkgo.v
+//
+// (without the variable it tries ./hack/postgres.sh's address and fails,
+// never skips, when no server answers; under CI=true the variable is
+// required). Every scenario reports its figures (publish p99 before and
+// during the outage, the longest time without a receipt, events lost) as
+// report entries; a failed one attaches the managers' logs, the hookkeeper
+// objects and what the receivers saw.
+package outage
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
+
+	"github.com/hookkeeper/hookkeeper/test/testenv"
+)
+
+var (
+	env         *envtest.Environment
+	workDir     string
+	kubeconfig  string
+	kubectlPath string
+	binary      string // the manager built from ./cmd
+
+	// apiToken is the token-file publishers' token, in tokenFile.
+	apiToken  string
+	tokenFile string
+
+	// apiserver is the suite's kube-apiserver process.
+	apiserver *apiServer
+
+	// The managers and receivers of the running scenario, for the failure
+	// report (beginScenario resets them).
+	managers      []*manager
+	specReceivers []*receiver
+
+	suiteFailed bool
+)
+
+func TestOutage(t *testing.T) {
+	RegisterFailHandler(Fail)
+	SetDefaultEventuallyTimeout(30 * time.Second)
+	SetDefaultEventuallyPollingInterval(100 * time.Millisecond)
+	// Ginkgo's own timeout ends the run before go test's does: an
+	// interrupted suite still runs its cleanups, SIGCONT to the API server
+	// first, where go test's timeout would leave it stopped.
+	suiteConfig, reporterConfig := GinkgoConfiguration()
+	if deadline, ok := t.Deadline(); ok {
+		suiteConfig.Timeout = min(suiteConfig.Timeout, time.Until(deadline)-time.Minute)
+	}
+	RunSpecs(t, "hookkeeper while the Kubernetes API server does not answer (real control plane, manager processes, SIGSTOP)", suiteConfig, reporterConfig)
+}
+
+var _ = BeforeSuite(func() {
+	suiteFailed = true // until the control plane is up: keep the directory
+	var err error
+	workDir, err = os.MkdirTemp("", "hookkeeper-outage-")
+	Expect(err).NotTo(HaveOccurred())
+
+	// The control plane starts while the manager builds; it fails, never
+	// skips, without the binaries.
+	suite, err := testenv.StartSuite(workDir)
+	Expect(err).NotTo(HaveOccurred())
+	env, kubeconfig, kubectlPath = suite.Env, suite.Kubeconfig, suite.Kubectl
+	binary = suite.Manager
+
+	apiserver, err = findAPIServer(env.Config.Host)
+	Expect(err).NotTo(HaveOccurred())
+	GinkgoWriter.Printf("kube-apiserver at %s is PID %d\n", env.Config.Host, apiserver.pid)
+
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	apiToken = hex.EncodeToString(b[:])
+	tokenFile = filepath.Join(workDir, "api-tokens")
+	Expect(os.WriteFile(tokenFile, []byte(apiToken+" outage-suite\n"), 0o600)).To(Succeed())
+
+	// The shipped ClusterRole the TokenReview publishers are bound to.
+	kubectl("apply", "-f", filepath.Join(testenv.RepoRoot(), "config", "rbac", "event_publisher_role.yaml"))
+	suiteFailed = false
+})
+
+var _ = AfterSuite(func() {
+	// Whatever happened: the API server runs again before anything stops.
+	apiserver.resume()
+	if env != nil {
+		Expect(env.Stop()).To(Succeed())
+	}
+	if workDir != "" {
+		if suiteFailed {
+			GinkgoWriter.Printf("kept %s (the managers' logs, the SQLite ledgers, kubeconfig) for the failure\n", workDir)
+		} else {
+			Expect(os.RemoveAll(workDir)).To(Succeed())
+		}
+	}
+})
+
+// beginScenario starts a scenario's report afresh: its managers and
+// receivers only.
+func beginScenario() {
+	managers, specReceivers = nil, nil
+}
+
+// On failure, attach what explains it: the managers' logs, the hookkeeper
+// objects, the Events and what the receivers saw. The API server is
+// continued first (kubectl would hang on a stopped one); the spec's own
+// cleanup would continue it only after this.
+var _ = AfterEach(func() {
+	if !CurrentSpecReport().Failed() {
+		return
+	}
+	suiteFailed = true
+	if !apiserver.resume().IsZero() {
+		apiserver.waitAnswering()
+	}
+	for _, m := range managers {
+		if m.exited() {
+			AddReportEntry(m.name+" exited", fmt.Sprintf("%v at %s", m.err, stamp(m.exitedAt)))
+		}
+		AddReportEntry(m.name+" log (last 150 lines; full log in "+m.logPath+")", testenv.Tail(m.logPath, 150))
+	}
+	AddReportEntry("kubectl get hookkeeper -A -o yaml", kubectlOutput("get", "hookkeeper", "-A", "-o", "yaml"))
+	AddReportEntry("kubectl get events -A", kubectlOutput("get", "events", "-A"))
+	for _, r := range specReceivers {
+		AddReportEntry("receiver "+r.name, r.String())
+	}
+})

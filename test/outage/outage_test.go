@@ -1,0 +1,504 @@
+package outage
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"net/url"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+
+	"github.com/hookkeeper/hookkeeper/internal/ledger/postgres/pgtest"
+	"github.com/hookkeeper/hookkeeper/test/fixtures"
+)
+
+// The load and the outage of scenarios A and B (issue #44's acceptance).
+const (
+	// eventsPerSecond is the load of a scenario, shared equally by its
+	// publishers.
+	eventsPerSecond = 50
+	// warmUp is how long the load runs before the outage; the first
+	// settle of it is left out of the p99 before the outage (connections
+	// opening, first reviews).
+	warmUp = 20 * time.Second
+	settle = 5 * time.Second
+	// outageLength is how long the API server is stopped.
+	outageLength = 60 * time.Second
+	// maxReceiptGap is the longest a receiver may go without a request
+	// during the outage.
+	maxReceiptGap = 2 * time.Second
+	// statusWithin is how soon after the outage every endpoint's status
+	// must be right.
+	statusWithin = 30 * time.Second
+	// catchUpWithin bounds the wait, after the outage, for the accepted
+	// events that have not reached their receiver.
+	catchUpWithin = 60 * time.Second
+)
+
+// deliveredSeries counts a manager's successful delivery attempts.
+const deliveredSeries = `hookkeeper_delivery_attempts_total{outcome="delivered"}`
+
+// target is one namespace under load: its endpoint, the receiver behind it,
+// the publishers that publish to it and the managers that deliver it.
+type target struct {
+	ns, endpoint string
+	recv         *receiver
+	pubs         []*publisher
+	managers     []*manager
+}
+
+// setUpEndpoint creates ns with a fast RetryPolicy and a WebhookEndpoint
+// for eventType to recv, and waits until the endpoint is Ready: the
+// leader's controller registered it in the ledger.
+func setUpEndpoint(ns, endpoint string, recv *receiver, maxAttempts int) {
+	GinkgoHelper()
+	apply(fixtures.Namespace(ns) + "---\n" +
+		fixtures.RetryPolicy(ns, "fast", "1s", maxAttempts) + "---\n" +
+		fixtures.WebhookEndpoint(ns, endpoint, recv.URL(), "["+eventType+"]", "fast", ""))
+	kubectl("wait", "-n", ns, "webhookendpoint/"+endpoint, "--for=condition=Ready", "--timeout=60s")
+}
+
+// reviewedToken creates a ServiceAccount in ns bound to the shipped
+// event-publisher ClusterRole there, and returns a token for it from the
+// TokenRequest API: a publisher authenticated by TokenReview and
+// authorized by RBAC.
+func reviewedToken(ns string) string {
+	GinkgoHelper()
+	apply(fmt.Sprintf(`apiVersion: v1
+kind: ServiceAccount
+metadata:
+  name: publisher
+  namespace: %[1]s
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: RoleBinding
+metadata:
+  name: publisher-publishes
+  namespace: %[1]s
+roleRef:
+  apiGroup: rbac.authorization.k8s.io
+  kind: ClusterRole
+  name: event-publisher
+subjects:
+- kind: ServiceAccount
+  name: publisher
+  namespace: %[1]s
+`, ns))
+	token := strings.TrimSpace(kubectl("create", "token", "publisher", "-n", ns, "--duration=2h"))
+	Expect(token).NotTo(BeEmpty())
+	return token
+}
+
+// postgresLedger creates a schema of the scenario's own on the test server
+// (dropped after the scenario, once its managers stopped) and returns the
+// --ledger location that confines a manager to it (search_path, a run-time
+// parameter pgx passes to the server). pgtest fails, never skips, when no
+// server answers.
+func postgresLedger() string {
+	GinkgoHelper()
+	t := GinkgoTB()
+	dsn := pgtest.DSN(t)
+	schema := pgtest.NewSchema(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	conn, err := pgx.Connect(ctx, dsn)
+	Expect(err).NotTo(HaveOccurred())
+	defer conn.Close(ctx)
+	// NewSchema's names are lower-case identifiers: no quoting needed.
+	_, err = conn.Exec(ctx, "CREATE SCHEMA "+schema)
+	Expect(err).NotTo(HaveOccurred())
+	u, err := url.Parse(dsn)
+	Expect(err).NotTo(HaveOccurred(), "%s must be a postgres:// URL", pgtest.EnvDSN)
+	Expect(u.Scheme).To(Or(Equal("postgres"), Equal("postgresql")), "%s must be a postgres:// URL", pgtest.EnvDSN)
+	q := u.Query()
+	q.Set("search_path", schema)
+	u.RawQuery = q.Encode()
+	GinkgoWriter.Printf("ledger: PostgreSQL schema %s\n", schema)
+	return u.String()
+}
+
+// endpointCounts reads an endpoint's status.deliveries: delivered,
+// pending, inFlight.
+func endpointCounts(ns, endpoint string) (delivered, pending, inFlight int64, err error) {
+	out, err := runKubectl("", "get", "-n", ns, "webhookendpoint", endpoint, "-o",
+		"jsonpath={.status.deliveries.delivered} {.status.deliveries.pending} {.status.deliveries.inFlight}")
+	if err != nil {
+		return 0, 0, 0, err
+	}
+	if _, err := fmt.Sscan(out, &delivered, &pending, &inFlight); err != nil {
+		return 0, 0, 0, fmt.Errorf("status.deliveries of %s/%s: %q: %w", ns, endpoint, out, err)
+	}
+	return delivered, pending, inFlight, nil
+}
+
+// allExited reports whether every manager exited.
+func allExited(ms []*manager) bool {
+	for _, m := range ms {
+		if !m.exited() {
+			return false
+		}
+	}
+	return true
+}
+
+// checkStatus checks, until deadline (at least a few seconds from now),
+// that the endpoint's status.deliveries says what its receiver saw:
+// delivered is the number of events answered 2xx, nothing pending or in
+// flight.
+func checkStatus(v *verdict, t *target, deadline time.Time) {
+	start := time.Now()
+	v.g.Eventually(func(g Gomega) {
+		if allExited(t.managers) {
+			StopTrying("no manager of " + t.ns + " runs: nothing writes its status").Now()
+		}
+		delivered, pending, inFlight, err := endpointCounts(t.ns, t.endpoint)
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect([]int64{delivered, pending, inFlight}).To(Equal([]int64{int64(t.recv.deliveredCount()), 0, 0}),
+			"%s/%s status.deliveries [delivered pending inFlight], against the receiver's count", t.ns, t.endpoint)
+	}).WithTimeout(max(time.Until(deadline), 5*time.Second)).WithPolling(500*time.Millisecond).
+		Should(Succeed(), "the status of %s/%s is right within %v of the outage's end", t.ns, t.endpoint, statusWithin)
+	GinkgoWriter.Printf("%s status of %s/%s checked (%v)\n", stamp(time.Now()), t.ns, t.endpoint, time.Since(start).Round(time.Millisecond))
+}
+
+// underOutage runs the load of targets' publishers (eventsPerSecond in
+// all), stops the API server for outageLength after warmUp, and checks
+// every promise of issue #44 for them and for the managers ms,
+// reporting the figures under name.
+func underOutage(name string, targets []*target, ms []*manager) {
+	GinkgoHelper()
+	var pubs []*publisher
+	for _, t := range targets {
+		pubs = append(pubs, t.pubs...)
+	}
+	perPublisher := eventsPerSecond / len(pubs)
+
+	By("every publisher getting a first 201")
+	for _, p := range pubs {
+		p.waitAccepting(30 * time.Second)
+	}
+
+	By(fmt.Sprintf("publishing %d events/s in all for a %v warm-up", eventsPerSecond, warmUp))
+	ctx, cancel := context.WithCancel(context.Background())
+	var loads []<-chan struct{}
+	stopLoad := func() {
+		cancel()
+		for _, done := range loads {
+			<-done
+		}
+	}
+	DeferCleanup(stopLoad)
+	loadStart := time.Now()
+	for _, p := range pubs {
+		loads = append(loads, p.run(ctx, perPublisher))
+	}
+	Consistently(func(g Gomega) {
+		for _, m := range ms {
+			g.Expect(m.exited()).To(BeFalse(), "%s exited during the warm-up: %v", m.name, m.err)
+		}
+	}).WithTimeout(warmUp).WithPolling(250 * time.Millisecond).Should(Succeed())
+
+	// The harness and the product work before the outage: every publish
+	// accepted, the rate held, the receivers see the accepted events.
+	warmEnd := time.Now()
+	for _, p := range pubs {
+		rs := p.between(loadStart, warmEnd)
+		n, sample := failures(rs)
+		Expect(n).To(BeZero(), "%s before the outage: %s\n%s", p.name, statusCounts(rs), strings.Join(sample, "\n"))
+		Expect(len(rs)).To(BeNumerically(">=", int(0.8*float64(perPublisher)*warmUp.Seconds())), "%s kept its rate", p.name)
+	}
+	for _, t := range targets {
+		var ids []string
+		for _, p := range t.pubs {
+			for _, r := range p.between(time.Time{}, warmEnd.Add(-2*time.Second)) {
+				if r.eventID != "" {
+					ids = append(ids, r.eventID)
+				}
+			}
+		}
+		Eventually(func() []string { return t.recv.missing(ids) }).WithTimeout(10*time.Second).
+			Should(BeEmpty(), "%s's receiver got the events accepted during the warm-up", t.ns)
+	}
+
+	By(fmt.Sprintf("stopping kube-apiserver for %v under the load", outageLength))
+	before := map[*manager]float64{}
+	for _, m := range ms {
+		v, err := m.metric(deliveredSeries)
+		Expect(err).NotTo(HaveOccurred(), "%s's metrics before the outage", m.name)
+		before[m] = v
+	}
+	outageStart := apiserver.stop()
+	DeferCleanup(apiserver.resume)
+	// The outage's length is measured; meanwhile nothing else may have
+	// continued the API server.
+	Consistently(apiserver.isStopped).WithTimeout(outageLength-time.Since(outageStart)).WithPolling(500*time.Millisecond).
+		Should(BeTrue(), "kube-apiserver stays stopped for the outage")
+	deliveredDuring := map[*manager]string{}
+	v := newVerdict()
+	for _, m := range ms {
+		after, err := m.metric(deliveredSeries)
+		switch {
+		case err != nil:
+			deliveredDuring[m] = "metrics unreadable: " + err.Error()
+			v.addf("%s's metrics at the end of the outage: %v", m.name, err)
+		default:
+			deliveredDuring[m] = fmt.Sprint(after - before[m])
+			if after <= before[m] {
+				v.addf("%s delivered nothing during the outage (%s %v then %v)", m.name, deliveredSeries, before[m], after)
+			}
+		}
+	}
+	outageEnd := apiserver.resume()
+	apiserver.waitAnswering()
+	By("the API server answers again; the load stops")
+	stopLoad()
+	loadEnd := time.Now()
+
+	By("every accepted event reaching its receiver, and the endpoints' status catching up")
+	lost := map[*target]int{}
+	for _, t := range targets {
+		var accepted []string
+		for _, p := range t.pubs {
+			accepted = append(accepted, p.accepted()...)
+		}
+		v.g.Eventually(func(g Gomega) {
+			if allExited(t.managers) {
+				StopTrying(fmt.Sprintf("no manager of %s runs: %d accepted events can no longer reach the receiver", t.ns, len(t.recv.missing(accepted)))).Now()
+			}
+			g.Expect(t.recv.missing(accepted)).To(BeEmpty(), "accepted events of %s not delivered", t.ns)
+		}).WithTimeout(catchUpWithin).WithPolling(250 * time.Millisecond).Should(Succeed())
+		lost[t] = len(t.recv.missing(accepted))
+		if lost[t] > 0 {
+			v.addf("%s: %d of %d accepted events lost (never reached the receiver; %d of them never attempted)", t.ns, lost[t], len(accepted), len(t.recv.unattempted(t.recv.missing(accepted))))
+		}
+	}
+	for _, t := range targets {
+		checkStatus(v, t, outageEnd.Add(statusWithin))
+	}
+
+	// The figures, then the verdict.
+	var report strings.Builder
+	fmt.Fprintf(&report, "load %s to %s; outage (SIGSTOP to kube-apiserver) %s to %s (%v)\n",
+		stamp(loadStart), stamp(loadEnd), stamp(outageStart), stamp(outageEnd), outageEnd.Sub(outageStart).Round(time.Millisecond))
+	for _, p := range pubs {
+		beforeRs := p.between(loadStart.Add(settle), outageStart)
+		duringRs := p.between(outageStart, outageEnd)
+		all := p.between(loadStart, loadEnd)
+		p99Before, p99During := p99(beforeRs), p99(duringRs)
+		fmt.Fprintf(&report, "publisher %s: p99 before %v (%d publishes), during %v (%d publishes: %s); after: %s\n",
+			p.name, p99Before.Round(time.Microsecond), len(beforeRs), p99During.Round(time.Microsecond), len(duringRs), statusCounts(duringRs),
+			statusCounts(p.between(outageEnd, loadEnd)))
+		if n, sample := failures(all); n > 0 {
+			v.addf("publisher %s: %d of %d publishes not answered 201 (%s during the outage); first ones:\n    %s", p.name, n, len(all), statusCounts(duringRs), strings.Join(sample, "\n    "))
+		}
+		if p99During > 2*p99Before {
+			v.addf("publisher %s: p99 during the outage %v, more than twice the p99 before it (%v)", p.name, p99During, p99Before)
+		}
+	}
+	for _, t := range targets {
+		gap, at := t.recv.maxGap(outageStart, outageEnd)
+		fmt.Fprintf(&report, "receiver of %s: %d requests during the outage, longest without one %v (from %s); %d delivered in all; lost %d\n",
+			t.ns, t.recv.receiptsBetween(outageStart, outageEnd), gap.Round(time.Millisecond), stamp(at), t.recv.deliveredCount(), lost[t])
+		if gap > maxReceiptGap {
+			v.addf("receiver of %s: %v without a request from %s (%.1fs into the outage), over %v", t.ns, gap.Round(time.Millisecond), stamp(at), at.Sub(outageStart).Seconds(), maxReceiptGap)
+		}
+	}
+	for _, m := range ms {
+		state := "running"
+		if m.exited() {
+			state = fmt.Sprintf("exited at %s (%.1fs into the outage): %v", stamp(m.exitedAt), m.exitedAt.Sub(outageStart).Seconds(), m.err)
+		}
+		fmt.Fprintf(&report, "manager %s: %s; delivered during the outage: %s\n", m.name, state, deliveredDuring[m])
+		for _, p := range m.exitProblems(outageStart) {
+			v.addf("%s", p)
+		}
+	}
+	AddReportEntry(name+": figures", report.String())
+	GinkgoWriter.Print(report.String())
+	v.check(name)
+}
+
+var _ = Describe("A: one replica with --leader-elect on SQLite", Ordered, func() {
+	var file, review *target
+
+	BeforeAll(func() {
+		beginScenario()
+		// The manager authenticates callers one way (--api-auth): one
+		// install of a replica each, side by side, each on its own ledger,
+		// namespace and Lease.
+		file = &target{ns: "outage-a-file", endpoint: "hooks", recv: newReceiver("outage-a-file", http.StatusNoContent)}
+		review = &target{ns: "outage-a-review", endpoint: "hooks", recv: newReceiver("outage-a-review", http.StatusNoContent)}
+		apply(fixtures.Namespace(file.ns) + "---\n" + fixtures.Namespace(review.ns))
+		reviewToken := reviewedToken(review.ns)
+		fm := startManager(managerConfig{name: "a-token-file", ledger: "sqlite://" + filepath.Join(workDir, "a-token-file.db"), namespace: file.ns, auth: authTokenFile})
+		rm := startManager(managerConfig{name: "a-tokenreview", ledger: "sqlite://" + filepath.Join(workDir, "a-tokenreview.db"), namespace: review.ns, auth: authKubernetes})
+		fm.waitReady(apiToken)
+		rm.waitReady(reviewToken)
+		setUpEndpoint(file.ns, file.endpoint, file.recv, 20)
+		setUpEndpoint(review.ns, review.endpoint, review.recv, 20)
+		file.managers, review.managers = []*manager{fm}, []*manager{rm}
+		file.pubs = []*publisher{newPublisher("token-file", file.ns, fm.apiBase, apiToken)}
+		review.pubs = []*publisher{newPublisher("tokenreview", review.ns, rm.apiBase, reviewToken)}
+	})
+
+	It("publishes and delivers through a 60s API server outage: 0 lost, 201 throughout, p99 at most doubled, no 2s without a receipt, no exit, status right within 30s", func() {
+		underOutage("A (one replica, SQLite)", []*target{file, review}, managers)
+	})
+})
+
+var _ = Describe("B: two replicas with --leader-elect on PostgreSQL", Ordered, func() {
+	var shop *target
+
+	BeforeAll(func() {
+		beginScenario()
+		// The ledger first: without PostgreSQL, fail before starting
+		// anything.
+		ledger := postgresLedger()
+		shop = &target{ns: "outage-b", endpoint: "hooks", recv: newReceiver("outage-b", http.StatusNoContent)}
+		apply(fixtures.Namespace(shop.ns))
+		reviewToken := reviewedToken(shop.ns)
+		// Both at once, as a Deployment's pods start; one authenticates
+		// with the token file and one with TokenReview, so that both kinds
+		// of publisher go through the outage on a shared ledger.
+		fm := startManager(managerConfig{name: "b-token-file", ledger: ledger, namespace: shop.ns, auth: authTokenFile})
+		rm := startManager(managerConfig{name: "b-tokenreview", ledger: ledger, namespace: shop.ns, auth: authKubernetes})
+		fm.waitReady(apiToken)
+		rm.waitReady(reviewToken)
+		setUpEndpoint(shop.ns, shop.endpoint, shop.recv, 20)
+		shop.managers = []*manager{fm, rm}
+		shop.pubs = []*publisher{
+			newPublisher("token-file", shop.ns, fm.apiBase, apiToken),
+			newPublisher("tokenreview", shop.ns, rm.apiBase, reviewToken),
+		}
+	})
+
+	It("publishes and delivers through a 60s API server outage on both replicas: 0 lost, 201 throughout, p99 at most doubled, no 2s without a receipt, no exit, status right within 30s", func() {
+		underOutage("B (two replicas, PostgreSQL)", []*target{shop}, managers)
+	})
+})
+
+var _ = Describe("C: a manager started while the API server does not answer", Ordered, func() {
+	const (
+		ns       = "outage-c"
+		endpoint = "hooks"
+		// held is how many events the ledger holds, accepted and not
+		// delivered, when the new manager starts; more are published
+		// through it during the outage.
+		held = 20
+		more = 20
+		// within bounds how long the new manager may take, with the API
+		// server stopped, to accept publishes and to deliver.
+		within = 45 * time.Second
+	)
+	var (
+		recv   *receiver
+		config managerConfig
+		first  *manager
+		heldID []string
+	)
+
+	BeforeAll(func() {
+		beginScenario()
+		// 503 until the outage: the events stay in the ledger, retried.
+		recv = newReceiver("outage-c", http.StatusServiceUnavailable)
+		config = managerConfig{name: "c-first", ledger: "sqlite://" + filepath.Join(workDir, "c.db"), namespace: ns, auth: authTokenFile}
+		apply(fixtures.Namespace(ns))
+		first = startManager(config)
+		first.waitReady(apiToken)
+		setUpEndpoint(ns, endpoint, recv, 100)
+	})
+
+	It("accepts token-file publishes and delivers what the ledger holds while the API server is still stopped", func() {
+		By(fmt.Sprintf("publishing %d events through a first manager while the receiver answers 503", held))
+		p := newPublisher("c-held", ns, first.apiBase, apiToken)
+		for range held {
+			r := p.publishOne()
+			Expect(r.status).To(Equal(http.StatusCreated), r.err)
+		}
+		heldID = p.accepted()
+		Eventually(func() []string { return recv.unattempted(heldID) }).Should(BeEmpty(), "every held event attempted (and refused) once")
+		Expect(recv.missing(heldID)).To(HaveLen(held), "no held event delivered yet")
+
+		By("stopping the first manager")
+		Expect(first.stop()).To(Succeed())
+
+		By("stopping kube-apiserver, then starting a new manager on the same ledger with the receiver back")
+		outageStart := apiserver.stop()
+		DeferCleanup(apiserver.resume)
+		recv.answer(http.StatusNoContent)
+		config.name = "c-during-outage"
+		second := startManager(config)
+		v := newVerdict()
+
+		pub := newPublisher("c-during", ns, second.apiBase, apiToken)
+		var firstAccepted time.Time
+		v.g.Eventually(func(g Gomega) {
+			if second.exited() {
+				StopTrying(fmt.Sprintf("%s exited %.1fs after it started: %v", second.name, second.exitedAt.Sub(second.started).Seconds(), second.err)).Now()
+			}
+			r := pub.publishOne()
+			g.Expect(r.status).To(Equal(http.StatusCreated), "a publish through %s: %s", second.name, r.err)
+			firstAccepted = time.Now()
+		}).WithTimeout(within).WithPolling(500*time.Millisecond).Should(Succeed(), "the manager started during the outage accepts a publish")
+		if !firstAccepted.IsZero() {
+			for range more {
+				if r := pub.publishOne(); r.status != http.StatusCreated {
+					v.addf("a publish through %s during the outage: status %d: %s", second.name, r.status, r.err)
+				}
+			}
+		}
+		all := append(append([]string(nil), heldID...), pub.accepted()...)
+		v.g.Eventually(func(g Gomega) {
+			if second.exited() {
+				StopTrying(fmt.Sprintf("%s exited: %v; %d of %d held events undelivered", second.name, second.err, len(recv.missing(heldID)), held)).Now()
+			}
+			g.Expect(recv.missing(all)).To(BeEmpty(), "accepted events (%d held before the outage) not delivered", held)
+		}).WithTimeout(max(time.Until(second.started.Add(within)), 5*time.Second)).WithPolling(250*time.Millisecond).
+			Should(Succeed(), "the manager started during the outage delivers what the ledger holds")
+		stillStopped := apiserver.isStopped()
+		if !stillStopped {
+			v.addf("kube-apiserver was no longer stopped when the checks ended")
+		}
+		// What reached the receiver while the API server was stopped.
+		heldMissing, newMissing := len(recv.missing(heldID)), len(recv.missing(pub.accepted()))
+		heldLast, heldAll := recv.lastDelivered(heldID)
+		outageEnd := apiserver.resume()
+		apiserver.waitAnswering()
+
+		var report strings.Builder
+		fmt.Fprintf(&report, "outage %s to %s (%v); %s started %.1fs into it\n", stamp(outageStart), stamp(outageEnd),
+			outageEnd.Sub(outageStart).Round(time.Millisecond), second.name, second.started.Sub(outageStart).Seconds())
+		if firstAccepted.IsZero() {
+			fmt.Fprintf(&report, "first 201: never (publishes: %s)\n", statusCounts(pub.between(time.Time{}, outageEnd)))
+		} else {
+			fmt.Fprintf(&report, "first 201 %.1fs after the start; %d more publishes: %s\n", firstAccepted.Sub(second.started).Seconds(), more,
+				statusCounts(pub.between(firstAccepted, outageEnd)))
+		}
+		if heldAll {
+			fmt.Fprintf(&report, "all %d held events delivered during the outage, the last %.1fs after %s started\n", held, heldLast.Sub(second.started).Seconds(), second.name)
+		} else {
+			fmt.Fprintf(&report, "held events delivered during the outage: %d of %d\n", held-heldMissing, held)
+		}
+		if n := len(pub.accepted()); n > 0 {
+			fmt.Fprintf(&report, "events published during the outage and delivered during it: %d of %d\n", n-newMissing, n)
+		}
+		if !second.exited() {
+			checkStatus(v, &target{ns: ns, endpoint: endpoint, recv: recv, managers: []*manager{second}}, outageEnd.Add(statusWithin))
+		}
+		state := "running"
+		if second.exited() {
+			state = fmt.Sprintf("exited %.1fs after it started: %v", second.exitedAt.Sub(second.started).Seconds(), second.err)
+		}
+		fmt.Fprintf(&report, "manager %s: %s\n", second.name, state)
+		for _, p := range second.exitProblems(outageStart) {
+			v.addf("%s", p)
+		}
+		AddReportEntry("C (a manager started during the outage): figures", report.String())
+		GinkgoWriter.Print(report.String())
+		v.check("C (a manager started during the outage)")
+	})
+})
