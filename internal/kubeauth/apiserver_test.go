@@ -219,7 +219,9 @@ func TestAgainstTheAPIServer(t *testing.T) {
 // the Auth (its transport hangs until the review's deadline, as a
 // SIGSTOPped API server leaves it) with the caches' TTLs over: a
 // publisher whose token and permission were reviewed before keeps
-// publishing within OutageGrace, a token never seen gets 503 with
+// publishing within OutageGrace, without waiting for the reviews sent in
+// the background (none of which has timed out when its 201s come
+// back), a token never seen gets 503 with
 // Retry-After, and so does the publisher once the grace is over; once the
 // API server answers again, publishing works. The grace runs on an
 // injected clock.
@@ -252,14 +254,23 @@ func TestOutageAgainstTheAPIServer(t *testing.T) {
 	}
 	known, unseen := tokenFor(), tokenFor()
 
-	// The Auth's way to the API server, which the test can stop.
+	// The Auth's way to the API server, which the test can stop: a
+	// stopped API server answers nothing until released (never, as far as
+	// the Auth can tell: the review's deadline comes first). timedOut
+	// counts the reviews that gave up waiting.
 	var stopped atomic.Bool
+	var timedOut atomic.Int32
+	release := make(chan struct{})
 	authCfg := rest.CopyConfig(cfg)
 	authCfg.Wrap(func(rt http.RoundTripper) http.RoundTripper {
 		return roundTripFunc(func(r *http.Request) (*http.Response, error) {
 			if stopped.Load() {
-				<-r.Context().Done() // a stopped API server never answers
-				return nil, r.Context().Err()
+				select {
+				case <-release:
+				case <-r.Context().Done():
+					timedOut.Add(1)
+					return nil, r.Context().Err()
+				}
 			}
 			return rt.RoundTrip(r)
 		})
@@ -268,7 +279,7 @@ func TestOutageAgainstTheAPIServer(t *testing.T) {
 	auth, err := kubeauth.NewForConfig(authCfg, kubeauth.Options{
 		// No caching: every request is a review, as once the TTLs are over.
 		AuthnTTL: -1, AuthnNegativeTTL: -1, AuthzTTL: -1, AuthzNegativeTTL: -1,
-		ReviewTimeout: time.Second, Now: clock.Now,
+		ReviewTimeout: 3 * time.Second, Now: clock.Now,
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -311,8 +322,20 @@ func TestOutageAgainstTheAPIServer(t *testing.T) {
 
 	stopped.Store(true)
 	clock.Advance(kubeauth.DefaultOutageGrace - time.Minute)
-	if status, _, body := publish(known); status != http.StatusCreated {
-		t.Errorf("a known publisher within the grace: %d %s, want 201", status, body)
+	for range 3 {
+		if status, _, body := publish(known); status != http.StatusCreated {
+			t.Errorf("a known publisher within the grace: %d %s, want 201", status, body)
+		}
+	}
+	// The publishes did not wait for their reviews: none has given up yet,
+	// nor been answered.
+	select {
+	case <-release:
+		t.Fatal("released")
+	default:
+		if n := timedOut.Load(); n != 0 {
+			t.Errorf("%d reviews timed out before the known publisher's 201s, want 0: it waited for them", n)
+		}
 	}
 	if status, ra, body := publish(unseen); status != http.StatusServiceUnavailable || ra == "" || !strings.Contains(body, `"Unavailable"`) {
 		t.Errorf("a token never seen: %d (Retry-After %q) %s, want 503 Unavailable with Retry-After", status, ra, body)
@@ -323,6 +346,7 @@ func TestOutageAgainstTheAPIServer(t *testing.T) {
 	}
 
 	stopped.Store(false)
+	close(release)
 	for _, token := range []string{known, unseen} {
 		if status, _, body := publish(token); status != http.StatusCreated {
 			t.Errorf("after the outage: %d %s, want 201", status, body)

@@ -17,12 +17,16 @@
 // own that strangers cannot fill. The library's cache answers a cached
 // token without a review; the lanes only see reviews about to be sent.
 //
-// A revoked token or a removed RoleBinding takes effect within the TTLs.
-// While the API server does not answer, a token accepted and a permission
-// allowed within OutageGrace (default 10 minutes) are answered as they
-// were, never past the token's own expiry; whatever has no such answer
-// gets an *UnavailableError (503, Retry-After). A verdict of the API
-// server always wins at once.
+// A token accepted and a permission allowed within OutageGrace (default
+// 10 minutes) are answered at once from memory, never past the token's
+// own expiry, and re-reviewed in the background once their TTL is over
+// (stale while revalidate, tokens.go): no request waits for a review of
+// them, so a silent API server does not slow a known publisher. A verdict
+// counts from the next request on: a revoked token or a removed
+// RoleBinding takes effect within the TTL and one review (after an
+// outage, of the API server's return). Whatever has no such answer is
+// reviewed while the request waits, and gets an *UnavailableError (503,
+// Retry-After) when the review finds no verdict.
 // Tokens are never logged and never part of an error: the caches are keyed
 // by HMACs under per-process random keys. A review that fails for want of
 // the API server (unreachable, throttled, timed out) is an
@@ -40,6 +44,7 @@ import (
 	"net/http"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	authnv1 "k8s.io/api/authentication/v1"
@@ -134,17 +139,19 @@ type Options struct {
 	ReviewTimeout time.Duration
 	// OutageGrace is how long after its last accepting TokenReview a token
 	// is still accepted, and after its last allowing SubjectAccessReview a
-	// permission still allowed (the same user and attributes), when a new
-	// review finds no verdict: the API server unreachable, timing out or
+	// permission still allowed (the same user and attributes), while
+	// reviews find no verdict: the API server unreachable, timing out or
 	// failing (5xx), or the lanes too full to wait for it (default 10m; a
-	// negative value turns it off). A verdict always wins at once: a token
-	// the API server rejects, or a permission it denies, is refused as soon
-	// as it answers. A token is never accepted past its own expiry (its exp
+	// negative value turns it off). Within it they are answered at once,
+	// and re-reviewed in the background every AuthnTTL (AuthzTTL): no
+	// request waits for their review. A verdict counts from the next
+	// request on: a token the API server rejects, or a permission it
+	// denies, is refused from the first request after the review that
+	// said so. A token is never accepted past its own expiry (its exp
 	// claim when it is a JWT, which ServiceAccount tokens are: the
-	// TokenReview status reports no expiry), and a token's answer is only
-	// given while AuthnTTL still fits in the grace, since the token cache
-	// keeps it that long. A token or permission without such a review is
-	// an *UnavailableError (503, Retry-After), never a rejection.
+	// TokenReview status reports no expiry). A token or permission without
+	// such a review is an *UnavailableError (503, Retry-After) while the
+	// API server does not answer, never a rejection.
 	OutageGrace time.Duration
 
 	// UnknownReviewsPerSecond and UnknownReviewBurst limit first reviews
@@ -175,8 +182,11 @@ type Auth struct {
 	authz authorizer.Authorizer
 	lanes *tokenLanes
 	// allowed: cacheKey → *allowedDecision, permissions allowed within
-	// OutageGrace, answered when a review finds no verdict.
+	// OutageGrace, answered from memory.
 	allowed *utilcache.LRUExpireCache
+	// background counts the reviews in the background (tokens and
+	// permissions), for tests to wait for.
+	background *sync.WaitGroup
 }
 
 var (
@@ -207,13 +217,19 @@ func New(opts Options) (*Auth, error) {
 	if err != nil {
 		return nil, fmt.Errorf("kubeauth: building the delegating authorizer: %w", err)
 	}
-	tokens := cache.New(lanes, false, opts.AuthnTTL, opts.AuthnNegativeTTL)
+	background := &sync.WaitGroup{}
+	tokens := staleWhileRevalidate{
+		next:       cache.New(lanes, false, opts.AuthnTTL, opts.AuthnNegativeTTL),
+		lanes:      lanes,
+		background: background,
+	}
 	return &Auth{
-		opts:    opts,
-		authn:   bearertoken.New(sourceNoting{next: tokens, lanes: lanes}),
-		authz:   authz,
-		lanes:   lanes,
-		allowed: utilcache.NewLRUExpireCacheWithClock(opts.CacheSize, clockFunc(opts.Now)),
+		opts:       opts,
+		authn:      bearertoken.New(sourceNoting{next: tokens, lanes: lanes}),
+		authz:      authz,
+		lanes:      lanes,
+		allowed:    utilcache.NewLRUExpireCacheWithClock(opts.CacheSize, clockFunc(opts.Now)),
+		background: background,
 	}, nil
 }
 
@@ -258,35 +274,61 @@ func (a *Auth) AuthenticateRequest(r *http.Request) (*authenticator.Response, bo
 }
 
 // Authorize implements authorizer.Authorizer with the library's
-// delegating authorizer, in the known lane. A review the API server could
-// not do is an *UnavailableError, unless the same user was allowed the
-// same within OutageGrace (allowedBefore); one it refused itself, an
-// internal error.
+// delegating authorizer, in the known lane. A permission the same user
+// was allowed within OutageGrace is answered at once, and re-reviewed in
+// the background once AuthzTTL is over (stale while revalidate, as tokens
+// are: see tokens.go); any other is reviewed while the request waits. A
+// review the API server could not do is an *UnavailableError; one it
+// refused itself, an internal error.
 func (a *Auth) Authorize(ctx context.Context, attrs authorizer.Attributes) (authorizer.Decision, string, error) {
 	k, keyed := a.decisionKey(attrs)
-	if keyed {
-		if d, found := a.allowedBefore(k); found && a.opts.Now().Before(d.askAgain) {
-			// Answered without a review after one found no verdict, for
-			// as long as the authorizer would have cached the allow.
-			return authorizer.DecisionAllow, d.reason, nil
-		}
-	}
-	decision, reason, err := a.authorize(ctx, attrs)
 	if !keyed {
+		decision, reason, err := a.authorize(ctx, attrs)
+		a.lanes.health.note(err)
 		return decision, reason, err
 	}
-	_, noVerdict := errors.AsType[*UnavailableError](err)
+	if d, found := a.allowedBefore(k); found {
+		if d.due(a.opts.Now()) {
+			ctx := context.WithoutCancel(ctx)
+			a.background.Go(func() { a.reauthorize(ctx, k, attrs, d) })
+		}
+		return authorizer.DecisionAllow, d.reason, nil
+	}
+	decision, reason, err := a.authorize(ctx, attrs)
+	a.noteDecision(k, decision, reason, err)
+	return decision, reason, err
+}
+
+// reauthorize reviews the permission of k in the background after its
+// allow last was given from memory (d).
+func (a *Auth) reauthorize(ctx context.Context, k cacheKey, attrs authorizer.Attributes, d *allowedDecision) {
+	decision, reason, err := a.authorize(ctx, attrs)
+	now := a.opts.Now()
+	if retryAfter, noVerdict := a.noteDecision(k, decision, reason, err); noVerdict {
+		d.done(now.Add(max(a.opts.AuthzTTL, retryAfter)))
+		return
+	}
+	d.done(now.Add(a.opts.AuthzTTL)) // replaced or forgotten already
+}
+
+// noteDecision notes the outcome of a review of k: an allow is
+// remembered, a review without a verdict changes nothing, and anything
+// else (a denial, no opinion, a refused review) forgets the allow.
+// Without a verdict, retryAfter is the failure's Retry-After.
+func (a *Auth) noteDecision(k cacheKey, decision authorizer.Decision, reason string, err error) (retryAfter time.Duration, noVerdict bool) {
+	a.lanes.health.note(err)
+	unavailable, noVerdict := errors.AsType[*UnavailableError](err)
 	switch {
 	case err == nil && decision == authorizer.DecisionAllow:
 		a.noteAllowed(k, reason)
-	case noVerdict && decision != authorizer.DecisionDeny:
-		if d, ok := a.allowAgain(k); ok {
-			return authorizer.DecisionAllow, d.reason, nil
-		}
-	default: // a verdict other than allow, or a refusal: forget the allow
+	case noVerdict:
+	default:
 		a.allowed.Remove(k)
 	}
-	return decision, reason, err
+	if noVerdict {
+		retryAfter = unavailable.RetryAfter
+	}
+	return retryAfter, noVerdict
 }
 
 // authorize asks the library's delegating authorizer, in the known lane.
@@ -306,12 +348,34 @@ func (a *Auth) authorize(ctx context.Context, attrs authorizer.Attributes) (auth
 }
 
 // allowedDecision is a permission's last allowing review: reviewed is
-// when it was made, askAgain until when it is answered without a review
-// after one found no verdict.
+// when it was made, askAgain when the next review is due; reviewing says
+// whether one is under way.
 type allowedDecision struct {
 	reason   string
 	reviewed time.Time
-	askAgain time.Time
+
+	mu        sync.Mutex
+	askAgain  time.Time
+	reviewing bool
+}
+
+// due says whether a review of the permission is due at now and none is
+// under way; if so, the caller is to send it, and call done after it.
+func (d *allowedDecision) due(now time.Time) bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.reviewing || now.Before(d.askAgain) {
+		return false
+	}
+	d.reviewing = true
+	return true
+}
+
+// done ends the review under way: the next is due at askAgain.
+func (d *allowedDecision) done(askAgain time.Time) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.reviewing, d.askAgain = false, askAgain
 }
 
 // decisionKey is the key of attrs's decision: the user and the attributes
@@ -368,34 +432,7 @@ func (a *Auth) noteAllowed(k cacheKey, reason string) {
 	if d, found := a.allowedBefore(k); found && now.Sub(d.reviewed) < a.opts.AuthzTTL {
 		return
 	}
-	a.allowed.Add(k, &allowedDecision{reason: reason, reviewed: now}, a.opts.OutageGrace)
-}
-
-// allowAgain answers k's last allow when its review found no verdict, and
-// is not asked again for AuthzTTL (as the authorizer's cache would not
-// ask), nor past the grace.
-func (a *Auth) allowAgain(k cacheKey) (*allowedDecision, bool) {
-	d, found := a.allowedBefore(k)
-	if !found {
-		return nil, false
-	}
-	now := a.opts.Now()
-	until := d.reviewed.Add(a.opts.OutageGrace)
-	again := &allowedDecision{reason: d.reason, reviewed: d.reviewed, askAgain: now}
-	if a.opts.AuthzTTL > 0 {
-		again.askAgain = minTime(now.Add(a.opts.AuthzTTL), until)
-	}
-	if ttl := until.Sub(now); ttl > 0 {
-		a.allowed.Add(k, again, ttl)
-	}
-	return again, true
-}
-
-func minTime(a, b time.Time) time.Time {
-	if a.Before(b) {
-		return a
-	}
-	return b
+	a.allowed.Add(k, &allowedDecision{reason: reason, reviewed: now, askAgain: now.Add(a.opts.AuthzTTL)}, a.opts.OutageGrace)
 }
 
 // ConditionsAwareAuthorize implements authorizer.Authorizer: no

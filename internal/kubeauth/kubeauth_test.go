@@ -117,6 +117,7 @@ type fakeSARs struct {
 	err      *apierrors.StatusError
 	evalErr  string
 	allowSet func(authzv1.SubjectAccessReviewSpec) bool
+	block    chan struct{} // when set, every review waits for it, as a silent API server
 }
 
 func (f *fakeSARs) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -125,6 +126,16 @@ func (f *fakeSARs) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		json.NewDecoder(r.Body).Decode(&sar) != nil {
 		http.Error(w, "unexpected request", http.StatusBadRequest)
 		return
+	}
+	f.mu.Lock()
+	block := f.block
+	f.mu.Unlock()
+	if block != nil {
+		select {
+		case <-block:
+		case <-r.Context().Done():
+			return
+		}
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -281,6 +292,7 @@ func TestKnownTokensTakeTheKnownLane(t *testing.T) {
 	tr, clock := &fakeTokenReviews{}, newClock()
 	a := newAuth(t, tr, &fakeSARs{}, clock, func(o *Options) {
 		noTokenCache(o)
+		o.OutageGrace = -1 // every call a review while the request waits
 		o.UnknownReviewsPerSourcePerSecond, o.UnknownReviewPerSourceBurst = 1, 1
 	})
 	if _, err := authenticate(t, a, request(goodToken)); err != nil {

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -85,6 +86,7 @@ func TestOutageGraceKeepsWhatWasReviewed(t *testing.T) {
 	if d, _, err := a.Authorize(t.Context(), publishIn(got, "shop")); d != authorizer.DecisionAllow || err != nil {
 		t.Errorf("a permission allowed %v ago: %v, %v; want allowed", DefaultOutageGrace-time.Second, d, err)
 	}
+	a.background.Wait()
 	if tr.calls.Load() != reviews+1 || sar.count() != sars+1 {
 		t.Errorf("reviews during the outage: %d TokenReviews, %d SubjectAccessReviews; want one of each tried",
 			tr.calls.Load()-reviews, sar.count()-sars)
@@ -114,6 +116,7 @@ func TestOutageGraceKeepsWhatWasReviewed(t *testing.T) {
 	if d, _, err := a.Authorize(t.Context(), publishIn(u, "shop")); d != authorizer.DecisionAllow || err != nil {
 		t.Fatalf("after the outage: %v, %v", d, err)
 	}
+	a.background.Wait()
 	stopAPIServer(tr, sar)
 	clock.Advance(time.Minute)
 	if _, err := authenticate(t, a, request(goodToken)); err != nil {
@@ -124,8 +127,11 @@ func TestOutageGraceKeepsWhatWasReviewed(t *testing.T) {
 	}
 }
 
-// A verdict wins at once: a token rejected, or a permission denied, by an
-// API server that answers is not answered from before in a later outage.
+// A verdict counts from the next request on: a token rejected, or a
+// permission denied, by an API server that answers is refused by the
+// request after the review that said so, and not answered from before in
+// a later outage. (The request that sent the review was answered from
+// memory: see TestKnownAnswersDoNotWaitForTheReview.)
 func TestOutageGraceYieldsToAVerdict(t *testing.T) {
 	allow := atomic.Bool{}
 	allow.Store(true)
@@ -143,6 +149,13 @@ func TestOutageGraceYieldsToAVerdict(t *testing.T) {
 	tr.reject.Store(true) // revoked
 	allow.Store(false)    // RoleBinding removed
 	clock.Advance(time.Second)
+	if _, err := authenticate(t, a, request(goodToken)); err != nil {
+		t.Fatalf("the request sending the review: %v, want answered from memory", err)
+	}
+	if d, _, err := a.Authorize(t.Context(), publishIn(u, "shop")); d != authorizer.DecisionAllow || err != nil {
+		t.Fatalf("the request sending the review: %v, %v; want answered from memory", d, err)
+	}
+	a.background.Wait()
 	if _, err := authenticate(t, a, request(goodToken)); err != errRejected {
 		t.Fatalf("a revoked token: %v, want rejected", err)
 	}
@@ -169,6 +182,10 @@ func TestOutageGraceNotForARefusedReview(t *testing.T) {
 		t.Fatal(err)
 	}
 	tr.err = apierrors.NewForbidden(authnv1.Resource("tokenreviews"), "", fmt.Errorf("no RBAC"))
+	if _, err := authenticate(t, a, request(goodToken)); err != nil {
+		t.Fatalf("the request sending the review: %v, want answered from memory", err)
+	}
+	a.background.Wait()
 	if _, err := authenticate(t, a, request(goodToken)); err == nil || isUnavailable(err) {
 		t.Errorf("a refused review: %v, want an internal error", err)
 	}
@@ -190,29 +207,6 @@ func TestOutageGraceOff(t *testing.T) {
 	}
 	if d, _, err := a.Authorize(t.Context(), publishIn(u, "shop")); d == authorizer.DecisionAllow || !isUnavailable(err) {
 		t.Errorf("authorization: %v, %v; want Unavailable", d, err)
-	}
-}
-
-// The token cache keeps an answer for AuthnTTL: one from before is only
-// given while that still fits in the grace, so that no token is accepted
-// past it.
-func TestOutageGraceLeavesRoomForTheTokenCache(t *testing.T) {
-	tr, clock := &fakeTokenReviews{}, newClock()
-	a := newAuth(t, tr, &fakeSARs{}, clock, func(o *Options) { o.AuthnTTL = 30 * time.Second })
-	ctx := t.Context()
-	// The lanes themselves: the library's cache in front reads the real
-	// clock.
-	if _, ok, err := a.lanes.AuthenticateToken(ctx, goodToken); !ok || err != nil {
-		t.Fatal(ok, err)
-	}
-	tr.err = errRefused
-	clock.Advance(DefaultOutageGrace - 30*time.Second)
-	if _, ok, err := a.lanes.AuthenticateToken(ctx, goodToken); !ok || err != nil {
-		t.Errorf("with the whole AuthnTTL left in the grace: %v, %v; want accepted", ok, err)
-	}
-	clock.Advance(time.Nanosecond)
-	if _, ok, err := a.lanes.AuthenticateToken(ctx, goodToken); ok || !isUnavailable(err) {
-		t.Errorf("with less than AuthnTTL left in the grace: %v, %v; want Unavailable", ok, err)
 	}
 }
 
@@ -293,9 +287,9 @@ func TestTokenExpiry(t *testing.T) {
 	}
 }
 
-// After a review found no verdict, an allow from before is answered
-// without a review for AuthzTTL, as the authorizer's cache would: an
-// outage does not make every request wait for a review of its own.
+// An allow from before is answered from memory, and re-reviewed in the
+// background once AuthzTTL after its review; a review that found no
+// verdict is sent again AuthzTTL later, not with every request.
 func TestOutageGraceAsksAgainAfterAuthzTTL(t *testing.T) {
 	tr, sar, clock := &fakeTokenReviews{}, &fakeSARs{}, newClock()
 	a := newAuth(t, tr, sar, clock, func(o *Options) { o.AuthzTTL = 10 * time.Second })
@@ -306,11 +300,21 @@ func TestOutageGraceAsksAgainAfterAuthzTTL(t *testing.T) {
 	}
 	a.noteAllowed(k, "") // as if allowed (the authorizer's cache reads the real clock)
 	stopAPIServer(tr, sar)
+	for range 3 {
+		if d, _, err := a.Authorize(t.Context(), attrs); d != authorizer.DecisionAllow || err != nil {
+			t.Fatalf("within AuthzTTL: %v, %v", d, err)
+		}
+	}
+	a.background.Wait()
+	if n := sar.count(); n != 0 {
+		t.Errorf("SubjectAccessReviews within AuthzTTL = %d, want 0", n)
+	}
 	clock.Advance(time.Minute)
 	for range 3 {
 		if d, _, err := a.Authorize(t.Context(), attrs); d != authorizer.DecisionAllow || err != nil {
 			t.Fatalf("in an outage: %v, %v", d, err)
 		}
+		a.background.Wait()
 	}
 	if n := sar.count(); n != 1 {
 		t.Errorf("SubjectAccessReviews = %d, want 1 (then none for AuthzTTL)", n)
@@ -319,6 +323,7 @@ func TestOutageGraceAsksAgainAfterAuthzTTL(t *testing.T) {
 	if d, _, err := a.Authorize(t.Context(), attrs); d != authorizer.DecisionAllow || err != nil {
 		t.Fatalf("in an outage: %v, %v", d, err)
 	}
+	a.background.Wait()
 	if n := sar.count(); n != 2 {
 		t.Errorf("SubjectAccessReviews = %d, want 2 (asked again after AuthzTTL)", n)
 	}
@@ -383,4 +388,104 @@ func funcLogger(w *strings.Builder) logr.Logger {
 		defer mu.Unlock()
 		w.WriteString(prefix + " " + args + "\n")
 	}, funcr.Options{Verbosity: 10})
+}
+
+// A token accepted and a permission allowed before are answered while
+// their re-review hangs, as on an API server that does not answer: the
+// calls return before the reviewers are released. Once the reviews answer
+// (a rejection, a denial), the next requests are refused.
+func TestKnownAnswersDoNotWaitForTheReview(t *testing.T) {
+	allow := atomic.Bool{}
+	allow.Store(true)
+	tr, clock := &fakeTokenReviews{}, newClock()
+	sar := &fakeSARs{allowSet: func(authzv1.SubjectAccessReviewSpec) bool { return allow.Load() }}
+	// The library's caches off (they read the real clock): every review
+	// due reaches the fakes.
+	a := newAuth(t, tr, sar, clock, noCaches)
+	u, err := authenticate(t, a, request(goodToken))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d, _, err := a.Authorize(t.Context(), publishIn(u, "shop")); d != authorizer.DecisionAllow || err != nil {
+		t.Fatal(d, err)
+	}
+
+	// The API server stops answering; meanwhile the token is revoked and
+	// the RoleBinding removed.
+	release := make(chan struct{})
+	tr.block = release
+	sar.mu.Lock()
+	sar.block = release
+	sar.mu.Unlock()
+	tr.reject.Store(true)
+	allow.Store(false)
+	reviews, sars := tr.calls.Load(), sar.count()
+	clock.Advance(DefaultAuthnTTL)
+	for range 3 { // the first sends the reviews, the others find them under way
+		got, err := authenticate(t, a, request(goodToken))
+		if err != nil || got.GetName() != u.GetName() {
+			t.Fatalf("a known token while its review hangs: %v, %v; want answered at once", got, err)
+		}
+		if d, _, err := a.Authorize(t.Context(), publishIn(got, "shop")); d != authorizer.DecisionAllow || err != nil {
+			t.Fatalf("a known permission while its review hangs: %v, %v; want answered at once", d, err)
+		}
+	}
+	select {
+	case <-release:
+		t.Fatal("the reviewers were released before the answers")
+	default:
+	}
+
+	close(release) // the API server answers: revoked, denied
+	a.background.Wait()
+	if n := tr.calls.Load() - reviews; n != 1 {
+		t.Errorf("TokenReviews sent = %d, want 1 (one in flight per token)", n)
+	}
+	if n := sar.count() - sars; n != 1 {
+		t.Errorf("SubjectAccessReviews sent = %d, want 1 (one in flight per permission)", n)
+	}
+	if _, err := authenticate(t, a, request(goodToken)); err != errRejected {
+		t.Errorf("the token after its review rejected it: %v, want rejected", err)
+	}
+	if d, _, err := a.Authorize(t.Context(), publishIn(u, "shop")); d == authorizer.DecisionAllow || err != nil {
+		t.Errorf("the permission after its review denied it: %v, %v; want denied", d, err)
+	}
+}
+
+// Once a review found no verdict, tokens never seen are reviewed one at a
+// time (a probe): the others are answered 503 at once rather than each
+// waiting for the review's timeout; a verdict ends it.
+func TestUnknownTokensDoNotPileUpInAnOutage(t *testing.T) {
+	tr, clock := &fakeTokenReviews{}, newClock()
+	a := newAuth(t, tr, &fakeSARs{}, clock, noTokenCache)
+	tr.err = errRefused
+	if _, err := authenticate(t, a, request("first-unseen-token")); !isUnavailable(err) {
+		t.Fatalf("the API server down: %v, want Unavailable", err)
+	}
+	tr.err = nil
+	release := make(chan struct{})
+	tr.block = release
+	probe := make(chan error)
+	go func() {
+		_, err := authenticate(t, a, request("second-unseen-token"))
+		probe <- err
+	}()
+	for tr.calls.Load() != 2 { // the probe reached the API server
+		runtime.Gosched()
+	}
+	for i := range 3 {
+		if _, err := authenticate(t, a, request(fmt.Sprintf("other-unseen-token-%d", i))); !isUnavailable(err) {
+			t.Errorf("a token never seen while the probe hangs: %v, want Unavailable at once", err)
+		}
+	}
+	if n := tr.calls.Load(); n != 2 {
+		t.Errorf("TokenReviews = %d, want 2 (no review besides the probe)", n)
+	}
+	close(release)
+	if err := <-probe; err != errRejected {
+		t.Errorf("the probe: %v, want its verdict", err)
+	}
+	if _, err := authenticate(t, a, request(goodToken)); err != nil {
+		t.Errorf("after a verdict: %v, want reviewed", err)
+	}
 }

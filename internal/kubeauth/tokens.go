@@ -14,6 +14,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"k8s.io/apimachinery/pkg/util/cache"
@@ -24,9 +25,10 @@ import (
 //
 //	bearertoken (library)  the Authorization header
 //	sourceNoting           notes the request's source address under the token's key
+//	staleWhileRevalidate   answers a token accepted within the grace at once;
+//	                       re-reviews it in the background when its answer is due
 //	cache (library)        answers a token seen within its TTLs; coalesces
-//	tokenLanes             decides the lane of a review about to be sent;
-//	                       answers the last verdict when none comes (outage)
+//	tokenLanes             decides the lane of a review about to be sent
 //	review                 the TokenReview
 //
 // The library's cache runs the review under a context of its own (so that
@@ -34,16 +36,79 @@ import (
 // token), which carries nothing of the request: the source reaches the
 // lanes through sourceNoting instead.
 //
-// Stale if error (Options.OutageGrace): a token whose last review
-// accepted it within the grace, and whose re-review now fails without a
-// verdict (the API server unreachable, timing out, failing, or the lanes
-// too full to wait for it), is accepted as it was, so that publishers
-// keep publishing while the control plane is down. The library's cache
-// then keeps that answer for AuthnTTL like any other, which is why it is
-// only given while AuthnTTL still fits in the grace: no token is accepted
-// past the grace, nor past its own expiry. A verdict always wins at once:
-// a rejection forgets the token. A token without such a review gets the
-// *UnavailableError (503, Retry-After).
+// Stale while revalidate (Options.OutageGrace): a token whose last review
+// accepted it within the grace is answered at once from memory, and never
+// waits for a review: when its answer is due again (AuthnTTL after that
+// review, as the library's cache would keep it), one review of it is sent
+// in the background, however many requests carry it. Its verdict counts
+// from the next request on: an acceptance starts the grace over, a
+// rejection (or a review the API server refuses itself) forgets the token,
+// so that its next request is reviewed like a stranger's; a review
+// without a verdict (the API server unreachable, timing out, failing)
+// changes nothing, and the next one is sent AuthnTTL later. This is why a
+// silent API server costs a known publisher nothing: the alternative, a
+// breaker that stops waiting for reviews after one failed, still makes
+// the requests that find it closed wait ReviewTimeout (the library's
+// cache coalesces every request with the token into that wait), and
+// stale-if-error answers only after the wait. The price is bounded: a
+// revoked token is refused from the first request after the review that
+// sees it revoked, which is sent with the first request at least AuthnTTL
+// after the last one: within AuthnTTL and one review of the revocation
+// (of the API server's return, after an outage), as before. The answer
+// from memory is never put into the library's cache, which would keep it
+// another AuthnTTL, and it is never given past the grace nor past the
+// token's own expiry. A token without such a review is reviewed while the
+// request waits, and gets the *UnavailableError (503, Retry-After) when
+// the review finds no verdict.
+
+// staleWhileRevalidate is an authenticator.Token answering the tokens the
+// lanes accepted within the grace from memory (see above), and passing
+// the others to next (the library's cache, in front of the lanes).
+type staleWhileRevalidate struct {
+	next  authenticator.Token
+	lanes *tokenLanes
+	// background counts the reviews in the background, for tests to wait.
+	background *sync.WaitGroup
+}
+
+func (s staleWhileRevalidate) AuthenticateToken(ctx context.Context, token string) (*authenticator.Response, bool, error) {
+	k := s.lanes.keys.key("authn", token)
+	last, found := s.lanes.lastAccepted(k)
+	if !found {
+		return s.next.AuthenticateToken(ctx, token)
+	}
+	if last.due(s.lanes.now()) {
+		source, _ := ctx.Value(sourceKey{}).(string)
+		s.background.Go(func() { s.revalidate(k, token, source, last) })
+	}
+	return last.resp, true, nil
+}
+
+// revalidate reviews the token of k (through the library's cache, which
+// coalesces it with any review of the same token) after its answer last
+// was given from memory. The lanes note a verdict; what is left is a
+// review without one, which asks again AuthnTTL later (at least after the
+// Retry-After of its failure), and a refused review, which forgets the
+// token.
+func (s staleWhileRevalidate) revalidate(k cacheKey, token, source string, last *acceptedToken) {
+	defer s.lanes.sources.hold(k, source)()
+	ctx, cancel := context.WithTimeout(context.Background(), s.lanes.timeout)
+	defer cancel()
+	_, _, err := s.next.AuthenticateToken(ctx, token)
+	now := s.lanes.now()
+	unavailable, noVerdict := errors.AsType[*UnavailableError](err)
+	switch {
+	case err == nil: // a verdict, noted by the lanes
+		last.done(now.Add(s.lanes.cacheTTL))
+	case noVerdict:
+		last.done(now.Add(max(s.lanes.cacheTTL, unavailable.RetryAfter)))
+	case ctx.Err() != nil: // the library's wait ended first
+		last.done(now.Add(max(s.lanes.cacheTTL, time.Second)))
+	default: // refused by the API server itself: not answered from memory
+		s.lanes.forget(k, last)
+		last.done(now)
+	}
+}
 
 // tokenLanes is an authenticator.Token that sees only the tokens the
 // library's cache could not answer: every call is a review about to be
@@ -57,10 +122,11 @@ type tokenLanes struct {
 	known     *cache.LRUExpireCache // cacheKey → struct{}: tokens that authenticated
 	knownTTL  time.Duration
 	// accepted: cacheKey → *acceptedToken, tokens that authenticated
-	// within the grace, answered when a re-review finds no verdict.
+	// within the grace, answered from memory (staleWhileRevalidate).
 	accepted *cache.LRUExpireCache
 	grace    time.Duration // OutageGrace; <= 0: none
-	cacheTTL time.Duration // AuthnTTL: how long the library keeps an answer
+	cacheTTL time.Duration // AuthnTTL: how long an answer is given before a review is due
+	health   apiHealth
 	sources  waitingSources
 	adm      *admission
 	now      func() time.Time
@@ -94,14 +160,7 @@ func newTokenLanes(opts Options) (*tokenLanes, error) {
 
 // AuthenticateToken implements authenticator.Token (see tokenLanes).
 func (l *tokenLanes) AuthenticateToken(ctx context.Context, token string) (*authenticator.Response, bool, error) {
-	k := l.keys.key("authn", token)
-	resp, ok, err := l.reviewInLane(ctx, k, token)
-	if _, noVerdict := errors.AsType[*UnavailableError](err); noVerdict {
-		if last, found := l.lastAccepted(k); found {
-			return last, true, nil
-		}
-	}
-	return resp, ok, err
+	return l.reviewInLane(ctx, l.keys.key("authn", token), token)
 }
 
 // reviewInLane reviews token in its lane and records the verdict.
@@ -109,9 +168,17 @@ func (l *tokenLanes) reviewInLane(ctx context.Context, k cacheKey, token string)
 	ln := laneUnknown
 	if _, known := l.known.Get(k); known {
 		ln = laneKnown
-	} else if ok, wait := l.adm.admitUnknown(l.sources.of(k), l.now()); !ok {
-		return nil, false, &UnavailableError{RetryAfter: wait,
-			Reason: "too many new bearer tokens to review, from this address or in total"}
+	} else {
+		probing, ok := l.health.probe()
+		if !ok {
+			return nil, false, &UnavailableError{RetryAfter: time.Second,
+				Reason: "the Kubernetes API is not answering reviews now"}
+		}
+		defer probing()
+		if ok, wait := l.adm.admitUnknown(l.sources.of(k), l.now()); !ok {
+			return nil, false, &UnavailableError{RetryAfter: wait,
+				Reason: "too many new bearer tokens to review, from this address or in total"}
+		}
 	}
 	ctx, cancel := context.WithTimeout(ctx, l.timeout)
 	defer cancel()
@@ -121,6 +188,7 @@ func (l *tokenLanes) reviewInLane(ctx context.Context, k cacheKey, token string)
 	}
 	defer release()
 	resp, ok, err := l.review(ctx, token)
+	l.health.note(err)
 	switch {
 	case err != nil: // no verdict: the token stays what it was
 	case ok:
@@ -134,10 +202,42 @@ func (l *tokenLanes) reviewInLane(ctx context.Context, k cacheKey, token string)
 }
 
 // acceptedToken is the answer of a token's last accepting review, given
-// up to until when a re-review finds no verdict.
+// from memory up to until (staleWhileRevalidate).
 type acceptedToken struct {
 	resp  *authenticator.Response
 	until time.Time
+	mu    sync.Mutex
+	// askAgain is when the next review is due; reviewing, whether one is
+	// under way.
+	askAgain  time.Time
+	reviewing bool
+}
+
+// due says whether a review of the token is due at now and none is under
+// way; if so, the caller is to send it, and call done after it.
+func (a *acceptedToken) due(now time.Time) bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.reviewing || now.Before(a.askAgain) {
+		return false
+	}
+	a.reviewing = true
+	return true
+}
+
+// done ends the review under way: the next is due at askAgain.
+func (a *acceptedToken) done(askAgain time.Time) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.reviewing, a.askAgain = false, askAgain
+}
+
+// forget forgets the token of k unless a newer review accepted it since
+// last.
+func (l *tokenLanes) forget(k cacheKey, last *acceptedToken) {
+	if v, found := l.accepted.Get(k); found && v.(*acceptedToken) == last {
+		l.accepted.Remove(k)
+	}
 }
 
 // accept notes that token (key k) was accepted now, as resp: until the
@@ -155,22 +255,63 @@ func (l *tokenLanes) accept(k cacheKey, token string, resp *authenticator.Respon
 		l.accepted.Remove(k)
 		return
 	}
-	l.accepted.Add(k, &acceptedToken{resp: resp, until: until}, until.Sub(now))
+	l.accepted.Add(k, &acceptedToken{resp: resp, until: until, askAgain: now.Add(l.cacheTTL)}, until.Sub(now))
 }
 
-// lastAccepted is the answer to give for the token of k when its review
-// found no verdict: its last accepting review's, while the library's cache
-// would keep it (AuthnTTL) within the grace and the token's expiry.
-func (l *tokenLanes) lastAccepted(k cacheKey) (*authenticator.Response, bool) {
+// lastAccepted is the last accepting review of the token of k, while
+// within the grace and the token's expiry.
+func (l *tokenLanes) lastAccepted(k cacheKey) (*acceptedToken, bool) {
 	v, found := l.accepted.Get(k)
 	if !found {
 		return nil, false
 	}
 	a := v.(*acceptedToken)
-	if l.now().Add(l.cacheTTL).After(a.until) {
+	if l.now().After(a.until) {
 		return nil, false
 	}
-	return a.resp, true
+	return a, true
+}
+
+// apiHealth is whether the last review (a TokenReview or a
+// SubjectAccessReview) found no verdict. While it did, first reviews of
+// tokens never seen go to the API server one at a time, as a probe, and
+// the others are refused at once (503, Retry-After) rather than each
+// waiting ReviewTimeout for an API server that does not answer; any
+// verdict ends it. (A known token never waits: staleWhileRevalidate.)
+type apiHealth struct {
+	down     atomic.Bool
+	probeMu  sync.Mutex
+	probeOut bool
+}
+
+// probe admits a first review: at once while the API server answers, one
+// at a time while it does not. done is to be called when the review ends.
+func (h *apiHealth) probe() (done func(), ok bool) {
+	if !h.down.Load() {
+		return func() {}, true
+	}
+	h.probeMu.Lock()
+	defer h.probeMu.Unlock()
+	if h.probeOut {
+		return nil, false
+	}
+	h.probeOut = true
+	return func() {
+		h.probeMu.Lock()
+		defer h.probeMu.Unlock()
+		h.probeOut = false
+	}, true
+}
+
+// note notes the outcome of a review: err is an *UnavailableError when it
+// found no verdict, nil for a verdict. A refusal says nothing about the
+// API server's health.
+func (h *apiHealth) note(err error) {
+	if _, noVerdict := errors.AsType[*UnavailableError](err); noVerdict {
+		h.down.Store(true)
+	} else if err == nil {
+		h.down.Store(false)
+	}
 }
 
 // tokenExpiry is the exp claim of token when it is a JWT (ServiceAccount
