@@ -56,6 +56,7 @@ func TestAPIFlagsValidate(t *testing.T) {
 		"no room for a publish body":    {addr: "127.0.0.1:8090", auth: apiAuthKubernetes, maxBodyBytesInFlight: httpapi.DefaultMaxBodyBytes - 1},
 		"negative review rate":          {addr: "127.0.0.1:8090", auth: apiAuthKubernetes, newTokenReviewsPerSource: -1},
 		"no time for a filter":          {addr: "127.0.0.1:8090", auth: apiAuthKubernetes, filterEvalTimeout: -1},
+		"negative outage grace":         {addr: "127.0.0.1:8090", auth: apiAuthKubernetes, tokenOutageGrace: -time.Second},
 	}
 	for name, o := range bad {
 		withDefaultLimits(&o)
@@ -101,7 +102,7 @@ func TestAPIFlagsDefaults(t *testing.T) {
 	if o.auth != apiAuthKubernetes || o.addr != ":8090" || o.tls() || o.maxFanOut != httpapi.DefaultMaxFanOut ||
 		o.maxConnections != httpapi.DefaultMaxConnections || o.maxUnprovenPerSource != httpapi.DefaultMaxUnprovenConnectionsPerSource ||
 		o.maxBodyBytesInFlight != httpapi.DefaultMaxBodyBytesInFlight || o.filterEvalTimeout != publish.DefaultFilterEvalTimeout ||
-		o.newTokenReviewsPerSource != kubeauth.DefaultUnknownReviewsPerSourcePerSecond {
+		o.newTokenReviewsPerSource != kubeauth.DefaultUnknownReviewsPerSourcePerSecond || o.tokenOutageGrace != kubeauth.DefaultOutageGrace {
 		t.Errorf("defaults = %+v", o)
 	}
 	// The defaults alone do not start: :8090 is not loopback, and there is

@@ -55,6 +55,7 @@ func init() {
 	}
 	unusedGrants[grant{"", "secrets", "list"}] = listFallback
 	unusedGrants[grant{"", "configmaps", "list"}] = listFallback
+	unusedGrants[grant{"", "namespaces", "list"}] = listFallback // the contracts' book watches namespaces' metadata (issue #44)
 }
 
 // grant is one verb on one resource (subresource after a slash) of one API
