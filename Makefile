@@ -105,7 +105,7 @@ test-unit: ## Run the tests that need neither a control plane nor PostgreSQL (un
 
 .PHONY: test-e2e
 test-e2e: controlplane postgres ## Run the end-to-end suites: the manager as a process against a real control plane.
-	HOOKKEEPER_TEST_POSTGRES="$$(./hack/postgres.sh)" go test ./test/e2e/... ./test/replicas/... -race -count=1 -timeout 30m -v
+	HOOKKEEPER_TEST_POSTGRES="$$(./hack/postgres.sh)" go test ./test/e2e/... ./test/replicas/... ./test/outage/... -race -count=1 -timeout 30m -v
 
 # Every fuzz target, as <package>:<target>; `make test` runs their seed
 # corpora, `make fuzz` each one for FUZZTIME.
