@@ -230,14 +230,22 @@ func main() {
 		setupLog.Error(err, "unable to load the event types' contracts from the ledger")
 		os.Exit(1)
 	}
-	// Publishing's metrics, shared by the cores of both doors.
-	publishMetrics := publish.NewMetrics(ctrlmetrics.Registry)
+	// The publish core, built once and handed to both doors (each sees it
+	// through its own metrics label): one set of limits, one secrets hash,
+	// one share of the cores for a namespace's filters, whichever door a
+	// publish or its retry comes through.
+	core, err := publish.New(publish.Config{Committer: eng, MaxFanOut: apiFlags.maxFanOut, FilterEvalTimeout: apiFlags.filterEvalTimeout,
+		Metrics: publish.NewMetrics(ctrlmetrics.Registry), Contracts: contracts})
+	if err != nil {
+		setupLog.Error(err, "unable to set up publishing")
+		os.Exit(1)
+	}
 	if apiFlags.enabled() {
 		var certs certificateSource
 		if servingCert != nil {
 			certs = servingCert
 		}
-		api, err := apiServer(apiFlags, restConfig, eng, store, certs, publishMetrics, contracts)
+		api, err := apiServer(apiFlags, restConfig, core, eng, store, certs)
 		if err != nil {
 			setupLog.Error(err, "unable to set up the HTTP API")
 			os.Exit(1)
@@ -249,14 +257,6 @@ func main() {
 		if servingCert != nil {
 			provisioned = servingCert
 		}
-		// kubectl create webhookevent: the publish core with the HTTP API's
-		// limits, whether or not the HTTP API itself is served.
-		core, err := publish.New(publish.Config{Committer: eng, MaxFanOut: apiFlags.maxFanOut, FilterEvalTimeout: apiFlags.filterEvalTimeout, Door: publish.DoorKube, Metrics: publishMetrics,
-			Contracts: contracts})
-		if err != nil {
-			setupLog.Error(err, "unable to set up publishing through the aggregated API")
-			os.Exit(1)
-		}
 		// The aggregated API delegates authentication and authorization to
 		// the API server, which reaches it through its aggregation layer:
 		// while the API server does not answer nobody can call it, and a
@@ -264,7 +264,9 @@ func main() {
 		log := ctrl.Log.WithName("delivery-api")
 		runData("the aggregated API", func(ctx context.Context) error {
 			supervise(ctx, log, "the aggregated API", restartBackoff, clock.RealClock{}, func(ctx context.Context) error {
-				srv, err := deliveryAPIServer(deliveryAPIFlags, store, core, provisioned, log)
+				// kubectl create webhookevent: the same core, whether or not
+				// the HTTP API itself is served.
+				srv, err := deliveryAPIServer(deliveryAPIFlags, store, core.Through(publish.DoorKube), provisioned, log)
 				if err != nil {
 					return err
 				}

@@ -20,12 +20,12 @@ import (
 	"github.com/hookkeeper/hookkeeper/internal/publish"
 )
 
-// apiServer builds the HTTP API, which runs on every replica for the life
+// apiServer builds the HTTP API on the process's publish core, which runs on every replica for the life
 // of the process (the data plane, issue #44) and shuts down gracefully
 // when its context ends. cfg reaches the API
 // server for --api-auth=kubernetes; certs is the self-provisioned
 // certificate (nil without --serving-cert-secret).
-func apiServer(o apiOptions, cfg *rest.Config, eng *engine.Engine, store ledger.Store, certs certificateSource, pm *publish.Metrics, contracts publish.Contracts) (func(context.Context) error, error) {
+func apiServer(o apiOptions, cfg *rest.Config, core *publish.Core, eng *engine.Engine, store ledger.Store, certs certificateSource) (func(context.Context) error, error) {
 	log := ctrl.Log.WithName("api")
 	auth, err := o.buildAuth(cfg, log)
 	if err != nil {
@@ -36,7 +36,7 @@ func apiServer(o apiOptions, cfg *rest.Config, eng *engine.Engine, store ledger.
 		return nil, err
 	}
 	handler, err := httpapi.New(httpapi.Config{
-		Publisher: eng, Reader: store, Auth: auth, Acknowledger: eng, Log: log, MaxFanOut: o.maxFanOut, FilterEvalTimeout: o.filterEvalTimeout, PublishMetrics: pm, Contracts: contracts,
+		Core: core, Reader: store, Auth: auth, Acknowledger: eng, Log: log,
 	})
 	if err != nil {
 		return nil, err

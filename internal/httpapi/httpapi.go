@@ -39,8 +39,15 @@ const (
 	DefaultPublishTimeout = publish.DefaultCommitTimeout
 )
 
-// Config wires a Handler. Publisher, Reader and Auth are required.
+// Config wires a Handler. Reader, Auth and either Core or Publisher are
+// required.
 type Config struct {
+	// Core is the process's one publish core (cmd builds it for both
+	// doors, publish.Core.Through); the handler publishes through it, as
+	// door "http". Nil: New builds one of its own from Publisher and the
+	// publish settings below, for a handler alone (tests); with Core they
+	// must be unset, the core's own being the ones that count.
+	Core      *publish.Core
 	Publisher Publisher
 	Reader    Reader
 	Auth      Auth
@@ -102,19 +109,29 @@ type route struct {
 
 // New validates cfg, fills its defaults and returns the Handler.
 func New(cfg Config) (*Handler, error) {
-	if cfg.Publisher == nil || cfg.Reader == nil || cfg.Auth == nil {
-		return nil, errors.New("httpapi: Publisher, Reader and Auth are required")
+	if cfg.Reader == nil || cfg.Auth == nil || (cfg.Core == nil && cfg.Publisher == nil) {
+		return nil, errors.New("httpapi: Reader, Auth and either Core or Publisher are required")
 	}
 	if cfg.Log.GetSink() == nil {
 		cfg.Log = logr.Discard()
 	}
-	core, err := publish.New(publish.Config{
-		Committer: cfg.Publisher, Now: cfg.Now, MaxBytes: cfg.MaxBodyBytes, MaxSecrets: cfg.MaxSecrets, MaxFanOut: cfg.MaxFanOut,
-		FilterEvalTimeout: cfg.FilterEvalTimeout, CommitTimeout: cfg.PublishTimeout, SecretsHashKey: cfg.SecretsHashKey, Door: publish.DoorHTTP, Metrics: cfg.PublishMetrics,
-		Contracts: cfg.Contracts,
-	})
-	if err != nil {
-		return nil, err
+	core := cfg.Core
+	if core != nil {
+		if cfg.Publisher != nil || cfg.MaxBodyBytes != 0 || cfg.MaxSecrets != 0 || cfg.MaxFanOut != 0 || cfg.FilterEvalTimeout != 0 ||
+			cfg.PublishTimeout != 0 || cfg.SecretsHashKey != nil || cfg.PublishMetrics != nil || cfg.Contracts != nil || cfg.Now != nil {
+			return nil, errors.New("httpapi: with Core, the publish settings are the core's: leave Publisher, Now, MaxBodyBytes, MaxSecrets, MaxFanOut, FilterEvalTimeout, PublishTimeout, SecretsHashKey, PublishMetrics and Contracts unset")
+		}
+		core = core.Through(publish.DoorHTTP)
+	} else {
+		var err error
+		core, err = publish.New(publish.Config{
+			Committer: cfg.Publisher, Now: cfg.Now, MaxBytes: cfg.MaxBodyBytes, MaxSecrets: cfg.MaxSecrets, MaxFanOut: cfg.MaxFanOut,
+			FilterEvalTimeout: cfg.FilterEvalTimeout, CommitTimeout: cfg.PublishTimeout, SecretsHashKey: cfg.SecretsHashKey, Door: publish.DoorHTTP, Metrics: cfg.PublishMetrics,
+			Contracts: cfg.Contracts,
+		})
+		if err != nil {
+			return nil, err
+		}
 	}
 	// The handler reads the clock and the body limit too: the same
 	// defaults the publish core filled in.

@@ -146,6 +146,18 @@ func New(cfg Config) (*Core, error) {
 // Config returns the core's configuration, defaults filled in.
 func (c *Core) Config() Config { return c.cfg }
 
+// Through returns the core as the door named sees it: the same settings,
+// the same per-namespace filter slots and contracts, its metrics labelled
+// door. A process builds one core and hands each door its view, so that a
+// publish and its retry through the other door hash, limit and refuse
+// alike, and a namespace's filters get one share of the cores, not one per
+// door.
+func (c *Core) Through(door string) *Core {
+	d := *c
+	d.cfg.Door = door
+	return &d
+}
+
 // Request is one publish in typed form. Its JSON form (PublishJSON) is
 // the object {"type", "data", "secrets", "reissueOf", "endpoint"}.
 type Request struct {

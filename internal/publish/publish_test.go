@@ -171,3 +171,25 @@ type outcome struct{ err error }
 func (o outcome) Publish(context.Context, *ledger.EventInsertParams) (ledger.EventInsertResult, error) {
 	return ledger.EventInsertResult{Err: o.err}, nil
 }
+
+// TestThroughSharesTheCore: each door's view of one core counts under its
+// own door and keeps the core's settings; the core itself is unchanged.
+func TestThroughSharesTheCore(t *testing.T) {
+	m := NewMetrics(prometheus.NewRegistry())
+	core := newTestCore(t, &lastCommit{err: fmt.Errorf("insert: %w", ledger.ErrUnavailable)}, func(c *Config) {
+		c.Door, c.Metrics, c.MaxFanOut = DoorHTTP, m, 7
+	})
+	kube := core.Through(DoorKube)
+	if _, err := kube.PublishJSON(t.Context(), "shop", "", []byte(`{"type":"a","data":{}}`)); !errors.Is(err, ErrUnavailable) {
+		t.Fatalf("err %v, want Unavailable", err)
+	}
+	if got, http := m.LedgerUnavailable(DoorKube), m.LedgerUnavailable(DoorHTTP); got != 1 || http != 0 {
+		t.Errorf("counted kube %v, http %v; want 1 and 0", got, http)
+	}
+	if kube.Config().MaxFanOut != 7 || !bytes.Equal(kube.Config().SecretsHashKey, core.Config().SecretsHashKey) || core.Config().Door != DoorHTTP {
+		t.Errorf("the view's settings %+v, the core's %+v", kube.Config(), core.Config())
+	}
+	if kube.slots != core.slots {
+		t.Error("the view has filter slots of its own: a namespace would get one share of the cores per door")
+	}
+}
