@@ -70,6 +70,10 @@ var (
 	// them, from the manager's cache.
 	contracts *EventTypeContracts
 
+	// endpointReads counts what the suite's WebhookEndpoint controller
+	// reads live from the API server.
+	endpointReads *liveReads
+
 	// errorLog keeps the error-level lines the manager logged, for specs
 	// that assert something is not an error.
 	errorLog = &logLines{}
@@ -137,6 +141,12 @@ const suiteActivityInterval = 200 * time.Millisecond
 // TestExhaustionEvent's, on a fixed clock.
 const suiteEventInterval = time.Hour
 
+// suiteCounterWriteInterval is the least time between two status writes
+// of an endpoint that change only its counters, in the suite: short, so
+// that specs waiting for a delivered total see it within moments (the
+// default is a minute).
+const suiteCounterWriteInterval = time.Second
+
 func TestControllers(t *testing.T) {
 	RegisterFailHandler(Fail)
 	// A bound for what the controllers do on their own, not a measure of
@@ -199,9 +209,10 @@ var _ = BeforeSuite(func() {
 	Expect(err).NotTo(HaveOccurred())
 	engineDone = make(chan error, 1)
 	go func() { engineDone <- eng.Run(ctx) }()
+	endpointReads = &liveReads{Reader: mgr.GetAPIReader()}
 	Expect((&WebhookEndpointReconciler{
 		Client:           mgr.GetClient(),
-		APIReader:        mgr.GetAPIReader(),
+		APIReader:        endpointReads,
 		Engine:           eng,
 		Recorder:         mgr.GetEventRecorder("hookkeeper-webhookendpoint"),
 		DefaultPolicy:    DefaultPolicy(),
@@ -215,6 +226,8 @@ var _ = BeforeSuite(func() {
 		EventInterval:    suiteEventInterval,
 		Destinations:     destinations,
 		Evidence:         store,
+
+		CounterWriteInterval: suiteCounterWriteInterval,
 	}).SetupWithManager(mgr)).To(Succeed())
 
 	Expect((&SigningSecretReconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Engine: eng}).SetupWithManager(mgr)).To(Succeed())
@@ -266,6 +279,8 @@ func startSlowRefreshManager(exhausted *ExhaustionEvents) {
 		EventInterval: suiteEventInterval,
 		Destinations:  destinations,
 		Evidence:      store,
+
+		CounterWriteInterval: suiteCounterWriteInterval,
 	}).SetupWithManager(mgr)).To(Succeed())
 	Expect((&SigningSecretReconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Engine: eng}).SetupWithManager(mgr)).To(Succeed())
 	Expect((&DeliveryRecoveryReconciler{Client: mgr.GetClient(), Engine: eng, FollowInterval: 200 * time.Millisecond, Recorder: mgr.GetEventRecorder("hookkeeper-deliveryrecovery")}).SetupWithManager(mgr)).To(Succeed())

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/types"
@@ -87,10 +88,16 @@ type EndpointEngine interface {
 // SigningSecretReconciler writes them.
 type WebhookEndpointReconciler struct {
 	client.Client
-	// APIReader reads Secrets from the API server: Secrets are watched by
-	// metadata only, so the cache does not hold their data.
+	// APIReader reads Secrets and ConfigMaps from the API server: they are
+	// watched by metadata only, so the manager's cache does not hold their
+	// data. The reconcile reads one only when its resourceVersion in the
+	// metadata cache moved from the one it keeps the content of
+	// (endpoint_contentcache.go).
 	APIReader client.Reader
-	Engine    EndpointEngine
+	// ContentCacheSize bounds how many Secrets and ConfigMaps the content
+	// cache keeps (default 16384), least recently used first out.
+	ContentCacheSize int
+	Engine           EndpointEngine
 	// Recorder emits the endpoint's Events.
 	Recorder events.EventRecorder
 	// DefaultPolicy applies to endpoints without spec.retryPolicyRef
@@ -126,6 +133,12 @@ type WebhookEndpointReconciler struct {
 	// EventInterval is the least time between two DeliveriesExhausted
 	// Events of an endpoint while its count grows (default 1m).
 	EventInterval time.Duration
+	// CounterWriteInterval is the least time between two status writes of
+	// an endpoint whose status changed only in its fast-moving counters
+	// (delivered total, last success, evidence: counterFields in
+	// webhookendpoint_counters.go); default 1m. Any other change is
+	// written at once, with the counters.
+	CounterWriteInterval time.Duration
 	// Clock stamps conditions; nil means the real clock.
 	Clock clock.PassiveClock
 	// Evidence reads the ledger's outcome buckets for status.evidence
@@ -147,6 +160,23 @@ type WebhookEndpointReconciler struct {
 	// overruns.
 	overrunMemos map[types.UID]*overrunMemo
 	verdicts     destinationVerdicts
+	// counterWrites is when each endpoint's status was last written by
+	// this process (webhookendpoint_counters.go).
+	counterWrites map[types.UID]time.Time
+	// content keeps the Secrets and ConfigMaps read, and reader reads
+	// through it (endpoint_contentcache.go); nil until SetupWithManager.
+	content *contentCache
+	reader  *contentReader
+}
+
+// contentReader is what the reconcile reads Secrets and ConfigMaps
+// through: the content cache once SetupWithManager gave it the metadata
+// cache, else the API reader.
+func (r *WebhookEndpointReconciler) contentReader() client.Reader {
+	if r.reader == nil {
+		return r.APIReader
+	}
+	return r.reader
 }
 
 func (r *WebhookEndpointReconciler) now() time.Time {
@@ -215,6 +245,14 @@ func (r *WebhookEndpointReconciler) reconcile(ctx context.Context, req ctrl.Requ
 	}
 
 	err := errors.Join(obs.Err, applyErr, obs.Secondary, probeErr)
+	// A change of counters alone waits for the endpoint's counter interval
+	// (webhookendpoint_counters.go); the reconcile runs again when it is
+	// over.
+	hold := r.counterHold(ep.UID, &before.Status, &ep.Status, now)
+	if hold > 0 {
+		ep.Status = *before.Status.DeepCopy()
+	}
+	writes := !equality.Semantic.DeepEqual(before.Status, ep.Status)
 	if werr := updateStatus(ctx, r.Client, before, &ep, func(e *hookv1.WebhookEndpoint) any { return e.Status }); werr != nil {
 		if apierrors.IsNotFound(werr) {
 			r.Metrics.forget(ep.Namespace, ep.Name)
@@ -226,6 +264,9 @@ func (r *WebhookEndpointReconciler) reconcile(ctx context.Context, req ctrl.Requ
 		}
 		return ctrl.Result{}, errors.Join(err, werr)
 	}
+	if writes {
+		r.statusWritten(ep.UID, now)
+	}
 	r.emit(&ep, append(evs, breakerEvs...))
 	r.Metrics.observe(&ep, news.Opened)
 	if f.Deliveries != nil {
@@ -235,7 +276,11 @@ func (r *WebhookEndpointReconciler) reconcile(ctx context.Context, req ctrl.Requ
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	return ctrl.Result{RequeueAfter: refreshAfter(r.safetyResync(), f.Waiting, timeDrivenRefresh(obs, f, memo, r.eventInterval()), now)}, nil
+	after := refreshAfter(r.safetyResync(), f.Waiting, timeDrivenRefresh(obs, f, memo, r.eventInterval()), now)
+	if hold > 0 && hold < after {
+		after = hold
+	}
+	return ctrl.Result{RequeueAfter: after}, nil
 }
 
 // apply performs the decision: it pauses what the engine has, or
@@ -358,6 +403,7 @@ func (r *WebhookEndpointReconciler) finalize(ctx context.Context, ep *hookv1.Web
 	log.FromContext(ctx).Info("removed from the delivery engine", "cancelledDeliveries", cancelled)
 	r.remember(ep.UID, nil)
 	r.rememberOverruns(ep.UID, nil)
+	r.statusWritten(ep.UID, time.Time{})
 	r.Metrics.forget(ep.Namespace, ep.Name)
 	orig := ep.DeepCopy()
 	controllerutil.RemoveFinalizer(ep, endpointFinalizer)
@@ -391,6 +437,8 @@ func (r *WebhookEndpointReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	if r.APIReader == nil {
 		r.APIReader = mgr.GetAPIReader()
 	}
+	r.content = &contentCache{size: r.ContentCacheSize}
+	r.reader = &contentReader{metadata: mgr.GetCache(), live: r.APIReader, cache: r.content}
 	if err := indexEndpoints(mgr, retryPolicyRefIndex, signingSecretRefIndex, credentialSecretIndex, caConfigMapIndex); err != nil {
 		return err
 	}

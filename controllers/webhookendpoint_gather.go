@@ -115,11 +115,11 @@ func (r *WebhookEndpointReconciler) gatherEngineInputs(ctx context.Context, obs 
 	if err != nil {
 		return &stepError{"reading the RetryPolicy", err}
 	}
-	obs.Signing, err = readSigningSecret(ctx, r.APIReader, ep)
+	obs.Signing, err = readSigningSecret(ctx, r.contentReader(), ep)
 	if err != nil {
 		return &stepError{"reading the signing secret", err}
 	}
-	obs.Credentials, err = readCredentials(ctx, r.APIReader, ep)
+	obs.Credentials, err = readCredentials(ctx, r.contentReader(), ep)
 	if err != nil {
 		return &stepError{"reading the endpoint's credentials", err}
 	}
