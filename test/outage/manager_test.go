@@ -38,6 +38,15 @@ type managerConfig struct {
 	// auth is the --api-auth mode: authTokenFile (the suite's token file)
 	// or authKubernetes (TokenReview and SubjectAccessReview).
 	auth string
+	// instance is --instance, the replica's identity across restarts
+	// (empty: none): a process started again with its predecessor's
+	// returns that one's deliveries in flight to the pool at start.
+	instance string
+	// metricsAddr, probeAddr and apiAddr are where it listens; empty: a
+	// free loopback port each. startManager fills them in, so that a
+	// restart on the same flags (manager.restartConfig) listens where its
+	// predecessor did.
+	metricsAddr, probeAddr, apiAddr string
 }
 
 // manager is one manager process, built from ./cmd and run as the
@@ -60,7 +69,12 @@ type manager struct {
 // cleanup of the node that started it, unless it exited before.
 func startManager(c managerConfig) *manager {
 	GinkgoHelper()
-	metricsAddr, probeAddr, apiAddr := freeAddr(), freeAddr(), freeAddr()
+	for _, a := range []*string{&c.metricsAddr, &c.probeAddr, &c.apiAddr} {
+		if *a == "" {
+			*a = freeAddr()
+		}
+	}
+	metricsAddr, probeAddr, apiAddr := c.metricsAddr, c.probeAddr, c.apiAddr
 	m := &manager{
 		managerConfig: c,
 		logPath:       filepath.Join(workDir, c.name+".log"),
@@ -86,6 +100,9 @@ func startManager(c managerConfig) *manager {
 	}
 	if c.auth == authTokenFile {
 		args = append(args, "--api-token-file="+tokenFile)
+	}
+	if c.instance != "" {
+		args = append(args, "--instance="+c.instance)
 	}
 	logFile, err := os.Create(m.logPath)
 	Expect(err).NotTo(HaveOccurred())
@@ -130,6 +147,14 @@ func (m *manager) waitReady(token string) {
 		g.Expect(err).NotTo(HaveOccurred())
 		g.Expect(status).To(Or(Equal(http.StatusNotFound), Equal(http.StatusForbidden)))
 	}).WithTimeout(60*time.Second).Should(Succeed(), func() string { return m.name + " not ready:\n" + testenv.Tail(m.logPath, 60) })
+}
+
+// restartConfig is the configuration of a process started again on m's
+// flags (its ledger, namespace, --instance and addresses), under name.
+func (m *manager) restartConfig(name string) managerConfig {
+	c := m.managerConfig
+	c.name = name
+	return c
 }
 
 func (m *manager) exited() bool {

@@ -18,18 +18,26 @@
 //     own), one authenticating with the token file and one with
 //     TokenReview, the same load and outage;
 //   - C: a manager started while the API server is stopped, on a ledger
-//     holding accepted events that were not delivered yet.
+//     holding accepted events that were not delivered yet;
+//   - D: the kill mode: two replicas on one PostgreSQL ledger, each with
+//     an --instance of its own, and one token-file publisher sending to
+//     them in turn that fails over to the other on a connection error, as
+//     a Service routes around a dead pod; 20s into the outage the Lease
+//     holder is SIGKILLed and started again on the same flags 5s later,
+//     the API server still stopped: nothing lost, every publish 201, the
+//     restarted replica publishing and delivering before the outage ends.
 //
 // Run it with
 //
-//	HOOKKEEPER_TEST_POSTGRES="$(./hack/postgres.sh)" go test ./test/outage/ -count=1 -timeout=20m -ginkgo.v
+//	HOOKKEEPER_TEST_POSTGRES="$(./hack/postgres.sh)" go test ./test/outage/ -count=1 -timeout=25m -ginkgo.v
 //
 // (without the variable it tries ./hack/postgres.sh's address and fails,
 // never skips, when no server answers; under CI=true the variable is
 // required). Every scenario reports its figures (publish p99 before and
-// during the outage, the longest time without a receipt, events lost) as
-// report entries; a failed one attaches the managers' logs, the hookkeeper
-// objects and what the receivers saw.
+// during the outage, the longest time without a receipt, events lost; D
+// also the failovers and how soon the restarted replica answered and
+// delivered) as report entries; a failed one attaches the managers' logs,
+// the hookkeeper objects and what the receivers saw.
 package outage
 
 import (
