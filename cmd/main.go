@@ -67,7 +67,7 @@ func main() {
 		workers                            int
 		statusResync, commitDelay          time.Duration
 		activityInterval, policyResync     time.Duration
-		quotaRefresh                       time.Duration
+		quotaRefresh, counterInterval      time.Duration
 	)
 	flag.StringVar(&metricsAddr, "metrics-bind-address", "0", "Address the metrics endpoint binds to, such as :8443; \"0\" disables it.")
 	flag.BoolVar(&secureMetrics, "metrics-secure", true, "Serve metrics over HTTPS, for callers authorized by a SubjectAccessReview.")
@@ -89,6 +89,7 @@ func main() {
 	flag.DurationVar(&statusResync, "endpoint-status-resync", 0, "The safety resync: how often every WebhookEndpoint is reconciled again whether or not its deliveries moved (0: 1h to 2h, jittered). Counters that move show within --endpoint-activity-interval, exhaustions at once, and a status that changes with time (a rotation's end, evidence windows) when it does.")
 	flag.DurationVar(&policyResync, "policy-evidence-resync", 0, "How often every RetryPolicy's outcome evidence is refreshed from the ledger (0: 1m).")
 	flag.DurationVar(&quotaRefresh, "quota-refresh", 0, "How often every WebhookQuota's status.used is read again from the ledger (0: 1m); written only when it moved.")
+	flag.DurationVar(&counterInterval, "endpoint-counter-interval", 0, "The least time between two status writes of a WebhookEndpoint whose status changed only in its fast-moving counters (delivered total, last success, evidence); any other change (conditions, the breaker, pending, in flight, exhausted) is written at once (0: 1m). Live figures: kubectl get deliveries and the metrics.")
 	flag.DurationVar(&activityInterval, "endpoint-activity-interval", 0, "How often the leader reads from the ledger, in one query, the counters of the WebhookEndpoints whose deliveries moved since its last read, to refresh their status (0: 5s).")
 	var destFlags destinationFlags
 	destFlags.bind(flag.CommandLine)
@@ -327,7 +328,7 @@ func main() {
 		if err := setupControllers(mgr, controllerDeps{
 			store: store, eng: eng, exhausted: exhausted, breakers: breakers, overruns: overruns, metrics: metrics,
 			destinations: destinations, policyResync: policyResync, quotaRefresh: quotaRefresh,
-			activityInterval: activityInterval, statusResync: statusResync,
+			activityInterval: activityInterval, statusResync: statusResync, counterInterval: counterInterval,
 		}); err != nil {
 			return err
 		}
@@ -363,6 +364,7 @@ type controllerDeps struct {
 	metrics                                                    *controllers.BreakerMetrics
 	destinations                                               *destination.Policy
 	policyResync, quotaRefresh, activityInterval, statusResync time.Duration
+	counterInterval                                            time.Duration
 }
 
 // setupControllers adds the controllers to one incarnation's manager.
@@ -376,20 +378,21 @@ func setupControllers(mgr ctrl.Manager, d controllerDeps) error {
 		return fmt.Errorf("setting up the RetryPolicy controller: %w", err)
 	}
 	if err := (&controllers.WebhookEndpointReconciler{
-		Client:           mgr.GetClient(),
-		APIReader:        mgr.GetAPIReader(),
-		Engine:           d.eng,
-		Recorder:         mgr.GetEventRecorder("hookkeeper-webhookendpoint"),
-		DefaultPolicy:    controllers.DefaultPolicy(),
-		Exhausted:        d.exhausted.Events(),
-		Breakers:         d.breakers.Events(),
-		FilterOverruns:   d.overruns.Events(),
-		Metrics:          d.metrics,
-		Activity:         d.store,
-		ActivityInterval: d.activityInterval,
-		ResyncPeriod:     d.statusResync,
-		Destinations:     d.destinations,
-		Evidence:         d.store,
+		Client:               mgr.GetClient(),
+		APIReader:            mgr.GetAPIReader(),
+		Engine:               d.eng,
+		Recorder:             mgr.GetEventRecorder("hookkeeper-webhookendpoint"),
+		DefaultPolicy:        controllers.DefaultPolicy(),
+		Exhausted:            d.exhausted.Events(),
+		Breakers:             d.breakers.Events(),
+		FilterOverruns:       d.overruns.Events(),
+		Metrics:              d.metrics,
+		Activity:             d.store,
+		ActivityInterval:     d.activityInterval,
+		CounterWriteInterval: d.counterInterval,
+		ResyncPeriod:         d.statusResync,
+		Destinations:         d.destinations,
+		Evidence:             d.store,
 	}).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("setting up the WebhookEndpoint controller: %w", err)
 	}
