@@ -220,7 +220,14 @@ func TestIdleEndpointLeasesAgain(t *testing.T) {
 				t.Fatalf("publish: %v / %v", err, res.Err)
 			}
 			id := res.Event.ID
-			eventually(t, "the first attempt", func() bool { return rcv.count(id) == 1 })
+			// The first attempt recorded, not only received: its retry's due
+			// time is taken when the engine decides, which must come before
+			// the clock moves (else the retry is due 11 s later than the
+			// test waits for).
+			eventually(t, "the first attempt recorded", func() bool {
+				st, err := e.EndpointStats(t.Context(), ep.ID)
+				return err == nil && rcv.count(id) == 1 && st.LastFailureAt != nil && st.Pending == 1 && st.InFlight == 0
+			})
 
 			// Past the lease's life with nothing to send: the engine's share
 			// goes back, which a holder of its own can see.
