@@ -96,13 +96,6 @@ func serve(ctx context.Context, srv *http.Server, ln net.Listener) error {
 // plane's own checks (the engine's claim rounds, the serving certificate),
 // never the API server's.
 func probes(addr string, ready map[string]healthz.Checker) (func(context.Context) error, error) {
-	if addr == "0" || addr == "" {
-		return func(ctx context.Context) error { <-ctx.Done(); return nil }, nil
-	}
-	ln, err := net.Listen("tcp", addr)
-	if err != nil {
-		return nil, fmt.Errorf("listening for the probes on %s: %w", addr, err)
-	}
 	mux := http.NewServeMux()
 	live := &healthz.Handler{Checks: map[string]healthz.Checker{"ping": healthz.Ping}}
 	readiness := &healthz.Handler{Checks: ready}
@@ -110,25 +103,30 @@ func probes(addr string, ready map[string]healthz.Checker) (func(context.Context
 	mux.Handle("/healthz/", http.StripPrefix("/healthz", live))
 	mux.Handle("/readyz", http.StripPrefix("/readyz", readiness))
 	mux.Handle("/readyz/", http.StripPrefix("/readyz", readiness))
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
-	return func(ctx context.Context) error { return serve(ctx, srv, ln) }, nil
+	return listen(addr, "the probes", mux)
 }
 
 // pprofServer serves Go's pprof handlers on addr ("0" disables them).
 func pprofServer(addr string) (func(context.Context) error, error) {
-	if addr == "0" || addr == "" {
-		return func(ctx context.Context) error { <-ctx.Done(); return nil }, nil
-	}
-	ln, err := net.Listen("tcp", addr)
-	if err != nil {
-		return nil, fmt.Errorf("listening for pprof on %s: %w", addr, err)
-	}
 	mux := http.NewServeMux()
 	mux.HandleFunc("/debug/pprof/", pprof.Index)
 	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
 	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
 	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
 	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	return listen(addr, "pprof", mux)
+}
+
+// listen binds addr now (so that a taken port fails the start) and returns
+// what serves h on it until its context ends; "0" or "" serves nothing.
+func listen(addr, what string, h http.Handler) (func(context.Context) error, error) {
+	if addr == "0" || addr == "" {
+		return func(ctx context.Context) error { <-ctx.Done(); return nil }, nil
+	}
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("listening for %s on %s: %w", what, addr, err)
+	}
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second}
 	return func(ctx context.Context) error { return serve(ctx, srv, ln) }, nil
 }

@@ -140,24 +140,7 @@ func (p *failoverPublisher) publishOne() publishResult {
 // publisher.run, with failover); the returned channel is closed once
 // every publish it started has answered or timed out.
 func (p *failoverPublisher) run(ctx context.Context, perSecond int) <-chan struct{} {
-	done := make(chan struct{})
-	go func() {
-		defer GinkgoRecover()
-		defer close(done)
-		var wg sync.WaitGroup
-		defer wg.Wait()
-		t := time.NewTicker(time.Second / time.Duration(perSecond))
-		defer t.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-t.C:
-				wg.Go(func() { p.publishOne() })
-			}
-		}
-	}()
-	return done
+	return atRate(ctx, perSecond, func() { p.publishOne() })
 }
 
 // failovers returns the publishes that went to the other replica, and a

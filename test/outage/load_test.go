@@ -111,6 +111,13 @@ func (p *publisher) waitAccepting(within time.Duration) {
 // channel is closed once every publish it started has answered or timed
 // out.
 func (p *publisher) run(ctx context.Context, perSecond int) <-chan struct{} {
+	return atRate(ctx, perSecond, func() { p.publishOne() })
+}
+
+// atRate calls one perSecond times a second, each call in its own
+// goroutine (an open loop: a slow answer does not slow the rate), until
+// ctx is done; the returned channel is closed once every call returned.
+func atRate(ctx context.Context, perSecond int, one func()) <-chan struct{} {
 	done := make(chan struct{})
 	go func() {
 		defer GinkgoRecover()
@@ -124,7 +131,7 @@ func (p *publisher) run(ctx context.Context, perSecond int) <-chan struct{} {
 			case <-ctx.Done():
 				return
 			case <-t.C:
-				wg.Go(func() { p.publishOne() })
+				wg.Go(one)
 			}
 		}
 	}()
