@@ -476,7 +476,7 @@ func (e *Engine) claimOnce(ctx, attemptCtx context.Context, wg *sync.WaitGroup) 
 	// Open breakers' probes first: one delivery each, leased through the
 	// ledger so that one engine probes (breaker.go).
 	nextProbe := e.startProbes(ctx, attemptCtx, func(ctx, attemptCtx context.Context, c *ledger.ClaimedDelivery) bool {
-		return e.start(ctx, attemptCtx, wg, c)
+		return e.start(ctx, attemptCtx, wg, c, false)
 	}, e.opts.Clock.Now())
 	// The claim's workers are reserved before it runs, so what it claims
 	// starts at once even while publishes hand off theirs (handoff.go);
@@ -521,7 +521,7 @@ func (e *Engine) claimOnce(ctx, attemptCtx context.Context, wg *sync.WaitGroup) 
 	started := 0
 	for i := range claimed {
 		reserved-- // start owns the slot now, and frees it if it starts nothing
-		if e.start(ctx, attemptCtx, wg, &claimed[i]) {
+		if e.start(ctx, attemptCtx, wg, &claimed[i], true) {
 			started++
 		}
 	}
@@ -549,11 +549,15 @@ func (e *Engine) claimOnce(ctx, attemptCtx context.Context, wg *sync.WaitGroup) 
 }
 
 // start begins the attempt for a leased delivery under attemptCtx, or
-// releases it when its endpoint is at its in-flight or rate limit. It
+// releases it when its endpoint is at its in-flight or rate limit, or,
+// for a claimed one (share), when its namespace or endpoint is at its
+// fair share: hand-offs during the claim may have taken what the claim's
+// view left it (a hand-off's own slot was reserved within the share when
+// its commit admitted it; a breaker's probe holds none). It
 // reports whether an attempt started. The caller has reserved a worker
 // slot for it, which start owns (and frees if no attempt starts): an
 // attempt never waits for a worker while its lease runs.
-func (e *Engine) start(ctx, attemptCtx context.Context, wg *sync.WaitGroup, c *ledger.ClaimedDelivery) (started bool) {
+func (e *Engine) start(ctx, attemptCtx context.Context, wg *sync.WaitGroup, c *ledger.ClaimedDelivery, share bool) (started bool) {
 	defer func() {
 		if !started {
 			e.workers.free(1)
@@ -580,6 +584,12 @@ func (e *Engine) start(ctx, attemptCtx context.Context, wg *sync.WaitGroup, c *l
 		// hand-off): it waits with the rest instead of being sent.
 		e.mu.Unlock()
 		e.release(c, now, "circuit_open")
+		return false
+	}
+	if share && e.shareFreeLocked(st) <= 0 {
+		// The next claim skips what is at its share.
+		e.mu.Unlock()
+		e.release(c, now, "fair_share")
 		return false
 	}
 	if now.Before(st.throttledUntil) && len(st.sends) == 0 {

@@ -21,6 +21,11 @@ import "github.com/hookkeeper/hookkeeper/internal/ledger"
 //   - An open breaker or a throttled endpoint holds no worker: the breaker
 //     keeps its deliveries out of the claims, a rate limit releases them
 //     with the time they may go (start).
+//   - A claim reads the shares before it runs, and publishes may hand off
+//     meanwhile: a claimed delivery whose namespace or endpoint has reached
+//     its share by the time it starts is released (reason fair_share), and
+//     the next claim skips it. The shares hold at every start, not only at
+//     every read.
 //   - A publish hands its deliveries to the workers itself (handoff.go)
 //     unless its own namespace was left with due work by the last claim:
 //     one namespace's backlog does not hold another's new events back.
@@ -99,13 +104,15 @@ func (e *Engine) shareFreeLocked(st *endpointState) int {
 }
 
 // claimSharesLocked returns what a claim may take per namespace (what is
-// left of the share of each namespace that holds attempts; the share for
-// the others) and the namespaces at their share, whose endpoints it must
-// exclude. e.mu is held.
+// left of the share of each namespace that holds attempts; for the
+// others, the share they will have once they hold some, one holder more)
+// and the namespaces at their share, whose endpoints it must exclude.
+// e.mu is held.
 func (e *Engine) claimSharesLocked() (slots map[string]int, def int, atShare []string) {
-	def = e.namespaceShareLocked()
+	nsShare := e.namespaceShareLocked()
+	def = share(e.opts.Workers, len(e.shares.held)+1)
 	for ns, n := range e.shares.held {
-		free := def - n
+		free := nsShare - n
 		if free <= 0 {
 			atShare = append(atShare, ns)
 			continue

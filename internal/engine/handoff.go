@@ -234,7 +234,7 @@ func (e *Engine) handOff(h *handoff, res *ledger.EventInsertResult, err error) {
 				continue
 			}
 			slot = false
-			e.start(e.running.ctx, e.running.attemptCtx, e.running.wg, c)
+			e.start(e.running.ctx, e.running.attemptCtx, e.running.wg, c, false)
 		}
 	}
 	if slot {
