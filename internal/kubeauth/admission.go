@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"golang.org/x/time/rate"
 	"k8s.io/apimachinery/pkg/util/cache"
 )
 
@@ -33,37 +34,6 @@ const (
 	laneUnknown
 )
 
-// bucket is a token bucket: it holds up to burst tokens and gains rate a
-// second. The zero bucket is full (it is filled on first use).
-type bucket struct {
-	tokens float64
-	last   time.Time
-	used   bool
-}
-
-// refill brings b to now.
-func (b *bucket) refill(now time.Time, rate float64, burst int) {
-	if !b.used {
-		b.tokens, b.last, b.used = float64(burst), now, true
-		return
-	}
-	if elapsed := now.Sub(b.last); elapsed > 0 {
-		b.tokens = math.Min(float64(burst), b.tokens+elapsed.Seconds()*rate)
-		b.last = now
-	}
-}
-
-// wait is how long until b holds a whole token (0 when it does).
-func (b *bucket) wait(rate float64) time.Duration {
-	if b.tokens >= 1 {
-		return 0
-	}
-	if rate <= 0 {
-		return time.Duration(math.MaxInt64)
-	}
-	return time.Duration((1 - b.tokens) / rate * float64(time.Second))
-}
-
 // limits are the unknown lane's rates.
 type limits struct {
 	rate            float64 // unknown-token reviews a second, in total
@@ -80,8 +50,8 @@ type limits struct {
 type admission struct {
 	lim     limits
 	mu      sync.Mutex
-	global  bucket
-	sources *cache.LRUExpireCache // source → *bucket
+	global  *rate.Limiter
+	sources *cache.LRUExpireCache // source → *rate.Limiter
 	unknown chan struct{}
 	known   chan struct{}
 }
@@ -89,6 +59,7 @@ type admission struct {
 func newAdmission(lim limits, now func() time.Time) *admission {
 	return &admission{
 		lim:     lim,
+		global:  rate.NewLimiter(rate.Limit(lim.rate), lim.burst),
 		sources: cache.NewLRUExpireCacheWithClock(lim.maxSources, clockFunc(now)),
 		unknown: make(chan struct{}, lim.maxUnknownSlots),
 		known:   make(chan struct{}, lim.maxKnownSlots),
@@ -103,21 +74,31 @@ func newAdmission(lim limits, now func() time.Time) *admission {
 func (a *admission) admitUnknown(source string, now time.Time) (ok bool, retryAfter time.Duration) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	src := &bucket{}
+	src := rate.NewLimiter(rate.Limit(a.lim.perSourceRate), a.lim.perSourceBurst)
 	if v, found := a.sources.Get(source); found {
-		src = v.(*bucket)
+		src = v.(*rate.Limiter)
 	}
 	// A source's bucket is forgotten once it would be full again anyway.
 	keep := time.Duration(float64(a.lim.perSourceBurst)/a.lim.perSourceRate*float64(time.Second)) + time.Second
 	a.sources.Add(source, src, keep)
-	src.refill(now, a.lim.perSourceRate, a.lim.perSourceBurst)
-	a.global.refill(now, a.lim.rate, a.lim.burst)
-	if w := max(src.wait(a.lim.perSourceRate), a.global.wait(a.lim.rate)); w > 0 {
+	// Both reserve a token; unless both have one now, both reservations
+	// are given back (the mutex keeps them the latest of each limiter, so
+	// each gets its whole token back).
+	fromSource, fromGlobal := src.ReserveN(now, 1), a.global.ReserveN(now, 1)
+	if w := max(delay(fromSource, now), delay(fromGlobal, now)); w > 0 {
+		fromSource.CancelAt(now)
+		fromGlobal.CancelAt(now)
 		return false, w
 	}
-	src.tokens--
-	a.global.tokens--
 	return true, 0
+}
+
+// delay is how long until r's token is due; forever when it never is.
+func delay(r *rate.Reservation, now time.Time) time.Duration {
+	if !r.OK() {
+		return time.Duration(math.MaxInt64)
+	}
+	return r.DelayFrom(now)
 }
 
 // enter takes a slot of l for one review and returns its release. The
