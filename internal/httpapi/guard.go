@@ -3,8 +3,10 @@ package httpapi
 import (
 	"io"
 	"net/http"
-	"sync"
+	"sync/atomic"
 	"time"
+
+	"golang.org/x/sync/semaphore"
 )
 
 // guard is the outermost handler of a Server. For each request it
@@ -115,30 +117,28 @@ func (w *closeUnread) Write(p []byte) (int, error) {
 func (w *closeUnread) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
 // byteBudget is a semaphore counted in bytes that never waits: what does
-// not fit is refused.
+// not fit is refused. used mirrors what is held, for the gauge (a
+// semaphore does not tell).
 type byteBudget struct {
-	mu        sync.Mutex
-	max, used int64
+	sem  *semaphore.Weighted
+	used atomic.Int64
+}
+
+func newByteBudget(maxBytes int64) *byteBudget {
+	return &byteBudget{sem: semaphore.NewWeighted(maxBytes)}
 }
 
 func (b *byteBudget) tryAcquire(n int64) bool {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if b.used+n > b.max {
+	if !b.sem.TryAcquire(n) {
 		return false
 	}
-	b.used += n
+	b.used.Add(n)
 	return true
 }
 
 func (b *byteBudget) release(n int64) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	b.used -= n
+	b.used.Add(-n)
+	b.sem.Release(n)
 }
 
-func (b *byteBudget) inUse() int64 {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.used
-}
+func (b *byteBudget) inUse() int64 { return b.used.Load() }

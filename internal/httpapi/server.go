@@ -125,7 +125,7 @@ func newServer(addr string, handler http.Handler, opts ServerOptions, t serverTi
 	m := newServerMetrics(opts.Registerer)
 	g := &guard{
 		next:    limitHeaderBytes(handler, MaxRequestHeaderBytes),
-		bodies:  &byteBudget{max: opts.MaxBodyBytesInFlight},
+		bodies:  newByteBudget(opts.MaxBodyBytesInFlight),
 		maxBody: opts.MaxBodyBytes,
 		metrics: m,
 	}
