@@ -1,8 +1,9 @@
 package eventfilter
 
 import (
-	"container/list"
-	"sync"
+	"sync/atomic"
+
+	"k8s.io/utils/lru"
 )
 
 // DefaultCacheSize is a Cache size for a process: more distinct filters
@@ -16,62 +17,35 @@ const DefaultCacheSize = 1024
 // refused expression is kept too, with its error. It is safe for
 // concurrent use.
 type Cache struct {
-	size int
-
-	mu      sync.Mutex
-	entries map[string]*list.Element // of *entry
-	order   list.List                // front: most recently used
+	programs *lru.Cache // expression → entry; safe for concurrent use
 	// compiles counts Compile calls, for tests.
-	compiles int
+	compiles atomic.Int64
 }
 
 type entry struct {
-	expr string
-	prg  *Program
-	err  error
+	prg *Program
+	err error
 }
 
 // NewCache returns a cache of at most size programs (at least 1).
 func NewCache(size int) *Cache {
-	return &Cache{size: max(size, 1), entries: make(map[string]*list.Element)}
+	return &Cache{programs: lru.New(max(size, 1))}
 }
 
 // Program returns Compile(expr), compiling it only when the cache does
 // not hold it.
 func (c *Cache) Program(expr string) (*Program, error) {
-	c.mu.Lock()
-	if el, ok := c.entries[expr]; ok {
-		c.order.MoveToFront(el)
-		e := el.Value.(*entry)
-		c.mu.Unlock()
+	if v, ok := c.programs.Get(expr); ok {
+		e := v.(entry)
 		return e.prg, e.err
 	}
-	c.compiles++
-	c.mu.Unlock()
-
-	// Compiled outside the lock: a slow compile holds no other publish.
+	// Compiled outside any lock: a slow compile holds no other publish.
 	// Two that miss at once both compile, and the second result stays.
+	c.compiles.Add(1)
 	prg, err := Compile(expr)
-
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if el, ok := c.entries[expr]; ok {
-		c.order.MoveToFront(el)
-		el.Value = &entry{expr: expr, prg: prg, err: err}
-		return prg, err
-	}
-	c.entries[expr] = c.order.PushFront(&entry{expr: expr, prg: prg, err: err})
-	for c.order.Len() > c.size {
-		oldest := c.order.Back()
-		c.order.Remove(oldest)
-		delete(c.entries, oldest.Value.(*entry).expr)
-	}
+	c.programs.Add(expr, entry{prg: prg, err: err})
 	return prg, err
 }
 
 // Len returns how many expressions the cache holds.
-func (c *Cache) Len() int {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.order.Len()
-}
+func (c *Cache) Len() int { return c.programs.Len() }

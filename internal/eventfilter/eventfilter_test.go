@@ -274,15 +274,15 @@ func TestCacheCompilesOnce(t *testing.T) {
 			t.Fatalf("refused expression: %v", err)
 		}
 	}
-	if c.compiles != 2 || c.Len() != 2 {
-		t.Fatalf("%d compiles, %d held; want 2, 2", c.compiles, c.Len())
+	if c.compiles.Load() != 2 || c.Len() != 2 {
+		t.Fatalf("%d compiles, %d held; want 2, 2", c.compiles.Load(), c.Len())
 	}
 	_, _ = c.Program(`type == "a"`) // most recently used
 	_, _ = c.Program(`type == "b"`) // evicts nope
 	_, _ = c.Program(`type == "a"`)
 	_, _ = c.Program(`nope`)
-	if c.compiles != 4 || c.Len() != 2 {
-		t.Fatalf("%d compiles, %d held; want 4, 2", c.compiles, c.Len())
+	if c.compiles.Load() != 4 || c.Len() != 2 {
+		t.Fatalf("%d compiles, %d held; want 4, 2", c.compiles.Load(), c.Len())
 	}
 }
 
