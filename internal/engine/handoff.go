@@ -24,7 +24,8 @@ import (
 // earliest due first. A claim in progress does not stop it: the claim
 // holds what it may take of each endpoint's in-flight limit (claimHold),
 // and a hand-off leases only to endpoints with slots beyond that, so the
-// two never count on the same slot. (Refusing hand-offs during claims sent
+// two never count on the same slot (an endpoint bounded only by its fair
+// share is not held: ownLimitsLocked). (Refusing hand-offs during claims sent
 // most events of a busy engine through the claims: each refused publish
 // woke the claim loop, whose next claim refused the next publishes.)
 //
@@ -169,8 +170,30 @@ func (e *Engine) beginClaim(limit int) claimView {
 	v.full, v.slots = e.endpointSlotsLocked(nil)
 	v.namespaceSlots, v.namespaceShare, v.atShare = e.claimSharesLocked()
 	v.firstAttemptsOnly = e.firstAttemptsOnlyLocked()
-	e.claim = &claimHold{slots: v.slots, limit: limit}
+	e.claim = &claimHold{slots: e.ownLimitsLocked(v.slots), limit: limit}
 	return v
+}
+
+// ownLimitsLocked keeps of a claim's endpoint slots those of endpoints
+// with a limit of their own (maxInFlight, a rate, a breaker's ramp), which
+// the claim holds from hand-offs. An endpoint bounded only by its fair
+// share is not held: holding it refused a busy endpoint's hand-offs during
+// every claim, and a neighbour whose failing receivers keep the claims
+// busy sent a share of its new events through the claims, behind the
+// ledger's writer (issue #43). What a claim takes beyond a share is
+// released where it starts (fair_share). e.mu is held.
+func (e *Engine) ownLimitsLocked(slots map[string]int) map[string]int {
+	var own map[string]int
+	for id, n := range slots {
+		if e.watched[id] == nil {
+			continue
+		}
+		if own == nil {
+			own = make(map[string]int, len(slots))
+		}
+		own[id] = n
+	}
+	return own
 }
 
 // setBacklog records whether the last claim left due work (backlog: it

@@ -3,6 +3,8 @@ package engine_test
 import (
 	"context"
 	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -120,6 +122,62 @@ func TestPublishHandsOffDuringAClaim(t *testing.T) {
 					t.Fatalf("%v deliveries released (%s); want 0", got, reason)
 				}
 			}
+		})
+	}
+}
+
+// TestBusyEndpointWithoutLimitHandsOffDuringAClaim: a claim holds from
+// hand-offs only the slots of endpoints with a limit of their own. An
+// endpoint bounded by its fair share alone, busy with an attempt, still
+// takes a publish's hand-off while a claim runs: holding it sent a share of
+// a quiet namespace's events through the claims whenever a neighbour's
+// retries kept the claims busy (issue #43's failing neighbour).
+func TestBusyEndpointWithoutLimitHandsOffDuringAClaim(t *testing.T) {
+	for _, sf := range stores() {
+		t.Run(sf.name, func(t *testing.T) {
+			t.Parallel()
+			unblock := make(chan struct{})
+			rcv := newReceiver(t, func(n int) int { return http.StatusNoContent })
+			first := make(chan struct{}, 1)
+			var held atomic.Bool
+			blocking := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				if held.CompareAndSwap(false, true) {
+					first <- struct{}{}
+					select {
+					case <-unblock:
+					case <-r.Context().Done():
+					}
+					w.WriteHeader(http.StatusNoContent)
+					return
+				}
+				rcv.Config.Handler.ServeHTTP(w, r)
+			}))
+			t.Cleanup(blocking.Close)
+			t.Cleanup(func() { close(unblock) })
+			store := &heldClaims{Store: sf.open(t), gate: newGate()}
+			e := run(t, engine.Options{Store: store, IdleWait: 5 * time.Millisecond, ShutdownGrace: time.Millisecond})
+			t.Cleanup(store.gate.open)
+			plain := endpoint(t, "handoff", "plain", blocking.URL, []string{"*"}, policy(3, time.Second))
+			plain.MaxInFlight = 0
+			if _, err := e.RegisterEndpoint(context.Background(), plain); err != nil {
+				t.Fatal(err)
+			}
+			eventually(t, "a first claim", func() bool { return store.ended.Load() > 0 })
+
+			// The endpoint is busy: its first attempt is held by the receiver.
+			publish(t, e, "handoff", "order.created", `{}`)
+			select {
+			case <-first:
+			case <-time.After(2 * time.Minute):
+				t.Fatal("the first attempt never came")
+			}
+			store.gate.armed.Store(true)
+			store.gate.held(t, "a claim that counts the busy endpoint")
+			handed := publish(t, e, "handoff", "order.created", `{}`)
+			if len(handed.Leased) != 1 {
+				t.Fatalf("a publish to a busy endpoint without a limit of its own, during a claim: leased %d; want 1", len(handed.Leased))
+			}
+			eventually(t, "the handed-off event sent while the claim runs", func() bool { return rcv.count(handed.Event.ID) == 1 })
 		})
 	}
 }
