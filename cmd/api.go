@@ -1,25 +1,21 @@
 package main
 
 import (
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/sha256"
 	"crypto/tls"
 	"crypto/x509"
-	"crypto/x509/pkix"
 	"encoding/base64"
 	"errors"
 	"flag"
 	"fmt"
 	"math"
-	"math/big"
 	"net"
 	"strings"
 	"time"
 
 	"github.com/go-logr/logr"
 	"k8s.io/client-go/rest"
+	certutil "k8s.io/client-go/util/cert"
 	"sigs.k8s.io/controller-runtime/pkg/certwatcher"
 
 	"github.com/hookkeeper/hookkeeper/internal/httpapi"
@@ -215,7 +211,7 @@ func (o *apiOptions) tlsConfig(log logr.Logger, provisioned certificateSource) (
 		cfg.GetCertificate = cw.GetCertificate
 		return cfg, cw, nil
 	case o.selfSigned:
-		cert, err := selfSignedCertificate(time.Now())
+		_, _, cert, err := selfSignedCertificate(selfSignedValidity)
 		if err != nil {
 			return nil, nil, fmt.Errorf("generating a self-signed certificate: %w", err)
 		}
@@ -234,37 +230,25 @@ type certificateSource interface {
 	GetCertificate(*tls.ClientHelloInfo) (*tls.Certificate, error)
 }
 
-// selfSignedCertificate returns a fresh ECDSA P-256 certificate for
-// loopback, valid for a year, whose key exists only in this process.
-func selfSignedCertificate(now time.Time) (tls.Certificate, error) {
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+// selfSignedValidity is how long a self-signed certificate is valid.
+const selfSignedValidity = 365 * 24 * time.Hour
+
+// selfSignedCertificate returns a fresh certificate for 127.0.0.1, ::1 and
+// localhost, signed by a CA made for it alone (client-go's util/cert) and
+// valid for maxAge, whose key exists only in this process: the chain and
+// the key in PEM, and the pair parsed (with its Leaf).
+func selfSignedCertificate(maxAge time.Duration) (certPEM, keyPEM []byte, pair tls.Certificate, err error) {
+	certPEM, keyPEM, err = certutil.GenerateSelfSignedCertKeyWithOptions(certutil.SelfSignedCertKeyOptions{
+		Host:         "127.0.0.1",
+		AlternateIPs: []net.IP{net.IPv6loopback},
+		AlternateDNS: []string{"localhost"},
+		MaxAge:       maxAge,
+	})
 	if err != nil {
-		return tls.Certificate{}, err
+		return nil, nil, tls.Certificate{}, err
 	}
-	serial, err := rand.Int(rand.Reader, new(big.Int).Lsh(big.NewInt(1), 127))
-	if err != nil {
-		return tls.Certificate{}, err
-	}
-	tmpl := &x509.Certificate{
-		SerialNumber:          serial,
-		Subject:               pkix.Name{CommonName: "hookkeeper API (self-signed, development)"},
-		NotBefore:             now.Add(-time.Hour),
-		NotAfter:              now.Add(365 * 24 * time.Hour),
-		KeyUsage:              x509.KeyUsageDigitalSignature,
-		ExtKeyUsage:           []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
-		BasicConstraintsValid: true,
-		DNSNames:              []string{"localhost"},
-		IPAddresses:           []net.IP{net.IPv4(127, 0, 0, 1), net.IPv6loopback},
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		return tls.Certificate{}, err
-	}
-	leaf, err := x509.ParseCertificate(der)
-	if err != nil {
-		return tls.Certificate{}, err
-	}
-	return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key, Leaf: leaf}, nil
+	pair, err = tls.X509KeyPair(certPEM, keyPEM)
+	return certPEM, keyPEM, pair, err
 }
 
 // certificateFingerprints returns the SHA-256 fingerprint of cert as

@@ -3,8 +3,6 @@ package main
 import (
 	"context"
 	"crypto/tls"
-	"crypto/x509"
-	"encoding/pem"
 	"os"
 	"path/filepath"
 	"testing"
@@ -35,12 +33,8 @@ func TestAPICertificateExpiryGauge(t *testing.T) {
 	t.Run("files, reloaded", func(t *testing.T) {
 		dir := t.TempDir()
 		certFile, keyFile := filepath.Join(dir, "tls.crt"), filepath.Join(dir, "tls.key")
-		write := func(now time.Time) float64 {
-			cert, err := selfSignedCertificate(now)
-			if err != nil {
-				t.Fatal(err)
-			}
-			key, err := x509MarshalKey(cert)
+		write := func(maxAge time.Duration) float64 {
+			certPEM, key, cert, err := selfSignedCertificate(maxAge)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -48,12 +42,12 @@ func TestAPICertificateExpiryGauge(t *testing.T) {
 			if err := os.WriteFile(keyFile, key, 0o600); err != nil {
 				t.Fatal(err)
 			}
-			if err := os.WriteFile(certFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: cert.Certificate[0]}), 0o600); err != nil {
+			if err := os.WriteFile(certFile, certPEM, 0o600); err != nil {
 				t.Fatal(err)
 			}
 			return float64(cert.Leaf.NotAfter.Unix())
 		}
-		first := write(time.Now())
+		first := write(selfSignedValidity)
 		cfg, watcher, err := (&apiOptions{certFile: certFile, keyFile: keyFile}).tlsConfig(logr.Discard(), nil)
 		if err != nil {
 			t.Fatal(err)
@@ -69,7 +63,7 @@ func TestAPICertificateExpiryGauge(t *testing.T) {
 		defer cancel()
 		go func() { _ = watcher.Start(ctx) }()
 		// Renewed a day later: the gauge follows the file.
-		renewed := write(time.Now().Add(24 * time.Hour))
+		renewed := write(selfSignedValidity + 24*time.Hour)
 		deadline := time.Now().Add(20 * time.Second)
 		for gatherExpiry(t, reg) != renewed {
 			if time.Now().After(deadline) {
@@ -95,12 +89,4 @@ func gatherExpiry(t *testing.T, reg *prometheus.Registry) float64 {
 		t.Fatal(err)
 	}
 	return families[0].GetMetric()[0].GetGauge().GetValue()
-}
-
-func x509MarshalKey(cert tls.Certificate) ([]byte, error) {
-	der, err := x509.MarshalPKCS8PrivateKey(cert.PrivateKey)
-	if err != nil {
-		return nil, err
-	}
-	return pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: der}), nil
 }

@@ -1,17 +1,13 @@
 package main
 
 import (
-	"crypto/ecdsa"
 	"crypto/sha256"
-	"crypto/x509"
 	"encoding/hex"
-	"encoding/pem"
 	"errors"
 	"flag"
 	"fmt"
 	"net"
 	"os"
-	"time"
 
 	"github.com/go-logr/logr"
 	"k8s.io/apiserver/pkg/server/dynamiccertificates"
@@ -84,19 +80,13 @@ func (o *deliveryAPIOptions) cert(log logr.Logger, provisioned dynamiccertificat
 	if o.certFile != "" {
 		return deliveryapi.FileCert(o.certFile, o.keyFile)
 	}
-	c, err := selfSignedCertificate(time.Now())
+	certPEM, keyPEM, c, err := selfSignedCertificate(selfSignedValidity)
 	if err != nil {
 		return nil, fmt.Errorf("generating a self-signed certificate for the aggregated API: %w", err)
 	}
-	key, err := x509.MarshalECPrivateKey(c.PrivateKey.(*ecdsa.PrivateKey))
-	if err != nil {
-		return nil, fmt.Errorf("encoding the aggregated API's key: %w", err)
-	}
 	sum := sha256.Sum256(c.Certificate[0])
 	log.Info("serving the aggregated API with a self-signed certificate", "sha256", hex.EncodeToString(sum[:]))
-	return dynamiccertificates.NewStaticCertKeyContent("delivery-api-self-signed",
-		pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: c.Certificate[0]}),
-		pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: key}))
+	return dynamiccertificates.NewStaticCertKeyContent("delivery-api-self-signed", certPEM, keyPEM)
 }
 
 // deliveryAPIServer builds the aggregated API server as a Runnable for
