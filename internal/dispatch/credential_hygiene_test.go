@@ -103,7 +103,7 @@ func TestCredentialValuesNeverInResultsOrErrors(t *testing.T) {
 	s := fixedSender()
 	s.MaxExcerpt = 1 << 20
 	for name, set := range sets {
-		res := s.Send(context.Background(), credRequest(t, rc.URL, name, set))
+		res := s.Send(context.Background(), credRequest(t, s, rc.URL, name, set))
 		if res.StatusCode != http.StatusBadRequest || len(res.Excerpt) < 200 {
 			t.Fatalf("%s: result %+v, want the echo", name, res)
 		}
@@ -129,7 +129,7 @@ func TestCredentialValuesNeverInResultsOrErrors(t *testing.T) {
 	})
 	short := fixedSender()
 	short.MaxExcerpt = len("auth=Bearer ") + 8
-	res := short.Send(context.Background(), credRequest(t, cut.URL, "cut", sets["bearer"]))
+	res := short.Send(context.Background(), credRequest(t, short, cut.URL, "cut", sets["bearer"]))
 	if got := string(res.Excerpt); got != "auth=Bearer [redacted]" {
 		t.Errorf("cut excerpt %q, want the value's start redacted", got)
 	}
@@ -144,7 +144,7 @@ func TestCredentialValuesNeverInResultsOrErrors(t *testing.T) {
 		_ = json.NewEncoder(w).Encode(map[string]string{"error": "invalid_client", "error_description": id + " " + secret + " " + r.Header.Get("Authorization")})
 		return true
 	})
-	res = s.Send(context.Background(), credRequest(t, rc.URL, "oauth2-refused", sets["oauth2"]))
+	res = s.Send(context.Background(), credRequest(t, s, rc.URL, "oauth2-refused", sets["oauth2"]))
 	if res.Class != dispatch.NetworkError {
 		t.Fatalf("result %+v, want the token endpoint's failure", res)
 	}
@@ -176,7 +176,7 @@ func TestCredentialValuesNeverInResultsOrErrors(t *testing.T) {
 		}
 		v.assertClean(t, name+": Check", fmt.Sprintf("%v %+v %#v %s", err, err, err, err))
 		v.assertClean(t, name+": CheckCredentials", fmt.Sprint(dispatch.CheckCredentials("https://receiver.example/", nil, set)))
-		res := s.Send(context.Background(), credRequest(t, "https://127.0.0.1:1/", "bad", set))
+		res := s.Send(context.Background(), credRequest(t, s, "https://127.0.0.1:1/", "bad", set))
 		if res.Class != dispatch.InvalidRequest {
 			t.Errorf("%s: result %+v, want InvalidRequest", name, res)
 		}

@@ -40,16 +40,11 @@ func CheckCredentials(rawURL string, headers []wire.Header, creds *credential.Se
 	if err := creds.Check(); err != nil {
 		return err
 	}
-	u, err := url.Parse(rawURL)
-	if err != nil {
-		return urlParseError(err)
-	}
-	return crossCheck(u.Scheme, headers, creds)
+	return checkAgainst(rawURL, headers, creds)
 }
 
-// crossCheck is CheckCredentials' part that depends on the request: it
-// runs on every attempt with credentials, so it allocates nothing when
-// the rules hold.
+// crossCheck is CheckCredentials' part that depends on the endpoint's URL
+// scheme and static headers.
 func crossCheck(scheme string, static []wire.Header, set *credential.Set) error {
 	if set.TLS != nil && scheme != "https" {
 		return ErrTLSOverHTTP
@@ -68,14 +63,15 @@ func crossCheck(scheme string, static []wire.Header, set *credential.Set) error 
 	return nil
 }
 
-// prepared is a credential.Set made ready to send: checked, its values
-// formatted as headers, its HTTPS client built. It is immutable once
-// installed (its token cache has its own lock), so attempts read it
-// without locking.
-type prepared struct {
-	set *credential.Set // the Set it was made from, compared by address
-	fp  string          // set.Fingerprint()
-	// err refuses every attempt with this Set (InvalidRequest).
+// Credentials are an endpoint's credential.Set made ready to send for one
+// configuration of the endpoint: checked (with its URL and static
+// headers), its values formatted as headers, its HTTPS client built.
+// Sender.Prepare makes them when the endpoint is registered; an attempt
+// only applies them. They are immutable (the token cache has its own
+// lock), so attempts read them without locking.
+type Credentials struct {
+	fp string // set.Fingerprint()
+	// err refuses every attempt with these credentials (InvalidRequest).
 	err error
 
 	// headerKeys (canonical) and headerVals (len == cap, shared by all
@@ -92,16 +88,16 @@ type prepared struct {
 	needles [][]byte
 }
 
-// credCache holds the prepared credentials of each endpoint and the HTTPS
-// clients they share. The attempts' path only reads byEndpoint under mu;
-// preparations, which are rare (an endpoint's first attempt, a rotation),
-// run one at a time under prep, which alone guards tls.
-type credCache struct {
-	mu         sync.RWMutex
-	byEndpoint map[string]*prepared
+// Err is why every attempt with c is refused, nil when none is.
+func (c *Credentials) Err() error { return c.err }
 
-	prep sync.Mutex
-	tls  map[string]*tlsClient // by credential.Set.TLSFingerprint
+// credCache holds the prepared credentials of each endpoint and the HTTPS
+// clients they share, for preparations alone (attempts carry their
+// Credentials): under mu, one at a time.
+type credCache struct {
+	mu         sync.Mutex
+	byEndpoint map[string]*Credentials
+	tls        map[string]*tlsClient // by credential.Set.TLSFingerprint
 }
 
 // tlsClient is an HTTPS client for one TLS fingerprint, shared by the
@@ -111,70 +107,73 @@ type tlsClient struct {
 	refs   int
 }
 
-// credentials returns the prepared form of set for endpoint. The common
-// case (the Set already seen for the endpoint) is one map read under a
-// read lock. A new Set with the endpoint's former fingerprint keeps what
-// was prepared (token, client); a new fingerprint is prepared afresh and
-// the former one's TLS client released.
-func (s *Sender) credentials(endpoint string, set *credential.Set) *prepared {
+// Prepare checks set as CheckCredentials does, against the endpoint's URL
+// and static headers, and makes it ready for the attempts of endpoint (its
+// ID); nil for an empty Set. The engine calls it once per version of an
+// endpoint. A Set with the endpoint's former fingerprint keeps what was
+// prepared (its OAuth2 token, its HTTPS client); a new fingerprint is
+// prepared afresh and the former one's HTTPS client released. A Set that
+// cannot be sent gives Credentials whose Err refuses every attempt; the
+// error names fields and headers, never values.
+func (s *Sender) Prepare(endpoint, rawURL string, static []wire.Header, set *credential.Set) *Credentials {
+	if set.Empty() {
+		s.Forget(endpoint)
+		return nil
+	}
+	s.once.Do(s.init)
 	c := &s.creds
-	c.mu.RLock()
+	c.mu.Lock()
+	defer c.mu.Unlock()
 	p := c.byEndpoint[endpoint]
-	c.mu.RUnlock()
-	if p != nil && p.set == set {
-		return p
-	}
-
-	c.prep.Lock()
-	defer c.prep.Unlock()
-	c.mu.RLock()
-	p = c.byEndpoint[endpoint]
-	c.mu.RUnlock()
-	if p != nil && p.set == set {
-		return p
-	}
 	fp := set.Fingerprint()
-	var np *prepared
+	var np *Credentials
 	if p != nil && p.fp == fp {
 		cp := *p
-		cp.set = set
 		np = &cp
 	} else {
 		np = s.prepare(set, fp)
 	}
-	c.mu.Lock()
+	if np.err == nil {
+		np.err = checkAgainst(rawURL, static, set)
+	}
 	if c.byEndpoint == nil {
-		c.byEndpoint = map[string]*prepared{}
+		c.byEndpoint = map[string]*Credentials{}
 	}
 	c.byEndpoint[endpoint] = np
-	c.mu.Unlock()
 	if p != nil && np.fp != p.fp {
 		c.releaseTLS(p.tlsFP)
 	}
 	return np
 }
 
+// checkAgainst is crossCheck for an endpoint's URL.
+func checkAgainst(rawURL string, static []wire.Header, set *credential.Set) error {
+	u, err := url.Parse(rawURL)
+	if err != nil {
+		return urlParseError(err)
+	}
+	return crossCheck(u.Scheme, static, set)
+}
+
 // Forget drops what the sender prepared for endpoint (its OAuth2 token,
 // its share of an HTTPS client, whose idle connections are closed when no
 // other endpoint uses it). The engine calls it when an endpoint is
-// removed; an attempt for it later simply prepares again.
+// removed. Attempts that still carry its Credentials send with them.
 func (s *Sender) Forget(endpoint string) {
 	c := &s.creds
-	c.prep.Lock()
-	defer c.prep.Unlock()
 	c.mu.Lock()
+	defer c.mu.Unlock()
 	p := c.byEndpoint[endpoint]
 	delete(c.byEndpoint, endpoint)
-	c.mu.Unlock()
 	if p != nil {
 		c.releaseTLS(p.tlsFP)
 	}
 }
 
 // prepare checks set and builds what its attempts need. The caller holds
-// s.creds.prep.
-func (s *Sender) prepare(set *credential.Set, fp string) *prepared {
-	p := &prepared{set: set, fp: fp, client: s.client}
+// s.creds.mu.
+func (s *Sender) prepare(set *credential.Set, fp string) *Credentials {
+	p := &Credentials{fp: fp, client: s.client}
 	if err := set.Check(); err != nil {
 		p.err = err
 		return p
@@ -213,7 +212,7 @@ func (s *Sender) prepare(set *credential.Set, fp string) *prepared {
 
 // acquireTLS returns the HTTPS client for fingerprint fp, building it from
 // base the first time: base's transport cloned (its guarded dialer
-// included) with t's client certificate and roots. The caller holds prep.
+// included) with t's client certificate and roots. The caller holds mu.
 func (c *credCache) acquireTLS(base *http.Client, fp string, t *credential.TLS) (*http.Client, error) {
 	if tc := c.tls[fp]; tc != nil {
 		tc.refs++
@@ -258,7 +257,7 @@ func (c *credCache) acquireTLS(base *http.Client, fp string, t *credential.TLS) 
 // releaseTLS gives up one endpoint's share of fp's client; the last one
 // closes its idle connections and drops it. Attempts still running on it
 // finish; their connections are closed when idle for IdleConnTimeout. The
-// caller holds prep.
+// caller holds mu.
 func (c *credCache) releaseTLS(fp string) {
 	tc := c.tls[fp]
 	if fp == "" || tc == nil {
@@ -273,7 +272,7 @@ func (c *credCache) releaseTLS(fp string) {
 
 // apply sets the credential headers and the Basic or Bearer Authorization
 // on h; crossCheck has made sure none of them repeats a static header.
-func (p *prepared) apply(h http.Header) {
+func (p *Credentials) apply(h http.Header) {
 	for i, k := range p.headerKeys {
 		h[k] = p.headerVals[i]
 	}
@@ -284,7 +283,7 @@ func (p *prepared) apply(h http.Header) {
 
 // addNeedle adds v, raw and JSON-escaped, to what is redacted from
 // excerpts.
-func (p *prepared) addNeedle(v sensitive.Bytes) {
+func (p *Credentials) addNeedle(v sensitive.Bytes) {
 	p.needles = appendNeedles(p.needles, v.Reveal())
 }
 
@@ -304,7 +303,7 @@ func appendNeedles(needles [][]byte, v []byte) [][]byte {
 // redact removes every credential value of p, and the access token sent,
 // from a response excerpt: a receiver that echoes its request headers
 // must not put them into the ledger.
-func (p *prepared) redact(excerpt []byte, token string) []byte {
+func (p *Credentials) redact(excerpt []byte, token string) []byte {
 	if len(excerpt) == 0 {
 		return excerpt
 	}

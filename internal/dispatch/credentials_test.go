@@ -15,12 +15,14 @@ import (
 	"github.com/hookkeeper/hookkeeper/internal/wire"
 )
 
-// credRequest is a signed request to target for endpoint carrying creds.
-func credRequest(t *testing.T, target, endpoint string, creds *credential.Set) dispatch.Request {
+// credRequest is a signed request to target with static headers, carrying
+// creds as s prepares them for endpoint (as the engine does when it
+// registers the endpoint).
+func credRequest(t *testing.T, s *dispatch.Sender, target, endpoint string, creds *credential.Set, static ...wire.Header) dispatch.Request {
 	t.Helper()
 	req := signedRequest(t, target, mustSecret(t))
-	req.Endpoint = endpoint
-	req.Credentials = creds
+	req.Headers = static
+	req.Credentials = s.Prepare(endpoint, target, static, creds)
 	return req
 }
 
@@ -71,10 +73,10 @@ func TestSendCredentialHeadersAndAuthorization(t *testing.T) {
 				got = r
 				w.WriteHeader(http.StatusNoContent)
 			})
-			req := credRequest(t, rc.URL, "ep", tc.creds)
-			req.Headers = []wire.Header{{Name: "X-Tenant", Value: "a"}}
+			s := fixedSender()
+			req := credRequest(t, s, rc.URL, "ep", tc.creds, wire.Header{Name: "X-Tenant", Value: "a"})
 			for range 2 {
-				if res := fixedSender().Send(context.Background(), req); res.Err != nil || res.StatusCode != http.StatusNoContent {
+				if res := s.Send(context.Background(), req); res.Err != nil || res.StatusCode != http.StatusNoContent {
 					t.Fatalf("result %+v", res)
 				}
 				tc.check(t, got)
@@ -128,8 +130,7 @@ func TestSendRefusesCredentialsThatCannotBeSent(t *testing.T) {
 			if tc.client != nil {
 				s.Client = tc.client
 			}
-			req := credRequest(t, tc.url, "ep", tc.creds)
-			req.Headers = tc.static
+			req := credRequest(t, s, tc.url, "ep", tc.creds, tc.static...)
 			res := s.Send(context.Background(), req)
 			if res.Class != dispatch.InvalidRequest || !errors.Is(res.Err, tc.want) {
 				t.Fatalf("result %+v, want InvalidRequest with %v", res, tc.want)
@@ -167,7 +168,7 @@ func TestSendMutualTLS(t *testing.T) {
 	certPEM, keyPEM := clientCA.issue(t, "hookkeeper-client", false)
 	s := fixedSender()
 
-	res := s.Send(context.Background(), credRequest(t, rc.URL, "mtls", &credential.Set{TLS: &credential.TLS{CertPEM: certPEM, KeyPEM: keyPEM, CAPEM: serverCA.pem}}))
+	res := s.Send(context.Background(), credRequest(t, s, rc.URL, "mtls", &credential.Set{TLS: &credential.TLS{CertPEM: certPEM, KeyPEM: keyPEM, CAPEM: serverCA.pem}}))
 	if res.Err != nil || res.StatusCode != http.StatusNoContent {
 		t.Fatalf("with the client certificate: result %+v", res)
 	}
@@ -175,13 +176,13 @@ func TestSendMutualTLS(t *testing.T) {
 		t.Fatalf("requests %+v, want one with the client certificate", got)
 	}
 
-	res = s.Send(context.Background(), credRequest(t, rc.URL, "no-cert", &credential.Set{TLS: &credential.TLS{CAPEM: serverCA.pem}}))
+	res = s.Send(context.Background(), credRequest(t, s, rc.URL, "no-cert", &credential.Set{TLS: &credential.TLS{CAPEM: serverCA.pem}}))
 	if res.Class != dispatch.NetworkError {
 		t.Errorf("without a client certificate: result %+v, want NetworkError", res)
 	}
 	// A certificate of another CA is refused too.
 	otherCert, otherKey := serverCA.issue(t, "stranger", false)
-	res = s.Send(context.Background(), credRequest(t, rc.URL, "other-cert", &credential.Set{TLS: &credential.TLS{CertPEM: otherCert, KeyPEM: otherKey, CAPEM: serverCA.pem}}))
+	res = s.Send(context.Background(), credRequest(t, s, rc.URL, "other-cert", &credential.Set{TLS: &credential.TLS{CertPEM: otherCert, KeyPEM: otherKey, CAPEM: serverCA.pem}}))
 	if res.Class != dispatch.NetworkError {
 		t.Errorf("with a stranger's certificate: result %+v, want NetworkError", res)
 	}
@@ -196,7 +197,7 @@ func TestSendTLSCredentialsKeepTheGuard(t *testing.T) {
 	ca := newTestCA(t, "private-ca")
 	rc := newTLSReceiver(t, ca, nil, nil)
 	s := dispatch.NewGuardedSender(destination.New(destination.Options{Resolver: testDNS}))
-	res := s.Send(context.Background(), credRequest(t, rc.URL, "ep", &credential.Set{TLS: &credential.TLS{CAPEM: ca.pem}}))
+	res := s.Send(context.Background(), credRequest(t, s, rc.URL, "ep", &credential.Set{TLS: &credential.TLS{CAPEM: ca.pem}}))
 	if res.Class != dispatch.ForbiddenDestination {
 		t.Errorf("result %+v, want ForbiddenDestination", res)
 	}
@@ -223,7 +224,7 @@ func TestSendPrivateCA(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			res := s.Send(context.Background(), credRequest(t, rc.URL, tc.name, tc.creds))
+			res := s.Send(context.Background(), credRequest(t, s, rc.URL, tc.name, tc.creds))
 			if tc.ok && (res.Err != nil || res.StatusCode != http.StatusNoContent) {
 				t.Errorf("result %+v, want a 204", res)
 			}
@@ -253,7 +254,7 @@ func TestSendCredentialRotation(t *testing.T) {
 	s := fixedSender()
 	send := func(creds *credential.Set, wantCN, wantToken string) {
 		t.Helper()
-		res := s.Send(context.Background(), credRequest(t, rc.URL, "ep", creds))
+		res := s.Send(context.Background(), credRequest(t, s, rc.URL, "ep", creds))
 		if res.Err != nil || res.StatusCode != http.StatusNoContent {
 			t.Fatalf("result %+v", res)
 		}
@@ -292,7 +293,7 @@ func TestSendCredentialRotation(t *testing.T) {
 	// Two endpoints with the same TLS values share one client; removing
 	// one keeps it for the other.
 	shared := set("token-three", certB, keyB)
-	if res := s.Send(context.Background(), credRequest(t, rc.URL, "other", shared)); res.Err != nil {
+	if res := s.Send(context.Background(), credRequest(t, s, rc.URL, "other", shared)); res.Err != nil {
 		t.Fatalf("result %+v", res)
 	}
 	if n := dispatch.TLSClients(s); n != 1 {
@@ -307,4 +308,23 @@ func TestSendCredentialRotation(t *testing.T) {
 		t.Errorf("%d HTTPS clients once both are forgotten, want 0", n)
 	}
 	eventually(t, "every connection closed", func() bool { return rc.closed.Load() == 2 })
+}
+
+// An endpoint registered again without credentials gets none, and its
+// former HTTPS client is released as by Forget.
+func TestPrepareWithoutCredentialsReleasesTheClient(t *testing.T) {
+	ca := newTestCA(t, "ca")
+	s := dispatch.NewSender()
+	if c := s.Prepare("ep", "https://127.0.0.1:1/", nil, &credential.Set{TLS: &credential.TLS{CAPEM: ca.pem}}); c == nil || c.Err() != nil {
+		t.Fatalf("prepared %v", c)
+	}
+	if n := dispatch.TLSClients(s); n != 1 {
+		t.Fatalf("%d HTTPS clients, want 1", n)
+	}
+	if c := s.Prepare("ep", "https://127.0.0.1:1/", nil, nil); c != nil {
+		t.Errorf("prepared %v for no credentials, want nil", c)
+	}
+	if n := dispatch.TLSClients(s); n != 0 {
+		t.Errorf("%d HTTPS clients once the endpoint has none, want 0", n)
+	}
 }

@@ -8,7 +8,6 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/hookkeeper/hookkeeper/internal/credential"
 	"github.com/hookkeeper/hookkeeper/internal/sensitive"
 	"github.com/hookkeeper/hookkeeper/internal/wire"
 )
@@ -44,13 +43,10 @@ type Request struct {
 	// DefaultTimeout.
 	Timeout time.Duration
 	// Credentials are the endpoint's values from Secrets (headers, auth,
-	// TLS); nil sends none. The sender prepares a Set once and remembers
-	// it by its address: a Set must not be modified once passed, a
-	// rotation passes a new one.
-	Credentials *credential.Set
-	// Endpoint is the endpoint's ID, the key of the sender's caches of
-	// OAuth2 tokens and TLS clients; it matters only with Credentials.
-	Endpoint string
+	// TLS) as Sender.Prepare made them for this configuration of the
+	// endpoint; nil sends none. The attempt applies them and checks
+	// nothing again.
+	Credentials *Credentials
 	// ReplayUntil is sent as Hookkeeper-Replay-Until (RFC 3339, UTC, to
 	// the second): until when the event may come back to the receiver,
 	// which keeps its de-duplication record that long. The engine computes

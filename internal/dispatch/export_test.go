@@ -2,17 +2,17 @@ package dispatch
 
 // TLSClients is how many HTTPS clients s keeps for TLS credentials.
 func TLSClients(s *Sender) int {
-	s.creds.prep.Lock()
-	defer s.creds.prep.Unlock()
+	s.creds.mu.Lock()
+	defer s.creds.mu.Unlock()
 	return len(s.creds.tls)
 }
 
 // TokenWaiters is how many attempts of endpoint have waited for another
 // attempt's token fetch.
 func TokenWaiters(s *Sender, endpoint string) int {
-	s.creds.mu.RLock()
+	s.creds.mu.Lock()
 	p := s.creds.byEndpoint[endpoint]
-	s.creds.mu.RUnlock()
+	s.creds.mu.Unlock()
 	if p == nil || p.oauth == nil {
 		return 0
 	}

@@ -153,7 +153,7 @@ func TestSendOAuth2TokenCachedUntilShortlyBeforeExpiry(t *testing.T) {
 			clock := &testClock{now: testNow}
 			s := dispatch.NewSender()
 			s.Now = clock.Now
-			req := credRequest(t, rc.URL, "ep", oauthSet(ts.URL+"/token", "client-id-1", "client-secret-1"))
+			req := credRequest(t, s, rc.URL, "ep", oauthSet(ts.URL+"/token", "client-id-1", "client-secret-1"))
 			send := func() {
 				t.Helper()
 				if res := s.Send(context.Background(), req); res.Err != nil || res.StatusCode != http.StatusNoContent {
@@ -204,7 +204,7 @@ func TestSendOAuth2RenewsOnceOn401(t *testing.T) {
 		return !revoked[tok]
 	})
 	s := fixedSender()
-	req := credRequest(t, rc.URL, "ep", oauthSet(ts.URL+"/token", "client-id-1", "client-secret-1"))
+	req := credRequest(t, s, rc.URL, "ep", oauthSet(ts.URL+"/token", "client-id-1", "client-secret-1"))
 	if res := s.Send(context.Background(), req); res.StatusCode != http.StatusNoContent {
 		t.Fatalf("result %+v", res)
 	}
@@ -261,7 +261,7 @@ func TestSendOAuth2TokenEndpointFailures(t *testing.T) {
 	ts := newTokenServer(t, "client-id-1", secret, 3600)
 	rc := bearerReceiver(t, func(string) bool { return true })
 	s := fixedSender()
-	req := credRequest(t, rc.URL, "ep", oauthSet(ts.URL+"/token", "client-id-1", secret))
+	req := credRequest(t, s, rc.URL, "ep", oauthSet(ts.URL+"/token", "client-id-1", secret))
 	label := "oauth2 token from " + ts.URL + "/token: "
 	tests := []struct {
 		name   string
@@ -334,7 +334,7 @@ func TestSendOAuth2TokenURLDestinationAndTimeout(t *testing.T) {
 	}
 	rc := bearerReceiver(t, func(string) bool { return true })
 	s := dispatch.NewGuardedSender(destination.New(destination.Options{Allowed: allowed, Resolver: testDNS}))
-	res := s.Send(context.Background(), credRequest(t, rc.URL, "ep", oauthSet("http://metadata.test/latest/token?k=v", "client-id-1", "client-secret-1")))
+	res := s.Send(context.Background(), credRequest(t, s, rc.URL, "ep", oauthSet("http://metadata.test/latest/token?k=v", "client-id-1", "client-secret-1")))
 	if res.Class != dispatch.ForbiddenDestination || dispatch.Classify(res, defaultRetryOn) != dispatch.NonRetryable {
 		t.Fatalf("result %+v, want ForbiddenDestination", res)
 	}
@@ -354,7 +354,7 @@ func TestSendOAuth2TokenURLDestinationAndTimeout(t *testing.T) {
 		<-release
 		return true
 	})
-	req := credRequest(t, rc.URL, "slow", oauthSet(ts.URL+"/token", "client-id-1", "client-secret-1"))
+	req := credRequest(t, s, rc.URL, "slow", oauthSet(ts.URL+"/token", "client-id-1", "client-secret-1"))
 	req.Timeout = 200 * time.Millisecond
 	res = s.Send(context.Background(), req)
 	if res.Class != dispatch.Timeout || !strings.HasPrefix(res.Err.Error(), "oauth2 token from "+ts.URL+"/token: timeout") {
@@ -386,7 +386,7 @@ func TestSendOAuth2OneFetchAtATime(t *testing.T) {
 			}
 			return false
 		})
-		req := credRequest(t, rc.URL, tc.endpoint, oauthSet(ts.URL+"/token", "client-id-1", "client-secret-1"))
+		req := credRequest(t, s, rc.URL, tc.endpoint, oauthSet(ts.URL+"/token", "client-id-1", "client-secret-1"))
 		results := make(chan dispatch.Result, n)
 		for range n {
 			go func() { results <- s.Send(context.Background(), req) }()
@@ -433,13 +433,13 @@ func TestSendOAuth2TokenURLWithTheEndpointsTLS(t *testing.T) {
 	s := fixedSender()
 	creds := oauthSet(ts.URL+"/token", "client-id-1", "client-secret-1")
 	// Without the CA the token URL is not trusted.
-	res := s.Send(context.Background(), credRequest(t, rc.URL, "no-ca", creds))
+	res := s.Send(context.Background(), credRequest(t, s, rc.URL, "no-ca", creds))
 	if res.Class != dispatch.NetworkError || !strings.Contains(res.Err.Error(), "oauth2 token from") || !strings.Contains(res.Err.Error(), "certificate") {
 		t.Errorf("without the CA: result %+v, want a NetworkError of the token URL's certificate", res)
 	}
 	withCA := *creds
 	withCA.TLS = &credential.TLS{CAPEM: ca.pem}
-	if res := s.Send(context.Background(), credRequest(t, rc.URL, "ca", &withCA)); res.Err != nil || res.StatusCode != http.StatusNoContent {
+	if res := s.Send(context.Background(), credRequest(t, s, rc.URL, "ca", &withCA)); res.Err != nil || res.StatusCode != http.StatusNoContent {
 		t.Errorf("with the CA: result %+v", res)
 	}
 }
@@ -450,13 +450,13 @@ func TestSendOAuth2Rotation(t *testing.T) {
 	ts := newTokenServer(t, "client-id-1", "secret-one", 3600)
 	rc := bearerReceiver(t, func(string) bool { return true })
 	s := fixedSender()
-	if res := s.Send(context.Background(), credRequest(t, rc.URL, "ep", oauthSet(ts.URL+"/token", "client-id-1", "secret-one"))); res.StatusCode != http.StatusNoContent {
+	if res := s.Send(context.Background(), credRequest(t, s, rc.URL, "ep", oauthSet(ts.URL+"/token", "client-id-1", "secret-one"))); res.StatusCode != http.StatusNoContent {
 		t.Fatalf("result %+v", res)
 	}
 	ts.mu.Lock()
 	ts.secret = "secret-two"
 	ts.mu.Unlock()
-	if res := s.Send(context.Background(), credRequest(t, rc.URL, "ep", oauthSet(ts.URL+"/token", "client-id-1", "secret-two"))); res.StatusCode != http.StatusNoContent {
+	if res := s.Send(context.Background(), credRequest(t, s, rc.URL, "ep", oauthSet(ts.URL+"/token", "client-id-1", "secret-two"))); res.StatusCode != http.StatusNoContent {
 		t.Fatalf("after the rotation: result %+v", res)
 	}
 	if got, want := authorizations(rc), []string{"Bearer access-1", "Bearer access-2"}; fmt.Sprint(got) != fmt.Sprint(want) {

@@ -107,9 +107,9 @@ func TestSendWritesEachRequestAtOnce(t *testing.T) {
 	for name, set := range creds {
 		t.Run(name, func(t *testing.T) {
 			rc := newReceiver(t, nil)
-			req := withData(credRequest(t, rc.URL, "ns/"+strings.ReplaceAll(name, " ", "-"), set), 1<<10)
-			req.Headers = []wire.Header{{Name: "X-Tenant", Value: "a"}}
-			sends(t, sender(), rc, req, 1, http.StatusNoContent)
+			s := sender()
+			req := withData(credRequest(t, s, rc.URL, "ns/"+strings.ReplaceAll(name, " ", "-"), set, wire.Header{Name: "X-Tenant", Value: "a"}), 1<<10)
+			sends(t, s, rc, req, 1, http.StatusNoContent)
 		})
 	}
 	t.Run("oauth2 resend after a refused token", func(t *testing.T) {
@@ -117,7 +117,7 @@ func TestSendWritesEachRequestAtOnce(t *testing.T) {
 		var refuse atomic.Bool
 		rc := bearerReceiver(t, func(string) bool { return !refuse.Load() })
 		s := sender()
-		req := withData(credRequest(t, rc.URL, "ns/oauth", oauthSet(ts.URL+"/token", "client-id-1", "client-secret-1")), 1<<10)
+		req := withData(credRequest(t, s, rc.URL, "ns/oauth", oauthSet(ts.URL+"/token", "client-id-1", "client-secret-1")), 1<<10)
 		sends(t, s, rc, req, 1, http.StatusNoContent)
 		// Every token refused from now on: each attempt is sent, refused
 		// and resent once with a new token (the request's GetBody).

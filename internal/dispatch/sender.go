@@ -35,8 +35,8 @@ type Sender struct {
 	once   sync.Once
 	client *http.Client
 	ua     []string
-	// creds holds what endpoints with credentials need across attempts:
-	// their prepared Sets, OAuth2 tokens and HTTPS clients.
+	// creds holds what Prepare made for each endpoint with credentials
+	// (their OAuth2 tokens, HTTPS clients), to reuse and release them.
 	creds credCache
 }
 
@@ -63,8 +63,8 @@ func (s *Sender) now() time.Time {
 }
 
 // Send makes one attempt: it POSTs the envelope of req, signed with every
-// signing secret and carrying req.Credentials, and reads at most
-// MaxExcerpt bytes of the response. It never returns an error of its own:
+// signing secret and carrying req.Credentials (as Prepare made them), and
+// reads at most MaxExcerpt bytes of the response. It never returns an error of its own:
 // failures are in the Result.
 //
 // With OAuth2 credentials, a token endpoint that fails is the attempt's
@@ -116,14 +116,10 @@ func (s *Sender) send(ctx context.Context, req *Request) Result {
 		return invalid(fmt.Errorf("endpoint %w", err))
 	}
 	client := s.client
-	var creds *prepared // nil without credentials: nothing below costs more
-	if !req.Credentials.Empty() {
-		creds = s.credentials(req.Endpoint, req.Credentials)
+	creds := req.Credentials // prepared with the endpoint; nil sends none
+	if creds != nil {
 		if creds.err != nil {
 			return invalid(creds.err)
-		}
-		if err := crossCheck(hr.URL.Scheme, req.Headers, req.Credentials); err != nil {
-			return invalid(err)
 		}
 		client = creds.client
 	}

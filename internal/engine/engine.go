@@ -222,6 +222,8 @@ type endpointState struct {
 	// endpoint, whose attempts have not started yet (handoff.go).
 	reserved int
 	limiter  *rate.Limiter
+	// creds are cfg's credentials as the sender prepared them (apply).
+	creds *dispatch.Credentials
 	// breaker is the ledger's circuit breaker as last seen (zero: closed,
 	// never opened), streak this engine's run of failures, and opening
 	// set while this engine opens it (breaker.go).
@@ -653,7 +655,7 @@ func (e *Engine) start(ctx, attemptCtx context.Context, wg *sync.WaitGroup, c *l
 	if retry {
 		e.shares.retries++
 	}
-	cfg := st.cfg
+	cfg, creds := st.cfg, st.creds
 	e.mu.Unlock()
 
 	wg.Add(1)
@@ -688,15 +690,16 @@ func (e *Engine) start(ctx, attemptCtx context.Context, wg *sync.WaitGroup, c *l
 			case <-t.C:
 			}
 		}
-		e.attempt(attemptCtx, &cfg, c, sent)
+		e.attempt(attemptCtx, &cfg, creds, c, sent)
 	}()
 	return true
 }
 
-// attempt sends one delivery and records the outcome. It calls sent once
-// the receiver has answered, to free the worker and endpoint slots while
-// the record commits.
-func (e *Engine) attempt(ctx context.Context, ep *ledger.Endpoint, c *ledger.ClaimedDelivery, sent func()) {
+// attempt sends one delivery and records the outcome, with the endpoint's
+// credentials as prepared for its configuration (registry.go). It calls
+// sent once the receiver has answered, to free the worker and endpoint
+// slots while the record commits.
+func (e *Engine) attempt(ctx context.Context, ep *ledger.Endpoint, creds *dispatch.Credentials, c *ledger.ClaimedDelivery, sent func()) {
 	started := e.opts.Clock.Now()
 	if c.Event.Expired(started) {
 		// The last check before sending (a limit or the budget may have
@@ -719,8 +722,7 @@ func (e *Engine) attempt(ctx context.Context, ep *ledger.Endpoint, c *ledger.Cla
 		Secrets:        c.Event.Secrets,
 		SigningSecrets: signingSecrets(ep.Secrets, started),
 		Timeout:        e.attemptTimeout(pol, &c.Delivery, started),
-		Credentials:    ep.Credentials,
-		Endpoint:       ep.ID,
+		Credentials:    creds,
 		ReplayUntil:    until,
 	})
 	probe := e.isProbe(c.Delivery.ID)

@@ -8,6 +8,7 @@ import (
 
 	"golang.org/x/time/rate"
 
+	"github.com/hookkeeper/hookkeeper/internal/credential"
 	"github.com/hookkeeper/hookkeeper/internal/dispatch"
 	"github.com/hookkeeper/hookkeeper/internal/ledger"
 	"github.com/hookkeeper/hookkeeper/internal/wire"
@@ -141,9 +142,28 @@ func (e *Engine) apply(ep ledger.Endpoint) *endpointState {
 		st.limiter = newLimiter(ep.RateLimit)
 	}
 	st.cfg = ep
+	st.creds = e.prepareCredentials(&ep)
 	e.countConfigLocked(&st.cfg, 1)
 	e.indexLocked(ep.ID, st)
 	return st
+}
+
+// credentialPreparer is a Sender that makes an endpoint's credentials
+// ready once per version of the endpoint (*dispatch.Sender does), so that
+// its attempts only apply them. A Sender without it gets none.
+type credentialPreparer interface {
+	Prepare(endpoint, rawURL string, static []wire.Header, set *credential.Set) *dispatch.Credentials
+}
+
+// prepareCredentials makes ep's credentials ready for its attempts: once
+// for each version apply installs, under e.mu (a new Set costs parsing
+// its TLS values; the same values again cost a digest).
+func (e *Engine) prepareCredentials(ep *ledger.Endpoint) *dispatch.Credentials {
+	p, ok := e.opts.Sender.(credentialPreparer)
+	if !ok {
+		return nil
+	}
+	return p.Prepare(ep.ID, ep.URL, ep.Headers, ep.Credentials)
 }
 
 func newLimiter(rl ledger.RateLimit) *rate.Limiter {
