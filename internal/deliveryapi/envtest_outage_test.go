@@ -1,13 +1,8 @@
 package deliveryapi_test
 
 import (
-	"context"
-	"crypto/tls"
-	"crypto/x509"
 	"encoding/json"
-	"net"
 	"net/http"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -25,6 +20,7 @@ import (
 	"github.com/hookkeeper/hookkeeper/internal/ledger/postgres/pgtest"
 	"github.com/hookkeeper/hookkeeper/internal/publish"
 	"github.com/hookkeeper/hookkeeper/test/testenv"
+	"github.com/hookkeeper/hookkeeper/test/testenv/aggregated"
 )
 
 // TestLedgerOutageOverTheWire creates a webhookevent through the aggregated
@@ -33,25 +29,9 @@ import (
 // again: the answer on the wire is 503 ServiceUnavailable with
 // Retry-After, which client-go honours by retrying, and it is counted.
 func TestLedgerOutageOverTheWire(t *testing.T) {
-	dir := t.TempDir()
-	env, err := testenv.New()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := testenv.FrontProxy(env, dir); err != nil {
-		t.Fatal(err)
-	}
-	cfg, err := env.Start()
-	if err != nil {
-		t.Fatalf("starting the control plane: %v", err)
-	}
-	t.Cleanup(func() { _ = env.Stop() })
+	cp := aggregated.Start(t, testenv.AggregatedOptions{})
 	ctx := t.Context()
-	adminKubeconfig, err := testenv.Kubeconfig(env, dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := kubernetes.NewForConfigOrDie(cfg).CoreV1().Namespaces().Create(ctx,
+	if _, err := kubernetes.NewForConfigOrDie(cp.Config).CoreV1().Namespaces().Create(ctx,
 		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "shop"}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -62,48 +42,19 @@ func TestLedgerOutageOverTheWire(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	servingCA := newCA(t, "delivery-api-ca")
-	certFile, keyFile := filepath.Join(dir, "tls.crt"), filepath.Join(dir, "tls.key")
-	c, k := issue(t, servingCA, "hookkeeper-api", 2, true)
-	writeFile(t, certFile, c)
-	writeFile(t, keyFile, k)
-	cert, err := deliveryapi.FileCert(certFile, keyFile)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv, err := deliveryapi.New(deliveryapi.Config{Ledger: store, Listener: ln, Cert: cert, Kubeconfig: adminKubeconfig, Publisher: core})
-	if err != nil {
-		t.Fatal(err)
-	}
-	srvCtx, stop := context.WithCancel(ctx)
-	done := make(chan error, 1)
-	go func() { done <- srv.Start(srvCtx) }()
-	t.Cleanup(func() {
-		stop()
-		if err := <-done; err != nil {
-			t.Errorf("server: %v", err)
-		}
-	})
+	aggregated.Serve(t, cp, deliveryapi.Config{Ledger: store, Publisher: core})
 
 	// An admin's client certificate, verified by the server against the
 	// client CA kube-apiserver publishes.
-	admin, err := env.AddUser(envtest.User{Name: "admin", Groups: []string{"system:masters"}}, nil)
+	admin, err := cp.Env.AddUser(envtest.User{Name: "admin", Groups: []string{"system:masters"}}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	pair, err := tls.X509KeyPair(admin.Config().CertData, admin.Config().KeyData)
+	client, err := cp.Client(admin.Config())
 	if err != nil {
 		t.Fatal(err)
 	}
-	roots := x509.NewCertPool()
-	roots.AppendCertsFromPEM(servingCA.PEM)
-	client := &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{
-		TLSClientConfig: &tls.Config{Certificates: []tls.Certificate{pair}, RootCAs: roots, MinVersion: tls.VersionTLS12}}}
-	url := "https://" + ln.Addr().String() + "/apis/" + v1alpha1.SchemeGroupVersion.String() + "/namespaces/shop/webhookevents"
+	url := cp.URL() + "/apis/" + v1alpha1.SchemeGroupVersion.String() + "/namespaces/shop/webhookevents"
 	body := `{"apiVersion":"` + v1alpha1.SchemeGroupVersion.String() + `","kind":"WebhookEvent","spec":{"type":"order.created","idempotencyKey":"outage-1","data":{"n":1}}}`
 	create := func() (*http.Response, metav1.Status, error) {
 		req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, strings.NewReader(body))

@@ -7,7 +7,6 @@ import (
 	"crypto/x509"
 	"encoding/json"
 	"fmt"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -34,6 +33,7 @@ import (
 	"github.com/hookkeeper/hookkeeper/internal/ledger/sqlite"
 	"github.com/hookkeeper/hookkeeper/internal/sensitive"
 	"github.com/hookkeeper/hookkeeper/test/testenv"
+	"github.com/hookkeeper/hookkeeper/test/testenv/aggregated"
 )
 
 // Secrets of the run: none may appear in any answer.
@@ -42,15 +42,6 @@ const (
 	oneTimeSecret = "tok_ONE_TIME_7c1d0e5f"
 	payloadMarker = "payload-marker-3f9a"
 )
-
-func newCA(t *testing.T, cn string) *testenv.CA {
-	t.Helper()
-	ca, err := testenv.NewCA(cn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return ca
-}
 
 // issue signs a leaf: a serving certificate for 127.0.0.1 and the
 // APIService's Service, or a client certificate for cn.
@@ -173,11 +164,7 @@ func writeHistory(t *testing.T, ctx context.Context, s ledger.Store) history {
 // the real kubectl pointed at the server.
 type harness struct {
 	t          *testing.T
-	dir        string
-	kubectl    string
-	addr       string
-	servingCA  *testenv.CA
-	proxyCA    *testenv.CA
+	cp         *testenv.Aggregated
 	kubeconfig map[string]string // user → kubeconfig path
 	outputs    *bytes.Buffer     // everything the server answered, for the secrets check
 }
@@ -187,8 +174,8 @@ func (h *harness) run(user string, args ...string) (string, error) {
 	h.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, h.kubectl, append([]string{"--kubeconfig", h.kubeconfig[user]}, args...)...)
-	cmd.Env = append(os.Environ(), "HOME="+h.dir, "KUBECACHEDIR="+filepath.Join(h.dir, "cache-"+user))
+	cmd := exec.CommandContext(ctx, h.cp.Kubectl, append([]string{"--kubeconfig", h.kubeconfig[user]}, args...)...)
+	cmd.Env = append(os.Environ(), "HOME="+h.cp.Dir, "KUBECACHEDIR="+filepath.Join(h.cp.Dir, "cache-"+user))
 	out, err := cmd.CombinedOutput()
 	h.outputs.Write(out)
 	return string(out), err
@@ -235,11 +222,11 @@ func wantNames(t *testing.T, what string, got, want []string) {
 func (h *harness) writeKubeconfig(user string, cfg *rest.Config) {
 	h.t.Helper()
 	kc := clientcmdapi.NewConfig()
-	kc.Clusters["delivery"] = &clientcmdapi.Cluster{Server: "https://" + h.addr, CertificateAuthorityData: h.servingCA.PEM}
+	kc.Clusters["delivery"] = &clientcmdapi.Cluster{Server: h.cp.URL(), CertificateAuthorityData: h.cp.ServingCA.PEM}
 	kc.AuthInfos[user] = &clientcmdapi.AuthInfo{ClientCertificateData: cfg.CertData, ClientKeyData: cfg.KeyData, Token: cfg.BearerToken}
 	kc.Contexts["delivery"] = &clientcmdapi.Context{Cluster: "delivery", AuthInfo: user}
 	kc.CurrentContext = "delivery"
-	path := filepath.Join(h.dir, "kubeconfig-"+user)
+	path := filepath.Join(h.cp.Dir, "kubeconfig-"+user)
 	if err := clientcmd.WriteToFile(*kc, path); err != nil {
 		h.t.Fatal(err)
 	}
@@ -254,35 +241,14 @@ func (h *harness) writeKubeconfig(user string, cfg *rest.Config) {
 // the upstream clusterrole aggregation controller (kube-controllers), and
 // from the shipped roles of config/default.
 func TestWithKubectl(t *testing.T) {
-	dir := t.TempDir()
-	h := &harness{t: t, dir: dir, kubeconfig: map[string]string{}, outputs: &bytes.Buffer{}}
-	var err error
-	if h.kubectl, err = testenv.Kubectl(); err != nil {
-		t.Fatal(err)
-	}
-
-	// The front-proxy (request-header) CA and the client certificate
-	// kube-apiserver's aggregator presents, as a cluster's kube-apiserver is
-	// configured: it publishes the CA in
-	// kube-system/extension-apiserver-authentication, where the server
-	// reads it.
-	env, err := testenv.New()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if h.proxyCA, err = testenv.FrontProxy(env, dir); err != nil {
-		t.Fatal(err)
-	}
-	cfg, err := env.Start()
-	if err != nil {
-		t.Fatalf("starting the control plane: %v", err)
-	}
-	t.Cleanup(func() { _ = env.Stop() })
-	ctx := t.Context()
-	adminKubeconfig, err := testenv.Kubeconfig(env, dir)
-	if err != nil {
-		t.Fatal(err)
-	}
+	// The control plane as a cluster's: kube-apiserver publishes the
+	// front-proxy CA in kube-system/extension-apiserver-authentication,
+	// where the server reads it. The roles are those users install
+	// (config/default, names prefixed), aggregated into the built-in view,
+	// edit and admin roles by the upstream controller.
+	cp := aggregated.Start(t, testenv.AggregatedOptions{ShippedRoles: true})
+	h := &harness{t: t, cp: cp, kubeconfig: map[string]string{}, outputs: &bytes.Buffer{}}
+	ctx, cfg, env, dir := t.Context(), cp.Config, cp.Env, cp.Dir
 
 	store, err := sqlite.Open(ctx, filepath.Join(dir, "ledger.db"))
 	if err != nil {
@@ -290,53 +256,7 @@ func TestWithKubectl(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = store.Close() })
 	hist := writeHistory(t, ctx, store)
-
-	// The serving certificate, on disk so that it can be rotated.
-	h.servingCA = newCA(t, "delivery-api-ca")
-	certFile, keyFile := filepath.Join(dir, "tls.crt"), filepath.Join(dir, "tls.key")
-	c, k := issue(t, h.servingCA, "hookkeeper-api", 2, true)
-	writeFile(t, certFile, c)
-	writeFile(t, keyFile, k)
-	cert, err := deliveryapi.FileCert(certFile, keyFile)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	h.addr = ln.Addr().String()
-	srv, err := deliveryapi.New(deliveryapi.Config{Ledger: store, Listener: ln, Cert: cert, Kubeconfig: adminKubeconfig})
-	if err != nil {
-		t.Fatal(err)
-	}
-	srvCtx, stop := context.WithCancel(ctx)
-	done := make(chan error, 1)
-	go func() { done <- srv.Start(srvCtx) }()
-	t.Cleanup(func() {
-		stop()
-		if err := <-done; err != nil {
-			t.Errorf("server: %v", err)
-		}
-	})
-
-	// The roles as users install them (config/default, names prefixed),
-	// and the upstream clusterrole aggregation controller, which a bare
-	// kube-apiserver lacks, so that the built-in view, edit and admin roles
-	// gain what the shipped roles aggregate into them.
-	controllers, err := testenv.StartKubeControllers(adminKubeconfig, dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := controllers.Stop(); err != nil {
-			t.Errorf("kube-controllers: %v", err)
-		}
-	})
-	shipped, err := testenv.ApplyShippedClusterRoles(h.kubectl, adminKubeconfig)
-	if err != nil {
-		t.Fatal(err)
-	}
+	aggregated.Serve(t, cp, deliveryapi.Config{Ledger: store})
 
 	// Users: an admin (system:masters); a viewer, an editor and a
 	// namespace admin bound only to the built-in view, edit and admin roles
@@ -412,14 +332,11 @@ func TestWithKubectl(t *testing.T) {
 			r, err := cs.RbacV1().ClusterRoles().Get(ctx, role, metav1.GetOptions{})
 			g.Expect(err).NotTo(HaveOccurred())
 			g.Expect(r.Rules).To(ContainElement(HaveField("APIGroups", ContainElement(v1alpha1.GroupName))))
-		}).WithTimeout(time.Minute).Should(Succeed(), "%s aggregates no rule of %s:\n%s", role, v1alpha1.GroupName, testenv.Tail(controllers.Log, 40))
+		}).WithTimeout(time.Minute).Should(Succeed(), "%s aggregates no rule of %s:\n%s", role, v1alpha1.GroupName, testenv.Tail(cp.Controllers.Log, 40))
 	}
 	// Registered as config/default does, but through an ExternalName
 	// Service for 127.0.0.1 (testenv.RegisterDeliveryAPI).
-	if err := testenv.RegisterDeliveryAPI(h.kubectl, adminKubeconfig, h.addr, h.servingCA.PEM); err != nil {
-		t.Fatal(err)
-	}
-	if err := testenv.WaitDeliveryAPI(h.kubectl, adminKubeconfig, time.Minute); err != nil {
+	if err := cp.Register(time.Minute); err != nil {
 		t.Fatal(err)
 	}
 
@@ -542,7 +459,7 @@ func TestWithKubectl(t *testing.T) {
 	})
 	t.Run("ShippedRoles", func(t *testing.T) {
 		h.t = t
-		testShippedRoles(t, h, shipped, apiServerKubeconfig)
+		testShippedRoles(t, h, cp.ShippedRoles, apiServerKubeconfig)
 	})
 	t.Run("ThroughKubeAPIServer", func(t *testing.T) {
 		h.t = t
@@ -593,9 +510,9 @@ func TestWithKubectl(t *testing.T) {
 	})
 	t.Run("Rotation", func(t *testing.T) {
 		h.t = t
-		c, k := issue(t, h.servingCA, "hookkeeper-api", 3, true)
-		writeFile(t, keyFile, k)
-		writeFile(t, certFile, c)
+		c, k := issue(t, cp.ServingCA, testenv.DeliveryAPIHost, 3, true)
+		writeFile(t, cp.KeyFile, k)
+		writeFile(t, cp.CertFile, c)
 		deadline := time.Now().Add(time.Minute)
 		for servedSerial(t, h) != 3 {
 			if time.Now().After(deadline) {
@@ -655,7 +572,7 @@ func testShippedRoles(t *testing.T, h *harness, shipped []rbacv1.ClusterRole, ku
 	// 1 for no); anything else fails the test.
 	canI := func(user string, args ...string) string {
 		t.Helper()
-		out, err := testenv.RunKubectl(h.kubectl, kubeconfig[user], "", append([]string{"auth", "can-i"}, args...)...)
+		out, err := testenv.RunKubectl(h.cp.Kubectl, kubeconfig[user], "", append([]string{"auth", "can-i"}, args...)...)
 		answer := strings.TrimSpace(out)
 		if answer == "yes" && err == nil || answer == "no" && err != nil {
 			return answer
@@ -693,7 +610,7 @@ func testShippedRoles(t *testing.T, h *harness, shipped []rbacv1.ClusterRole, ku
 func testThroughKubeAPIServer(t *testing.T, h *harness, hist history, kubeconfig map[string]string) {
 	run := func(user string, args ...string) (string, error) {
 		t.Helper()
-		out, err := testenv.RunKubectl(h.kubectl, kubeconfig[user], "", args...)
+		out, err := testenv.RunKubectl(h.cp.Kubectl, kubeconfig[user], "", args...)
 		h.outputs.WriteString(out)
 		return out, err
 	}
@@ -737,7 +654,7 @@ func bind(t *testing.T, ctx context.Context, cs kubernetes.Interface, role strin
 // presents.
 func servedSerial(t *testing.T, h *harness) int64 {
 	t.Helper()
-	conn, err := tls.Dial("tcp", h.addr, &tls.Config{InsecureSkipVerify: true}) //nolint:gosec // reading the served certificate
+	conn, err := tls.Dial("tcp", h.cp.Addr, &tls.Config{InsecureSkipVerify: true}) //nolint:gosec // reading the served certificate
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -782,7 +699,7 @@ func testPagingWhileWriting(t *testing.T, h *harness, store ledger.Store) {
 	seen := map[string]int{}
 	cont, pages := "", 0
 	for {
-		url := fmt.Sprintf("https://%s/apis/delivery.hookkeeper.dev/v1alpha1/namespaces/paging/deliveries?limit=4&continue=%s", h.addr, cont)
+		url := fmt.Sprintf("%s/apis/delivery.hookkeeper.dev/v1alpha1/namespaces/paging/deliveries?limit=4&continue=%s", h.cp.URL(), cont)
 		resp, err := hc.Get(url)
 		if err != nil {
 			t.Fatal(err)
@@ -829,7 +746,7 @@ func testPagingWhileWriting(t *testing.T, h *harness, store ledger.Store) {
 // X-Remote-* headers. Without that certificate the headers mean nothing.
 func testFrontProxy(t *testing.T, h *harness) {
 	roots := x509.NewCertPool()
-	roots.AppendCertsFromPEM(h.servingCA.PEM)
+	roots.AppendCertsFromPEM(h.cp.ServingCA.PEM)
 	client := func(cn string, ca *testenv.CA) *http.Client {
 		cfg := &tls.Config{RootCAs: roots}
 		if ca != nil {
@@ -844,7 +761,7 @@ func testFrontProxy(t *testing.T, h *harness) {
 	}
 	get := func(c *http.Client, ns, user string, groups ...string) int {
 		t.Helper()
-		req, _ := http.NewRequest(http.MethodGet, fmt.Sprintf("https://%s/apis/delivery.hookkeeper.dev/v1alpha1/namespaces/%s/deliveries", h.addr, ns), nil)
+		req, _ := http.NewRequest(http.MethodGet, fmt.Sprintf("%s/apis/delivery.hookkeeper.dev/v1alpha1/namespaces/%s/deliveries", h.cp.URL(), ns), nil)
 		req.Header.Set("X-Remote-User", user)
 		for _, g := range groups {
 			req.Header.Add("X-Remote-Group", g)
@@ -856,7 +773,11 @@ func testFrontProxy(t *testing.T, h *harness) {
 		resp.Body.Close()
 		return resp.StatusCode
 	}
-	proxy := client("front-proxy-client", h.proxyCA)
+	proxy := client(testenv.FrontProxyClientName, h.cp.FrontProxyCA)
+	rogue, err := testenv.NewCA("rogue")
+	if err != nil {
+		t.Fatal(err)
+	}
 	for _, c := range []struct {
 		what   string
 		client *http.Client
@@ -872,8 +793,8 @@ func testFrontProxy(t *testing.T, h *harness) {
 		// Forged headers claim system:masters: a 403 means they were ignored
 		// and the caller is anonymous; a name not allowed is refused outright.
 		{"forged headers without a certificate", client("", nil), "other", "admin", []string{"system:masters"}, http.StatusForbidden},
-		{"forged headers, certificate of another CA", client("front-proxy-client", newCA(t, "rogue")), "other", "viewer", []string{"system:masters"}, http.StatusForbidden},
-		{"forged headers, request-header CA but a name not allowed", client("not-the-proxy", h.proxyCA), "other", "admin", []string{"system:masters"}, http.StatusUnauthorized},
+		{"forged headers, certificate of another CA", client(testenv.FrontProxyClientName, rogue), "other", "viewer", []string{"system:masters"}, http.StatusForbidden},
+		{"forged headers, request-header CA but a name not allowed", client("not-the-proxy", h.cp.FrontProxyCA), "other", "admin", []string{"system:masters"}, http.StatusUnauthorized},
 	} {
 		t.Run(c.what, func(t *testing.T) {
 			if got := get(c.client, c.ns, c.user, c.groups...); got != c.want {

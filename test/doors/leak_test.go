@@ -5,12 +5,9 @@ package doors
 
 import (
 	"context"
-	"crypto/tls"
-	"crypto/x509"
 	"encoding/json"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
@@ -34,6 +31,7 @@ import (
 	"github.com/hookkeeper/hookkeeper/internal/publish"
 	"github.com/hookkeeper/hookkeeper/internal/sensitive"
 	"github.com/hookkeeper/hookkeeper/test/testenv"
+	"github.com/hookkeeper/hookkeeper/test/testenv/aggregated"
 )
 
 // cardNumber is the event data a reader without get on webhookevents/data
@@ -143,43 +141,12 @@ type harness struct {
 // doors on it, with the issue's subjects.
 func start(t *testing.T) *harness {
 	t.Helper()
-	dir := t.TempDir()
-	kubectl, err := testenv.Kubectl()
-	if err != nil {
-		t.Fatal(err)
-	}
-	env, err := testenv.New()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := testenv.FrontProxy(env, dir); err != nil {
-		t.Fatal(err)
-	}
-	cfg, err := env.Start()
-	if err != nil {
-		t.Fatalf("starting the control plane: %v", err)
-	}
-	t.Cleanup(func() { _ = env.Stop() })
-	adminKubeconfig, err := testenv.Kubeconfig(env, dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	controllers, err := testenv.StartKubeControllers(adminKubeconfig, dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := controllers.Stop(); err != nil {
-			t.Errorf("kube-controllers: %v", err)
-		}
-	})
-	if _, err := testenv.ApplyShippedClusterRoles(kubectl, adminKubeconfig); err != nil {
-		t.Fatal(err)
-	}
+	cp := aggregated.Start(t, testenv.AggregatedOptions{ShippedRoles: true})
+	cfg := cp.Config
 	h := &harness{ctx: t.Context(), cs: kubernetes.NewForConfigOrDie(cfg), tokens: map[string]string{}}
 
 	// The ledger: an endpoint of shop, which the event goes to.
-	store, err := sqlite.Open(h.ctx, filepath.Join(dir, "ledger.db"))
+	store, err := sqlite.Open(h.ctx, filepath.Join(cp.Dir, "ledger.db"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -213,39 +180,11 @@ func start(t *testing.T) *harness {
 	if err != nil {
 		t.Fatal(err)
 	}
-	servingCA, err := testenv.NewCA("delivery-api-ca")
-	if err != nil {
+	aggregated.Serve(t, cp, deliveryapi.Config{Ledger: store, Publisher: core})
+	h.kubeDoor = cp.URL()
+	if h.kubeHTTP, err = cp.Client(nil); err != nil {
 		t.Fatal(err)
 	}
-	certFile, keyFile, err := servingCA.IssueFiles(dir, "serving", "hookkeeper-api", 2, true)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cert, err := deliveryapi.FileCert(certFile, keyFile)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv, err := deliveryapi.New(deliveryapi.Config{Ledger: store, Listener: ln, Cert: cert, Kubeconfig: adminKubeconfig, Publisher: core})
-	if err != nil {
-		t.Fatal(err)
-	}
-	srvCtx, stop := context.WithCancel(h.ctx)
-	done := make(chan error, 1)
-	go func() { done <- srv.Start(srvCtx) }()
-	t.Cleanup(func() {
-		stop()
-		if err := <-done; err != nil {
-			t.Errorf("delivery API server: %v", err)
-		}
-	})
-	roots := x509.NewCertPool()
-	roots.AppendCertsFromPEM(servingCA.PEM)
-	h.kubeDoor = "https://" + ln.Addr().String()
-	h.kubeHTTP = &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: roots, ServerName: "127.0.0.1"}}}
 
 	h.makeSubjects(t)
 
