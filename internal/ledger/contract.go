@@ -126,7 +126,7 @@ func (p *EventInsertParams) NewEvent() Event {
 	ev := Event{
 		ID: p.ID, Namespace: p.Namespace, Type: p.Type, Data: p.Data, Secrets: p.Secrets,
 		SecretNames: p.SecretNames, ReissueOf: p.ReissueOf, IdempotencyKey: p.IdempotencyKey,
-		BodyHash: p.BodyHash, CreatedAt: p.Now.UTC(),
+		BodyHash: p.BodyHash, CreatedAt: p.Now.UTC(), Trace: p.Trace,
 	}
 	p.contractOf(&ev)
 	if ev.ID == "" {

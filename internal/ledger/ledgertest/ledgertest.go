@@ -88,6 +88,7 @@ func Exercise(t *testing.T, newStore func(t *testing.T) ledger.Store) {
 		{"Contract", exerciseContracts},
 		{"Quota", exerciseQuotas},
 		{"Snapshot", exerciseSnapshots},
+		{"Trace", exerciseTrace},
 	}
 	for _, g := range groups {
 		t.Run(g.name, func(t *testing.T) {

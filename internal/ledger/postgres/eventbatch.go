@@ -15,7 +15,7 @@ import (
 // the aliases e (events) and sec (event_secrets, left-joined).
 const eventColumns = `e.id, e.namespace, e.type, e.data, e.secret_names, e.secrets_scrub_at,
 	e.reissue_of, e.idempotency_key, e.body_hash, e.created_at, sec.value, e.secrets_scrub_due, e.payload_pruned_at,
-	e.type_generation, e.replay_class, e.valid_until, e.policy_override`
+	e.type_generation, e.replay_class, e.valid_until, e.policy_override, e.trace_parent, e.trace_state`
 
 // eventFrom is the FROM clause that goes with eventColumns.
 const eventFrom = ` FROM events e LEFT JOIN event_secrets sec ON sec.event_id = e.id`
@@ -37,7 +37,7 @@ type eventRow struct {
 func (r *eventRow) dests() []any {
 	return []any{&r.e.ID, &r.e.Namespace, &r.e.Type, &r.data, &r.secretNames, &r.scrubAt,
 		&r.e.ReissueOf, &r.e.IdempotencyKey, &r.e.BodyHash, &r.createdAt, &r.secrets, &r.scrubDue, &r.prunedAt,
-		&r.e.TypeGeneration, &r.e.ReplayClass, &r.validUntil, &r.override}
+		&r.e.TypeGeneration, &r.e.ReplayClass, &r.validUntil, &r.override, &r.e.Trace.Parent, &r.e.Trace.State}
 }
 
 func (r *eventRow) value() (ledger.Event, error) {
@@ -98,6 +98,8 @@ type eventBatch struct {
 	// quotaBytes is what each event counts against its namespace's
 	// payload bytes (0: not a publish; set by the caller after add).
 	quotaBytes []int64
+	// traceParents and traceStates are each event's trace context.
+	traceParents, traceStates []string
 
 	secretEvents []string
 	secretValues [][]byte
@@ -136,6 +138,8 @@ func (b *eventBatch) add(e ledger.Event, ds []ledger.Delivery) error {
 	b.validUntil = append(b.validUntil, nullNanos(e.ValidUntil))
 	b.overrides = append(b.overrides, override)
 	b.quotaBytes = append(b.quotaBytes, 0)
+	b.traceParents = append(b.traceParents, e.Trace.Parent)
+	b.traceStates = append(b.traceStates, e.Trace.State)
 	if e.Secrets != nil {
 		b.secretEvents = append(b.secretEvents, e.ID)
 		b.secretValues = append(b.secretValues, e.Secrets.Reveal())
@@ -174,11 +178,12 @@ const insertAllEventsSQL = insertEventsHead + insertEventsTail
 const insertEventsHead = `
 	WITH ins AS (
 		INSERT INTO events (id, namespace, type, data, secret_names, reissue_of, idempotency_key, body_hash, created_at,
-			type_generation, replay_class, valid_until, policy_override, quota_bytes)
+			type_generation, replay_class, valid_until, policy_override, quota_bytes, trace_parent, trace_state)
 		SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::bytea[], $5::jsonb[], $6::text[],
-			$7::text[], $8::bytea[], $9::bigint[], $20::bigint[], $21::text[], $22::bigint[], $23::jsonb[], $25::bigint[])
+			$7::text[], $8::bytea[], $9::bigint[], $20::bigint[], $21::text[], $22::bigint[], $23::jsonb[], $25::bigint[],
+			$26::text[], $27::text[])
 			AS u(id, namespace, type, data, secret_names, reissue_of, idempotency_key, body_hash, created_at,
-				type_generation, replay_class, valid_until, policy_override, quota_bytes)
+				type_generation, replay_class, valid_until, policy_override, quota_bytes, trace_parent, trace_state)
 		-- Keys enter the unique index in one global order, so two batches
 		-- racing for the same keys queue instead of deadlocking.
 		ORDER BY u.namespace, u.idempotency_key`
@@ -207,7 +212,8 @@ func (b *eventBatch) args() []any {
 	return []any{b.ids, b.namespaces, b.types, b.data, b.secretNames, b.reissueOf, b.keys, b.bodyHash, b.createdAt,
 		b.secretEvents, b.secretValues,
 		b.dlvIDs, b.dlvEvents, b.dlvEndpoints, b.dlvDueAt, b.dlvStates, b.dlvOwners, b.dlvLeaseUntil, b.dlvResend,
-		b.typeGenerations, b.replayClasses, b.validUntil, b.overrides, b.dlvValidUntil, b.quotaBytes}
+		b.typeGenerations, b.replayClasses, b.validUntil, b.overrides, b.dlvValidUntil, b.quotaBytes,
+		b.traceParents, b.traceStates}
 }
 
 // queue queues the insert of the batch for tx's next pipeline: every

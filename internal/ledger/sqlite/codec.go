@@ -145,7 +145,7 @@ func eventDest(ev *ledger.Event) ([]any, func() error) {
 	)
 	dest := []any{&ev.ID, &ev.Namespace, &ev.Type, &data, &secrets, &names, &scrubbed, &ev.ReissueOf,
 		&ev.IdempotencyKey, &hash, &created, &scrubDue, &pruned,
-		&ev.TypeGeneration, &ev.ReplayClass, &validUntil, &override}
+		&ev.TypeGeneration, &ev.ReplayClass, &validUntil, &override, &ev.Trace.Parent, &ev.Trace.State}
 	return dest, func() error {
 		ev.ValidUntil = fromNullNanos(validUntil)
 		if override.Valid {

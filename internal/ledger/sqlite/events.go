@@ -215,7 +215,7 @@ func (s *Store) storeEventIfNew(t *wtx, ev ledger.Event, quotaBytes int64) (bool
 	}
 	res, err := t.stmt(s.ws.eventInsert).ExecContext(t.ctx, ev.ID, ev.Namespace, ev.Type, []byte(ev.Data),
 		nullBytes(ev.Secrets.Reveal()), names, ev.ReissueOf, ev.IdempotencyKey, nullBytes(ev.BodyHash), nanos(ev.CreatedAt),
-		ev.TypeGeneration, string(ev.ReplayClass), nullNanosPtr(ev.ValidUntil), override, quotaBytes)
+		ev.TypeGeneration, string(ev.ReplayClass), nullNanosPtr(ev.ValidUntil), override, quotaBytes, ev.Trace.Parent, ev.Trace.State)
 	if err != nil {
 		return false, translate("insert event "+ev.ID, err)
 	}

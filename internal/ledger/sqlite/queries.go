@@ -18,7 +18,7 @@ const endpointCols = `id, namespace, name, url, event_types, signing_secrets, po
 
 const eventCols = `id, namespace, type, data, secrets, secret_names, secrets_scrubbed_at, reissue_of,
 	idempotency_key, body_hash, created_at, secrets_scrub_due, payload_pruned_at,
-	type_generation, replay_class, valid_until, policy_override`
+	type_generation, replay_class, valid_until, policy_override, trace_parent, trace_state`
 
 // livePredicate is deliveries_live's predicate, word for word (migration 0011), so
 // that a query naming it may use that index: the states of a pending
@@ -71,8 +71,8 @@ var writeSQL = struct {
 
 	eventByKey: `SELECT ` + eventCols + ` FROM events WHERE namespace = ?1 AND idempotency_key = ?2 AND idempotency_key <> ''`,
 	eventInsert: `INSERT INTO events (id, namespace, type, data, secrets, secret_names, reissue_of, idempotency_key, body_hash, created_at,
-			type_generation, replay_class, valid_until, policy_override, quota_bytes)
-		VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15)
+			type_generation, replay_class, valid_until, policy_override, quota_bytes, trace_parent, trace_state)
+		VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17)
 		ON CONFLICT (namespace, idempotency_key) WHERE idempotency_key <> '' DO NOTHING`,
 	deliveryInsert: `INSERT INTO deliveries (id, event_id, endpoint_id, state, due_at, created_at, lease_owner, lease_until, resend, valid_until)
 		VALUES (?1, ?2, ?3, ?4, ?5, ?5, ?6, ?7, ?8, ?9)`,
