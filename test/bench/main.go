@@ -58,7 +58,7 @@ import (
 const token = "bench-token"
 
 // allSteps are the steps of `make bench`.
-const allSteps = "sqlite,postgres,lag,rss,deliveryapi,cost,history,disk,manager,breaker,filters,neighbour,schema,capacity,rest,crowd,limits"
+const allSteps = "sqlite,postgres,lag,rss,deliveryapi,cost,history,disk,manager,breaker,filters,neighbour,schema,capacity,rest,crowd,limits,apiload"
 
 // verboseHosts passes -v to enginehost (set from --v).
 var verboseHosts bool
@@ -112,6 +112,8 @@ type config struct {
 	// The limits step (limits.go): publishing time with the limits shared,
 	// and without (0: not run).
 	limitsDuration, limitsBeforeDuration time.Duration
+	// The apiload step (apiload.go).
+	apiload apiloadConfig
 }
 
 // bothStores is the default of --cost-stores and --history-stores.
@@ -152,6 +154,7 @@ func main() {
 	flag.StringVar(&cfg.capacityPostgres, "capacity-postgres", "", "PostgreSQL DSN of the capacity step (default: --postgres; a server of its own keeps other databases' WAL out of the figures)")
 	cfg.rest.bindFlags(flag.CommandLine)
 	cfg.crowd.bindFlags(flag.CommandLine)
+	cfg.apiload.bindFlags(flag.CommandLine)
 	flag.DurationVar(&cfg.limitsDuration, "limits-duration", time.Minute, "publishing time of the limits step with the endpoint's limits shared by the three replicas (issue #43: 60 s)")
 	flag.DurationVar(&cfg.limitsBeforeDuration, "limits-before-duration", 10*time.Second, "publishing time of the limits step's run with each replica holding the limits on its own (0: not run)")
 	flag.StringVar(&cfg.enginehost, "enginehost", "", "use this enginehost binary instead of building ./test/enginehost (to compare builds in one session)")
@@ -181,9 +184,10 @@ type results struct {
 	neighbour              neighbourResults // neighbour.go
 	schema                 schemaResults    // schemas.go
 	capacity               capacityResults
-	rest                   restResults   // rest.go
-	crowd                  crowdResults  // crowd.go
-	limits                 limitsResults // limits.go
+	rest                   restResults    // rest.go
+	crowd                  crowdResults   // crowd.go
+	limits                 limitsResults  // limits.go
+	apiload                apiloadResults // apiload.go
 }
 
 type throughput struct {
@@ -399,6 +403,14 @@ func run(cfg config) error {
 	}
 	if cfg.steps == "limits" {
 		return writeSection(cfg.out, limitsHeading, r.limits.markdown(r.machine))
+	}
+	if cfg.runs("apiload") {
+		if err := runAPILoad(cfg, work, &r.apiload); err != nil {
+			return err
+		}
+	}
+	if cfg.steps == "apiload" {
+		return writeSection(cfg.out, apiloadHeading, r.apiload.markdown(r.machine))
 	}
 	if cfg.steps != allSteps || cfg.historyStores != bothStores || cfg.costStores != bothStores || cfg.breakerStores != bothStores ||
 		cfg.crowd.stores != bothStores {
@@ -627,18 +639,7 @@ func endToEnd(cfg config, bin string, rcv *receiver, ledgerLoc, schema string) (
 			defer wg.Done()
 			for i := 0; time.Now().Before(deadline); i++ {
 				body := `{"type":"order.created","data":{"n":` + strconv.Itoa(i) + `,"pad":"` + payload + `"}}`
-				req, _ := http.NewRequest(http.MethodPost, url, strings.NewReader(body))
-				req.Header.Set("Authorization", "Bearer "+token)
-				req.Header.Set("Content-Type", "application/json")
-				req.Header.Set("Idempotency-Key", fmt.Sprintf("p%d-%d", p, i))
-				resp, err := client.Do(req)
-				if err != nil {
-					failed.Add(1)
-					continue
-				}
-				_, _ = io.Copy(io.Discard, resp.Body)
-				resp.Body.Close()
-				if resp.StatusCode == http.StatusCreated {
+				if code, err := postEvent(client, url, token, fmt.Sprintf("p%d-%d", p, i), body); err == nil && code == http.StatusCreated {
 					accepted.Add(1)
 				} else {
 					failed.Add(1)
@@ -912,6 +913,7 @@ Reproduce: `+"`make bench`"+` (needs `+"`./hack/postgres.sh`"+`, which `+"`make 
 	b.WriteString(r.rest.markdown(r.machine))
 	b.WriteString(r.crowd.markdown(r.machine))
 	b.WriteString(r.limits.markdown(r.machine))
+	b.WriteString(r.apiload.markdown(r.machine))
 	if err := os.WriteFile(cfg.out, []byte(b.String()), 0o644); err != nil {
 		return err
 	}

@@ -4,11 +4,9 @@ import (
 	"fmt"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -53,45 +51,11 @@ func runManager(cfg config, bin, work string, m *managerResults) error {
 		return err
 	}
 	defer func() { _ = suite.Env.Stop() }()
-	tokens := filepath.Join(dir, "tokens")
-	if err := os.WriteFile(tokens, []byte(token+" bench\n"), 0o600); err != nil {
-		return err
-	}
-	apiAddr, err := testenv.FreeAddr()
+	mgr, err := startManagerProcess(suite.Manager, dir, suite.Kubeconfig)
 	if err != nil {
 		return err
 	}
-	probeAddr, err := testenv.FreeAddr()
-	if err != nil {
-		return err
-	}
-	logPath := filepath.Join(dir, "manager.log")
-	logFile, err := os.Create(logPath)
-	if err != nil {
-		return err
-	}
-	defer logFile.Close()
-	cmd := exec.Command(suite.Manager,
-		"--ledger=sqlite://"+filepath.Join(dir, "ledger.db"),
-		"--health-probe-bind-address="+probeAddr,
-		"--api-bind-address="+apiAddr,
-		"--api-auth=token-file", "--api-token-file="+tokens,
-		"--allowed-destination-cidrs=127.0.0.0/8",
-		"--workers="+engineWorkers,
-	)
-	// The Deployment's GC settings (config/manager).
-	cmd.Env = append(os.Environ(), "KUBECONFIG="+suite.Kubeconfig, "GOGC=400", "GOMEMLIMIT=400MiB")
-	cmd.Stdout, cmd.Stderr = logFile, logFile
-	if err := cmd.Start(); err != nil {
-		return err
-	}
-	defer func() {
-		_ = cmd.Process.Signal(syscall.SIGTERM)
-		_ = cmd.Wait()
-	}()
-	if err := waitReady("http://"+probeAddr+"/readyz", time.Minute); err != nil {
-		return fmt.Errorf("manager: %w\n%s", err, testenv.Tail(logPath, 30))
-	}
+	defer mgr.stop()
 	objects := `apiVersion: v1
 kind: Namespace
 metadata:
@@ -111,11 +75,11 @@ spec:
 		return fmt.Errorf("%w: %s", err, out)
 	}
 	if out, err := testenv.RunKubectl(suite.Kubectl, suite.Kubeconfig, "", "wait", "-n", "bench", "webhookendpoint/receiver", "--for=condition=Ready", "--timeout=60s"); err != nil {
-		return fmt.Errorf("%w: %s\n%s", err, out, testenv.Tail(logPath, 30))
+		return fmt.Errorf("%w: %s\n%s", err, out, testenv.Tail(mgr.log, 30))
 	}
 	controlPlane := func() ([]int, error) { return childrenNamed(os.Getpid(), "etcd", "kube-apiserver") }
-	tg := target{url: "http://" + apiAddr + "/v1/namespaces/bench/events", token: token}
-	if m.manager, err = drive(cfg, t, "manager-500", cmd.Process.Pid, tg, controlPlane, managerRate); err != nil {
+	tg := target{url: "http://" + mgr.addr + "/v1/namespaces/bench/events", token: token}
+	if m.manager, err = drive(cfg, t, "manager-500", mgr.cmd.Process.Pid, tg, controlPlane, managerRate); err != nil {
 		return err
 	}
 	m.controlPlaneCPU, m.manager.serverCPU = m.manager.serverCPU, 0
