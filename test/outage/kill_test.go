@@ -18,6 +18,7 @@ import (
 
 	"github.com/hookkeeper/hookkeeper/test/apicall"
 	"github.com/hookkeeper/hookkeeper/test/fixtures"
+	"github.com/hookkeeper/hookkeeper/test/procsuite"
 )
 
 // The kill mode (scenario D): a replica SIGKILLed during the outage and
@@ -205,19 +206,19 @@ var _ = Describe("D: the kill mode: a replica SIGKILLed and restarted during the
 		beginScenario()
 		// The ledger first: without PostgreSQL, fail before starting
 		// anything.
-		ledger := postgresLedger()
+		ledger := procsuite.PostgresLedger()
 		t = &target{ns: "outage-d", endpoint: "hooks", recv: newReceiver("outage-d", http.StatusNoContent)}
-		apply(fixtures.Namespace(t.ns))
+		suite.Apply(fixtures.Namespace(t.ns))
 		// Two pods of a Deployment: --instance is each one's pod UID, which
 		// a container restarted in the pod keeps.
 		for _, name := range []string{"d-1", "d-2"} {
 			replicas = append(replicas, startManager(managerConfig{name: name, ledger: ledger, namespace: t.ns, auth: authTokenFile, instance: "outage-d-" + name}))
 		}
 		for _, m := range replicas {
-			m.waitReady(apiToken)
+			m.waitReady(suite.APIToken)
 		}
 		setUpEndpoint(t.ns, t.endpoint, t.recv, 20)
-		pub = newFailoverPublisher("token-file", t.ns, apiToken, replicas...)
+		pub = newFailoverPublisher("token-file", t.ns, suite.APIToken, replicas...)
 	})
 
 	It("loses nothing and answers every publish 201 (after failover) while a replica is SIGKILLed 20s into a 60s API server outage and restarted 5s later; the restarted one publishes and delivers before the outage ends; the survivor never exits; status right within 30s", func() {

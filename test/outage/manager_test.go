@@ -16,6 +16,7 @@ import (
 	. "github.com/onsi/gomega"
 
 	"github.com/hookkeeper/hookkeeper/test/apicall"
+	"github.com/hookkeeper/hookkeeper/test/procsuite"
 	"github.com/hookkeeper/hookkeeper/test/testenv"
 )
 
@@ -71,13 +72,13 @@ func startManager(c managerConfig) *manager {
 	GinkgoHelper()
 	for _, a := range []*string{&c.metricsAddr, &c.probeAddr, &c.apiAddr} {
 		if *a == "" {
-			*a = freeAddr()
+			*a = procsuite.FreeAddr()
 		}
 	}
 	metricsAddr, probeAddr, apiAddr := c.metricsAddr, c.probeAddr, c.apiAddr
 	m := &manager{
 		managerConfig: c,
-		logPath:       filepath.Join(workDir, c.name+".log"),
+		logPath:       filepath.Join(suite.Dir, c.name+".log"),
 		apiBase:       "http://" + apiAddr,
 		probeURL:      "http://" + probeAddr + "/readyz",
 		metricsURL:    "http://" + metricsAddr + "/metrics",
@@ -99,16 +100,16 @@ func startManager(c managerConfig) *manager {
 		"--zap-devel",
 	}
 	if c.auth == authTokenFile {
-		args = append(args, "--api-token-file="+tokenFile)
+		args = append(args, "--api-token-file="+suite.TokenFile)
 	}
 	if c.instance != "" {
 		args = append(args, "--instance="+c.instance)
 	}
 	logFile, err := os.Create(m.logPath)
 	Expect(err).NotTo(HaveOccurred())
-	m.cmd = exec.Command(binary, args...)
+	m.cmd = exec.Command(suite.Manager, args...)
 	// The Deployment's memory settings (config/manager/manager.yaml).
-	m.cmd.Env = append(os.Environ(), "KUBECONFIG="+kubeconfig, "GOGC=400", "GOMEMLIMIT=400MiB")
+	m.cmd.Env = append(os.Environ(), "KUBECONFIG="+suite.Kubeconfig, "GOGC=400", "GOMEMLIMIT=400MiB")
 	m.cmd.Stdout, m.cmd.Stderr = logFile, logFile
 	Expect(m.cmd.Start()).To(Succeed())
 	m.started = time.Now()
@@ -236,49 +237,4 @@ func (m *manager) metric(series string) (float64, error) {
 		}
 	}
 	return 0, sc.Err()
-}
-
-// ---- kubectl ----
-
-// kubectl runs kubectl and fails the spec when it fails.
-func kubectl(args ...string) string {
-	GinkgoHelper()
-	out, err := runKubectl("", args...)
-	if err != nil {
-		Fail(err.Error())
-	}
-	return out
-}
-
-// kubectlOutput is kubectl's output, errors included: for reports.
-func kubectlOutput(args ...string) string {
-	out, err := runKubectl("", args...)
-	if err != nil {
-		return out + "\n" + err.Error()
-	}
-	return out
-}
-
-// apply pipes manifests to kubectl apply -f -.
-func apply(manifests string) {
-	GinkgoHelper()
-	out, err := runKubectl(manifests, "apply", "-f", "-")
-	if err != nil {
-		Fail(err.Error() + "\nmanifests:\n" + manifests)
-	}
-	GinkgoWriter.Print(out)
-}
-
-// runKubectl runs the real kubectl against the suite's control plane.
-func runKubectl(stdin string, args ...string) (string, error) {
-	return testenv.RunKubectl(kubectlPath, kubeconfig, stdin, args...)
-}
-
-// freeAddr returns a loopback address with a port that was free a moment
-// ago.
-func freeAddr() string {
-	GinkgoHelper()
-	addr, err := testenv.FreeAddr()
-	Expect(err).NotTo(HaveOccurred())
-	return addr
 }

@@ -1,7 +1,7 @@
 // Package outage makes the Kubernetes API server unresponsive under load
 // and checks what issue #44 promises: deliveries and publishes go on when
 // the API server does not answer. It runs the real etcd and kube-apiserver
-// (test/testenv), the manager binary built from ./cmd as processes with
+// (test/testenv), the manager suite.Manager built from ./cmd as processes with
 // --leader-elect, real publishers (the token file, and a ServiceAccount
 // token reviewed with TokenReview) and real receivers on loopback. The
 // outage is SIGSTOP to the suite's own kube-apiserver process (found by
@@ -41,31 +41,22 @@
 package outage
 
 import (
-	"crypto/rand"
-	"encoding/hex"
 	"fmt"
-	"os"
 	"path/filepath"
 	"testing"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
-	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
+	"github.com/hookkeeper/hookkeeper/test/procsuite"
 	"github.com/hookkeeper/hookkeeper/test/testenv"
 )
 
 var (
-	env         *envtest.Environment
-	workDir     string
-	kubeconfig  string
-	kubectlPath string
-	binary      string // the manager built from ./cmd
-
-	// apiToken is the token-file publishers' token, in tokenFile.
-	apiToken  string
-	tokenFile string
+	// suite is the working directory, the control plane, the manager
+	// built from ./cmd and the token-file publishers' token.
+	suite *procsuite.Suite
 
 	// apiserver is the suite's kube-apiserver process.
 	apiserver *apiServer
@@ -74,8 +65,6 @@ var (
 	// report (beginScenario resets them).
 	managers      []*manager
 	specReceivers []*receiver
-
-	suiteFailed bool
 )
 
 func TestOutage(t *testing.T) {
@@ -93,46 +82,27 @@ func TestOutage(t *testing.T) {
 }
 
 var _ = BeforeSuite(func() {
-	suiteFailed = true // until the control plane is up: keep the directory
+	// Until the control plane is up, the directory is kept. The control
+	// plane starts while the manager builds; it fails, never skips,
+	// without the binaries.
+	suite = procsuite.New("hookkeeper-outage-")
+	suite.Start("outage-suite")
+	env := suite.Env
+
 	var err error
-	workDir, err = os.MkdirTemp("", "hookkeeper-outage-")
-	Expect(err).NotTo(HaveOccurred())
-
-	// The control plane starts while the manager builds; it fails, never
-	// skips, without the binaries.
-	suite, err := testenv.StartSuite(workDir)
-	Expect(err).NotTo(HaveOccurred())
-	env, kubeconfig, kubectlPath = suite.Env, suite.Kubeconfig, suite.Kubectl
-	binary = suite.Manager
-
 	apiserver, err = findAPIServer(env.Config.Host)
 	Expect(err).NotTo(HaveOccurred())
 	GinkgoWriter.Printf("kube-apiserver at %s is PID %d\n", env.Config.Host, apiserver.pid)
 
-	var b [16]byte
-	_, _ = rand.Read(b[:])
-	apiToken = hex.EncodeToString(b[:])
-	tokenFile = filepath.Join(workDir, "api-tokens")
-	Expect(os.WriteFile(tokenFile, []byte(apiToken+" outage-suite\n"), 0o600)).To(Succeed())
-
 	// The shipped ClusterRole the TokenReview publishers are bound to.
-	kubectl("apply", "-f", filepath.Join(testenv.RepoRoot(), "config", "rbac", "event_publisher_role.yaml"))
-	suiteFailed = false
+	suite.MustKubectl("apply", "-f", filepath.Join(testenv.RepoRoot(), "config", "rbac", "event_publisher_role.yaml"))
+	suite.Failed = false
 })
 
 var _ = AfterSuite(func() {
 	// Whatever happened: the API server runs again before anything stops.
 	apiserver.resume()
-	if env != nil {
-		Expect(env.Stop()).To(Succeed())
-	}
-	if workDir != "" {
-		if suiteFailed {
-			GinkgoWriter.Printf("kept %s (the managers' logs, the SQLite ledgers, kubeconfig) for the failure\n", workDir)
-		} else {
-			Expect(os.RemoveAll(workDir)).To(Succeed())
-		}
-	}
+	suite.Stop("the managers' logs, the SQLite ledgers, kubeconfig")
 })
 
 // beginScenario starts a scenario's report afresh: its managers and
@@ -149,7 +119,7 @@ var _ = AfterEach(func() {
 	if !CurrentSpecReport().Failed() {
 		return
 	}
-	suiteFailed = true
+	suite.Failed = true
 	if !apiserver.resume().IsZero() {
 		apiserver.waitAnswering()
 	}
@@ -159,8 +129,8 @@ var _ = AfterEach(func() {
 		}
 		AddReportEntry(m.name+" log (last 150 lines; full log in "+m.logPath+")", testenv.Tail(m.logPath, 150))
 	}
-	AddReportEntry("kubectl get hookkeeper -A -o yaml", kubectlOutput("get", "hookkeeper", "-A", "-o", "yaml"))
-	AddReportEntry("kubectl get events -A", kubectlOutput("get", "events", "-A"))
+	AddReportEntry("kubectl get hookkeeper -A -o yaml", suite.KubectlOutput("get", "hookkeeper", "-A", "-o", "yaml"))
+	AddReportEntry("kubectl get events -A", suite.KubectlOutput("get", "events", "-A"))
 	for _, r := range specReceivers {
 		AddReportEntry("receiver "+r.name, r.String())
 	}

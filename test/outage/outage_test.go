@@ -5,19 +5,17 @@ import (
 	"context"
 	"fmt"
 	"net/http"
-	"net/url"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 
-	"github.com/hookkeeper/hookkeeper/internal/ledger/postgres/pgtest"
 	"github.com/hookkeeper/hookkeeper/test/fixtures"
+	"github.com/hookkeeper/hookkeeper/test/procsuite"
 )
 
 // enforceP99Env, set to "enforce", makes a p99 during the outage above
@@ -76,10 +74,10 @@ type target struct {
 // leader's controller registered it in the ledger.
 func setUpEndpoint(ns, endpoint string, recv *receiver, maxAttempts int) {
 	GinkgoHelper()
-	apply(fixtures.Namespace(ns) + "---\n" +
+	suite.Apply(fixtures.Namespace(ns) + "---\n" +
 		fixtures.RetryPolicy(ns, "fast", "1s", maxAttempts) + "---\n" +
 		fixtures.WebhookEndpoint(ns, endpoint, recv.URL(), "["+eventType+"]", "fast", ""))
-	kubectl("wait", "-n", ns, "webhookendpoint/"+endpoint, "--for=condition=Ready", "--timeout=60s")
+	suite.MustKubectl("wait", "-n", ns, "webhookendpoint/"+endpoint, "--for=condition=Ready", "--timeout=60s")
 }
 
 // reviewedToken creates a ServiceAccount in ns bound to the shipped
@@ -88,7 +86,7 @@ func setUpEndpoint(ns, endpoint string, recv *receiver, maxAttempts int) {
 // authorized by RBAC.
 func reviewedToken(ns string) string {
 	GinkgoHelper()
-	apply(fmt.Sprintf(`apiVersion: v1
+	suite.Apply(fmt.Sprintf(`apiVersion: v1
 kind: ServiceAccount
 metadata:
   name: publisher
@@ -108,43 +106,15 @@ subjects:
   name: publisher
   namespace: %[1]s
 `, ns))
-	token := strings.TrimSpace(kubectl("create", "token", "publisher", "-n", ns, "--duration=2h"))
+	token := strings.TrimSpace(suite.MustKubectl("create", "token", "publisher", "-n", ns, "--duration=2h"))
 	Expect(token).NotTo(BeEmpty())
 	return token
-}
-
-// postgresLedger creates a schema of the scenario's own on the test server
-// (dropped after the scenario, once its managers stopped) and returns the
-// --ledger location that confines a manager to it (search_path, a run-time
-// parameter pgx passes to the server). pgtest fails, never skips, when no
-// server answers.
-func postgresLedger() string {
-	GinkgoHelper()
-	t := GinkgoTB()
-	dsn := pgtest.DSN(t)
-	schema := pgtest.NewSchema(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	conn, err := pgx.Connect(ctx, dsn)
-	Expect(err).NotTo(HaveOccurred())
-	defer conn.Close(ctx)
-	// NewSchema's names are lower-case identifiers: no quoting needed.
-	_, err = conn.Exec(ctx, "CREATE SCHEMA "+schema)
-	Expect(err).NotTo(HaveOccurred())
-	u, err := url.Parse(dsn)
-	Expect(err).NotTo(HaveOccurred(), "%s must be a postgres:// URL", pgtest.EnvDSN)
-	Expect(u.Scheme).To(Or(Equal("postgres"), Equal("postgresql")), "%s must be a postgres:// URL", pgtest.EnvDSN)
-	q := u.Query()
-	q.Set("search_path", schema)
-	u.RawQuery = q.Encode()
-	GinkgoWriter.Printf("ledger: PostgreSQL schema %s\n", schema)
-	return u.String()
 }
 
 // endpointCounts reads an endpoint's status.deliveries: delivered,
 // pending, inFlight.
 func endpointCounts(ns, endpoint string) (delivered, pending, inFlight int64, err error) {
-	out, err := runKubectl("", "get", "-n", ns, "webhookendpoint", endpoint, "-o",
+	out, err := suite.RunKubectl("", "get", "-n", ns, "webhookendpoint", endpoint, "-o",
 		"jsonpath={.status.deliveries.delivered} {.status.deliveries.pending} {.status.deliveries.inFlight}")
 	if err != nil {
 		return 0, 0, 0, err
@@ -356,16 +326,16 @@ var _ = Describe("A: one replica with --leader-elect on SQLite", Ordered, func()
 		// namespace and Lease.
 		file = &target{ns: "outage-a-file", endpoint: "hooks", recv: newReceiver("outage-a-file", http.StatusNoContent)}
 		review = &target{ns: "outage-a-review", endpoint: "hooks", recv: newReceiver("outage-a-review", http.StatusNoContent)}
-		apply(fixtures.Namespace(file.ns) + "---\n" + fixtures.Namespace(review.ns))
+		suite.Apply(fixtures.Namespace(file.ns) + "---\n" + fixtures.Namespace(review.ns))
 		reviewToken := reviewedToken(review.ns)
-		fm := startManager(managerConfig{name: "a-token-file", ledger: "sqlite://" + filepath.Join(workDir, "a-token-file.db"), namespace: file.ns, auth: authTokenFile})
-		rm := startManager(managerConfig{name: "a-tokenreview", ledger: "sqlite://" + filepath.Join(workDir, "a-tokenreview.db"), namespace: review.ns, auth: authKubernetes})
-		fm.waitReady(apiToken)
+		fm := startManager(managerConfig{name: "a-token-file", ledger: "sqlite://" + filepath.Join(suite.Dir, "a-token-file.db"), namespace: file.ns, auth: authTokenFile})
+		rm := startManager(managerConfig{name: "a-tokenreview", ledger: "sqlite://" + filepath.Join(suite.Dir, "a-tokenreview.db"), namespace: review.ns, auth: authKubernetes})
+		fm.waitReady(suite.APIToken)
 		rm.waitReady(reviewToken)
 		setUpEndpoint(file.ns, file.endpoint, file.recv, 20)
 		setUpEndpoint(review.ns, review.endpoint, review.recv, 20)
 		file.managers, review.managers = []*manager{fm}, []*manager{rm}
-		file.pubs = []*publisher{newPublisher("token-file", file.ns, fm.apiBase, apiToken)}
+		file.pubs = []*publisher{newPublisher("token-file", file.ns, fm.apiBase, suite.APIToken)}
 		review.pubs = []*publisher{newPublisher("tokenreview", review.ns, rm.apiBase, reviewToken)}
 	})
 
@@ -381,21 +351,21 @@ var _ = Describe("B: two replicas with --leader-elect on PostgreSQL", Ordered, f
 		beginScenario()
 		// The ledger first: without PostgreSQL, fail before starting
 		// anything.
-		ledger := postgresLedger()
+		ledger := procsuite.PostgresLedger()
 		shop = &target{ns: "outage-b", endpoint: "hooks", recv: newReceiver("outage-b", http.StatusNoContent)}
-		apply(fixtures.Namespace(shop.ns))
+		suite.Apply(fixtures.Namespace(shop.ns))
 		reviewToken := reviewedToken(shop.ns)
 		// Both at once, as a Deployment's pods start; one authenticates
 		// with the token file and one with TokenReview, so that both kinds
 		// of publisher go through the outage on a shared ledger.
 		fm := startManager(managerConfig{name: "b-token-file", ledger: ledger, namespace: shop.ns, auth: authTokenFile})
 		rm := startManager(managerConfig{name: "b-tokenreview", ledger: ledger, namespace: shop.ns, auth: authKubernetes})
-		fm.waitReady(apiToken)
+		fm.waitReady(suite.APIToken)
 		rm.waitReady(reviewToken)
 		setUpEndpoint(shop.ns, shop.endpoint, shop.recv, 20)
 		shop.managers = []*manager{fm, rm}
 		shop.pubs = []*publisher{
-			newPublisher("token-file", shop.ns, fm.apiBase, apiToken),
+			newPublisher("token-file", shop.ns, fm.apiBase, suite.APIToken),
 			newPublisher("tokenreview", shop.ns, rm.apiBase, reviewToken),
 		}
 	})
@@ -435,16 +405,16 @@ var _ = Describe("C: a manager started while the API server does not answer", Or
 		beginScenario()
 		// 503 until the outage: the events stay in the ledger, retried.
 		recv = newReceiver("outage-c", http.StatusServiceUnavailable)
-		config = managerConfig{name: "c-first", ledger: "sqlite://" + filepath.Join(workDir, "c.db"), namespace: ns, auth: authTokenFile}
-		apply(fixtures.Namespace(ns))
+		config = managerConfig{name: "c-first", ledger: "sqlite://" + filepath.Join(suite.Dir, "c.db"), namespace: ns, auth: authTokenFile}
+		suite.Apply(fixtures.Namespace(ns))
 		first = startManager(config)
-		first.waitReady(apiToken)
+		first.waitReady(suite.APIToken)
 		setUpEndpoint(ns, endpoint, recv, 100)
 	})
 
 	It("accepts token-file publishes and delivers what the ledger holds while the API server is still stopped", func() {
 		By(fmt.Sprintf("publishing %d events through a first manager while the receiver answers 503", held))
-		p := newPublisher("c-held", ns, first.apiBase, apiToken)
+		p := newPublisher("c-held", ns, first.apiBase, suite.APIToken)
 		for range held {
 			r := p.publishOne()
 			Expect(r.status).To(Equal(http.StatusCreated), r.err)
@@ -464,7 +434,7 @@ var _ = Describe("C: a manager started while the API server does not answer", Or
 		second := startManager(config)
 		v := newVerdict()
 
-		pub := newPublisher("c-during", ns, second.apiBase, apiToken)
+		pub := newPublisher("c-during", ns, second.apiBase, suite.APIToken)
 		var firstAccepted time.Time
 		v.g.Eventually(func(g Gomega) {
 			if second.exited() {

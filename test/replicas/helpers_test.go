@@ -23,6 +23,7 @@ import (
 	"github.com/hookkeeper/hookkeeper/internal/signing"
 	"github.com/hookkeeper/hookkeeper/test/apicall"
 	"github.com/hookkeeper/hookkeeper/test/fixtures"
+	"github.com/hookkeeper/hookkeeper/test/procsuite"
 	"github.com/hookkeeper/hookkeeper/test/testenv"
 )
 
@@ -45,18 +46,18 @@ type replica struct {
 // every address on loopback and its own log file.
 func startReplica(name string) *replica {
 	GinkgoHelper()
-	metricsAddr, probeAddr, apiAddr := freeAddr(), freeAddr(), freeAddr()
+	metricsAddr, probeAddr, apiAddr := procsuite.FreeAddr(), procsuite.FreeAddr(), procsuite.FreeAddr()
 	r := &replica{
 		name:       name,
-		logPath:    filepath.Join(workDir, name+".log"),
+		logPath:    filepath.Join(suite.Dir, name+".log"),
 		metricsURL: "http://" + metricsAddr + "/metrics",
 		probeURL:   "http://" + probeAddr + "/readyz",
-		api:        &apiClient{base: "http://" + apiAddr, token: apiToken, client: &http.Client{Timeout: 10 * time.Second}},
+		api:        &apiClient{base: "http://" + apiAddr, token: suite.APIToken, client: &http.Client{Timeout: 10 * time.Second}},
 		done:       make(chan struct{}),
 	}
 	logFile, err := os.Create(r.logPath)
 	Expect(err).NotTo(HaveOccurred())
-	r.cmd = exec.Command(binary,
+	r.cmd = exec.Command(suite.Manager,
 		"--ledger="+ledgerFlag,
 		"--leader-elect",
 		"--leader-election-namespace="+leaseNamespace,
@@ -66,13 +67,13 @@ func startReplica(name string) *replica {
 		// Plain HTTP is allowed on loopback.
 		"--api-bind-address="+apiAddr,
 		"--api-auth=token-file",
-		"--api-token-file="+tokenFile,
+		"--api-token-file="+suite.TokenFile,
 		"--endpoint-status-resync=2s",
 		// The receivers are on loopback, which is forbidden by default.
 		"--allowed-destination-cidrs=127.0.0.0/8",
 		"--zap-devel",
 	)
-	r.cmd.Env = append(os.Environ(), "KUBECONFIG="+kubeconfig)
+	r.cmd.Env = append(os.Environ(), "KUBECONFIG="+suite.Kubeconfig)
 	r.cmd.Stdout, r.cmd.Stderr = logFile, logFile
 	Expect(r.cmd.Start()).To(Succeed())
 	go func() {
@@ -192,39 +193,10 @@ func errorLines(path string, offset int64) []string {
 
 // leaseHolder is the Lease's spec.holderIdentity ("" when released).
 func leaseHolder() (string, error) {
-	return runKubectl("", "get", "lease", "-n", leaseNamespace, leaseName, "-o", "jsonpath={.spec.holderIdentity}")
+	return suite.RunKubectl("", "get", "lease", "-n", leaseNamespace, leaseName, "-o", "jsonpath={.spec.holderIdentity}")
 }
 
 // ---- kubectl ----
-
-// kubectl runs kubectl and fails the spec when it fails.
-func kubectl(args ...string) string {
-	GinkgoHelper()
-	out, err := runKubectl("", args...)
-	if err != nil {
-		Fail(err.Error())
-	}
-	return out
-}
-
-// kubectlOutput is kubectl's output, errors included: for reports.
-func kubectlOutput(args ...string) string {
-	out, err := runKubectl("", args...)
-	if err != nil {
-		return out + "\n" + err.Error()
-	}
-	return out
-}
-
-// apply pipes manifests to kubectl apply -f -.
-func apply(manifests string) {
-	GinkgoHelper()
-	out, err := runKubectl(manifests, "apply", "-f", "-")
-	if err != nil {
-		Fail(err.Error() + "\nmanifests:\n" + manifests)
-	}
-	GinkgoWriter.Print(out)
-}
 
 // The manifests the specs apply.
 var (
@@ -239,7 +211,7 @@ func endpointYAML(ns, name, url, eventTypes, policy string) string {
 
 // endpointStatus reads fields of an endpoint's status with a jsonpath.
 func endpointStatus(ns, name, path string) (string, error) {
-	return runKubectl("", "get", "-n", ns, "webhookendpoint", name, "-o", "jsonpath="+path)
+	return suite.RunKubectl("", "get", "-n", ns, "webhookendpoint", name, "-o", "jsonpath="+path)
 }
 
 // ---- the HTTP API ----
@@ -408,18 +380,4 @@ func (r *receiver) String() string {
 	sort.Strings(more)
 	return fmt.Sprintf("answers %d after %v; %d requests for %d webhook-ids; more than once: %v; cut by the sender: %v",
 		r.status, r.delay, total, len(byID), more, r.cutIDs())
-}
-
-// freeAddr returns a loopback address with a port that was free a moment
-// ago.
-func freeAddr() string {
-	GinkgoHelper()
-	addr, err := testenv.FreeAddr()
-	Expect(err).NotTo(HaveOccurred())
-	return addr
-}
-
-// runKubectl runs the real kubectl against the suite's control plane.
-func runKubectl(stdin string, args ...string) (string, error) {
-	return testenv.RunKubectl(kubectlPath, kubeconfig, stdin, args...)
 }

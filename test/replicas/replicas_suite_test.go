@@ -1,6 +1,6 @@
 // Package replicas runs several hookkeeper managers side by side on one
 // PostgreSQL ledger, the way replicas of the Deployment run: the real etcd
-// and kube-apiserver (test/testenv), the manager binary built from ./cmd
+// and kube-apiserver (test/testenv), the manager suite.Manager built from ./cmd
 // and started as processes with --leader-elect, a PostgreSQL schema of the
 // suite's own (internal/ledger/postgres/pgtest), the real kubectl, and real
 // receivers on loopback. It checks the claim of --ledger=postgres: every
@@ -19,22 +19,14 @@
 package replicas
 
 import (
-	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"fmt"
-	"net/url"
-	"os"
-	"path/filepath"
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
-	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
-	"github.com/hookkeeper/hookkeeper/internal/ledger/postgres/pgtest"
+	"github.com/hookkeeper/hookkeeper/test/procsuite"
 	"github.com/hookkeeper/hookkeeper/test/testenv"
 )
 
@@ -47,23 +39,17 @@ const (
 )
 
 var (
-	env         *envtest.Environment
-	workDir     string
-	kubeconfig  string
-	kubectlPath string
-	binary      string // the manager built from ./cmd
+	// suite is the working directory, the control plane, the manager
+	// built from ./cmd and the API's token.
+	suite *procsuite.Suite
 
 	// ledgerFlag is both managers' --ledger: the test server with
 	// search_path set to the suite's own schema.
 	ledgerFlag string
-	apiToken   string
-	tokenFile  string
 
 	// replicas are the managers, in start order (two from the start, a
 	// third joins later).
 	replicas []*replica
-
-	suiteFailed bool
 )
 
 func TestReplicas(t *testing.T) {
@@ -74,31 +60,19 @@ func TestReplicas(t *testing.T) {
 }
 
 var _ = BeforeSuite(func() {
-	suiteFailed = true // until both managers are ready: keep their logs
-	var err error
-	workDir, err = os.MkdirTemp("", "hookkeeper-replicas-")
-	Expect(err).NotTo(HaveOccurred())
+	// Until both managers are ready, their logs are kept.
+	suite = procsuite.New("hookkeeper-replicas-")
 
 	// The ledger first: without PostgreSQL, fail before starting anything.
 	// A schema of the suite's own on the test server, dropped after the
 	// suite (a Cleanup registered in BeforeSuite runs after AfterSuite, once
-	// the managers are gone). pgtest fails, never skips, when no server
-	// answers.
-	ledgerFlag = suiteLedger()
+	// the managers are gone).
+	ledgerFlag = procsuite.PostgresLedger()
 
 	// The control plane starts while the manager builds.
-	suite, err := testenv.StartSuite(workDir)
-	Expect(err).NotTo(HaveOccurred())
-	env, kubeconfig, kubectlPath = suite.Env, suite.Kubeconfig, suite.Kubectl
-	binary = suite.Manager
+	suite.Start("replicas-suite")
 
-	var b [16]byte
-	_, _ = rand.Read(b[:])
-	apiToken = hex.EncodeToString(b[:])
-	tokenFile = filepath.Join(workDir, "api-tokens")
-	Expect(os.WriteFile(tokenFile, []byte(apiToken+" replicas-suite\n"), 0o600)).To(Succeed())
-
-	apply(namespaceYAML(leaseNamespace))
+	suite.Apply(namespaceYAML(leaseNamespace))
 
 	// Both at once, as a Deployment's pods start: they migrate the fresh
 	// schema together (under the ledger's advisory lock) and race for the
@@ -109,7 +83,7 @@ var _ = BeforeSuite(func() {
 	for _, r := range replicas {
 		r.waitReady()
 	}
-	suiteFailed = false
+	suite.Failed = false
 })
 
 var _ = AfterSuite(func() {
@@ -119,47 +93,8 @@ var _ = AfterSuite(func() {
 		}
 		Expect(r.stop()).To(Succeed(), "%s's exit after SIGTERM:\n%s", r.name, testenv.Tail(r.logPath, 60))
 	}
-	if env != nil {
-		Expect(env.Stop()).To(Succeed())
-	}
-	if workDir != "" {
-		if suiteFailed {
-			GinkgoWriter.Printf("kept %s (manager-a.log, manager-b.log, kubeconfig) for the failure\n", workDir)
-		} else {
-			Expect(os.RemoveAll(workDir)).To(Succeed())
-		}
-	}
+	suite.Stop("manager-a.log, manager-b.log, kubeconfig")
 })
-
-// suiteLedger creates a fresh schema on the test server and returns the
-// --ledger location that confines a manager to it. The manager has no
-// schema flag: search_path in the DSN (a run-time parameter pgx passes to
-// the server) does it, and the managers migrate the empty schema
-// themselves. The schema must exist first: the migrations create tables,
-// not the schema.
-func suiteLedger() string {
-	GinkgoHelper()
-	t := GinkgoTB()
-	dsn := pgtest.DSN(t)
-	schema := pgtest.NewSchema(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	conn, err := pgx.Connect(ctx, dsn)
-	Expect(err).NotTo(HaveOccurred())
-	defer conn.Close(ctx)
-	// NewSchema's names are lower-case identifiers: no quoting needed.
-	_, err = conn.Exec(ctx, "CREATE SCHEMA "+schema)
-	Expect(err).NotTo(HaveOccurred())
-
-	u, err := url.Parse(dsn)
-	Expect(err).NotTo(HaveOccurred(), "%s must be a postgres:// URL", pgtest.EnvDSN)
-	Expect(u.Scheme).To(Or(Equal("postgres"), Equal("postgresql")), "%s must be a postgres:// URL", pgtest.EnvDSN)
-	q := u.Query()
-	q.Set("search_path", schema)
-	u.RawQuery = q.Encode()
-	GinkgoWriter.Printf("ledger: PostgreSQL schema %s\n", schema)
-	return u.String()
-}
 
 // The receivers of the running spec, for the failure report.
 var specReceivers []*receiver
@@ -172,16 +107,16 @@ var _ = AfterEach(func() {
 	if !CurrentSpecReport().Failed() {
 		return
 	}
-	suiteFailed = true
+	suite.Failed = true
 	for _, r := range replicas {
 		if r.exited() {
 			AddReportEntry(r.name+" exited", fmt.Sprint(r.err))
 		}
 		AddReportEntry(r.name+" log (last 200 lines; full log in "+r.logPath+")", testenv.Tail(r.logPath, 200))
 	}
-	AddReportEntry("kubectl get hookkeeper -A -o yaml", kubectlOutput("get", "hookkeeper", "-A", "-o", "yaml"))
-	AddReportEntry("kubectl get lease "+leaseName, kubectlOutput("get", "lease", "-n", leaseNamespace, leaseName, "-o", "yaml"))
-	AddReportEntry("kubectl get events -A", kubectlOutput("get", "events", "-A"))
+	AddReportEntry("kubectl get hookkeeper -A -o yaml", suite.KubectlOutput("get", "hookkeeper", "-A", "-o", "yaml"))
+	AddReportEntry("kubectl get lease "+leaseName, suite.KubectlOutput("get", "lease", "-n", leaseNamespace, leaseName, "-o", "yaml"))
+	AddReportEntry("kubectl get events -A", suite.KubectlOutput("get", "events", "-A"))
 	for _, r := range specReceivers {
 		AddReportEntry("receiver "+r.name, r.String())
 	}

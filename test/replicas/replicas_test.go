@@ -38,7 +38,7 @@ var _ = Describe("Replicas on one PostgreSQL ledger", Ordered, func() {
 	)
 
 	BeforeAll(func() {
-		apply(namespaceYAML(ns))
+		suite.Apply(namespaceYAML(ns))
 		// Here, not in a spec: it must outlive the spec that creates the
 		// endpoint (a cleanup deferred in BeforeAll runs after the last
 		// spec of the container).
@@ -70,9 +70,9 @@ var _ = Describe("Replicas on one PostgreSQL ledger", Ordered, func() {
 	})
 
 	It("every replica delivers, each event once", func() {
-		apply(policyYAML(ns, "fast", "200ms", 3) + "---\n" +
+		suite.Apply(policyYAML(ns, "fast", "200ms", 3) + "---\n" +
 			endpointYAML(ns, "orders", orders.URL(), "[order.created]", "fast"))
-		kubectl("wait", "-n", ns, "webhookendpoint/orders", "--for=condition=Ready", "--timeout=30s")
+		suite.MustKubectl("wait", "-n", ns, "webhookendpoint/orders", "--for=condition=Ready", "--timeout=30s")
 
 		By("publishing 200 events through each replica's API, at once")
 		const perReplica = 200
@@ -129,7 +129,7 @@ var _ = Describe("Replicas on one PostgreSQL ledger", Ordered, func() {
 		}
 
 		By("the leader counting them on the endpoint's status")
-		kubectl("wait", "-n", ns, "webhookendpoint/orders", "--timeout=30s",
+		suite.MustKubectl("wait", "-n", ns, "webhookendpoint/orders", "--timeout=30s",
 			fmt.Sprintf("--for=jsonpath={.status.deliveries.delivered}=%d", ordersN))
 		Expect(endpointStatus(ns, "orders", `{.status.deliveries.pending} {.status.deliveries.inFlight}`)).To(Equal("0 0"))
 	})
@@ -137,9 +137,9 @@ var _ = Describe("Replicas on one PostgreSQL ledger", Ordered, func() {
 	It("shows an exhaustion reached on a non-leader on the endpoint's status", func() {
 		leader, follower := whoLeads()
 		payments := newReceiver("payments (always 500)", http.StatusInternalServerError)
-		apply(policyYAML(ns, "twice", "100ms", 2) + "---\n" +
+		suite.Apply(policyYAML(ns, "twice", "100ms", 2) + "---\n" +
 			endpointYAML(ns, "payments", payments.URL(), "[payment.failed]", "twice"))
-		kubectl("wait", "-n", ns, "webhookendpoint/payments", "--for=condition=Ready", "--timeout=30s")
+		suite.MustKubectl("wait", "-n", ns, "webhookendpoint/payments", "--for=condition=Ready", "--timeout=30s")
 
 		// Either engine may claim a delivery, whoever published it. Publish
 		// through the follower, one event at a time, until the follower's
@@ -173,8 +173,8 @@ var _ = Describe("Replicas on one PostgreSQL ledger", Ordered, func() {
 		AddReportEntry("events published until the follower exhausted one", len(ids))
 
 		By("the status catching up at the leader's next refresh")
-		kubectl("wait", "-n", ns, "webhookendpoint/payments", "--for=condition=DeliveriesExhausted", "--timeout=30s")
-		kubectl("wait", "-n", ns, "webhookendpoint/payments", "--timeout=30s",
+		suite.MustKubectl("wait", "-n", ns, "webhookendpoint/payments", "--for=condition=DeliveriesExhausted", "--timeout=30s")
+		suite.MustKubectl("wait", "-n", ns, "webhookendpoint/payments", "--timeout=30s",
 			fmt.Sprintf("--for=jsonpath={.status.deliveries.exhaustedUnresolved}=%d", len(ids)))
 		recent, err := endpointStatus(ns, "payments", `{range .status.recentExhausted[*]}{.eventID} {end}`)
 		Expect(err).NotTo(HaveOccurred())
@@ -219,8 +219,8 @@ var _ = Describe("Replicas on one PostgreSQL ledger", Ordered, func() {
 
 		By("the new leader reconciling a new endpoint")
 		invoices := newReceiver("invoices (always 204)", http.StatusNoContent)
-		apply(endpointYAML(ns, "invoices", invoices.URL(), "[invoice.created]", "fast"))
-		kubectl("wait", "-n", ns, "webhookendpoint/invoices", "--for=condition=Ready", "--timeout=30s")
+		suite.Apply(endpointYAML(ns, "invoices", invoices.URL(), "[invoice.created]", "fast"))
+		suite.MustKubectl("wait", "-n", ns, "webhookendpoint/invoices", "--for=condition=Ready", "--timeout=30s")
 
 		By("the survivor delivering what its API accepts, to the new endpoint and the first one")
 		const more = 20
@@ -244,9 +244,9 @@ var _ = Describe("Replicas on one PostgreSQL ledger", Ordered, func() {
 		}
 
 		By("the new leader refreshing the counters of both endpoints")
-		kubectl("wait", "-n", ns, "webhookendpoint/invoices", "--timeout=30s",
+		suite.MustKubectl("wait", "-n", ns, "webhookendpoint/invoices", "--timeout=30s",
 			fmt.Sprintf("--for=jsonpath={.status.deliveries.delivered}=%d", more))
-		kubectl("wait", "-n", ns, "webhookendpoint/orders", "--timeout=30s",
+		suite.MustKubectl("wait", "-n", ns, "webhookendpoint/orders", "--timeout=30s",
 			fmt.Sprintf("--for=jsonpath={.status.deliveries.delivered}=%d", ordersN))
 	})
 
@@ -268,13 +268,13 @@ var _ = Describe("Replicas on one PostgreSQL ledger", Ordered, func() {
 		By("publishing through it to a slow paused endpoint, unpausing it, and stopping the new replica while its attempts are in progress")
 		const n, maxInFlight = 300, 20
 		slow := newSlowReceiver("shipments (204 after 200ms)", http.StatusNoContent, 200*time.Millisecond)
-		apply(endpointYAML(ns, "shipments", slow.URL(), "[shipment.created]", "fast") +
+		suite.Apply(endpointYAML(ns, "shipments", slow.URL(), "[shipment.created]", "fast") +
 			fmt.Sprintf("  maxInFlight: %d\n  paused: true\n", maxInFlight))
-		kubectl("wait", "-n", ns, "webhookendpoint/shipments", "--for=condition=Ready", "--timeout=30s")
+		suite.MustKubectl("wait", "-n", ns, "webhookendpoint/shipments", "--for=condition=Ready", "--timeout=30s")
 		// Paused, the deliveries wait: a backlog for both engines.
 		ids, err := publishMany(joined, ns, "shipment", "shipment.created", "shipments", n)
 		Expect(err).NotTo(HaveOccurred())
-		kubectl("patch", "-n", ns, "webhookendpoint/shipments", "--type=merge", "-p", `{"spec":{"paused":false}}`)
+		suite.MustKubectl("patch", "-n", ns, "webhookendpoint/shipments", "--type=merge", "-p", `{"spec":{"paused":false}}`)
 		// Both engines work the backlog, maxInFlight at a time each: more
 		// than maxInFlight requests held by the receiver at once means
 		// that the replica about to stop has attempts in progress.
@@ -302,7 +302,7 @@ var _ = Describe("Replicas on one PostgreSQL ledger", Ordered, func() {
 		Expect(total).To(Equal(n))
 
 		By("the leader counting every delivery once on the status")
-		kubectl("wait", "-n", ns, "webhookendpoint/shipments", "--timeout=30s",
+		suite.MustKubectl("wait", "-n", ns, "webhookendpoint/shipments", "--timeout=30s",
 			fmt.Sprintf("--for=jsonpath={.status.deliveries.delivered}=%d", n))
 	})
 })
