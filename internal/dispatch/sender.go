@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/hookkeeper/hookkeeper/internal/signing"
+	"github.com/hookkeeper/hookkeeper/internal/tracing"
 	"github.com/hookkeeper/hookkeeper/internal/wire"
 )
 
@@ -146,6 +147,9 @@ func (s *Sender) send(ctx context.Context, req *Request) Result {
 	if req.DeliveryID != "" {
 		h[DeliveryIDHeader] = []string{req.DeliveryID}
 	}
+	// The attempt's span, when tracing is on: the receiver's spans join
+	// the publisher's trace (issue #46).
+	tracing.Inject(ctx, h)
 	if !req.ReplayUntil.IsZero() {
 		h[wire.ReplayUntilHeader] = []string{FormatReplayUntil(req.ReplayUntil)}
 	}

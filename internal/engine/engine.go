@@ -711,7 +711,9 @@ func (e *Engine) attempt(ctx context.Context, ep *ledger.Endpoint, creds *dispat
 	pol := c.Event.PolicyFor(&ep.Policy)
 	until, _ := replayUntil(pol, &c.Event, &c.Delivery, started)
 
-	res := e.opts.Sender.Send(ctx, dispatch.Request{
+	probe := e.isProbe(c.Delivery.ID)
+	sendCtx, span := startAttempt(ctx, ep, c, probe)
+	res := e.opts.Sender.Send(sendCtx, dispatch.Request{
 		URL:            ep.URL,
 		Headers:        ep.Headers,
 		EventID:        c.Event.ID,
@@ -725,8 +727,8 @@ func (e *Engine) attempt(ctx context.Context, ep *ledger.Endpoint, creds *dispat
 		Credentials:    creds,
 		ReplayUntil:    until,
 	})
-	probe := e.isProbe(c.Delivery.ID)
 	if ctx.Err() != nil {
+		span.End()
 		// Shutdown cut the attempt short (its grace ran out): it proves
 		// nothing, so it is not counted; the delivery is due again at once
 		// (a probe's lease expires in the breaker and another follows).
@@ -735,6 +737,7 @@ func (e *Engine) attempt(ctx context.Context, ep *ledger.Endpoint, creds *dispat
 	}
 	now := e.opts.Clock.Now()
 	out := decide(ep, pol, &c.Delivery, &res, started, now, e.opts.Rand)
+	endAttempt(span, &res, &out)
 	e.opts.Metrics.observeAttempt(res.Duration, out.next)
 	if !probe {
 		// Before the record: a delivery that a 410 or the last failure of

@@ -29,6 +29,7 @@ import (
 	"k8s.io/apiserver/pkg/authorization/authorizer"
 
 	"github.com/hookkeeper/hookkeeper/internal/publish"
+	"github.com/hookkeeper/hookkeeper/internal/tracing"
 )
 
 // Defaults of Config: the publish core's.
@@ -105,6 +106,9 @@ type route struct {
 	access  Access
 	nameVar string // path variable naming the object, if any
 	fn      handlerFunc
+	// span, when set, names the server span that covers the request,
+	// authentication included, continuing the caller's trace (tracing).
+	span string
 }
 
 // New validates cfg, fills its defaults and returns the Handler.
@@ -147,12 +151,12 @@ func New(cfg Config) (*Handler, error) {
 	listDeliveries := Access{Verb: VerbList, APIGroup: HistoryGroup, Resource: ResourceDeliveries}
 	getDelivery := Access{Verb: VerbGet, APIGroup: HistoryGroup, Resource: ResourceDeliveries}
 	routes := []route{
-		{http.MethodPost, ns + "/events", publishEvent, "", h.publish},
-		{http.MethodGet, ns + "/events/{id}", getEvent, "id", h.getEvent},
-		{http.MethodGet, ns + "/deliveries", listDeliveries, "", h.listDeliveries},
-		{http.MethodGet, ns + "/deliveries/{id}", getDelivery, "id", h.getDelivery},
+		{http.MethodPost, ns + "/events", publishEvent, "", h.publish, tracing.PublishSpan},
+		{http.MethodGet, ns + "/events/{id}", getEvent, "id", h.getEvent, ""},
+		{http.MethodGet, ns + "/deliveries", listDeliveries, "", h.listDeliveries, ""},
+		{http.MethodGet, ns + "/deliveries/{id}", getDelivery, "id", h.getDelivery, ""},
 		// Attempts are part of a delivery, as in the aggregated API's get.
-		{http.MethodGet, ns + "/deliveries/{id}/attempts", getDelivery, "id", h.listAttempts},
+		{http.MethodGet, ns + "/deliveries/{id}/attempts", getDelivery, "id", h.listAttempts, ""},
 	}
 	for _, rt := range routes {
 		h.mux.Handle(rt.method+" "+rt.path, h.serve(rt))
@@ -232,6 +236,12 @@ func (h *Handler) serve(rt route) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		ns := r.PathValue("namespace")
 		log := h.cfg.Log.WithValues("route", pattern, "namespace", ns)
+		if rt.span != "" && tracing.Enabled() {
+			ctx, span := tracing.StartServer(r.Context(), r.Header, rt.span, ns)
+			defer span.End()
+			r = r.WithContext(ctx)
+			w = &tracedWriter{ResponseWriter: w, span: span}
+		}
 
 		resp, ok, err := h.cfg.Auth.AuthenticateRequest(r)
 		switch {

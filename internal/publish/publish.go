@@ -21,8 +21,11 @@ import (
 	"strings"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/hookkeeper/hookkeeper/internal/ledger"
 	"github.com/hookkeeper/hookkeeper/internal/sensitive"
+	"github.com/hookkeeper/hookkeeper/internal/tracing"
 )
 
 // Defaults of Config.
@@ -248,6 +251,9 @@ func (c *Core) commit(ctx context.Context, ns, key string, b *canonicalBody) (le
 		Now:            now,
 		Decided:        ledger.FilterDecisions{},
 	}
+	// The publish span's context, stored once with the event: each
+	// attempt's span continues it (internal/tracing).
+	params.Trace.Parent, params.Trace.State = tracing.Carried(ctx)
 	if err := c.applyContract(ns, b, params, now); err != nil {
 		return ledger.EventInsertResult{}, err
 	}
@@ -270,6 +276,8 @@ func (c *Core) commit(ctx context.Context, ns, key string, b *canonicalBody) (le
 		if res.Err != nil {
 			return res, outcomeError(params, res.Err)
 		}
+		trace.SpanFromContext(ctx).SetAttributes(tracing.AttrEventID.String(res.Event.ID), tracing.AttrEventType.String(res.Event.Type),
+			tracing.AttrDuplicate.Bool(res.Duplicate), tracing.AttrDeliveries.Int(len(res.Deliveries)))
 		return res, nil
 	}
 }
