@@ -35,7 +35,12 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	hookkeeperv1alpha1 "github.com/hookkeeper/hookkeeper/api/v1alpha1"
-	"github.com/hookkeeper/hookkeeper/controllers"
+	"github.com/hookkeeper/hookkeeper/controllers/deliveryrecovery"
+	"github.com/hookkeeper/hookkeeper/controllers/eventtype"
+	"github.com/hookkeeper/hookkeeper/controllers/quota"
+	"github.com/hookkeeper/hookkeeper/controllers/retrypolicy"
+	"github.com/hookkeeper/hookkeeper/controllers/signingsecret"
+	"github.com/hookkeeper/hookkeeper/controllers/webhookendpoint"
 	"github.com/hookkeeper/hookkeeper/internal/destination"
 	"github.com/hookkeeper/hookkeeper/internal/dispatch"
 	"github.com/hookkeeper/hookkeeper/internal/engine"
@@ -175,9 +180,9 @@ func main() {
 	// Exhaustions and circuit-breaker changes reach the endpoints' status
 	// through channels the WebhookEndpoint controller watches; they outlive
 	// its incarnations, and drop (and count) what no controller takes.
-	exhausted := controllers.NewExhaustionEvents(1024)
-	breakers := controllers.NewBreakerEvents(1024)
-	overruns := controllers.NewFilterOverrunEvents(1024)
+	exhausted := webhookendpoint.NewExhaustionEvents(1024)
+	breakers := webhookendpoint.NewBreakerEvents(1024)
+	overruns := webhookendpoint.NewFilterOverrunEvents(1024)
 	eng, err := engine.New(engine.Options{
 		Store:       store,
 		Sender:      dispatch.NewGuardedSender(destinations),
@@ -222,7 +227,7 @@ func main() {
 	// a book the control plane's caches fill and the ledger keeps, so that
 	// a publish reads no API server and a process started during an outage
 	// knows the last contracts (docs/adr/0049).
-	contracts, err := controllers.NewEventTypeContracts(ctx, controllers.ContractsOptions{
+	contracts, err := eventtype.NewEventTypeContracts(ctx, eventtype.ContractsOptions{
 		Snapshots:       store,
 		WatchNamespaces: slices.Sorted(maps.Keys(cacheOpts.DefaultNamespaces)),
 		Log:             ctrl.Log.WithName("contracts"),
@@ -303,7 +308,7 @@ func main() {
 	runData("pprof", pprofSrv)
 
 	// The control plane: one manager after another (cmd/planes.go).
-	metrics := controllers.NewBreakerMetrics(ctrlmetrics.Registry)
+	metrics := webhookendpoint.NewBreakerMetrics(ctrlmetrics.Registry)
 	incarnation := func(ctx context.Context) error {
 		mgr, err := ctrl.NewManager(restConfig, ctrl.Options{
 			Scheme: scheme,
@@ -358,10 +363,10 @@ func main() {
 type controllerDeps struct {
 	store                                                      ledger.Store
 	eng                                                        *engine.Engine
-	exhausted                                                  *controllers.ExhaustionEvents
-	breakers                                                   *controllers.BreakerEvents
-	overruns                                                   *controllers.FilterOverrunEvents
-	metrics                                                    *controllers.BreakerMetrics
+	exhausted                                                  *webhookendpoint.ExhaustionEvents
+	breakers                                                   *webhookendpoint.BreakerEvents
+	overruns                                                   *webhookendpoint.FilterOverrunEvents
+	metrics                                                    *webhookendpoint.BreakerMetrics
 	destinations                                               *destination.Policy
 	policyResync, quotaRefresh, activityInterval, statusResync time.Duration
 	counterInterval                                            time.Duration
@@ -369,7 +374,7 @@ type controllerDeps struct {
 
 // setupControllers adds the controllers to one incarnation's manager.
 func setupControllers(mgr ctrl.Manager, d controllerDeps) error {
-	if err := (&controllers.RetryPolicyReconciler{
+	if err := (&retrypolicy.RetryPolicyReconciler{
 		Client:       mgr.GetClient(),
 		Recorder:     mgr.GetEventRecorder("hookkeeper-retrypolicy"),
 		Evidence:     d.store,
@@ -377,12 +382,12 @@ func setupControllers(mgr ctrl.Manager, d controllerDeps) error {
 	}).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("setting up the RetryPolicy controller: %w", err)
 	}
-	if err := (&controllers.WebhookEndpointReconciler{
+	if err := (&webhookendpoint.WebhookEndpointReconciler{
 		Client:               mgr.GetClient(),
 		APIReader:            mgr.GetAPIReader(),
 		Engine:               d.eng,
 		Recorder:             mgr.GetEventRecorder("hookkeeper-webhookendpoint"),
-		DefaultPolicy:        controllers.DefaultPolicy(),
+		DefaultPolicy:        retrypolicy.DefaultPolicy(),
 		Exhausted:            d.exhausted.Events(),
 		Breakers:             d.breakers.Events(),
 		FilterOverruns:       d.overruns.Events(),
@@ -396,26 +401,26 @@ func setupControllers(mgr ctrl.Manager, d controllerDeps) error {
 	}).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("setting up the WebhookEndpoint controller: %w", err)
 	}
-	if err := (&controllers.SigningSecretReconciler{
+	if err := (&signingsecret.SigningSecretReconciler{
 		Client:    mgr.GetClient(),
 		APIReader: mgr.GetAPIReader(),
 		Engine:    d.eng,
 	}).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("setting up the SigningSecret controller: %w", err)
 	}
-	if err := (&controllers.DeliveryRecoveryReconciler{
+	if err := (&deliveryrecovery.DeliveryRecoveryReconciler{
 		Client:   mgr.GetClient(),
 		Engine:   d.eng,
 		Recorder: mgr.GetEventRecorder("hookkeeper-deliveryrecovery"),
 	}).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("setting up the DeliveryRecovery controller: %w", err)
 	}
-	if err := (&controllers.WebhookEventTypeReconciler{Client: mgr.GetClient()}).SetupWithManager(mgr); err != nil {
+	if err := (&eventtype.WebhookEventTypeReconciler{Client: mgr.GetClient()}).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("setting up the WebhookEventType controller: %w", err)
 	}
 	// Namespace quotas are registered in the ledger, where every replica's
 	// publishes are checked against them.
-	if err := (&controllers.WebhookQuotaReconciler{Client: mgr.GetClient(), Ledger: d.store, RefreshPeriod: d.quotaRefresh}).SetupWithManager(mgr); err != nil {
+	if err := (&quota.WebhookQuotaReconciler{Client: mgr.GetClient(), Ledger: d.store, RefreshPeriod: d.quotaRefresh}).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("setting up the WebhookQuota controller: %w", err)
 	}
 	return nil

@@ -1,4 +1,4 @@
-package controllers
+package conditions
 
 import (
 	"context"
@@ -19,20 +19,20 @@ import (
 // re-validates the stored spec. So the refusal is also announced as a
 // Warning Event, which the API server always takes.
 
-// announceInvalidSpec emits the InvalidSpec Warning Event of an object whose
-// decoding left something out; undecodable is its Undecodable list. The
+// AnnounceInvalidSpec emits the InvalidSpec Warning Event of an object whose
+// decoding left something out; undecodable is its undecodable list. The
 // note names the fields and rules as the condition does, never the values.
-func announceInvalidSpec(rec events.EventRecorder, obj runtime.Object, undecodable []string) {
+func AnnounceInvalidSpec(rec events.EventRecorder, obj runtime.Object, undecodable []string) {
 	if rec == nil || len(undecodable) == 0 {
 		return
 	}
-	rec.Eventf(obj, nil, corev1.EventTypeWarning, hookv1.ReasonInvalidSpec, "Decode", "%s", undecodableMessage(undecodable))
+	rec.Eventf(obj, nil, corev1.EventTypeWarning, hookv1.ReasonInvalidSpec, "Decode", "%s", Undecodable(undecodable))
 }
 
-// statusRefusedForInvalidSpec reports whether a failed status write is the
+// RefusedForInvalidSpec reports whether a failed status write is the
 // API server refusing an object that does not decode: nothing a retry can
-// change, and already announced by announceInvalidSpec.
-func statusRefusedForInvalidSpec(ctx context.Context, writeErr, decodeErr error) bool {
+// change, and already announced by AnnounceInvalidSpec.
+func RefusedForInvalidSpec(ctx context.Context, writeErr, decodeErr error) bool {
 	if decodeErr == nil || !apierrors.IsInvalid(writeErr) {
 		return false
 	}

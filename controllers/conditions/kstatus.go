@@ -1,4 +1,4 @@
-package controllers
+package conditions
 
 import (
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -20,11 +20,11 @@ var transientReadyReasons = map[string]bool{
 	hookv1.ReasonNamespaceTerminating: true,
 }
 
-// stalledFromReady mirrors a Ready=False that needs a person (an invalid
+// StalledFromReady mirrors a Ready=False that needs a person (an invalid
 // spec, a missing or invalid reference, a forbidden destination) as
 // Stalled=True with the same reason and message; otherwise there is no
 // Stalled condition.
-func stalledFromReady(conds *[]metav1.Condition) {
+func StalledFromReady(conds *[]metav1.Condition) {
 	ready := meta.FindStatusCondition(*conds, hookv1.ConditionReady)
 	if ready == nil || ready.Status != metav1.ConditionFalse || transientReadyReasons[ready.Reason] {
 		meta.RemoveStatusCondition(conds, hookv1.ConditionStalled)
@@ -34,12 +34,12 @@ func stalledFromReady(conds *[]metav1.Condition) {
 		Reason: ready.Reason, Message: ready.Message, ObservedGeneration: ready.ObservedGeneration, LastTransitionTime: ready.LastTransitionTime})
 }
 
-// kstatusRecoveryConditions sets, for a DeliveryRecovery in state,
+// SetRecoveryKstatus sets, for a DeliveryRecovery in state,
 // Reconciling=True while it waits or runs and Stalled=True (the Failed
 // condition's reason and message) once it failed; neither once it
 // completed. A condition that stays keeps its lastTransitionTime, so that a
 // later reconcile of the same state writes the same status.
-func kstatusRecoveryConditions(conds *[]metav1.Condition, state hookv1.RecoveryState, generation int64, now metav1.Time) {
+func SetRecoveryKstatus(conds *[]metav1.Condition, state hookv1.RecoveryState, generation int64, now metav1.Time) {
 	var stalled, reconciling *metav1.Condition
 	switch state {
 	case hookv1.RecoveryFailed:

@@ -1,4 +1,4 @@
-package controllers
+package conditions
 
 import (
 	"errors"
@@ -14,12 +14,12 @@ import (
 // reaches them: it may carry a URL with credentials, a header value or the
 // API server's internals. Such errors are logged and the message says so.
 
-// maxConditionMessage bounds a message built here.
-const maxConditionMessage = 1024
+// MaxMessage bounds a message built here.
+const MaxMessage = 1024
 
-// internalErrorMessage stands in a condition for an error whose text is not
+// InternalErrorMessage stands in a condition for an error whose text is not
 // ours to show.
-const internalErrorMessage = "an unexpected error; the operator's log has the details"
+const InternalErrorMessage = "an unexpected error; the operator's log has the details"
 
 // specPaths maps the backoff package's field names onto RetryPolicy paths.
 var specPaths = map[string]string{
@@ -35,11 +35,11 @@ var specPaths = map[string]string{
 	"retryAfterCap":  "spec.retryAfterCap",
 }
 
-// conditionMessage renders the rule violations in err (backoff.FieldError,
+// Message renders the rule violations in err (backoff.FieldError,
 // possibly joined) as "path: rule" pairs on one bounded line, with the
 // fields named as in the RetryPolicy spec. Any other error is replaced by
-// internalErrorMessage: its text is not ours to show.
-func conditionMessage(err error) string {
+// InternalErrorMessage: its text is not ours to show.
+func Message(err error) string {
 	errs := []error{err}
 	if joined, ok := err.(interface{ Unwrap() []error }); ok {
 		errs = joined.Unwrap()
@@ -48,7 +48,7 @@ func conditionMessage(err error) string {
 	for _, e := range errs {
 		var fe *backoff.FieldError
 		if !errors.As(e, &fe) {
-			return internalErrorMessage
+			return InternalErrorMessage
 		}
 		name, index, _ := strings.Cut(fe.Field, "[")
 		path, ok := specPaths[name]
@@ -60,21 +60,21 @@ func conditionMessage(err error) string {
 		}
 		parts = append(parts, path+": "+fe.Detail)
 	}
-	return bound(strings.Join(parts, "; "))
+	return Bound(strings.Join(parts, "; "))
 }
 
-// undecodableMessage says which stored values the operator could not decode
+// Undecodable says which stored values the operator could not decode
 // (an object's Undecodable, "path: Go's error") and the rule each breaks.
 // It names the path and a rule chosen by the kind of Go error, never the
 // error's text, which quotes the stored value (a header value may be a
 // credential).
-func undecodableMessage(problems []string) string {
+func Undecodable(problems []string) string {
 	parts := make([]string, 0, len(problems))
 	for _, p := range problems {
 		path, goErr, _ := strings.Cut(p, ": ")
 		parts = append(parts, path+" "+undecodableRule(goErr))
 	}
-	return bound("the stored object has values the operator cannot decode, left out: " + strings.Join(parts, "; ") +
+	return Bound("the stored object has values the operator cannot decode, left out: " + strings.Join(parts, "; ") +
 		"; correct them (the API server refuses such values since the CRD schema rules them out)")
 }
 
@@ -95,5 +95,17 @@ func undecodableRule(goErr string) string {
 	}
 }
 
-// bound cuts a message to maxConditionMessage bytes at a character boundary.
-func bound(msg string) string { return truncate.String(msg, maxConditionMessage, "...") }
+// Bound cuts a message to MaxMessage bytes at a character boundary.
+func Bound(msg string) string { return truncate.String(msg, MaxMessage, "...") }
+
+// maxQuote is the most of a failure (an HTTP answer, a dial error) that
+// status and messages quote.
+const maxQuote = 256
+
+// Quote cuts a failure quoted in status or a message to maxQuote bytes at a
+// character boundary.
+func Quote(s string) string { return truncate.String(s, maxQuote, "...") }
+
+// Clip cuts s to n bytes at a character boundary, marking nothing: for
+// values status records to compare them later.
+func Clip(s string, n int) string { return truncate.String(s, n, "") }

@@ -1,4 +1,4 @@
-package controllers
+package conditions
 
 import (
 	"errors"
@@ -25,9 +25,9 @@ func TestConditionMessageShowsNoArbitraryErrorText(t *testing.T) {
 		err  error
 		want string
 	}{
-		{"a wrapped error from the API server", fmt.Errorf("reading Secret s: %w", errors.New("etcdserver: "+secretish)), internalErrorMessage},
-		{"a URL error carrying credentials", urlErr, internalErrorMessage},
-		{"a rule violation joined with an arbitrary error", errors.Join(&backoff.FieldError{Field: "factor", Detail: "must be greater than 1"}, errors.New(secretish)), internalErrorMessage},
+		{"a wrapped error from the API server", fmt.Errorf("reading Secret s: %w", errors.New("etcdserver: "+secretish)), InternalErrorMessage},
+		{"a URL error carrying credentials", urlErr, InternalErrorMessage},
+		{"a rule violation joined with an arbitrary error", errors.Join(&backoff.FieldError{Field: "factor", Detail: "must be greater than 1"}, errors.New(secretish)), InternalErrorMessage},
 		{"rule violations, named by their spec path", errors.Join(
 			&backoff.FieldError{Field: "factor", Detail: "must be greater than 1"},
 			&backoff.FieldError{Field: "schedule[2]", Detail: "must be positive"}),
@@ -35,7 +35,7 @@ func TestConditionMessageShowsNoArbitraryErrorText(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got := conditionMessage(tt.err)
+			got := Message(tt.err)
 			if strings.Contains(got, secretish) {
 				t.Fatalf("message %q carries the error's secret", got)
 			}
@@ -62,7 +62,7 @@ func TestUndecodableMessageNamesFieldAndRule(t *testing.T) {
 	}
 	var all []string
 	for _, tt := range tests {
-		got := undecodableMessage([]string{tt.problem})
+		got := Undecodable([]string{tt.problem})
 		if strings.Contains(got, secretish) {
 			t.Errorf("message %q echoes the stored value", got)
 		}
@@ -71,7 +71,7 @@ func TestUndecodableMessageNamesFieldAndRule(t *testing.T) {
 		}
 		all = append(all, tt.problem)
 	}
-	got := undecodableMessage(all)
+	got := Undecodable(all)
 	if strings.Contains(got, secretish) {
 		t.Errorf("message %q echoes a stored value", got)
 	}

@@ -1,4 +1,4 @@
-package controllers
+package conditions
 
 import (
 	"context"
@@ -38,7 +38,7 @@ func TestRequeueOnConflict(t *testing.T) {
 		{"any other error is returned", ctrl.Result{}, other, ctrl.Result{}, other},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			res, err := requeueOnConflict(context.Background(), tt.res, tt.err)
+			res, err := RequeueOnConflict(context.Background(), tt.res, tt.err)
 			if res != tt.wantRes || !errors.Is(err, tt.wantErr) || (tt.wantErr == nil && err != nil) {
 				t.Errorf("requeueOnConflict = %+v, %v; want %+v, %v", res, err, tt.wantRes, tt.wantErr)
 			}

@@ -1,4 +1,4 @@
-package controllers
+package deliveryrecovery
 
 import (
 	"context"
@@ -19,6 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	hookv1 "github.com/hookkeeper/hookkeeper/api/v1alpha1"
+	"github.com/hookkeeper/hookkeeper/controllers/conditions"
 	"github.com/hookkeeper/hookkeeper/internal/ledger"
 )
 
@@ -82,7 +83,7 @@ func (r *DeliveryRecoveryReconciler) now() time.Time {
 // Reconcile starts, applies, follows and finally cleans up a recovery.
 func (r *DeliveryRecoveryReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	res, err := r.reconcile(ctx, req)
-	return requeueOnConflict(ctx, res, err)
+	return conditions.RequeueOnConflict(ctx, res, err)
 }
 
 // reconcile gathers and decides the status (a refusal when the spec did
@@ -98,7 +99,7 @@ func (r *DeliveryRecoveryReconciler) reconcile(ctx context.Context, req ctrl.Req
 	undecodable := len(rec.Undecodable) > 0
 	switch {
 	case undecodable:
-		announceInvalidSpec(r.Recorder, &rec, rec.Undecodable)
+		conditions.AnnounceInvalidSpec(r.Recorder, &rec, rec.Undecodable)
 		rec.Status = undecodableRecoveryStatus(&rec, now)
 	case finished(&rec):
 	default:
@@ -108,8 +109,8 @@ func (r *DeliveryRecoveryReconciler) reconcile(ctx context.Context, req ctrl.Req
 		}
 		rec.Status = recoveryStatus(&rec, progress, now)
 	}
-	if err := updateStatus(ctx, r.Client, before, &rec, func(d *hookv1.DeliveryRecovery) any { return d.Status }); err != nil {
-		if apierrors.IsNotFound(err) || statusRefusedForInvalidSpec(ctx, err, rec.DecodeError()) {
+	if err := conditions.UpdateStatus(ctx, r.Client, before, &rec, func(d *hookv1.DeliveryRecovery) any { return d.Status }); err != nil {
+		if apierrors.IsNotFound(err) || conditions.RefusedForInvalidSpec(ctx, err, rec.DecodeError()) {
 			return ctrl.Result{}, nil
 		}
 		return ctrl.Result{}, err

@@ -1,4 +1,4 @@
-package controllers
+package deliveryrecovery
 
 import (
 	"crypto/sha256"
@@ -12,6 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	hookv1 "github.com/hookkeeper/hookkeeper/api/v1alpha1"
+	"github.com/hookkeeper/hookkeeper/controllers/conditions"
 	"github.com/hookkeeper/hookkeeper/internal/ledger"
 )
 
@@ -92,14 +93,14 @@ func recoverySpecHash(spec *hookv1.DeliveryRecoverySpec) (string, error) {
 	return "sha256:" + hex.EncodeToString(sum[:]), nil
 }
 
-// autoAction decides what Auto does for one exhausted delivery: retry
+// AutoAction decides what Auto does for one exhausted delivery: retry
 // while the same event can still be replayed (its secrets and payload
 // present, within the replay window), reissue otherwise.
 //
 // The event's type may say more (ledger.ExhaustedDelivery.AutoAction): a
 // ReissueOnly or Never type, or an event past its validUntil, is never
 // retried, and a type's own policy brings its replay window.
-func autoAction(ed *ledger.ExhaustedDelivery, replayWindow time.Duration, now time.Time) ledger.RecoveryAction {
+func AutoAction(ed *ledger.ExhaustedDelivery, replayWindow time.Duration, now time.Time) ledger.RecoveryAction {
 	return ed.AutoAction(replayWindow, now)
 }
 
@@ -113,7 +114,7 @@ func modeAction(mode hookv1.RecoveryMode, ed *ledger.ExhaustedDelivery, replayWi
 	case hookv1.RecoveryModeDismiss:
 		return ledger.RecoveryDismiss
 	default:
-		return autoAction(ed, replayWindow, now)
+		return AutoAction(ed, replayWindow, now)
 	}
 }
 
@@ -187,7 +188,7 @@ func budgetWait(f *budgetFacts, waiting int, now time.Time) (message string, ok 
 	message = fmt.Sprintf("%d re-sends wait for the endpoint's retry budget (%d retries per minute plus %d%% of the minute's first attempts, "+
 		"spec.retryBudget of its RetryPolicy), which re-sends draw on like retries: it deferred %d retries and re-sends since %s, the last at %s; "+
 		"they go out as later minutes allow, none is dropped",
-		waiting, b.MinPerMinute, b.RatioPercent, d.Count, formatTime(d.First), formatTime(d.Last))
+		waiting, b.MinPerMinute, b.RatioPercent, d.Count, conditions.FormatTime(d.First), conditions.FormatTime(d.Last))
 	if b.MinPerMinute == 0 {
 		message += "; with minRetriesPerMinute 0 nothing is re-sent in a minute without first attempts"
 	}
@@ -235,7 +236,7 @@ func recoveryStatus(rec *hookv1.DeliveryRecovery, p *recoveryProgress, now time.
 func undecodableRecoveryStatus(rec *hookv1.DeliveryRecovery, now time.Time) hookv1.DeliveryRecoveryStatus {
 	st := *rec.Status.DeepCopy()
 	st.ObservedGeneration = rec.Generation
-	setRecoveryConditions(&st, rec.Generation, hookv1.RecoveryFailed, hookv1.ReasonInvalidSpec, undecodableMessage(rec.Undecodable), now)
+	setRecoveryConditions(&st, rec.Generation, hookv1.RecoveryFailed, hookv1.ReasonInvalidSpec, conditions.Undecodable(rec.Undecodable), now)
 	return st
 }
 
@@ -314,7 +315,7 @@ func setRecoveryConditions(st *hookv1.DeliveryRecoveryStatus, generation int64, 
 		cond(hookv1.ConditionComplete, metav1.ConditionFalse, reason, message)
 		cond(hookv1.ConditionFailed, metav1.ConditionFalse, hookv1.ReasonNotFailed, notFailed)
 	}
-	kstatusRecoveryConditions(&st.Conditions, state, generation, metav1.NewTime(now))
+	conditions.SetRecoveryKstatus(&st.Conditions, state, generation, metav1.NewTime(now))
 	if (state == hookv1.RecoveryComplete || state == hookv1.RecoveryFailed) && st.CompletionTime == nil {
 		t := metav1.NewTime(now)
 		st.CompletionTime = &t

@@ -1,4 +1,4 @@
-package controllers
+package deliveryrecovery
 
 import (
 	"encoding/json"
@@ -28,7 +28,7 @@ func TestAutoAction(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if got := autoAction(&tt.ed, 72*time.Hour, now); got != tt.want {
+			if got := AutoAction(&tt.ed, 72*time.Hour, now); got != tt.want {
 				t.Errorf("autoAction = %s, want %s", got, tt.want)
 			}
 			if got := modeAction(hookv1.RecoveryModeDismiss, &tt.ed, 72*time.Hour, now); got != ledger.RecoveryDismiss {
@@ -449,5 +449,36 @@ func TestBudgetWait(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+func TestKstatusRecoveryConditions(t *testing.T) {
+	now := time.Unix(1000, 0)
+	for _, c := range []struct {
+		state                   hookv1.RecoveryState
+		reconciling, stalled    bool
+		wantReason, wantMessage string
+	}{
+		{hookv1.RecoveryWaiting, true, false, hookv1.ReasonWaitingForEndpoint, "waiting"},
+		{hookv1.RecoveryRunning, true, false, hookv1.ReasonRunning, "running"},
+		{hookv1.RecoveryComplete, false, false, hookv1.ReasonAllItemsSettled, "settled"},
+		{hookv1.RecoveryFailed, false, true, hookv1.ReasonSpecConflict, "conflict"},
+	} {
+		st := &hookv1.DeliveryRecoveryStatus{}
+		// Failed first: a Stalled or Reconciling left behind must go.
+		setRecoveryConditions(st, 2, hookv1.RecoveryFailed, hookv1.ReasonSpecConflict, "before", now)
+		setRecoveryConditions(st, 2, hookv1.RecoveryRunning, hookv1.ReasonRunning, "before", now)
+		setRecoveryConditions(st, 2, c.state, c.wantReason, c.wantMessage, now)
+		r := meta.FindStatusCondition(st.Conditions, hookv1.ConditionReconciling)
+		s := meta.FindStatusCondition(st.Conditions, hookv1.ConditionStalled)
+		if (r != nil) != c.reconciling || (s != nil) != c.stalled {
+			t.Errorf("%s: Reconciling %+v, Stalled %+v; want Reconciling %v, Stalled %v", c.state, r, s, c.reconciling, c.stalled)
+			continue
+		}
+		for _, got := range []*metav1.Condition{r, s} {
+			if got != nil && (got.Status != metav1.ConditionTrue || got.Reason != c.wantReason || got.Message != c.wantMessage) {
+				t.Errorf("%s: %+v, want True %s %q", c.state, got, c.wantReason, c.wantMessage)
+			}
+		}
 	}
 }

@@ -1,4 +1,4 @@
-package controllers
+package eventtype
 
 import (
 	"bytes"
@@ -21,6 +21,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	hookv1 "github.com/hookkeeper/hookkeeper/api/v1alpha1"
+	"github.com/hookkeeper/hookkeeper/controllers/index"
+	"github.com/hookkeeper/hookkeeper/controllers/retrypolicy"
 	"github.com/hookkeeper/hookkeeper/internal/catalog"
 	"github.com/hookkeeper/hookkeeper/internal/ledger"
 	"github.com/hookkeeper/hookkeeper/internal/publish"
@@ -635,7 +637,7 @@ func (c *EventTypeContracts) Contract(namespace, typ string) (*publish.Contract,
 		}
 	}
 	if ref := et.Spec.RetryPolicyRef; ref != nil {
-		p, pr, err := namedPolicy(context.Background(), onePolicy{policy}, namespace, ref.Name)
+		p, pr, err := retrypolicy.Named(context.Background(), onePolicy{policy}, namespace, ref.Name)
 		if err != nil {
 			return nil, strict, fmt.Errorf("reading RetryPolicy %s: %w", ref.Name, err)
 		}
@@ -649,7 +651,7 @@ func (c *EventTypeContracts) Contract(namespace, typ string) (*publish.Contract,
 }
 
 // onePolicy reads one RetryPolicy of the book (nil: not found) as
-// namedPolicy reads the cache.
+// retrypolicy.Named reads the cache.
 type onePolicy struct{ rp *hookv1.RetryPolicy }
 
 func (o onePolicy) Get(_ context.Context, key client.ObjectKey, obj client.Object, _ ...client.GetOption) error {
@@ -708,19 +710,8 @@ func olderThan(a, b *hookv1.WebhookEventType) bool {
 }
 
 func indexEventTypes(mgr ctrl.Manager) error {
-	indexMu.Lock()
-	defer indexMu.Unlock()
-	key := indexKey{indexer: mgr.GetFieldIndexer(), field: eventTypeIndex}
-	if indexed[key] {
-		return nil
-	}
-	err := mgr.GetFieldIndexer().IndexField(context.Background(), &hookv1.WebhookEventType{}, eventTypeIndex,
+	return index.Once(mgr, &hookv1.WebhookEventType{}, eventTypeIndex,
 		func(o client.Object) []string { return []string{o.(*hookv1.WebhookEventType).Spec.Type} })
-	if err != nil {
-		return fmt.Errorf("indexing WebhookEventTypes by %s: %w", eventTypeIndex, err)
-	}
-	indexed[key] = true
-	return nil
 }
 
 // holderOf is the WebhookEventType of namespace that holds typ: the

@@ -1,4 +1,4 @@
-package controllers
+package eventtype
 
 import (
 	"context"
@@ -17,6 +17,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	hookv1 "github.com/hookkeeper/hookkeeper/api/v1alpha1"
+	"github.com/hookkeeper/hookkeeper/controllers/conditions"
+	"github.com/hookkeeper/hookkeeper/controllers/retrypolicy"
 	"github.com/hookkeeper/hookkeeper/internal/catalog"
 	"github.com/hookkeeper/hookkeeper/internal/eventtype"
 )
@@ -38,7 +40,7 @@ type WebhookEventTypeReconciler struct {
 // Reconcile gathers the type, the types that name the same type, its
 // policy and the endpoints of the namespace, and writes the status.
 func (r *WebhookEventTypeReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
-	return requeueOnConflict(ctx, ctrl.Result{}, r.reconcile(ctx, req))
+	return conditions.RequeueOnConflict(ctx, ctrl.Result{}, r.reconcile(ctx, req))
 }
 
 func (r *WebhookEventTypeReconciler) reconcile(ctx context.Context, req ctrl.Request) error {
@@ -59,7 +61,7 @@ func (r *WebhookEventTypeReconciler) reconcile(ctx context.Context, req ctrl.Req
 		facts.HasSchema = true
 	}
 	if ref := et.Spec.RetryPolicyRef; ref != nil {
-		if _, facts.PolicyProblem, err = namedPolicy(ctx, r.Client, et.Namespace, ref.Name); err != nil {
+		if _, facts.PolicyProblem, err = retrypolicy.Named(ctx, r.Client, et.Namespace, ref.Name); err != nil {
 			return fmt.Errorf("reading RetryPolicy %s: %w", ref.Name, err)
 		}
 	}
@@ -78,7 +80,7 @@ func (r *WebhookEventTypeReconciler) reconcile(ctx context.Context, req ctrl.Req
 	}
 	before := et.DeepCopy()
 	et.Status = eventTypeStatus(&et, facts, r.now())
-	if err := updateStatus(ctx, r.Client, before, &et, func(e *hookv1.WebhookEventType) any { return e.Status }); err != nil {
+	if err := conditions.UpdateStatus(ctx, r.Client, before, &et, func(e *hookv1.WebhookEventType) any { return e.Status }); err != nil {
 		if apierrors.IsNotFound(err) {
 			return nil
 		}
@@ -102,7 +104,7 @@ type eventTypeFacts struct {
 	HeldBy        string
 	HasSchema     bool
 	SchemaErr     error
-	PolicyProblem *problem
+	PolicyProblem *conditions.Problem
 	Endpoints     int32
 }
 
@@ -157,7 +159,7 @@ func (r *WebhookEventTypeReconciler) SetupWithManager(mgr ctrl.Manager) error {
 			builder.WithPredicates(predicate.Funcs{UpdateFunc: func(event.UpdateEvent) bool { return false }})).
 		Watches(&hookv1.WebhookEndpoint{}, handler.EnqueueRequestsFromMapFunc(r.typesOfNamespace)).
 		Watches(&hookv1.RetryPolicy{}, handler.EnqueueRequestsFromMapFunc(r.typesOfNamespace),
-			builder.WithPredicates(policyReadinessChanged())).
+			builder.WithPredicates(retrypolicy.ReadinessChanged())).
 		Complete(r)
 }
 

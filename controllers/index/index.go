@@ -1,4 +1,6 @@
-package controllers
+// Package index holds the field indexes the controllers share: the
+// WebhookEndpoints by what they reference, registered once per cache.
+package index
 
 import (
 	"context"
@@ -9,6 +11,9 @@ import (
 
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	hookv1 "github.com/hookkeeper/hookkeeper/api/v1alpha1"
 )
@@ -16,40 +21,40 @@ import (
 // Field indexes on WebhookEndpoints, shared by the controllers that look
 // endpoints up by what they reference.
 const (
-	// retryPolicyRefIndex indexes WebhookEndpoints by the RetryPolicy they
+	// RetryPolicyRef indexes WebhookEndpoints by the RetryPolicy they
 	// name.
-	retryPolicyRefIndex = "spec.retryPolicyRef.name"
-	// signingSecretRefIndex indexes WebhookEndpoints by the Secret named in
+	RetryPolicyRef = "spec.retryPolicyRef.name"
+	// SigningSecretRef indexes WebhookEndpoints by the Secret named in
 	// spec.signingSecretRef.
-	signingSecretRefIndex = "spec.signingSecretRef.name"
-	// credentialSecretIndex indexes WebhookEndpoints by every Secret their
+	SigningSecretRef = "spec.signingSecretRef.name"
+	// CredentialSecret indexes WebhookEndpoints by every Secret their
 	// headers, auth and tls read (endpoint_credentials.go).
-	credentialSecretIndex = "spec.credentials.secrets"
-	// caConfigMapIndex indexes WebhookEndpoints by the ConfigMap holding
+	CredentialSecret = "spec.credentials.secrets"
+	// CAConfigMap indexes WebhookEndpoints by the ConfigMap holding
 	// their CA bundle.
-	caConfigMapIndex = "spec.tls.caBundle.configMapKeyRef.name"
+	CAConfigMap = "spec.tls.caBundle.configMapKeyRef.name"
 )
 
 // endpointIndexes are the extractors of the indexes above.
 var endpointIndexes = map[string]client.IndexerFunc{
-	retryPolicyRefIndex: func(o client.Object) []string {
+	RetryPolicyRef: func(o client.Object) []string {
 		ep := o.(*hookv1.WebhookEndpoint)
 		if ep.Spec.RetryPolicyRef == nil {
 			return nil
 		}
 		return []string{ep.Spec.RetryPolicyRef.Name}
 	},
-	signingSecretRefIndex: func(o client.Object) []string {
+	SigningSecretRef: func(o client.Object) []string {
 		ep := o.(*hookv1.WebhookEndpoint)
 		if ep.Spec.SigningSecretRef == nil {
 			return nil
 		}
 		return []string{ep.Spec.SigningSecretRef.Name}
 	},
-	credentialSecretIndex: func(o client.Object) []string {
-		return credentialSecrets(&o.(*hookv1.WebhookEndpoint).Spec)
+	CredentialSecret: func(o client.Object) []string {
+		return CredentialSecrets(&o.(*hookv1.WebhookEndpoint).Spec)
 	},
-	caConfigMapIndex: func(o client.Object) []string {
+	CAConfigMap: func(o client.Object) []string {
 		if t := o.(*hookv1.WebhookEndpoint).Spec.TLS; t != nil && t.CABundle != nil && t.CABundle.ConfigMapKeyRef != nil {
 			return []string{t.CABundle.ConfigMapKeyRef.Name}
 		}
@@ -57,9 +62,9 @@ var endpointIndexes = map[string]client.IndexerFunc{
 	},
 }
 
-// credentialSecrets are the names of the Secrets spec reads credentials
+// CredentialSecrets are the names of the Secrets spec reads credentials
 // from, each once.
-func credentialSecrets(spec *hookv1.WebhookEndpointSpec) []string {
+func CredentialSecrets(spec *hookv1.WebhookEndpointSpec) []string {
 	var names []string
 	add := func(n string) {
 		if !slices.Contains(names, n) {
@@ -94,37 +99,68 @@ func credentialSecrets(spec *hookv1.WebhookEndpointSpec) []string {
 }
 
 var (
-	indexMu sync.Mutex
+	mu sync.Mutex
 	// indexed remembers which indexer got which index: an informer refuses
 	// an index registered twice, and several controllers need the same one.
-	indexed = map[indexKey]bool{}
+	indexed = map[key]bool{}
 )
 
-type indexKey struct {
+type key struct {
 	indexer any
 	field   string
 }
 
-// indexEndpoints registers the named WebhookEndpoint indexes with the
-// manager's cache, each once per cache however many controllers ask.
-func indexEndpoints(mgr ctrl.Manager, fields ...string) error {
+// Endpoints registers the named WebhookEndpoint indexes with the manager's
+// cache, each once per cache however many controllers ask.
+func Endpoints(mgr ctrl.Manager, fields ...string) error {
+	for _, field := range fields {
+		if err := Once(mgr, &hookv1.WebhookEndpoint{}, field, endpointIndexes[field]); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Once registers the field index of obj's kind with the manager's cache,
+// once per cache however many controllers ask.
+func Once(mgr ctrl.Manager, obj client.Object, field string, extract client.IndexerFunc) error {
 	indexer := mgr.GetFieldIndexer()
 	// Remembering needs a comparable indexer (the manager's cache is a
 	// pointer); any other is simply asked every time.
 	remember := reflect.TypeOf(indexer).Comparable()
-	indexMu.Lock()
-	defer indexMu.Unlock()
-	for _, field := range fields {
-		key := indexKey{indexer: indexer, field: field}
-		if remember && indexed[key] {
-			continue
-		}
-		if err := indexer.IndexField(context.Background(), &hookv1.WebhookEndpoint{}, field, endpointIndexes[field]); err != nil {
-			return fmt.Errorf("indexing WebhookEndpoints by %s: %w", field, err)
-		}
-		if remember {
-			indexed[key] = true
-		}
+	mu.Lock()
+	defer mu.Unlock()
+	k := key{indexer: indexer, field: fmt.Sprintf("%T/%s", obj, field)}
+	if remember && indexed[k] {
+		return nil
+	}
+	if err := indexer.IndexField(context.Background(), obj, field, extract); err != nil {
+		return fmt.Errorf("indexing %T by %s: %w", obj, field, err)
+	}
+	if remember {
+		indexed[k] = true
 	}
 	return nil
+}
+
+// EndpointsReferencing maps an object to the endpoints of its namespace
+// that name it, through the field indexes.
+func EndpointsReferencing(c client.Reader, indexes ...string) handler.MapFunc {
+	return func(ctx context.Context, o client.Object) []reconcile.Request {
+		var reqs []reconcile.Request
+		for _, index := range indexes {
+			var eps hookv1.WebhookEndpointList
+			if err := c.List(ctx, &eps, client.InNamespace(o.GetNamespace()), client.MatchingFields{index: o.GetName()}); err != nil {
+				log.FromContext(ctx).Error(err, "listing the endpoints that reference an object", "index", index, "name", o.GetName())
+				continue
+			}
+			for i := range eps.Items {
+				req := reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&eps.Items[i])}
+				if !slices.Contains(reqs, req) {
+					reqs = append(reqs, req)
+				}
+			}
+		}
+		return reqs
+	}
 }

@@ -1,4 +1,4 @@
-package controllers
+package quota
 
 import (
 	"context"
@@ -18,6 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 
 	hookv1 "github.com/hookkeeper/hookkeeper/api/v1alpha1"
+	"github.com/hookkeeper/hookkeeper/controllers/conditions"
 	"github.com/hookkeeper/hookkeeper/internal/ledger"
 )
 
@@ -55,7 +56,7 @@ type WebhookQuotaReconciler struct {
 // Reconcile registers the quota's hard limits and writes its status.
 func (r *WebhookQuotaReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	res, err := r.reconcile(ctx, req)
-	return requeueOnConflict(ctx, res, err)
+	return conditions.RequeueOnConflict(ctx, res, err)
 }
 
 func (r *WebhookQuotaReconciler) reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
@@ -96,7 +97,7 @@ func (r *WebhookQuotaReconciler) reconcile(ctx context.Context, req ctrl.Request
 }
 
 func (r *WebhookQuotaReconciler) writeStatus(ctx context.Context, before, q *hookv1.WebhookQuota) error {
-	err := updateStatus(ctx, r.Client, before, q, func(q *hookv1.WebhookQuota) any { return q.Status })
+	err := conditions.UpdateStatus(ctx, r.Client, before, q, func(q *hookv1.WebhookQuota) any { return q.Status })
 	if apierrors.IsNotFound(err) {
 		return nil
 	}

@@ -1,4 +1,4 @@
-package controllers
+package retrypolicy
 
 import (
 	"context"
@@ -18,6 +18,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	hookv1 "github.com/hookkeeper/hookkeeper/api/v1alpha1"
+	"github.com/hookkeeper/hookkeeper/controllers/conditions"
+	"github.com/hookkeeper/hookkeeper/controllers/index"
 	"github.com/hookkeeper/hookkeeper/internal/ledger"
 )
 
@@ -51,7 +53,7 @@ func (r *RetryPolicyReconciler) now() time.Time {
 // status with retryPolicyStatus, and patches it.
 func (r *RetryPolicyReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	res, err := r.reconcile(ctx, req)
-	return requeueOnConflict(ctx, res, err)
+	return conditions.RequeueOnConflict(ctx, res, err)
 }
 
 func (r *RetryPolicyReconciler) reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
@@ -62,19 +64,19 @@ func (r *RetryPolicyReconciler) reconcile(ctx context.Context, req ctrl.Request)
 
 	var endpoints hookv1.WebhookEndpointList
 	if err := r.List(ctx, &endpoints, client.InNamespace(policy.Namespace),
-		client.MatchingFields{retryPolicyRefIndex: policy.Name}); err != nil {
+		client.MatchingFields{index.RetryPolicyRef: policy.Name}); err != nil {
 		return ctrl.Result{}, fmt.Errorf("listing endpoints that use RetryPolicy %s: %w", req.NamespacedName, err)
 	}
 
-	announceInvalidSpec(r.Recorder, &policy, policy.Undecodable)
+	conditions.AnnounceInvalidSpec(r.Recorder, &policy, policy.Undecodable)
 	before := policy.DeepCopy()
 	now := r.now()
 	policy.Status = retryPolicyStatus(&policy, int32(len(endpoints.Items)), now)
 	if err := r.setPolicyEvidence(ctx, &policy, now); err != nil {
 		return ctrl.Result{}, err
 	}
-	if err := updateStatus(ctx, r.Client, before, &policy, func(p *hookv1.RetryPolicy) any { return p.Status }); err != nil {
-		if apierrors.IsNotFound(err) || statusRefusedForInvalidSpec(ctx, err, policy.DecodeError()) {
+	if err := conditions.UpdateStatus(ctx, r.Client, before, &policy, func(p *hookv1.RetryPolicy) any { return p.Status }); err != nil {
+		if apierrors.IsNotFound(err) || conditions.RefusedForInvalidSpec(ctx, err, policy.DecodeError()) {
 			return ctrl.Result{}, nil
 		}
 		return ctrl.Result{}, err
@@ -87,7 +89,7 @@ func (r *RetryPolicyReconciler) reconcile(ctx context.Context, req ctrl.Request)
 // (status writes do not requeue it) and when an endpoint starts or stops
 // using a policy.
 func (r *RetryPolicyReconciler) SetupWithManager(mgr ctrl.Manager) error {
-	if err := indexEndpoints(mgr, retryPolicyRefIndex); err != nil {
+	if err := index.Endpoints(mgr, index.RetryPolicyRef); err != nil {
 		return err
 	}
 	return ctrl.NewControllerManagedBy(mgr).

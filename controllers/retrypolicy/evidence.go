@@ -1,4 +1,4 @@
-package controllers
+package retrypolicy
 
 import (
 	"context"
@@ -18,15 +18,15 @@ import (
 // Outcome evidence on RetryPolicy and WebhookEndpoint status: gather the
 // buckets of the last 7 days from the ledger, summarize them with package
 // evidence, and set status.evidence (and, on a policy, HorizonFit). Status
-// is written only when a count or the advice changed (updateStatus), so the
+// is written only when a count or the advice changed (conditions.UpdateStatus), so the
 // resync that refreshes it writes nothing on a quiet day.
 
-// defaultEvidenceResync is how often a RetryPolicy's evidence is refreshed
+// DefaultEvidenceResync is how often a RetryPolicy's evidence is refreshed
 // when the controller has an evidence source.
-const defaultEvidenceResync = time.Minute
+const DefaultEvidenceResync = time.Minute
 
-// readEvidence lists the buckets of the 7-day window ending at now.
-func readEvidence(ctx context.Context, src ledger.Evidence, p ledger.OutcomeListParams, now time.Time) ([]ledger.OutcomeBucket, error) {
+// ReadEvidence lists the buckets of the 7-day window ending at now.
+func ReadEvidence(ctx context.Context, src ledger.Evidence, p ledger.OutcomeListParams, now time.Time) ([]ledger.OutcomeBucket, error) {
 	p.Since = evidence.WindowStart(now, evidence.Week)
 	b, err := src.OutcomeList(ctx, &p)
 	if err != nil {
@@ -35,9 +35,9 @@ func readEvidence(ctx context.Context, src ledger.Evidence, p ledger.OutcomeList
 	return b, nil
 }
 
-// deliveryEvidence is the status.evidence of buckets at now; nil when
+// DeliveryEvidence is the status.evidence of buckets at now; nil when
 // nothing settled in 7 days, so that an idle object shows no evidence.
-func deliveryEvidence(buckets []ledger.OutcomeBucket, now time.Time) *hookv1.DeliveryEvidence {
+func DeliveryEvidence(buckets []ledger.OutcomeBucket, now time.Time) *hookv1.DeliveryEvidence {
 	week := evidence.Summarize(buckets, evidence.Window(now, evidence.Week))
 	if week.Settled == 0 {
 		return nil
@@ -137,15 +137,15 @@ func (r *RetryPolicyReconciler) setPolicyEvidence(ctx context.Context, policy *h
 	if r.Evidence == nil {
 		return nil
 	}
-	buckets, err := readEvidence(ctx, r.Evidence, ledger.OutcomeListParams{Namespace: policy.Namespace, PolicyName: policy.Name}, now)
+	buckets, err := ReadEvidence(ctx, r.Evidence, ledger.OutcomeListParams{Namespace: policy.Namespace, PolicyName: policy.Name}, now)
 	if err != nil {
 		return err
 	}
-	policy.Status.Evidence = deliveryEvidence(buckets, now)
+	policy.Status.Evidence = DeliveryEvidence(buckets, now)
 	var horizon time.Duration // unknown for an invalid policy
 	if policy.DecodeError() == nil {
-		if p, err := backoffPolicy(&policy.Spec); err == nil {
-			horizon = p.Plan(scheduleEntries).WorstCase
+		if p, err := Backoff(&policy.Spec); err == nil {
+			horizon = p.Plan(ScheduleEntries).WorstCase
 		}
 	}
 	maxAttempts := 0
@@ -164,14 +164,12 @@ func (r *RetryPolicyReconciler) evidenceResync() time.Duration {
 	if r.ResyncPeriod > 0 {
 		return r.ResyncPeriod
 	}
-	return defaultEvidenceResync
+	return DefaultEvidenceResync
 }
 
-// endpointEvidence is the endpoint's status.evidence: drawn from its
-// buckets when they were read, else what the status showed.
-func endpointEvidence(shown *hookv1.DeliveryEvidence, obs *endpointObservation) *hookv1.DeliveryEvidence {
-	if !obs.EvidenceRead {
-		return shown
-	}
-	return deliveryEvidence(obs.Evidence, obs.Now)
+// BucketLeaves are the times an outcome bucket of hour h leaves the
+// windows of status.evidence (the last 24 hours, the last 7 days): when a
+// status drawn from it changes without a new outcome.
+func BucketLeaves(h time.Time) [2]time.Time {
+	return [2]time.Time{h.Add(evidence.Day), h.Add(evidence.Week)}
 }

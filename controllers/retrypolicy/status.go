@@ -1,4 +1,4 @@
-package controllers
+package retrypolicy
 
 import (
 	"fmt"
@@ -8,27 +8,28 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	hookv1 "github.com/hookkeeper/hookkeeper/api/v1alpha1"
+	"github.com/hookkeeper/hookkeeper/controllers/conditions"
 	"github.com/hookkeeper/hookkeeper/internal/backoff"
 )
 
-// scheduleEntries bounds status.schedule.
-const scheduleEntries = 25
+// ScheduleEntries bounds status.schedule.
+const ScheduleEntries = 25
 
 // defaultFactor is the Exponential factor when spec.backoff.factor is unset.
 const defaultFactor = "2"
 
-// backoffPolicy converts a RetryPolicy spec into the engine's policy. It
+// Backoff converts a RetryPolicy spec into the engine's policy. It
 // fails only on input that admission should have refused (an object stored
 // before a CRD upgrade, say); the error names the field.
-func backoffPolicy(spec *hookv1.RetryPolicySpec) (backoff.Policy, error) {
+func Backoff(spec *hookv1.RetryPolicySpec) (backoff.Policy, error) {
 	b := spec.Backoff
 	p := backoff.Policy{
 		Strategy:       backoff.Strategy(b.Strategy),
-		InitialDelay:   duration(b.InitialDelay),
-		MaxDelay:       duration(b.MaxDelay),
-		AttemptTimeout: duration(spec.AttemptTimeout),
-		RetryAfterCap:  duration(spec.RetryAfterCap),
-		MaxAge:         duration(spec.Horizon.MaxAge),
+		InitialDelay:   Duration(b.InitialDelay),
+		MaxDelay:       Duration(b.MaxDelay),
+		AttemptTimeout: Duration(spec.AttemptTimeout),
+		RetryAfterCap:  Duration(spec.RetryAfterCap),
+		MaxAge:         Duration(spec.Horizon.MaxAge),
 	}
 	if p.Strategy == "" {
 		p.Strategy = backoff.Exponential
@@ -77,23 +78,23 @@ func retryPolicyStatus(policy *hookv1.RetryPolicy, endpoints int32, now time.Tim
 	// An object with values the Go types could not decode is never used:
 	// what was left out would read as unset.
 	if len(policy.Undecodable) > 0 {
-		ready.Status, ready.Reason, ready.Message = metav1.ConditionFalse, hookv1.ReasonInvalidSpec, undecodableMessage(policy.Undecodable)
+		ready.Status, ready.Reason, ready.Message = metav1.ConditionFalse, hookv1.ReasonInvalidSpec, conditions.Undecodable(policy.Undecodable)
 		meta.SetStatusCondition(&status.Conditions, ready)
-		stalledFromReady(&status.Conditions)
+		conditions.StalledFromReady(&status.Conditions)
 		return status
 	}
-	p, err := backoffPolicy(&policy.Spec)
+	p, err := Backoff(&policy.Spec)
 	if err == nil {
-		_, err = breakerPolicy(policy.Spec.CircuitBreaker)
+		_, err = Breaker(policy.Spec.CircuitBreaker)
 	}
 	if err != nil {
-		ready.Status, ready.Reason, ready.Message = metav1.ConditionFalse, hookv1.ReasonInvalidSpec, conditionMessage(err)
+		ready.Status, ready.Reason, ready.Message = metav1.ConditionFalse, hookv1.ReasonInvalidSpec, conditions.Message(err)
 		meta.SetStatusCondition(&status.Conditions, ready)
-		stalledFromReady(&status.Conditions)
+		conditions.StalledFromReady(&status.Conditions)
 		return status
 	}
 
-	plan := p.Plan(scheduleEntries)
+	plan := p.Plan(ScheduleEntries)
 	for _, off := range plan.Offsets {
 		status.Schedule = append(status.Schedule, backoff.FormatDuration(off))
 	}
@@ -103,7 +104,7 @@ func retryPolicyStatus(policy *hookv1.RetryPolicy, endpoints int32, now time.Tim
 
 	ready.Status, ready.Reason, ready.Message = readiness(p, plan, policy.Spec.ReplayWindow.Duration)
 	meta.SetStatusCondition(&status.Conditions, ready)
-	stalledFromReady(&status.Conditions)
+	conditions.StalledFromReady(&status.Conditions)
 	return status
 }
 
@@ -122,7 +123,7 @@ func readiness(p backoff.Policy, plan backoff.Plan, replayWindow time.Duration) 
 		plan.Attempts, backoff.FormatDuration(plan.WorstCase), backoff.FormatDuration(replayWindow))
 }
 
-func duration(d *metav1.Duration) time.Duration {
+func Duration(d *metav1.Duration) time.Duration {
 	if d == nil {
 		return 0
 	}

@@ -1,4 +1,4 @@
-package controllers
+package retrypolicy
 
 import (
 	"strings"
@@ -10,41 +10,34 @@ import (
 	"k8s.io/utils/ptr"
 
 	hookv1 "github.com/hookkeeper/hookkeeper/api/v1alpha1"
+	"github.com/hookkeeper/hookkeeper/controllers/internal/testutil"
 )
-
-func dur(s string) *metav1.Duration {
-	d, err := time.ParseDuration(s)
-	if err != nil {
-		panic(err)
-	}
-	return &metav1.Duration{Duration: d}
-}
 
 func TestRetryPolicyStatus(t *testing.T) {
 	now := time.Date(2026, 11, 29, 10, 0, 0, 0, time.UTC)
 	exponential := hookv1.RetryPolicySpec{
-		Backoff:        hookv1.Backoff{Strategy: hookv1.BackoffExponential, InitialDelay: dur("10s"), MaxDelay: dur("10m"), JitterPercent: ptr.To[int32](0)},
+		Backoff:        hookv1.Backoff{Strategy: hookv1.BackoffExponential, InitialDelay: testutil.Dur("10s"), MaxDelay: testutil.Dur("10m"), JitterPercent: ptr.To[int32](0)},
 		Horizon:        hookv1.Horizon{MaxAttempts: ptr.To[int32](5)},
-		AttemptTimeout: dur("30s"),
-		ReplayWindow:   *dur("24h"),
+		AttemptTimeout: testutil.Dur("30s"),
+		ReplayWindow:   *testutil.Dur("24h"),
 	}
 	standard := hookv1.RetryPolicySpec{
 		Backoff: hookv1.Backoff{Strategy: hookv1.BackoffSchedule, JitterPercent: ptr.To[int32](10), Schedule: []metav1.Duration{
-			*dur("5s"), *dur("5m"), *dur("30m"), *dur("2h"), *dur("5h"), *dur("10h"), *dur("10h"),
+			*testutil.Dur("5s"), *testutil.Dur("5m"), *testutil.Dur("30m"), *testutil.Dur("2h"), *testutil.Dur("5h"), *testutil.Dur("10h"), *testutil.Dur("10h"),
 		}},
 		Horizon:        hookv1.Horizon{MaxAttempts: ptr.To[int32](8)},
-		AttemptTimeout: dur("30s"),
-		ReplayWindow:   *dur("72h"),
+		AttemptTimeout: testutil.Dur("30s"),
+		ReplayWindow:   *testutil.Dur("72h"),
 	}
 	tooShort := standard
-	tooShort.ReplayWindow = *dur("24h")
+	tooShort.ReplayWindow = *testutil.Dur("24h")
 	badFactor := exponential
 	badFactor.Backoff.Factor = "two"
 	fixedByAge := hookv1.RetryPolicySpec{
-		Backoff:        hookv1.Backoff{Strategy: hookv1.BackoffFixed, InitialDelay: dur("1s"), JitterPercent: ptr.To[int32](0)},
-		Horizon:        hookv1.Horizon{MaxAge: dur("720h")},
-		AttemptTimeout: dur("1s"),
-		ReplayWindow:   *dur("720h"),
+		Backoff:        hookv1.Backoff{Strategy: hookv1.BackoffFixed, InitialDelay: testutil.Dur("1s"), JitterPercent: ptr.To[int32](0)},
+		Horizon:        hookv1.Horizon{MaxAge: testutil.Dur("720h")},
+		AttemptTimeout: testutil.Dur("1s"),
+		ReplayWindow:   *testutil.Dur("720h"),
 	}
 
 	tests := []struct {
@@ -110,8 +103,8 @@ func TestRetryPolicyStatus(t *testing.T) {
 			if tt.wantSchedule != nil && strings.Join(got.Schedule, ",") != strings.Join(tt.wantSchedule, ",") {
 				t.Errorf("schedule = %v, want %v", got.Schedule, tt.wantSchedule)
 			}
-			if tt.wantTruncated && len(got.Schedule) != scheduleEntries {
-				t.Errorf("schedule has %d entries, want %d", len(got.Schedule), scheduleEntries)
+			if tt.wantTruncated && len(got.Schedule) != ScheduleEntries {
+				t.Errorf("schedule has %d entries, want %d", len(got.Schedule), ScheduleEntries)
 			}
 			if got.ScheduleTruncated != tt.wantTruncated {
 				t.Errorf("scheduleTruncated = %v, want %v", got.ScheduleTruncated, tt.wantTruncated)
@@ -128,9 +121,9 @@ func TestRetryPolicyStatusIsStableAcrossReconciles(t *testing.T) {
 	policy := &hookv1.RetryPolicy{
 		ObjectMeta: metav1.ObjectMeta{Name: "p", Generation: 1},
 		Spec: hookv1.RetryPolicySpec{
-			Backoff:      hookv1.Backoff{Strategy: hookv1.BackoffLinear, InitialDelay: dur("1m")},
+			Backoff:      hookv1.Backoff{Strategy: hookv1.BackoffLinear, InitialDelay: testutil.Dur("1m")},
 			Horizon:      hookv1.Horizon{MaxAttempts: ptr.To[int32](3)},
-			ReplayWindow: *dur("1h"),
+			ReplayWindow: *testutil.Dur("1h"),
 		},
 	}
 	other := metav1.Condition{Type: "Audited", Status: metav1.ConditionTrue, Reason: "ByAnotherWriter", LastTransitionTime: metav1.NewTime(t0)}
@@ -150,13 +143,13 @@ func TestRetryPolicyStatusIsStableAcrossReconciles(t *testing.T) {
 
 func TestBackoffPolicyConversion(t *testing.T) {
 	spec := hookv1.RetryPolicySpec{
-		Backoff:        hookv1.Backoff{Strategy: hookv1.BackoffExponential, InitialDelay: dur("2s"), Factor: "1.5", MaxDelay: dur("1m"), JitterPercent: ptr.To[int32](20)},
-		Horizon:        hookv1.Horizon{MaxAttempts: ptr.To[int32](7), MaxAge: dur("1h")},
-		AttemptTimeout: dur("10s"),
-		RetryAfterCap:  dur("5m"),
-		ReplayWindow:   *dur("2h"),
+		Backoff:        hookv1.Backoff{Strategy: hookv1.BackoffExponential, InitialDelay: testutil.Dur("2s"), Factor: "1.5", MaxDelay: testutil.Dur("1m"), JitterPercent: ptr.To[int32](20)},
+		Horizon:        hookv1.Horizon{MaxAttempts: ptr.To[int32](7), MaxAge: testutil.Dur("1h")},
+		AttemptTimeout: testutil.Dur("10s"),
+		RetryAfterCap:  testutil.Dur("5m"),
+		ReplayWindow:   *testutil.Dur("2h"),
 	}
-	p, err := backoffPolicy(&spec)
+	p, err := Backoff(&spec)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -167,7 +160,7 @@ func TestBackoffPolicyConversion(t *testing.T) {
 
 	spec.Backoff.Strategy = ""
 	spec.Backoff.Factor = ""
-	p, err = backoffPolicy(&spec)
+	p, err = Backoff(&spec)
 	if err != nil {
 		t.Fatal(err)
 	}

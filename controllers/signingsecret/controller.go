@@ -1,4 +1,4 @@
-package controllers
+package signingsecret
 
 import (
 	"context"
@@ -18,6 +18,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 
 	hookv1 "github.com/hookkeeper/hookkeeper/api/v1alpha1"
+	"github.com/hookkeeper/hookkeeper/controllers/conditions"
+	"github.com/hookkeeper/hookkeeper/controllers/index"
 	"github.com/hookkeeper/hookkeeper/internal/ledger"
 	"github.com/hookkeeper/hookkeeper/internal/signing"
 )
@@ -53,7 +55,7 @@ type SigningSecretReconciler struct {
 // Reconcile brings the endpoint's Secrets in line with what it is owed.
 func (r *SigningSecretReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	res, err := r.reconcile(ctx, req)
-	return requeueOnConflict(ctx, res, err)
+	return conditions.RequeueOnConflict(ctx, res, err)
 }
 
 func (r *SigningSecretReconciler) reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
@@ -64,7 +66,7 @@ func (r *SigningSecretReconciler) reconcile(ctx context.Context, req ctrl.Reques
 	if !ep.DeletionTimestamp.IsZero() {
 		return ctrl.Result{}, nil // its Secrets go with it (owner references)
 	}
-	src, err := readSigningSecret(ctx, r.APIReader, &ep)
+	src, err := Read(ctx, r.APIReader, &ep)
 	if err != nil || src.Problem != nil {
 		// A problem is the endpoint's to show (Ready=False); nothing here
 		// can solve it.
@@ -82,7 +84,7 @@ func (r *SigningSecretReconciler) reconcile(ctx context.Context, req ctrl.Reques
 	if r.Clock != nil {
 		now = r.Clock.Now()
 	}
-	plan, err := r.write(ctx, &ep, &src, registered, now)
+	plan, err := r.Write(ctx, &ep, &src, registered, now)
 	if err != nil || plan.PreviousUntil.IsZero() {
 		return ctrl.Result{}, err
 	}
@@ -90,34 +92,34 @@ func (r *SigningSecretReconciler) reconcile(ctx context.Context, req ctrl.Reques
 	return ctrl.Result{RequeueAfter: max(plan.PreviousUntil.Sub(now)+time.Second, time.Second)}, nil
 }
 
-// write generates the secret the endpoint is owed and records what the
+// Write generates the secret the endpoint is owed and records what the
 // rotation plan says to remember or forget, in one write per Secret. It
 // returns the plan.
-func (r *SigningSecretReconciler) write(ctx context.Context, ep *hookv1.WebhookEndpoint, src *signingSource, registered *ledger.Endpoint, now time.Time) (rotationPlan, error) {
+func (r *SigningSecretReconciler) Write(ctx context.Context, ep *hookv1.WebhookEndpoint, src *Source, registered *ledger.Endpoint, now time.Time) (RotationPlan, error) {
 	s := src.secret
 	if src.Owed {
 		value, err := signing.GenerateSecret()
 		if err != nil {
-			return rotationPlan{}, err
+			return RotationPlan{}, err
 		}
 		if s == nil {
-			s = r.newSecret(ep, generatedSecretName(ep))
+			s = r.newSecret(ep, GeneratedName(ep))
 		}
 		if s.Data == nil {
 			s.Data = map[string][]byte{} // its last key was removed
 		}
-		s.Data[keySigningSecret] = value
+		s.Data[KeySigningSecret] = value
 		if src.Current, err = canonicalSecret(value); err != nil {
-			return rotationPlan{}, err
+			return RotationPlan{}, err
 		}
 	}
 	var current []ledger.SigningSecret
 	if registered != nil {
 		current = registered.Secrets
 	}
-	plan := planRotation(rotationInput{
-		Current: src.Current, Remembered: src.Remembered, Registered: currentSecret(current),
-		Grace: rotationGrace(ep), Now: now,
+	plan := PlanRotation(RotationInput{
+		Current: src.Current, Remembered: src.Remembered, Registered: CurrentOf(current),
+		Grace: GracePeriod(ep), Now: now,
 	})
 	if !src.Owed && plan.Remember == nil && !plan.Forget {
 		return plan, nil
@@ -172,13 +174,13 @@ func (r *SigningSecretReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	if r.APIReader == nil {
 		r.APIReader = mgr.GetAPIReader()
 	}
-	if err := indexEndpoints(mgr, signingSecretRefIndex); err != nil {
+	if err := index.Endpoints(mgr, index.SigningSecretRef); err != nil {
 		return err
 	}
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("signingsecret").
 		For(&hookv1.WebhookEndpoint{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
 		Owns(&corev1.Secret{}, builder.OnlyMetadata).
-		Watches(&corev1.Secret{}, handler.EnqueueRequestsFromMapFunc(endpointsReferencing(r.Client, signingSecretRefIndex)), builder.OnlyMetadata).
+		Watches(&corev1.Secret{}, handler.EnqueueRequestsFromMapFunc(index.EndpointsReferencing(r.Client, index.SigningSecretRef)), builder.OnlyMetadata).
 		Complete(r)
 }

@@ -1,10 +1,11 @@
-package controllers
+package signingsecret
 
 import (
 	"crypto/hmac"
 	"encoding/base64"
 	"time"
 
+	hookv1 "github.com/hookkeeper/hookkeeper/api/v1alpha1"
 	"github.com/hookkeeper/hookkeeper/internal/ledger"
 	"github.com/hookkeeper/hookkeeper/internal/sensitive"
 	"github.com/hookkeeper/hookkeeper/internal/signing"
@@ -28,14 +29,14 @@ import (
 
 // Keys of the Secrets the controller writes.
 const (
-	keySigningSecret         = "signingSecret"
+	KeySigningSecret         = "signingSecret"
 	keyPreviousSigningSecret = "previousSigningSecret"
 	keyRotatedAt             = "rotatedAt"
 )
 
-// defaultRotationGracePeriod is spec.signingRotationGracePeriod's CRD
+// DefaultRotationGracePeriod is spec.signingRotationGracePeriod's CRD
 // default.
-const defaultRotationGracePeriod = 24 * time.Hour
+const DefaultRotationGracePeriod = 24 * time.Hour
 
 // canonicalSecret validates a whsec_ secret and returns it in canonical
 // form ("whsec_" + standard padded base64 of the key, no whitespace), so that
@@ -51,19 +52,19 @@ func canonicalSecret(value []byte) (sensitive.Bytes, error) {
 	return base64.StdEncoding.AppendEncode(out, key), nil
 }
 
-func sameSecret(a, b sensitive.Bytes) bool {
+func Same(a, b sensitive.Bytes) bool {
 	return len(a) > 0 && hmac.Equal(a.Reveal(), b.Reveal())
 }
 
-// previousSecret is the signing secret a rotation replaced, and when.
-type previousSecret struct {
+// Previous is the signing secret a rotation replaced, and when.
+type Previous struct {
 	Value     sensitive.Bytes
 	RotatedAt time.Time
 }
 
-// decodePrevious reads a remembered rotation from a Secret's data; an
+// DecodePrevious reads a remembered rotation from a Secret's data; an
 // absent, partial or invalid record reads as none.
-func decodePrevious(data map[string][]byte) *previousSecret {
+func DecodePrevious(data map[string][]byte) *Previous {
 	value, at := data[keyPreviousSigningSecret], data[keyRotatedAt]
 	if len(value) == 0 || len(at) == 0 {
 		return nil
@@ -76,12 +77,12 @@ func decodePrevious(data map[string][]byte) *previousSecret {
 	if err != nil {
 		return nil
 	}
-	return &previousSecret{Value: canonical, RotatedAt: rotatedAt}
+	return &Previous{Value: canonical, RotatedAt: rotatedAt}
 }
 
 // encodePrevious writes a remembered rotation into a Secret's data, or
 // removes it when p is nil.
-func encodePrevious(data map[string][]byte, p *previousSecret) {
+func encodePrevious(data map[string][]byte, p *Previous) {
 	if p == nil {
 		delete(data, keyPreviousSigningSecret)
 		delete(data, keyRotatedAt)
@@ -91,12 +92,12 @@ func encodePrevious(data map[string][]byte, p *previousSecret) {
 	data[keyRotatedAt] = []byte(p.RotatedAt.UTC().Format(time.RFC3339Nano))
 }
 
-// rotationInput is what planRotation decides from.
-type rotationInput struct {
+// RotationInput is what PlanRotation decides from.
+type RotationInput struct {
 	// Current is the valid, canonical secret the endpoint's Secret holds.
 	Current sensitive.Bytes
 	// Remembered is the rotation remembered in a Secret, if any.
-	Remembered *previousSecret
+	Remembered *Previous
 	// Registered is the current secret of the configuration the engine
 	// has; nil when the endpoint is not registered.
 	Registered sensitive.Bytes
@@ -104,13 +105,13 @@ type rotationInput struct {
 	Now        time.Time
 }
 
-// rotationPlan is what the engine signs with and what to remember.
-type rotationPlan struct {
+// RotationPlan is what the engine signs with and what to remember.
+type RotationPlan struct {
 	// Secrets for the engine: Current, then the previous secret while its
 	// grace period lasts.
 	Secrets []ledger.SigningSecret
 	// Remember is a new rotation to write before registering.
-	Remember *previousSecret
+	Remember *Previous
 	// Forget is set when the remembered rotation is over (grace ended, or
 	// the secret was rotated back) and should be erased.
 	Forget bool
@@ -119,20 +120,20 @@ type rotationPlan struct {
 	PreviousUntil time.Time
 }
 
-// planRotation decides which secrets the engine signs with.
-func planRotation(in rotationInput) rotationPlan {
-	plan := rotationPlan{Secrets: []ledger.SigningSecret{{Value: in.Current}}}
+// PlanRotation decides which secrets the engine signs with.
+func PlanRotation(in RotationInput) RotationPlan {
+	plan := RotationPlan{Secrets: []ledger.SigningSecret{{Value: in.Current}}}
 	prev := in.Remembered
-	rotated := len(in.Registered) > 0 && !sameSecret(in.Registered, in.Current) &&
-		(prev == nil || !sameSecret(prev.Value, in.Registered))
+	rotated := len(in.Registered) > 0 && !Same(in.Registered, in.Current) &&
+		(prev == nil || !Same(prev.Value, in.Registered))
 	if rotated {
-		prev = &previousSecret{Value: in.Registered, RotatedAt: in.Now}
+		prev = &Previous{Value: in.Registered, RotatedAt: in.Now}
 	}
 	if prev == nil {
 		return plan
 	}
 	until := prev.RotatedAt.Add(in.Grace)
-	if sameSecret(prev.Value, in.Current) || in.Grace <= 0 || !in.Now.Before(until) {
+	if Same(prev.Value, in.Current) || in.Grace <= 0 || !in.Now.Before(until) {
 		plan.Forget = in.Remembered != nil
 		return plan
 	}
@@ -142,4 +143,23 @@ func planRotation(in rotationInput) rotationPlan {
 		plan.Remember = prev
 	}
 	return plan
+}
+
+// CurrentOf is the secret the engine signs with of those registered: the
+// one without an end.
+func CurrentOf(secrets []ledger.SigningSecret) sensitive.Bytes {
+	for _, s := range secrets {
+		if s.NotAfter.IsZero() {
+			return s.Value
+		}
+	}
+	return nil
+}
+
+// GracePeriod is how long an endpoint's previous secret still signs.
+func GracePeriod(ep *hookv1.WebhookEndpoint) time.Duration {
+	if g := ep.Spec.SigningRotationGracePeriod; g != nil {
+		return g.Duration
+	}
+	return DefaultRotationGracePeriod
 }

@@ -1,6 +1,8 @@
-package controllers
+package signingsecret
 
 import (
+	"github.com/hookkeeper/hookkeeper/controllers/internal/testutil"
+
 	"errors"
 	"fmt"
 	"strings"
@@ -12,17 +14,8 @@ import (
 	"github.com/hookkeeper/hookkeeper/internal/signing"
 )
 
-func mustSecret(t *testing.T) sensitive.Bytes {
-	t.Helper()
-	s, err := signing.GenerateSecret()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return s
-}
-
 func TestCanonicalSecret(t *testing.T) {
-	s := mustSecret(t)
+	s := testutil.MustSecret(t)
 	bare := strings.TrimPrefix(string(s), signing.SecretPrefix)
 	for name, in := range map[string]string{
 		"as generated":          string(s),
@@ -56,15 +49,15 @@ func TestCanonicalSecret(t *testing.T) {
 
 func TestPreviousSecretRecord(t *testing.T) {
 	at := time.Date(2026, 11, 29, 10, 0, 0, 123456789, time.UTC)
-	prev := &previousSecret{Value: mustSecret(t), RotatedAt: at}
-	data := map[string][]byte{keySigningSecret: []byte("keep")}
+	prev := &Previous{Value: testutil.MustSecret(t), RotatedAt: at}
+	data := map[string][]byte{KeySigningSecret: []byte("keep")}
 	encodePrevious(data, prev)
-	got := decodePrevious(data)
-	if got == nil || !sameSecret(got.Value, prev.Value) || !got.RotatedAt.Equal(at) {
+	got := DecodePrevious(data)
+	if got == nil || !Same(got.Value, prev.Value) || !got.RotatedAt.Equal(at) {
 		t.Fatalf("decodePrevious(encodePrevious(p)) = %+v", got)
 	}
 	encodePrevious(data, nil)
-	if len(data) != 1 || string(data[keySigningSecret]) != "keep" {
+	if len(data) != 1 || string(data[KeySigningSecret]) != "keep" {
 		t.Errorf("forgetting left %d keys or touched the current secret", len(data))
 	}
 
@@ -75,7 +68,7 @@ func TestPreviousSecretRecord(t *testing.T) {
 		"invalid secret":  {keyPreviousSigningSecret: []byte("whsec_x"), keyRotatedAt: []byte(at.Format(time.RFC3339Nano))},
 		"no secret value": {keyRotatedAt: []byte(at.Format(time.RFC3339Nano))},
 	} {
-		if got := decodePrevious(data); got != nil {
+		if got := DecodePrevious(data); got != nil {
 			t.Errorf("%s: decoded %+v, want none", name, got)
 		}
 	}
@@ -83,86 +76,86 @@ func TestPreviousSecretRecord(t *testing.T) {
 
 func TestPlanRotation(t *testing.T) {
 	now := time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
-	a, b, c := mustSecret(t), mustSecret(t), mustSecret(t)
+	a, b, c := testutil.MustSecret(t), testutil.MustSecret(t), testutil.MustSecret(t)
 	day := 24 * time.Hour
 
 	type want struct {
 		secrets  []ledger.SigningSecret
-		remember *previousSecret
+		remember *Previous
 		forget   bool
 	}
 	tests := []struct {
 		name string
-		in   rotationInput
+		in   RotationInput
 		want want
 	}{
 		{
 			name: "first registration: only the current secret",
-			in:   rotationInput{Current: a, Grace: day, Now: now},
+			in:   RotationInput{Current: a, Grace: day, Now: now},
 			want: want{secrets: []ledger.SigningSecret{{Value: a}}},
 		},
 		{
 			name: "unchanged: only the current secret",
-			in:   rotationInput{Current: a, Registered: a, Grace: day, Now: now},
+			in:   RotationInput{Current: a, Registered: a, Grace: day, Now: now},
 			want: want{secrets: []ledger.SigningSecret{{Value: a}}},
 		},
 		{
 			name: "rotated: the registered secret is remembered and stays valid for the grace period",
-			in:   rotationInput{Current: b, Registered: a, Grace: day, Now: now},
+			in:   RotationInput{Current: b, Registered: a, Grace: day, Now: now},
 			want: want{
 				secrets:  []ledger.SigningSecret{{Value: b}, {Value: a, NotAfter: now.Add(day)}},
-				remember: &previousSecret{Value: a, RotatedAt: now},
+				remember: &Previous{Value: a, RotatedAt: now},
 			},
 		},
 		{
 			name: "remembered but not registered yet (a crash in between): the same rotation resumes",
-			in: rotationInput{Current: b, Registered: a, Grace: day, Now: now,
-				Remembered: &previousSecret{Value: a, RotatedAt: now.Add(-time.Minute)}},
+			in: RotationInput{Current: b, Registered: a, Grace: day, Now: now,
+				Remembered: &Previous{Value: a, RotatedAt: now.Add(-time.Minute)}},
 			want: want{secrets: []ledger.SigningSecret{{Value: b}, {Value: a, NotAfter: now.Add(day - time.Minute)}}},
 		},
 		{
 			name: "within the grace period: both, nothing to write",
-			in: rotationInput{Current: b, Registered: b, Grace: day, Now: now,
-				Remembered: &previousSecret{Value: a, RotatedAt: now.Add(-time.Hour)}},
+			in: RotationInput{Current: b, Registered: b, Grace: day, Now: now,
+				Remembered: &Previous{Value: a, RotatedAt: now.Add(-time.Hour)}},
 			want: want{secrets: []ledger.SigningSecret{{Value: b}, {Value: a, NotAfter: now.Add(day - time.Hour)}}},
 		},
 		{
 			name: "grace period over: the previous secret is dropped and forgotten",
-			in: rotationInput{Current: b, Registered: b, Grace: day, Now: now,
-				Remembered: &previousSecret{Value: a, RotatedAt: now.Add(-day)}},
+			in: RotationInput{Current: b, Registered: b, Grace: day, Now: now,
+				Remembered: &Previous{Value: a, RotatedAt: now.Add(-day)}},
 			want: want{secrets: []ledger.SigningSecret{{Value: b}}, forget: true},
 		},
 		{
 			name: "rotated again within the grace period: only the immediately previous secret stays",
-			in: rotationInput{Current: c, Registered: b, Grace: day, Now: now,
-				Remembered: &previousSecret{Value: a, RotatedAt: now.Add(-time.Hour)}},
+			in: RotationInput{Current: c, Registered: b, Grace: day, Now: now,
+				Remembered: &Previous{Value: a, RotatedAt: now.Add(-time.Hour)}},
 			want: want{
 				secrets:  []ledger.SigningSecret{{Value: c}, {Value: b, NotAfter: now.Add(day)}},
-				remember: &previousSecret{Value: b, RotatedAt: now},
+				remember: &Previous{Value: b, RotatedAt: now},
 			},
 		},
 		{
 			name: "rotated back to the previous secret: nothing extra, the record is forgotten",
-			in: rotationInput{Current: a, Registered: a, Grace: day, Now: now,
-				Remembered: &previousSecret{Value: a, RotatedAt: now.Add(-time.Hour)}},
+			in: RotationInput{Current: a, Registered: a, Grace: day, Now: now,
+				Remembered: &Previous{Value: a, RotatedAt: now.Add(-time.Hour)}},
 			want: want{secrets: []ledger.SigningSecret{{Value: a}}, forget: true},
 		},
 		{
 			name: "a zero grace period keeps nothing",
-			in:   rotationInput{Current: b, Registered: a, Grace: 0, Now: now},
+			in:   RotationInput{Current: b, Registered: a, Grace: 0, Now: now},
 			want: want{secrets: []ledger.SigningSecret{{Value: b}}},
 		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got := planRotation(tt.in)
+			got := PlanRotation(tt.in)
 			if fmt.Sprint(describeSecrets(got.Secrets, a, b, c)) != fmt.Sprint(describeSecrets(tt.want.secrets, a, b, c)) {
 				t.Errorf("secrets = %v, want %v", describeSecrets(got.Secrets, a, b, c), describeSecrets(tt.want.secrets, a, b, c))
 			}
 			switch {
 			case (got.Remember == nil) != (tt.want.remember == nil):
 				t.Errorf("remember = %v, want %v", got.Remember != nil, tt.want.remember != nil)
-			case got.Remember != nil && (!sameSecret(got.Remember.Value, tt.want.remember.Value) || !got.Remember.RotatedAt.Equal(tt.want.remember.RotatedAt)):
+			case got.Remember != nil && (!Same(got.Remember.Value, tt.want.remember.Value) || !got.Remember.RotatedAt.Equal(tt.want.remember.RotatedAt)):
 				t.Errorf("remembered the wrong rotation (at %s)", got.Remember.RotatedAt)
 			}
 			if got.Forget != tt.want.forget {
@@ -182,11 +175,11 @@ func describeSecrets(ss []ledger.SigningSecret, a, b, c sensitive.Bytes) []strin
 	for _, s := range ss {
 		name := "?"
 		switch {
-		case sameSecret(s.Value, a):
+		case Same(s.Value, a):
 			name = "a"
-		case sameSecret(s.Value, b):
+		case Same(s.Value, b):
 			name = "b"
-		case sameSecret(s.Value, c):
+		case Same(s.Value, c):
 			name = "c"
 		}
 		if !s.NotAfter.IsZero() {

@@ -1,4 +1,4 @@
-package controllers
+package signingsecret
 
 import (
 	"context"
@@ -11,6 +11,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	hookv1 "github.com/hookkeeper/hookkeeper/api/v1alpha1"
+	"github.com/hookkeeper/hookkeeper/controllers/conditions"
 	"github.com/hookkeeper/hookkeeper/internal/sensitive"
 )
 
@@ -29,18 +30,18 @@ const (
 	managedBy      = "hookkeeper"
 )
 
-func generatedSecretName(ep *hookv1.WebhookEndpoint) string { return ep.Name + "-signing" }
-func previousSecretName(ep *hookv1.WebhookEndpoint) string  { return ep.Name + "-signing-previous" }
+func GeneratedName(ep *hookv1.WebhookEndpoint) string      { return ep.Name + "-signing" }
+func previousSecretName(ep *hookv1.WebhookEndpoint) string { return ep.Name + "-signing-previous" }
 
-// signingSource is an endpoint's signing secret as found in its Secrets.
-type signingSource struct {
+// Source is an endpoint's signing secret as found in its Secrets.
+type Source struct {
 	// SecretName is the Secret the endpoint signs with.
 	SecretName string
 	// Current is the canonical secret; nil when Problem or Owed is set.
 	Current sensitive.Bytes
 	// Remembered is the last rotation, if one is remembered.
-	Remembered *previousSecret
-	Problem    *problem
+	Remembered *Previous
+	Problem    *conditions.Problem
 	// Owed is set when the endpoint has no spec.signingSecretRef and its
 	// generated Secret, or the secret in it, does not exist yet: the
 	// signing-secret controller generates it.
@@ -52,10 +53,10 @@ type signingSource struct {
 	secret *corev1.Secret
 }
 
-// readSigningSecret reads the endpoint's signing secret: from the Secret
+// Read reads the endpoint's signing secret: from the Secret
 // the operator generates when spec.signingSecretRef is absent, else from
 // the referenced one, with the remembered rotation.
-func readSigningSecret(ctx context.Context, reader client.Reader, ep *hookv1.WebhookEndpoint) (signingSource, error) {
+func Read(ctx context.Context, reader client.Reader, ep *hookv1.WebhookEndpoint) (Source, error) {
 	if ep.Spec.SigningSecretRef == nil {
 		return readGeneratedSecret(ctx, reader, ep)
 	}
@@ -76,8 +77,8 @@ func getSecret(ctx context.Context, reader client.Reader, namespace, name string
 	return &s, nil
 }
 
-func readGeneratedSecret(ctx context.Context, reader client.Reader, ep *hookv1.WebhookEndpoint) (signingSource, error) {
-	src := signingSource{SecretName: generatedSecretName(ep)}
+func readGeneratedSecret(ctx context.Context, reader client.Reader, ep *hookv1.WebhookEndpoint) (Source, error) {
+	src := Source{SecretName: GeneratedName(ep)}
 	s, err := getSecret(ctx, reader, ep.Namespace, src.SecretName)
 	switch {
 	case err != nil:
@@ -86,50 +87,50 @@ func readGeneratedSecret(ctx context.Context, reader client.Reader, ep *hookv1.W
 		src.Owed = true
 		return src, nil
 	case !metav1.IsControlledBy(s, ep):
-		src.Problem = &problem{hookv1.ReasonSigningSecretInvalid, fmt.Sprintf(
+		src.Problem = &conditions.Problem{Reason: hookv1.ReasonSigningSecretInvalid, Message: fmt.Sprintf(
 			"Secret %q exists and is not owned by this endpoint: delete it so that the operator generates the signing secret, or name it in spec.signingSecretRef",
 			src.SecretName)}
 		return src, nil
 	}
 	src.secret = s
-	src.Remembered = decodePrevious(s.Data)
-	if len(s.Data[keySigningSecret]) == 0 {
+	src.Remembered = DecodePrevious(s.Data)
+	if len(s.Data[KeySigningSecret]) == 0 {
 		// Removing the key asks for a new secret: a rotation.
 		src.Owed = true
 		return src, nil
 	}
-	current, err := canonicalSecret(s.Data[keySigningSecret])
+	current, err := canonicalSecret(s.Data[KeySigningSecret])
 	if err != nil {
-		src.Problem = &problem{hookv1.ReasonSigningSecretInvalid, fmt.Sprintf("Secret %q key %q: %v", src.SecretName, keySigningSecret, err)}
+		src.Problem = &conditions.Problem{Reason: hookv1.ReasonSigningSecretInvalid, Message: fmt.Sprintf("Secret %q key %q: %v", src.SecretName, KeySigningSecret, err)}
 		return src, nil
 	}
 	src.Current = current
 	return src, nil
 }
 
-func readReferencedSecret(ctx context.Context, reader client.Reader, ep *hookv1.WebhookEndpoint) (signingSource, error) {
+func readReferencedSecret(ctx context.Context, reader client.Reader, ep *hookv1.WebhookEndpoint) (Source, error) {
 	ref := ep.Spec.SigningSecretRef
 	key := ref.Key
 	if key == "" {
-		key = keySigningSecret
+		key = KeySigningSecret
 	}
-	src := signingSource{SecretName: ref.Name}
+	src := Source{SecretName: ref.Name}
 	s, err := getSecret(ctx, reader, ep.Namespace, ref.Name)
 	if err != nil {
 		return src, err
 	}
 	if s == nil {
-		src.Problem = &problem{hookv1.ReasonSigningSecretNotFound, fmt.Sprintf("Secret %q not found", ref.Name)}
+		src.Problem = &conditions.Problem{Reason: hookv1.ReasonSigningSecretNotFound, Message: fmt.Sprintf("Secret %q not found", ref.Name)}
 		return src, nil
 	}
 	value, ok := s.Data[key]
 	if !ok {
-		src.Problem = &problem{hookv1.ReasonSigningSecretNotFound, fmt.Sprintf("Secret %q has no key %q", ref.Name, key)}
+		src.Problem = &conditions.Problem{Reason: hookv1.ReasonSigningSecretNotFound, Message: fmt.Sprintf("Secret %q has no key %q", ref.Name, key)}
 		return src, nil
 	}
 	current, err := canonicalSecret(value)
 	if err != nil {
-		src.Problem = &problem{hookv1.ReasonSigningSecretInvalid, fmt.Sprintf("Secret %q key %q: %v", ref.Name, key, err)}
+		src.Problem = &conditions.Problem{Reason: hookv1.ReasonSigningSecretInvalid, Message: fmt.Sprintf("Secret %q key %q: %v", ref.Name, key, err)}
 		return src, nil
 	}
 
@@ -142,13 +143,13 @@ func readReferencedSecret(ctx context.Context, reader client.Reader, ep *hookv1.
 		return src, err
 	case prev == nil:
 	case !metav1.IsControlledBy(prev, ep):
-		src.Problem = &problem{hookv1.ReasonSigningSecretInvalid, fmt.Sprintf(
+		src.Problem = &conditions.Problem{Reason: hookv1.ReasonSigningSecretInvalid, Message: fmt.Sprintf(
 			"Secret %q exists and is not owned by this endpoint: delete it, the operator keeps the previous signing secret of a rotation there",
 			prevName)}
 		return src, nil
 	default:
 		src.secret = prev
-		src.Remembered = decodePrevious(prev.Data)
+		src.Remembered = DecodePrevious(prev.Data)
 	}
 	src.Current = current
 	return src, nil

@@ -1,7 +1,6 @@
-package controllers
+package webhookendpoint
 
 import (
-	"errors"
 	"fmt"
 	"time"
 
@@ -9,9 +8,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	hookv1 "github.com/hookkeeper/hookkeeper/api/v1alpha1"
-	"github.com/hookkeeper/hookkeeper/internal/backoff"
+	"github.com/hookkeeper/hookkeeper/controllers/conditions"
 	"github.com/hookkeeper/hookkeeper/internal/ledger"
-	"github.com/hookkeeper/hookkeeper/internal/truncate"
 )
 
 // The circuit breaker as admins see it (docs/operations/circuit-breaker.md).
@@ -21,58 +19,6 @@ import (
 // CircuitClosed Event, the circuit metrics, and acts on probe requests
 // (AnnotationProbeRequestedAt) once each. Everything here but the engine
 // calls in the reconciler is a pure function of what was read.
-
-// breakerPolicy converts spec.circuitBreaker into the engine's breaker
-// policy: the CRD's defaults (ledger.DefaultBreakerPolicy's values) for
-// what is unset, all of them when it is absent. It fails only on values
-// admission refuses (an object written before a rule, or the built-in
-// default policy, which admission never sees); the errors name the field.
-func breakerPolicy(cb *hookv1.CircuitBreaker) (*ledger.BreakerPolicy, error) {
-	p := ledger.DefaultBreakerPolicy
-	if cb == nil {
-		return &p, nil
-	}
-	p.Disabled = cb.Disabled
-	if cb.Failures != nil {
-		p.Failures = int(*cb.Failures)
-	}
-	if cb.MinDuration != nil {
-		p.MinDuration = cb.MinDuration.Duration
-	}
-	if cb.ProbeInterval != nil {
-		p.ProbeInterval = cb.ProbeInterval.Duration
-	}
-	if cb.MaxProbeInterval != nil {
-		p.MaxProbeInterval = cb.MaxProbeInterval.Duration
-	}
-	p.GoneProbeInterval = duration(cb.GoneProbeInterval)
-	if cb.Ramp != nil {
-		p.Ramp = cb.Ramp.Duration
-	}
-
-	var errs []error
-	field := func(name, detail string) {
-		errs = append(errs, &backoff.FieldError{Field: "circuitBreaker." + name, Detail: detail})
-	}
-	if p.Failures < 1 {
-		field("failures", "must be at least 1")
-	}
-	for name, d := range map[string]time.Duration{"minDuration": p.MinDuration, "goneProbeInterval": p.GoneProbeInterval, "ramp": p.Ramp} {
-		if d < 0 {
-			field(name, "must not be negative")
-		}
-	}
-	if p.ProbeInterval <= 0 {
-		field("probeInterval", "must be greater than zero")
-	}
-	if p.MaxProbeInterval < p.ProbeInterval {
-		field("maxProbeInterval", "must be at least circuitBreaker.probeInterval")
-	}
-	if err := errors.Join(errs...); err != nil {
-		return nil, err
-	}
-	return &p, nil
-}
 
 // breakerInEffect is the breaker policy the engine applies to the
 // endpoint after the decision: the desired one when it is registered,
@@ -111,7 +57,7 @@ func decideProbe(ep *hookv1.WebhookEndpoint) *probeRequest {
 	if raw == "" {
 		return nil
 	}
-	v := truncate.String(raw, maxProbeRequest, "")
+	v := conditions.Clip(raw, maxProbeRequest)
 	if b := ep.Status.Breaker; b != nil && b.ProbeRequest == v {
 		return nil
 	}
@@ -140,16 +86,16 @@ func breakerStatus(prev *hookv1.CircuitBreakerStatus, bf *breakerFacts) *hookv1.
 		OpenedAt:        metaTimeOf(b.OpenedAt),
 		Openings:        b.Openings,
 		Failures:        clampInt32(b.Failures),
-		LastFailure:     truncate.String(b.LastFailure, 256, "..."),
+		LastFailure:     conditions.Quote(b.LastFailure),
 		Probes:          clampInt32(b.Probes),
-		LastProbeAt:     metaTime(b.LastProbeAt),
-		LastProbeResult: truncate.String(b.LastProbeResult, 256, "..."),
-		ClosedAt:        metaTime(b.ClosedAt),
+		LastProbeAt:     conditions.MetaTime(b.LastProbeAt),
+		LastProbeResult: conditions.Quote(b.LastProbeResult),
+		ClosedAt:        conditions.MetaTime(b.ClosedAt),
 		CloseReason:     string(b.CloseReason),
 	}
 	if b.Open {
 		st.State = hookv1.CircuitOpen
-		st.NextProbeAt = metaTime(b.NextProbeAt)
+		st.NextProbeAt = conditions.MetaTime(b.NextProbeAt)
 	}
 	switch {
 	case bf.Probe != nil:
@@ -177,7 +123,7 @@ func circuitCondition(ep *hookv1.WebhookEndpoint, bf *breakerFacts, now time.Tim
 	if ep.Spec.Paused {
 		c.Message += "; spec.paused overrides the breaker: nothing is sent, probes included, until the endpoint is unpaused"
 	}
-	c.Message = bound(ownedMessage(c.Message, ep.Spec.Owner))
+	c.Message = conditions.Bound(ownedMessage(c.Message, ep.Spec.Owner))
 	c.Reason = hookv1.ReasonCircuitFailing
 	if b.Reason == ledger.BreakerGone {
 		c.Reason = hookv1.ReasonCircuitGone
@@ -193,16 +139,16 @@ func closedReason(b *ledger.Breaker, policy *ledger.BreakerPolicy) (string, stri
 	case b.Openings == 0 || b.ClosedAt == nil:
 		return hookv1.ReasonCircuitClosed, "the circuit breaker has never opened: attempts are made on the retry policy"
 	case b.CloseReason == ledger.BreakerURLChanged:
-		return hookv1.ReasonURLChanged, fmt.Sprintf("the circuit breaker closed at %s because spec.url changed (a new receiver); it had opened %s", formatTime(*b.ClosedAt), openingSummary(b))
+		return hookv1.ReasonURLChanged, fmt.Sprintf("the circuit breaker closed at %s because spec.url changed (a new receiver); it had opened %s", conditions.FormatTime(*b.ClosedAt), openingSummary(b))
 	case b.CloseReason == ledger.BreakerProbeSucceeded:
-		return hookv1.ReasonProbeSucceeded, fmt.Sprintf("the circuit breaker closed at %s when a probe succeeded, and the backlog drains at a bounded ramp; it had opened %s", formatTime(*b.ClosedAt), openingSummary(b))
+		return hookv1.ReasonProbeSucceeded, fmt.Sprintf("the circuit breaker closed at %s when a probe succeeded, and the backlog drains at a bounded ramp; it had opened %s", conditions.FormatTime(*b.ClosedAt), openingSummary(b))
 	}
-	return hookv1.ReasonCircuitClosed, fmt.Sprintf("the circuit breaker closed at %s; it had opened %s", formatTime(*b.ClosedAt), openingSummary(b))
+	return hookv1.ReasonCircuitClosed, fmt.Sprintf("the circuit breaker closed at %s; it had opened %s", conditions.FormatTime(*b.ClosedAt), openingSummary(b))
 }
 
 // openingSummary says when and why the breaker opened last.
 func openingSummary(b *ledger.Breaker) string {
-	s := "at " + formatTime(b.OpenedAt)
+	s := "at " + conditions.FormatTime(b.OpenedAt)
 	switch {
 	case b.Reason == ledger.BreakerGone:
 		s += " on a 410 Gone"
@@ -220,15 +166,15 @@ func openingSummary(b *ledger.Breaker) string {
 func openMessage(ep *hookv1.WebhookEndpoint, b *ledger.Breaker) string {
 	var m string
 	if b.Reason == ledger.BreakerGone {
-		m = fmt.Sprintf("the circuit breaker opened at %s: the receiver answered 410 Gone", formatTime(b.OpenedAt))
+		m = fmt.Sprintf("the circuit breaker opened at %s: the receiver answered 410 Gone", conditions.FormatTime(b.OpenedAt))
 		if b.LastFailure != "" && b.LastFailure != "HTTP 410" {
-			m += " (" + truncate.String(b.LastFailure, 256, "...") + ")"
+			m += " (" + conditions.Quote(b.LastFailure) + ")"
 		}
 		m += ", which says the URL is gone; no attempt is made to the endpoint and its deliveries wait, none is exhausted for it"
 	} else {
-		m = fmt.Sprintf("the circuit breaker opened at %s after %s", formatTime(b.OpenedAt), failedAttempts(b.Failures))
+		m = fmt.Sprintf("the circuit breaker opened at %s after %s", conditions.FormatTime(b.OpenedAt), failedAttempts(b.Failures))
 		if b.LastFailure != "" {
-			m += ", the last: " + truncate.String(b.LastFailure, 256, "...")
+			m += ", the last: " + conditions.Quote(b.LastFailure)
 		}
 		m += "; no attempt is made to the endpoint but one probe at a time, and its deliveries wait"
 	}
@@ -237,15 +183,15 @@ func openMessage(ep *hookv1.WebhookEndpoint, b *ledger.Breaker) string {
 		if b.Probes == 1 {
 			probes = "1 probe so far, which"
 		}
-		m += fmt.Sprintf("; %s failed at %s", probes, formatTime(*b.LastProbeAt))
+		m += fmt.Sprintf("; %s failed at %s", probes, conditions.FormatTime(*b.LastProbeAt))
 		if b.LastProbeResult != "" {
-			m += " (" + truncate.String(b.LastProbeResult, 256, "...") + ")"
+			m += " (" + conditions.Quote(b.LastProbeResult) + ")"
 		}
 	}
 	probe := fmt.Sprintf("kubectl hookkeeper probe %s -n %s", ep.Name, ep.Namespace)
 	switch {
 	case b.NextProbeAt != nil:
-		m += fmt.Sprintf("; the next probe is due at %s (`%s` asks for one now)", formatTime(*b.NextProbeAt), probe)
+		m += fmt.Sprintf("; the next probe is due at %s (`%s` asks for one now)", conditions.FormatTime(*b.NextProbeAt), probe)
 	case b.Reason == ledger.BreakerGone:
 		m += fmt.Sprintf("; no automatic probe (the policy sets no circuitBreaker.goneProbeInterval): fix spec.url, which closes the breaker, or ask for a probe with `%s`", probe)
 	default:
@@ -305,14 +251,14 @@ func breakerEvents(ep *hookv1.WebhookEndpoint, news breakerNews, after *hookv1.C
 		if circuit.Status != metav1.ConditionTrue {
 			at := ""
 			if after.OpenedAt != nil {
-				at = " at " + formatTime(after.OpenedAt.Time)
+				at = " at " + conditions.FormatTime(after.OpenedAt.Time)
 			}
 			note = ownedMessage(fmt.Sprintf("the circuit breaker opened%s (%s) and has closed again since", at, after.Reason), ep.Spec.Owner)
 		}
 		if news.Opened > 1 {
 			note = fmt.Sprintf("the circuit breaker opened %d times since the status last showed it; %s", news.Opened, note)
 		}
-		out = append(out, endpointEvent{corev1.EventTypeWarning, hookv1.ReasonCircuitOpened, "Deliver", bound(note)})
+		out = append(out, endpointEvent{corev1.EventTypeWarning, hookv1.ReasonCircuitOpened, "Deliver", conditions.Bound(note)})
 	}
 	if news.Closed {
 		out = append(out, endpointEvent{corev1.EventTypeNormal, hookv1.ReasonCircuitClosedEvent, "Deliver", circuit.Message})
@@ -340,12 +286,12 @@ func probeEvent(ep *hookv1.WebhookEndpoint, after *hookv1.CircuitBreakerStatus, 
 	return ev
 }
 
-// metaTimeOf is metaTime of a time that may be zero (never).
+// metaTimeOf is conditions.MetaTime of a time that may be zero (never).
 func metaTimeOf(t time.Time) *metav1.Time {
 	if t.IsZero() {
 		return nil
 	}
-	return metaTime(&t)
+	return conditions.MetaTime(&t)
 }
 
 func clampInt32(n int) int32 {

@@ -1,4 +1,4 @@
-package controllers
+package webhookendpoint
 
 import (
 	"sync/atomic"
@@ -16,6 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	hookv1 "github.com/hookkeeper/hookkeeper/api/v1alpha1"
+	"github.com/hookkeeper/hookkeeper/controllers/internal/testutil"
 	"github.com/hookkeeper/hookkeeper/internal/ledger"
 	"github.com/hookkeeper/hookkeeper/test/testenv"
 )
@@ -26,12 +27,12 @@ func tinyBreakerPolicy(ns, name string) *hookv1.RetryPolicy {
 	p := &hookv1.RetryPolicy{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
 		Spec: hookv1.RetryPolicySpec{
-			Backoff:        hookv1.Backoff{Strategy: hookv1.BackoffFixed, InitialDelay: dur("100ms"), JitterPercent: ptr.To[int32](0)},
+			Backoff:        hookv1.Backoff{Strategy: hookv1.BackoffFixed, InitialDelay: testutil.Dur("100ms"), JitterPercent: ptr.To[int32](0)},
 			Horizon:        hookv1.Horizon{MaxAttempts: ptr.To[int32](1000)},
-			AttemptTimeout: dur("5s"),
-			ReplayWindow:   *dur("24h"),
-			CircuitBreaker: &hookv1.CircuitBreaker{Failures: ptr.To[int32](3), MinDuration: dur("0s"), ProbeInterval: dur("1s"),
-				MaxProbeInterval: dur("2s"), Ramp: dur("0s")},
+			AttemptTimeout: testutil.Dur("5s"),
+			ReplayWindow:   *testutil.Dur("24h"),
+			CircuitBreaker: &hookv1.CircuitBreaker{Failures: ptr.To[int32](3), MinDuration: testutil.Dur("0s"), ProbeInterval: testutil.Dur("1s"),
+				MaxProbeInterval: testutil.Dur("2s"), Ramp: testutil.Dur("0s")},
 		},
 	}
 	Expect(k8sClient.Create(ctx, p)).To(Succeed())

@@ -1,4 +1,4 @@
-package controllers
+package webhookendpoint
 
 import (
 	"errors"
@@ -18,6 +18,8 @@ import (
 	"sigs.k8s.io/yaml"
 
 	hookv1 "github.com/hookkeeper/hookkeeper/api/v1alpha1"
+	"github.com/hookkeeper/hookkeeper/controllers/conditions"
+	"github.com/hookkeeper/hookkeeper/controllers/retrypolicy"
 	"github.com/hookkeeper/hookkeeper/internal/ledger"
 	"github.com/hookkeeper/hookkeeper/test/testenv"
 )
@@ -69,18 +71,18 @@ func TestBreakerDefaultsAreTheEngines(t *testing.T) {
 	if props["goneProbeInterval"].Default != nil {
 		t.Errorf("goneProbeInterval has a default %s: absent means no automatic probe after a 410", props["goneProbeInterval"].Default.Raw)
 	}
-	got, err := breakerPolicy(&cb)
+	got, err := retrypolicy.Breaker(&cb)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if diff := cmp.Diff(ledger.DefaultBreakerPolicy, *got); diff != "" {
 		t.Errorf("the CRD's defaults (-engine +CRD):\n%s", diff)
 	}
-	builtIn, err := breakerPolicy(DefaultRetryPolicySpec().CircuitBreaker)
+	builtIn, err := retrypolicy.Breaker(retrypolicy.DefaultRetryPolicySpec().CircuitBreaker)
 	if err != nil || *builtIn != ledger.DefaultBreakerPolicy {
 		t.Errorf("the built-in policy's breaker: %+v, %v", builtIn, err)
 	}
-	if absent, _ := breakerPolicy(nil); *absent != ledger.DefaultBreakerPolicy {
+	if absent, _ := retrypolicy.Breaker(nil); *absent != ledger.DefaultBreakerPolicy {
 		t.Errorf("an absent circuitBreaker: %+v", absent)
 	}
 }
@@ -89,8 +91,8 @@ func TestBreakerDefaultsAreTheEngines(t *testing.T) {
 // field, all of them at once.
 func TestBreakerPolicyErrors(t *testing.T) {
 	d := func(d time.Duration) *metav1.Duration { return &metav1.Duration{Duration: d} }
-	_, err := breakerPolicy(&hookv1.CircuitBreaker{Failures: ptr.To[int32](0), MinDuration: d(-time.Second), ProbeInterval: d(0), Ramp: d(-time.Second)})
-	msg := conditionMessage(err)
+	_, err := retrypolicy.Breaker(&hookv1.CircuitBreaker{Failures: ptr.To[int32](0), MinDuration: d(-time.Second), ProbeInterval: d(0), Ramp: d(-time.Second)})
+	msg := conditions.Message(err)
 	for _, want := range []string{
 		"spec.circuitBreaker.failures: must be at least 1",
 		"spec.circuitBreaker.minDuration: must not be negative",
@@ -149,7 +151,7 @@ func TestDecideProbe(t *testing.T) {
 	if d := decideEndpoint(&endpointObservation{Endpoint: ep, Now: breakerNow, Err: errors.New("ledger down")}); d.Probe != nil {
 		t.Errorf("a reconcile whose gathering failed acts on %+v", d.Probe)
 	}
-	obs := &endpointObservation{Endpoint: ep, Now: breakerNow, Policy: DefaultPolicy(), PolicyProblem: &problem{hookv1.ReasonRetryPolicyNotFound, "x"}}
+	obs := &endpointObservation{Endpoint: ep, Now: breakerNow, Policy: retrypolicy.DefaultPolicy(), PolicyProblem: &conditions.Problem{Reason: hookv1.ReasonRetryPolicyNotFound, Message: "x"}}
 	if d := decideEndpoint(obs); d.Probe == nil || !d.Probe.Valid {
 		t.Errorf("a request on an endpoint that is not Ready (the engine keeps its configuration): %+v", d.Probe)
 	}
@@ -159,7 +161,7 @@ func TestDecideProbe(t *testing.T) {
 // precision, its next probe only while open, and the probe request acted
 // on now or the one recorded before.
 func TestBreakerStatus(t *testing.T) {
-	mt := func(t *time.Time) *metav1.Time { return metaTime(t) }
+	mt := func(t *time.Time) *metav1.Time { return conditions.MetaTime(t) }
 	open := failing()
 	closed := failing()
 	closed.Open, closed.NextProbeAt, closed.ClosedAt, closed.LastProbeResult = false, nil, bt(-30*time.Second), ""
@@ -326,7 +328,7 @@ func TestCircuitCondition(t *testing.T) {
 					t.Errorf("message %q\ncontains %q", c.Message, w)
 				}
 			}
-			if len(c.Message) > maxConditionMessage {
+			if len(c.Message) > conditions.MaxMessage {
 				t.Errorf("message of %d bytes", len(c.Message))
 			}
 		})

@@ -1,4 +1,4 @@
-package controllers
+package webhookendpoint
 
 import (
 	"fmt"
@@ -7,6 +7,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	hookv1 "github.com/hookkeeper/hookkeeper/api/v1alpha1"
+	"github.com/hookkeeper/hookkeeper/controllers/conditions"
 	"github.com/hookkeeper/hookkeeper/internal/ledger"
 )
 
@@ -25,7 +26,7 @@ func retryBudgetCondition(d ledger.DeferralStreak, budget *ledger.RetryBudget, g
 	}
 	c.Status, c.Reason = metav1.ConditionTrue, hookv1.ReasonRetriesDeferred
 	c.Message = fmt.Sprintf("%d retries deferred by the retry budget (recovery re-sends included) since %s (the last at %s); they are sent in later minutes, never dropped",
-		d.Count, formatTime(d.First), formatTime(d.Last))
+		d.Count, conditions.FormatTime(d.First), conditions.FormatTime(d.Last))
 	if budget != nil {
 		c.Message += fmt.Sprintf(". Budget: %d%% of the minute's first attempts plus %d retries per minute (spec.retryBudget of the RetryPolicy)",
 			budget.RatioPercent, budget.MinPerMinute)

@@ -1,11 +1,8 @@
-package controllers
+package webhookendpoint
 
 import (
 	"reflect"
 	"time"
-
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/utils/ptr"
 
 	hookv1 "github.com/hookkeeper/hookkeeper/api/v1alpha1"
 	"github.com/hookkeeper/hookkeeper/internal/ledger"
@@ -13,109 +10,11 @@ import (
 )
 
 // Defaults the CRD applies at admission, repeated here for objects stored
-// before a default existed and for the built-in default policy.
+// before a default existed.
 const (
-	defaultAckTimeout        = 15 * time.Minute
-	defaultMaxInFlight       = 10
-	defaultPayloadRetention  = 168 * time.Hour
-	defaultEvidenceRetention = 720 * time.Hour
-	defaultMinRetriesPerMin  = 10
+	defaultAckTimeout  = 15 * time.Minute
+	defaultMaxInFlight = 10
 )
-
-// defaultRetryOn is spec.retryOn's CRD default.
-var defaultRetryOn = []string{"NetworkError", "Timeout", "408", "429", "5xx"}
-
-// DefaultRetryPolicySpec is the policy of endpoints without
-// spec.retryPolicyRef: exponential backoff from 5s doubling up to 1h with
-// 10% jitter, at most 12 attempts within 24h of the first, replayable for
-// 72h, and the CRD's defaults for everything else (the circuit breaker's
-// are ledger.DefaultBreakerPolicy's).
-func DefaultRetryPolicySpec() hookv1.RetryPolicySpec {
-	d := func(d time.Duration) *metav1.Duration { return &metav1.Duration{Duration: d} }
-	retryOn := make([]hookv1.RetryClass, len(defaultRetryOn))
-	for i, c := range defaultRetryOn {
-		retryOn[i] = hookv1.RetryClass(c)
-	}
-	return hookv1.RetryPolicySpec{
-		Backoff: hookv1.Backoff{
-			Strategy:      hookv1.BackoffExponential,
-			InitialDelay:  d(5 * time.Second),
-			Factor:        "2",
-			MaxDelay:      d(time.Hour),
-			JitterPercent: ptr.To[int32](10),
-		},
-		Horizon:        hookv1.Horizon{MaxAttempts: ptr.To[int32](12), MaxAge: d(24 * time.Hour)},
-		AttemptTimeout: d(30 * time.Second),
-		RetryOn:        retryOn,
-		RetryAfterCap:  d(time.Hour),
-		ReplayWindow:   *d(72 * time.Hour),
-		Retention: &hookv1.Retention{
-			SecretGracePeriod: d(0),
-			Payloads:          d(defaultPayloadRetention),
-			Evidence:          d(defaultEvidenceRetention),
-		},
-		CircuitBreaker: &hookv1.CircuitBreaker{
-			Failures:         ptr.To(int32(ledger.DefaultBreakerPolicy.Failures)),
-			MinDuration:      d(ledger.DefaultBreakerPolicy.MinDuration),
-			ProbeInterval:    d(ledger.DefaultBreakerPolicy.ProbeInterval),
-			MaxProbeInterval: d(ledger.DefaultBreakerPolicy.MaxProbeInterval),
-			Ramp:             d(ledger.DefaultBreakerPolicy.Ramp),
-		},
-	}
-}
-
-// DefaultPolicy is DefaultRetryPolicySpec as the engine applies it; the
-// manager hands it to the WebhookEndpoint controller.
-func DefaultPolicy() ledger.Policy {
-	spec := DefaultRetryPolicySpec()
-	p, err := policyConfig(&spec)
-	if err != nil {
-		panic("controllers: the built-in default retry policy is invalid: " + err.Error())
-	}
-	return p
-}
-
-// policyConfig converts a RetryPolicy spec into the engine's policy: the
-// backoff through backoffPolicy (shared with the RetryPolicy status), the
-// retried failure classes, replay window, retention and retry budget, and
-// the circuit breaker, always explicit (breakerPolicy).
-func policyConfig(spec *hookv1.RetryPolicySpec) (ledger.Policy, error) {
-	b, err := backoffPolicy(spec)
-	if err != nil {
-		return ledger.Policy{}, err
-	}
-	p := ledger.Policy{
-		Backoff:           b,
-		ReplayWindow:      spec.ReplayWindow.Duration,
-		PayloadRetention:  defaultPayloadRetention,
-		EvidenceRetention: defaultEvidenceRetention,
-	}
-	for _, c := range spec.RetryOn {
-		p.RetryOn = append(p.RetryOn, string(c))
-	}
-	if len(p.RetryOn) == 0 {
-		p.RetryOn = append([]string(nil), defaultRetryOn...)
-	}
-	if r := spec.Retention; r != nil {
-		p.SecretGracePeriod = duration(r.SecretGracePeriod)
-		if r.Payloads != nil {
-			p.PayloadRetention = r.Payloads.Duration
-		}
-		if r.Evidence != nil {
-			p.EvidenceRetention = r.Evidence.Duration
-		}
-	}
-	if rb := spec.RetryBudget; rb != nil {
-		p.Budget = &ledger.RetryBudget{RatioPercent: int(rb.RatioPercent), MinPerMinute: defaultMinRetriesPerMin}
-		if rb.MinRetriesPerMinute != nil {
-			p.Budget.MinPerMinute = int(*rb.MinRetriesPerMinute)
-		}
-	}
-	if p.Breaker, err = breakerPolicy(spec.CircuitBreaker); err != nil {
-		return ledger.Policy{}, err
-	}
-	return p, nil
-}
 
 // endpointConfig is the configuration the engine gets for ep, signed with
 // secrets (the current one first) under policy.

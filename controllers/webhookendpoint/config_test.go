@@ -1,152 +1,26 @@
-package controllers
+package webhookendpoint
 
 import (
 	"context"
 	"path/filepath"
-	"strings"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
 	hookv1 "github.com/hookkeeper/hookkeeper/api/v1alpha1"
-	"github.com/hookkeeper/hookkeeper/internal/backoff"
+	"github.com/hookkeeper/hookkeeper/controllers/internal/testutil"
+	"github.com/hookkeeper/hookkeeper/controllers/retrypolicy"
 	"github.com/hookkeeper/hookkeeper/internal/ledger"
 	"github.com/hookkeeper/hookkeeper/internal/ledger/sqlite"
 	"github.com/hookkeeper/hookkeeper/internal/sensitive"
 	"github.com/hookkeeper/hookkeeper/internal/wire"
 )
 
-func TestDefaultPolicyIsReady(t *testing.T) {
-	policy := &hookv1.RetryPolicy{ObjectMeta: metav1.ObjectMeta{Name: "default", Generation: 1}, Spec: DefaultRetryPolicySpec()}
-	status := retryPolicyStatus(policy, 0, time.Now())
-	if ready := meta.FindStatusCondition(status.Conditions, hookv1.ConditionReady); ready == nil || ready.Status != metav1.ConditionTrue {
-		t.Fatalf("the built-in default policy is not Ready: %+v", ready)
-	}
-	if status.Attempts != 12 {
-		t.Errorf("default policy attempts = %d, want 12", status.Attempts)
-	}
-
-	p := DefaultPolicy()
-	want := ledger.Policy{
-		Backoff: backoff.Policy{
-			Strategy: backoff.Exponential, InitialDelay: 5 * time.Second, FactorMilli: 2000, MaxDelay: time.Hour,
-			JitterPercent: 10, MaxAttempts: 12, MaxAge: 24 * time.Hour, AttemptTimeout: 30 * time.Second, RetryAfterCap: time.Hour,
-		},
-		RetryOn:           []string{"NetworkError", "Timeout", "408", "429", "5xx"},
-		ReplayWindow:      72 * time.Hour,
-		PayloadRetention:  168 * time.Hour,
-		EvidenceRetention: 720 * time.Hour,
-		Breaker:           &ledger.DefaultBreakerPolicy,
-	}
-	if diff := cmp.Diff(want, p); diff != "" {
-		t.Errorf("DefaultPolicy() (-want +got):\n%s", diff)
-	}
-}
-
-func TestPolicyConfig(t *testing.T) {
-	base := hookv1.RetryPolicySpec{
-		Backoff:        hookv1.Backoff{Strategy: hookv1.BackoffFixed, InitialDelay: dur("1m"), JitterPercent: ptr.To[int32](0)},
-		Horizon:        hookv1.Horizon{MaxAttempts: ptr.To[int32](3)},
-		AttemptTimeout: dur("10s"),
-		ReplayWindow:   *dur("2h"),
-	}
-	fixed := backoff.Policy{Strategy: backoff.Fixed, InitialDelay: time.Minute, MaxAttempts: 3, AttemptTimeout: 10 * time.Second}
-
-	tests := []struct {
-		name    string
-		mutate  func(*hookv1.RetryPolicySpec)
-		want    ledger.Policy
-		wantErr string
-	}{
-		{
-			name: "unset retryOn and retention take the CRD defaults",
-			want: ledger.Policy{Backoff: fixed, RetryOn: defaultRetryOn, ReplayWindow: 2 * time.Hour,
-				PayloadRetention: 168 * time.Hour, EvidenceRetention: 720 * time.Hour, Breaker: &ledger.DefaultBreakerPolicy},
-		},
-		{
-			name: "retryOn, retention and budget are carried over",
-			mutate: func(s *hookv1.RetryPolicySpec) {
-				s.RetryOn = []hookv1.RetryClass{"5xx", "429"}
-				s.Retention = &hookv1.Retention{SecretGracePeriod: dur("1h"), Payloads: dur("24h"), Evidence: dur("48h")}
-				s.RetryBudget = &hookv1.RetryBudget{RatioPercent: 20, MinRetriesPerMinute: ptr.To[int32](3)}
-			},
-			want: ledger.Policy{Backoff: fixed, RetryOn: []string{"5xx", "429"}, ReplayWindow: 2 * time.Hour,
-				SecretGracePeriod: time.Hour, PayloadRetention: 24 * time.Hour, EvidenceRetention: 48 * time.Hour,
-				Budget: &ledger.RetryBudget{RatioPercent: 20, MinPerMinute: 3}, Breaker: &ledger.DefaultBreakerPolicy},
-		},
-		{
-			name: "a budget without a floor gets the CRD's 10 per minute",
-			mutate: func(s *hookv1.RetryPolicySpec) {
-				s.Retention = &hookv1.Retention{}
-				s.RetryBudget = &hookv1.RetryBudget{RatioPercent: 50}
-			},
-			want: ledger.Policy{Backoff: fixed, RetryOn: defaultRetryOn, ReplayWindow: 2 * time.Hour,
-				PayloadRetention: 168 * time.Hour, EvidenceRetention: 720 * time.Hour,
-				Budget: &ledger.RetryBudget{RatioPercent: 50, MinPerMinute: 10}, Breaker: &ledger.DefaultBreakerPolicy},
-		},
-		{
-			name: "circuitBreaker is carried over, the CRD's defaults for what it leaves unset",
-			mutate: func(s *hookv1.RetryPolicySpec) {
-				s.CircuitBreaker = &hookv1.CircuitBreaker{Failures: ptr.To[int32](3), MinDuration: dur("0s"), ProbeInterval: dur("1s"), GoneProbeInterval: dur("1h")}
-			},
-			want: ledger.Policy{Backoff: fixed, RetryOn: defaultRetryOn, ReplayWindow: 2 * time.Hour,
-				PayloadRetention: 168 * time.Hour, EvidenceRetention: 720 * time.Hour,
-				Breaker: &ledger.BreakerPolicy{Failures: 3, MinDuration: 0, ProbeInterval: time.Second, MaxProbeInterval: 10 * time.Minute,
-					GoneProbeInterval: time.Hour, Ramp: time.Minute}},
-		},
-		{
-			name:   "a disabled breaker",
-			mutate: func(s *hookv1.RetryPolicySpec) { s.CircuitBreaker = &hookv1.CircuitBreaker{Disabled: true} },
-			want: ledger.Policy{Backoff: fixed, RetryOn: defaultRetryOn, ReplayWindow: 2 * time.Hour,
-				PayloadRetention: 168 * time.Hour, EvidenceRetention: 720 * time.Hour,
-				Breaker: &ledger.BreakerPolicy{Disabled: true, Failures: 10, MinDuration: time.Minute, ProbeInterval: 30 * time.Second,
-					MaxProbeInterval: 10 * time.Minute, Ramp: time.Minute}},
-		},
-		{
-			name:    "a probeInterval above maxProbeInterval is an error naming the field",
-			mutate:  func(s *hookv1.RetryPolicySpec) { s.CircuitBreaker = &hookv1.CircuitBreaker{ProbeInterval: dur("20m")} },
-			wantErr: "spec.circuitBreaker.maxProbeInterval: must be at least circuitBreaker.probeInterval",
-		},
-		{
-			name:    "a breaker that opens on no failure is an error naming the field",
-			mutate:  func(s *hookv1.RetryPolicySpec) { s.CircuitBreaker = &hookv1.CircuitBreaker{Failures: ptr.To[int32](0)} },
-			wantErr: "spec.circuitBreaker.failures: must be at least 1",
-		},
-		{
-			name:    "an invalid backoff is an error naming the field",
-			mutate:  func(s *hookv1.RetryPolicySpec) { s.Backoff.InitialDelay = nil },
-			wantErr: "initialDelay",
-		},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			spec := *base.DeepCopy()
-			if tt.mutate != nil {
-				tt.mutate(&spec)
-			}
-			got, err := policyConfig(&spec)
-			if tt.wantErr != "" {
-				if err == nil || !strings.Contains(conditionMessage(err), tt.wantErr) {
-					t.Fatalf("err = %v, want one naming %q", err, tt.wantErr)
-				}
-				return
-			}
-			if err != nil {
-				t.Fatal(err)
-			}
-			if diff := cmp.Diff(tt.want, got); diff != "" {
-				t.Errorf("policyConfig (-want +got):\n%s", diff)
-			}
-		})
-	}
-}
-
 func TestEndpointConfig(t *testing.T) {
-	policy := DefaultPolicy()
+	policy := retrypolicy.DefaultPolicy()
 	secrets := []ledger.SigningSecret{{Value: sensitive.Bytes("whsec_current")}}
 	objMeta := metav1.ObjectMeta{Namespace: "shop", Name: "orders"}
 	minimal := hookv1.WebhookEndpointSpec{URL: "https://example.com/hook", EventTypes: []hookv1.EventTypePattern{"order.*", "refund.created"}}
@@ -182,7 +56,7 @@ func TestEndpointConfig(t *testing.T) {
 		{
 			name: "Callback with a timeout, a burst, Response mode's timeout ignored",
 			mutate: func(s *hookv1.WebhookEndpointSpec) {
-				s.Acknowledgement = &hookv1.Acknowledgement{Mode: hookv1.AcknowledgementCallback, Timeout: dur("2m")}
+				s.Acknowledgement = &hookv1.Acknowledgement{Mode: hookv1.AcknowledgementCallback, Timeout: testutil.Dur("2m")}
 				s.RateLimit = &hookv1.RateLimit{PerSecond: 5, Burst: ptr.To[int32](20)}
 			},
 			want: ledger.Endpoint{ID: "shop/orders", Namespace: "shop", Name: "orders", URL: "https://example.com/hook",
@@ -216,20 +90,20 @@ func TestSameConfigSurvivesTheLedger(t *testing.T) {
 	t.Cleanup(func() { _ = store.Close() })
 
 	notAfter := time.Date(2026, 11, 30, 10, 0, 0, 123456789, time.Local)
-	schedule := DefaultRetryPolicySpec()
-	schedule.Backoff = hookv1.Backoff{Strategy: hookv1.BackoffSchedule, Schedule: []metav1.Duration{*dur("5s"), *dur("1m")}}
-	schedulePolicy, err := policyConfig(&schedule)
+	schedule := retrypolicy.DefaultRetryPolicySpec()
+	schedule.Backoff = hookv1.Backoff{Strategy: hookv1.BackoffSchedule, Schedule: []metav1.Duration{*testutil.Dur("5s"), *testutil.Dur("1m")}}
+	schedulePolicy, err := retrypolicy.Config(&schedule)
 	if err != nil {
 		t.Fatal(err)
 	}
-	budget := DefaultPolicy()
+	budget := retrypolicy.DefaultPolicy()
 	budget.Budget = &ledger.RetryBudget{RatioPercent: 10, MinPerMinute: 1}
 
 	configs := map[string]ledger.Endpoint{
 		"minimal": endpointConfig(&hookv1.WebhookEndpoint{
 			ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "minimal"},
 			Spec:       hookv1.WebhookEndpointSpec{URL: "http://127.0.0.1/x", EventTypes: []hookv1.EventTypePattern{"*"}},
-		}, DefaultPolicy(), []ledger.SigningSecret{{Value: sensitive.Bytes("whsec_a")}}),
+		}, retrypolicy.DefaultPolicy(), []ledger.SigningSecret{{Value: sensitive.Bytes("whsec_a")}}),
 		"everything": endpointConfig(&hookv1.WebhookEndpoint{
 			ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "everything"},
 			Spec: hookv1.WebhookEndpointSpec{
@@ -264,7 +138,7 @@ func TestSameConfigNoticesChanges(t *testing.T) {
 	base := endpointConfig(&hookv1.WebhookEndpoint{
 		ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "ep"},
 		Spec:       hookv1.WebhookEndpointSpec{URL: "http://127.0.0.1/x", EventTypes: []hookv1.EventTypePattern{"*"}},
-	}, DefaultPolicy(), []ledger.SigningSecret{{Value: sensitive.Bytes("whsec_a")}})
+	}, retrypolicy.DefaultPolicy(), []ledger.SigningSecret{{Value: sensitive.Bytes("whsec_a")}})
 	changes := map[string]func(*ledger.Endpoint){
 		"url":          func(e *ledger.Endpoint) { e.URL += "y" },
 		"event types":  func(e *ledger.Endpoint) { e.EventTypes = []string{"a"} },

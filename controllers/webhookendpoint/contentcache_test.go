@@ -1,4 +1,4 @@
-package controllers
+package webhookendpoint
 
 import (
 	"context"
@@ -15,6 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	hookv1 "github.com/hookkeeper/hookkeeper/api/v1alpha1"
+	"github.com/hookkeeper/hookkeeper/controllers/signingsecret"
 )
 
 // liveReads is a client.Reader that counts the Secrets and ConfigMaps
@@ -56,7 +57,7 @@ var _ = Describe("an endpoint's Secrets, read when they change", func() {
 		})
 		key := client.ObjectKeyFromObject(ep)
 		credKey := client.ObjectKeyFromObject(cred)
-		signingKey := client.ObjectKey{Namespace: ns, Name: generatedSecretName(ep)}
+		signingKey := client.ObjectKey{Namespace: ns, Name: signingsecret.GeneratedName(ep)}
 		expectReady(key)
 		delivered := func(n int64) {
 			GinkgoHelper()

@@ -1,11 +1,10 @@
-package controllers
+package webhookendpoint
 
 import (
 	"context"
 	"errors"
 	"fmt"
 	"math/rand/v2"
-	"slices"
 	"sync"
 	"time"
 
@@ -24,10 +23,12 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
-	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	hookv1 "github.com/hookkeeper/hookkeeper/api/v1alpha1"
+	"github.com/hookkeeper/hookkeeper/controllers/conditions"
+	"github.com/hookkeeper/hookkeeper/controllers/index"
+	"github.com/hookkeeper/hookkeeper/controllers/retrypolicy"
 	"github.com/hookkeeper/hookkeeper/internal/destination"
 	"github.com/hookkeeper/hookkeeper/internal/engine"
 	"github.com/hookkeeper/hookkeeper/internal/ledger"
@@ -101,7 +102,7 @@ type WebhookEndpointReconciler struct {
 	// Recorder emits the endpoint's Events.
 	Recorder events.EventRecorder
 	// DefaultPolicy applies to endpoints without spec.retryPolicyRef
-	// (DefaultPolicy() unless the manager chose another).
+	// (retrypolicy.DefaultPolicy() unless the manager chose another).
 	DefaultPolicy ledger.Policy
 	// Exhausted delivers the engine's exhaustion notices
 	// (ExhaustionEvents.Events), so that an exhaustion shows at once; nil
@@ -200,7 +201,7 @@ func (r *WebhookEndpointReconciler) now() time.Time {
 // endpoint is deleted) and writes its status.
 func (r *WebhookEndpointReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	res, err := r.reconcile(ctx, req)
-	return requeueOnConflict(ctx, res, err)
+	return conditions.RequeueOnConflict(ctx, res, err)
 }
 
 func (r *WebhookEndpointReconciler) reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
@@ -253,12 +254,12 @@ func (r *WebhookEndpointReconciler) reconcile(ctx context.Context, req ctrl.Requ
 		ep.Status = *before.Status.DeepCopy()
 	}
 	writes := !equality.Semantic.DeepEqual(before.Status, ep.Status)
-	if werr := updateStatus(ctx, r.Client, before, &ep, func(e *hookv1.WebhookEndpoint) any { return e.Status }); werr != nil {
+	if werr := conditions.UpdateStatus(ctx, r.Client, before, &ep, func(e *hookv1.WebhookEndpoint) any { return e.Status }); werr != nil {
 		if apierrors.IsNotFound(werr) {
 			r.Metrics.forget(ep.Namespace, ep.Name)
 			return ctrl.Result{}, nil
 		}
-		if statusRefusedForInvalidSpec(ctx, werr, ep.DecodeError()) {
+		if conditions.RefusedForInvalidSpec(ctx, werr, ep.DecodeError()) {
 			r.emit(&ep, evs)
 			return ctrl.Result{}, nil
 		}
@@ -439,17 +440,17 @@ func (r *WebhookEndpointReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	}
 	r.content = &contentCache{size: r.ContentCacheSize}
 	r.reader = &contentReader{metadata: mgr.GetCache(), live: r.APIReader, cache: r.content}
-	if err := indexEndpoints(mgr, retryPolicyRefIndex, signingSecretRefIndex, credentialSecretIndex, caConfigMapIndex); err != nil {
+	if err := index.Endpoints(mgr, index.RetryPolicyRef, index.SigningSecretRef, index.CredentialSecret, index.CAConfigMap); err != nil {
 		return err
 	}
 	b := ctrl.NewControllerManagedBy(mgr).
 		Named("webhookendpoint").
 		For(&hookv1.WebhookEndpoint{}, builder.WithPredicates(predicate.Or(predicate.GenerationChangedPredicate{}, deletionStarted(), probeRequested()))).
 		Owns(&corev1.Secret{}, builder.OnlyMetadata).
-		Watches(&corev1.Secret{}, handler.EnqueueRequestsFromMapFunc(endpointsReferencing(r.Client, signingSecretRefIndex, credentialSecretIndex)), builder.OnlyMetadata).
-		Watches(&corev1.ConfigMap{}, handler.EnqueueRequestsFromMapFunc(endpointsReferencing(r.Client, caConfigMapIndex)), builder.OnlyMetadata).
-		Watches(&hookv1.RetryPolicy{}, handler.EnqueueRequestsFromMapFunc(endpointsReferencing(r.Client, retryPolicyRefIndex)),
-			builder.WithPredicates(policyReadinessChanged())).
+		Watches(&corev1.Secret{}, handler.EnqueueRequestsFromMapFunc(index.EndpointsReferencing(r.Client, index.SigningSecretRef, index.CredentialSecret)), builder.OnlyMetadata).
+		Watches(&corev1.ConfigMap{}, handler.EnqueueRequestsFromMapFunc(index.EndpointsReferencing(r.Client, index.CAConfigMap)), builder.OnlyMetadata).
+		Watches(&hookv1.RetryPolicy{}, handler.EnqueueRequestsFromMapFunc(index.EndpointsReferencing(r.Client, index.RetryPolicyRef)),
+			builder.WithPredicates(retrypolicy.ReadinessChanged())).
 		Watches(&hookv1.DeliveryRecovery{}, handler.EnqueueRequestsFromMapFunc(endpointOfRecovery), builder.WithPredicates(recoveryProgressed()))
 	if r.Exhausted != nil {
 		b = b.WatchesRawSource(source.Channel(r.Exhausted, &handler.EnqueueRequestForObject{}))
@@ -468,28 +469,6 @@ func (r *WebhookEndpointReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		b = b.WatchesRawSource(source.Channel(poller.out, handler.EnqueueRequestsFromMapFunc(cachedEndpoint(mgr.GetCache()))))
 	}
 	return b.Complete(r)
-}
-
-// endpointsReferencing maps an object to the endpoints of its namespace
-// that name it, through the field index.
-func endpointsReferencing(c client.Reader, indexes ...string) handler.MapFunc {
-	return func(ctx context.Context, o client.Object) []reconcile.Request {
-		var reqs []reconcile.Request
-		for _, index := range indexes {
-			var eps hookv1.WebhookEndpointList
-			if err := c.List(ctx, &eps, client.InNamespace(o.GetNamespace()), client.MatchingFields{index: o.GetName()}); err != nil {
-				log.FromContext(ctx).Error(err, "listing the endpoints that reference an object", "index", index, "name", o.GetName())
-				continue
-			}
-			for i := range eps.Items {
-				req := reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&eps.Items[i])}
-				if !slices.Contains(reqs, req) {
-					reqs = append(reqs, req)
-				}
-			}
-		}
-		return reqs
-	}
 }
 
 // deletionStarted passes the update that marks an object for deletion,
@@ -517,29 +496,4 @@ func probeRequested() predicate.Funcs {
 			return e.ObjectOld.GetAnnotations()[hookv1.AnnotationProbeRequestedAt] != e.ObjectNew.GetAnnotations()[hookv1.AnnotationProbeRequestedAt]
 		},
 	}
-}
-
-// policyReadinessChanged passes the RetryPolicy updates that can change
-// what its endpoints get: a new spec, or a change of readiness. Its other
-// status writes (such as the count of endpoints using it) do not wake every
-// endpoint that uses it.
-func policyReadinessChanged() predicate.Funcs {
-	return predicate.Funcs{
-		UpdateFunc: func(e event.UpdateEvent) bool {
-			oldP, okOld := e.ObjectOld.(*hookv1.RetryPolicy)
-			newP, okNew := e.ObjectNew.(*hookv1.RetryPolicy)
-			if !okOld || !okNew {
-				return true
-			}
-			return oldP.Generation != newP.Generation || readinessKey(oldP) != readinessKey(newP)
-		},
-	}
-}
-
-// readinessKey is what an endpoint's Ready condition takes from its policy.
-func readinessKey(rp *hookv1.RetryPolicy) problem {
-	if p := policyReadiness(rp); p != nil {
-		return *p
-	}
-	return problem{}
 }

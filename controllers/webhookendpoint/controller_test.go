@@ -1,4 +1,4 @@
-package controllers
+package webhookendpoint
 
 import (
 	"encoding/json"
@@ -25,6 +25,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	hookv1 "github.com/hookkeeper/hookkeeper/api/v1alpha1"
+	"github.com/hookkeeper/hookkeeper/controllers/internal/testutil"
+	"github.com/hookkeeper/hookkeeper/controllers/signingsecret"
 	"github.com/hookkeeper/hookkeeper/internal/engine"
 	"github.com/hookkeeper/hookkeeper/internal/ledger"
 	"github.com/hookkeeper/hookkeeper/internal/sensitive"
@@ -130,15 +132,15 @@ func newEndpoint(ns, name, url string, mutate ...func(*hookv1.WebhookEndpointSpe
 // fastPolicy retries every 100ms, up to attempts in all. Its circuit
 // breaker is off: the specs that use it count attempts and exhaustions,
 // which an open breaker would hold once a slow run's failures spanned its
-// minute (breakerPolicy's spec has its own).
+// minute (retrypolicy.Breaker's spec has its own).
 func fastPolicy(ns, name string, attempts int32) *hookv1.RetryPolicy {
 	p := &hookv1.RetryPolicy{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
 		Spec: hookv1.RetryPolicySpec{
-			Backoff:        hookv1.Backoff{Strategy: hookv1.BackoffFixed, InitialDelay: dur("100ms"), JitterPercent: ptr.To[int32](0)},
+			Backoff:        hookv1.Backoff{Strategy: hookv1.BackoffFixed, InitialDelay: testutil.Dur("100ms"), JitterPercent: ptr.To[int32](0)},
 			Horizon:        hookv1.Horizon{MaxAttempts: ptr.To(attempts)},
-			AttemptTimeout: dur("5s"),
-			ReplayWindow:   *dur("1h"),
+			AttemptTimeout: testutil.Dur("5s"),
+			ReplayWindow:   *testutil.Dur("1h"),
 			CircuitBreaker: &hookv1.CircuitBreaker{Disabled: true},
 		},
 	}
@@ -225,7 +227,7 @@ var _ = Describe("WebhookEndpoint controller", func() {
 		cfg, err := registered(key)
 		Expect(err).NotTo(HaveOccurred())
 		Expect(cfg.Secrets).To(HaveLen(1))
-		Expect(sameSecret(cfg.Secrets[0].Value, value)).To(BeTrue(), "the engine signs with another secret")
+		Expect(signingsecret.Same(cfg.Secrets[0].Value, value)).To(BeTrue(), "the engine signs with another secret")
 		Expect(cfg.URL).To(Equal(rcv.URL))
 
 		// A spec change re-registers but reuses the secret.
@@ -299,7 +301,7 @@ var _ = Describe("WebhookEndpoint controller", func() {
 		ns := newNamespace()
 		rcv := newHookReceiver(http.StatusOK)
 		ep := newEndpoint(ns, "rotating", rcv.URL, func(s *hookv1.WebhookEndpointSpec) {
-			s.SigningRotationGracePeriod = dur("1h")
+			s.SigningRotationGracePeriod = testutil.Dur("1h")
 		})
 		key := client.ObjectKeyFromObject(ep)
 		expectReady(key)
@@ -322,8 +324,8 @@ var _ = Describe("WebhookEndpoint controller", func() {
 			cfg, err := registered(key)
 			g.Expect(err).NotTo(HaveOccurred())
 			g.Expect(cfg.Secrets).To(HaveLen(2))
-			g.Expect(sameSecret(cfg.Secrets[0].Value, newValue)).To(BeTrue())
-			g.Expect(sameSecret(cfg.Secrets[1].Value, oldValue)).To(BeTrue())
+			g.Expect(signingsecret.Same(cfg.Secrets[0].Value, newValue)).To(BeTrue())
+			g.Expect(signingsecret.Same(cfg.Secrets[1].Value, oldValue)).To(BeTrue())
 			g.Expect(cfg.Secrets[1].NotAfter).To(BeTemporally("~", time.Now().Add(time.Hour), time.Minute))
 		}).WithTimeout(20 * time.Second).Should(Succeed())
 		Expect(secretValue(secretKey, "previousSigningSecret")).To(Equal(oldValue))

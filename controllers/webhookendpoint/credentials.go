@@ -1,4 +1,4 @@
-package controllers
+package webhookendpoint
 
 import (
 	"bytes"
@@ -11,6 +11,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	hookv1 "github.com/hookkeeper/hookkeeper/api/v1alpha1"
+	"github.com/hookkeeper/hookkeeper/controllers/conditions"
 	"github.com/hookkeeper/hookkeeper/internal/credential"
 	"github.com/hookkeeper/hookkeeper/internal/dispatch"
 	"github.com/hookkeeper/hookkeeper/internal/sensitive"
@@ -23,7 +24,7 @@ import (
 // fields, never a value.
 type credentialSource struct {
 	Set     *credential.Set
-	Problem *problem
+	Problem *conditions.Problem
 }
 
 // Keys of the Secrets that spec.auth.basic and spec.tls name: those of the
@@ -79,7 +80,7 @@ func readCredentials(ctx context.Context, reader client.Reader, ep *hookv1.Webho
 		}
 	}
 	if err := dispatch.CheckCredentials(spec.URL, static, set); err != nil {
-		return credentialSource{Problem: &problem{hookv1.ReasonCredentialsUnavailable, "the credentials cannot be sent: " + err.Error()}}, nil
+		return credentialSource{Problem: &conditions.Problem{Reason: hookv1.ReasonCredentialsUnavailable, Message: "the credentials cannot be sent: " + err.Error()}}, nil
 	}
 	return credentialSource{Set: set}, nil
 }
@@ -172,7 +173,7 @@ type credentialReader struct {
 
 	secrets    map[string]*corev1.Secret
 	configMaps map[string]*corev1.ConfigMap
-	problem    *problem
+	problem    *conditions.Problem
 	err        error
 }
 
@@ -234,7 +235,7 @@ func (r *credentialReader) get(field, kind, name string, obj client.Object) bool
 		return true
 	case apierrors.IsNotFound(err):
 		if r.problem == nil {
-			r.problem = &problem{hookv1.ReasonCredentialsUnavailable, fmt.Sprintf("%s: %s %q not found", field, kind, name)}
+			r.problem = &conditions.Problem{Reason: hookv1.ReasonCredentialsUnavailable, Message: fmt.Sprintf("%s: %s %q not found", field, kind, name)}
 		}
 	case r.err == nil:
 		r.err = fmt.Errorf("reading %s %s for %s: %w", kind, name, field, err)
@@ -244,6 +245,6 @@ func (r *credentialReader) get(field, kind, name string, obj client.Object) bool
 
 func (r *credentialReader) refuse(field, kind, name, key, rule string) {
 	if r.problem == nil {
-		r.problem = &problem{hookv1.ReasonCredentialsUnavailable, fmt.Sprintf("%s: key %q of %s %q: %s", field, key, kind, name, rule)}
+		r.problem = &conditions.Problem{Reason: hookv1.ReasonCredentialsUnavailable, Message: fmt.Sprintf("%s: key %q of %s %q: %s", field, key, kind, name, rule)}
 	}
 }

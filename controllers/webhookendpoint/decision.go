@@ -1,19 +1,14 @@
-package controllers
+package webhookendpoint
 
 import (
 	"fmt"
-	"time"
 
 	hookv1 "github.com/hookkeeper/hookkeeper/api/v1alpha1"
+	"github.com/hookkeeper/hookkeeper/controllers/conditions"
+	"github.com/hookkeeper/hookkeeper/controllers/signingsecret"
 	"github.com/hookkeeper/hookkeeper/internal/ledger"
 	"github.com/hookkeeper/hookkeeper/internal/sensitive"
 )
-
-// problem is why an endpoint's current spec is not in effect: a Ready=False
-// reason and a message for humans.
-type problem struct {
-	Reason, Message string
-}
 
 // engineAction is what the reconciler does to the engine's configuration.
 type engineAction int
@@ -37,7 +32,7 @@ func (a engineAction) String() string {
 type endpointDecision struct {
 	Action engineAction
 	// Problem is why the current spec is not in effect; nil when it is.
-	Problem *problem
+	Problem *conditions.Problem
 	// Internal is set when Problem is an internal error: the reconcile is
 	// retried and observedGeneration does not advance.
 	Internal bool
@@ -53,7 +48,7 @@ type endpointDecision struct {
 	Desired ledger.Endpoint
 	// Rotation says which secrets the engine signs with; set when Problem
 	// is nil.
-	Rotation rotationPlan
+	Rotation signingsecret.RotationPlan
 	// Probe is the probe request to act on (endpoint_breaker.go); nil when
 	// there is none new.
 	Probe *probeRequest
@@ -94,7 +89,7 @@ func decideEngine(obs *endpointObservation) endpointDecision {
 	case obs.Err != nil:
 		return errorDecision(obs)
 	case len(ep.Undecodable) > 0:
-		return endpointDecision{Problem: &problem{hookv1.ReasonInvalidSpec, undecodableMessage(ep.Undecodable)}}
+		return endpointDecision{Problem: &conditions.Problem{Reason: hookv1.ReasonInvalidSpec, Message: conditions.Undecodable(ep.Undecodable)}}
 	case obs.SendProblem != nil:
 		d := endpointDecision{Problem: obs.SendProblem}
 		if reg != nil && !reg.Paused {
@@ -106,13 +101,13 @@ func decideEngine(obs *endpointObservation) endpointDecision {
 	case obs.Signing.Problem != nil:
 		return endpointDecision{Problem: obs.Signing.Problem}
 	case secretOwed(obs) && obs.NamespaceTerminating:
-		return endpointDecision{Problem: &problem{hookv1.ReasonNamespaceTerminating, fmt.Sprintf(
+		return endpointDecision{Problem: &conditions.Problem{Reason: hookv1.ReasonNamespaceTerminating, Message: fmt.Sprintf(
 			"namespace %q is being deleted and refuses new objects: the endpoint's signing Secret is not written, and the endpoint goes with the namespace", ep.Namespace)}}
 	case secretOwed(obs):
 		return endpointDecision{Waiting: true}
 	}
 
-	d := endpointDecision{Rotation: planRotation(rotationOf(obs))}
+	d := endpointDecision{Rotation: signingsecret.PlanRotation(rotationOf(obs))}
 	d.Desired = endpointConfig(ep, obs.Policy, d.Rotation.Secrets)
 	d.Desired.Credentials = obs.Credentials.Set
 	switch {
@@ -143,22 +138,22 @@ func errorDecision(obs *endpointObservation) endpointDecision {
 	if !ok {
 		se = &stepError{"reconciling", obs.Err}
 	}
-	if namespaceTerminating(obs.Err) {
-		return endpointDecision{Problem: &problem{hookv1.ReasonNamespaceTerminating, fmt.Sprintf(
+	if conditions.NamespaceTerminating(obs.Err) {
+		return endpointDecision{Problem: &conditions.Problem{Reason: hookv1.ReasonNamespaceTerminating, Message: fmt.Sprintf(
 			"namespace %q is being deleted and refuses new objects: %s is not done, and the endpoint goes with the namespace", obs.Endpoint.Namespace, se.step)}}
 	}
-	return endpointDecision{Internal: true, Problem: &problem{hookv1.ReasonInternalError, se.step + " failed; the operator's log has the details"}}
+	return endpointDecision{Internal: true, Problem: &conditions.Problem{Reason: hookv1.ReasonInternalError, Message: se.step + " failed; the operator's log has the details"}}
 }
 
 // rotationOf is the rotation input of the observed endpoint.
-func rotationOf(obs *endpointObservation) rotationInput {
+func rotationOf(obs *endpointObservation) signingsecret.RotationInput {
 	var registered sensitive.Bytes
 	if obs.Registered != nil {
-		registered = currentSecret(obs.Registered.Secrets)
+		registered = signingsecret.CurrentOf(obs.Registered.Secrets)
 	}
-	return rotationInput{
+	return signingsecret.RotationInput{
 		Current: obs.Signing.Current, Remembered: obs.Signing.Remembered, Registered: registered,
-		Grace: rotationGrace(obs.Endpoint), Now: obs.Now,
+		Grace: signingsecret.GracePeriod(obs.Endpoint), Now: obs.Now,
 	}
 }
 
@@ -169,21 +164,5 @@ func rotationUnrecorded(obs *endpointObservation) bool {
 	if obs.Signing.Problem != nil || obs.Signing.Owed || obs.Registered == nil {
 		return false
 	}
-	return planRotation(rotationOf(obs)).Remember != nil
-}
-
-func currentSecret(secrets []ledger.SigningSecret) sensitive.Bytes {
-	for _, s := range secrets {
-		if s.NotAfter.IsZero() {
-			return s.Value
-		}
-	}
-	return nil
-}
-
-func rotationGrace(ep *hookv1.WebhookEndpoint) time.Duration {
-	if g := ep.Spec.SigningRotationGracePeriod; g != nil {
-		return g.Duration
-	}
-	return defaultRotationGracePeriod
+	return signingsecret.PlanRotation(rotationOf(obs)).Remember != nil
 }

@@ -1,4 +1,4 @@
-package controllers
+package webhookendpoint
 
 import (
 	"errors"
@@ -9,6 +9,10 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	hookv1 "github.com/hookkeeper/hookkeeper/api/v1alpha1"
+	"github.com/hookkeeper/hookkeeper/controllers/conditions"
+	"github.com/hookkeeper/hookkeeper/controllers/internal/testutil"
+	"github.com/hookkeeper/hookkeeper/controllers/retrypolicy"
+	"github.com/hookkeeper/hookkeeper/controllers/signingsecret"
 	"github.com/hookkeeper/hookkeeper/internal/credential"
 	"github.com/hookkeeper/hookkeeper/internal/ledger"
 	"github.com/hookkeeper/hookkeeper/internal/sensitive"
@@ -26,14 +30,14 @@ func TestDecideEndpoint(t *testing.T) {
 	}
 	undecodable := ep.DeepCopy()
 	undecodable.Undecodable = []string{`spec.signingRotationGracePeriod: time: invalid duration "9999999999h"`}
-	policy := DefaultPolicy()
-	secret, older := mustSecret(t), mustSecret(t)
-	good := &signingSource{SecretName: "orders-signing", Current: secret}
-	rememberedRotation := &signingSource{SecretName: "orders-signing", Current: secret, Remembered: &previousSecret{Value: older, RotatedAt: now}}
-	owed := &signingSource{SecretName: "orders-signing", Owed: true}
-	badSecret := &signingSource{SecretName: "orders-signing", Problem: &problem{hookv1.ReasonSigningSecretNotFound, `Secret "orders-signing" not found`}}
-	send := &problem{hookv1.ReasonDestinationForbidden, "spec.url resolves to 10.0.0.1, a private address"}
-	policyProblem := &problem{hookv1.ReasonRetryPolicyNotFound, `RetryPolicy "fast" not found`}
+	policy := retrypolicy.DefaultPolicy()
+	secret, older := testutil.MustSecret(t), testutil.MustSecret(t)
+	good := &signingsecret.Source{SecretName: "orders-signing", Current: secret}
+	rememberedRotation := &signingsecret.Source{SecretName: "orders-signing", Current: secret, Remembered: &signingsecret.Previous{Value: older, RotatedAt: now}}
+	owed := &signingsecret.Source{SecretName: "orders-signing", Owed: true}
+	badSecret := &signingsecret.Source{SecretName: "orders-signing", Problem: &conditions.Problem{Reason: hookv1.ReasonSigningSecretNotFound, Message: `Secret "orders-signing" not found`}}
+	send := &conditions.Problem{Reason: hookv1.ReasonDestinationForbidden, Message: "spec.url resolves to 10.0.0.1, a private address"}
+	policyProblem := &conditions.Problem{Reason: hookv1.ReasonRetryPolicyNotFound, Message: `RetryPolicy "fast" not found`}
 
 	current := endpointConfig(ep, policy, []ledger.SigningSecret{{Value: secret}})
 	paused := current
@@ -46,8 +50,8 @@ func TestDecideEndpoint(t *testing.T) {
 		name         string
 		ep           *hookv1.WebhookEndpoint
 		registered   *ledger.Endpoint
-		signing      *signingSource
-		send, policy *problem
+		signing      *signingsecret.Source
+		send, policy *conditions.Problem
 		terminating  bool
 		err          error
 		wantAction   engineAction
@@ -128,12 +132,12 @@ func TestDecideEndpointCredentialsAndFilter(t *testing.T) {
 		Spec: hookv1.WebhookEndpointSpec{URL: "https://hooks.example.com/orders", EventTypes: []hookv1.EventTypePattern{"*"},
 			Filter: "data.amount > 1000"},
 	}
-	policy := DefaultPolicy()
-	good := signingSource{SecretName: "orders-signing", Current: mustSecret(t)}
+	policy := retrypolicy.DefaultPolicy()
+	good := signingsecret.Source{SecretName: "orders-signing", Current: testutil.MustSecret(t)}
 	set := &credential.Set{Bearer: sensitive.Bytes("token-1")}
-	missing := &problem{hookv1.ReasonCredentialsUnavailable, `spec.auth.bearer.tokenSecretRef: Secret "token" not found`}
-	badFilter := &problem{hookv1.ReasonFilterInvalid, "spec.filter: 1:6: undeclared reference to 'amout'"}
-	policyProblem := &problem{hookv1.ReasonRetryPolicyNotFound, `RetryPolicy "fast" not found`}
+	missing := &conditions.Problem{Reason: hookv1.ReasonCredentialsUnavailable, Message: `spec.auth.bearer.tokenSecretRef: Secret "token" not found`}
+	badFilter := &conditions.Problem{Reason: hookv1.ReasonFilterInvalid, Message: "spec.filter: 1:6: undeclared reference to 'amout'"}
+	policyProblem := &conditions.Problem{Reason: hookv1.ReasonRetryPolicyNotFound, Message: `RetryPolicy "fast" not found`}
 	current := endpointConfig(ep, policy, []ledger.SigningSecret{{Value: good.Current}})
 	current.Credentials = set
 	held := current
@@ -145,8 +149,8 @@ func TestDecideEndpointCredentialsAndFilter(t *testing.T) {
 		name       string
 		registered *ledger.Endpoint
 		creds      credentialSource
-		filter     *problem
-		policy     *problem
+		filter     *conditions.Problem
+		policy     *conditions.Problem
 		wantAction engineAction
 		wantReason string
 		wantPaused bool

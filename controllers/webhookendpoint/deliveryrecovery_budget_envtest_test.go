@@ -1,4 +1,4 @@
-package controllers
+package webhookendpoint
 
 import (
 	"sync/atomic"
@@ -12,6 +12,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	hookv1 "github.com/hookkeeper/hookkeeper/api/v1alpha1"
+	"github.com/hookkeeper/hookkeeper/controllers/internal/testutil"
 )
 
 var _ = Describe("A DeliveryRecovery over its endpoint's retry budget", func() {
@@ -30,10 +31,10 @@ var _ = Describe("A DeliveryRecovery over its endpoint's retry budget", func() {
 		policy := &hookv1.RetryPolicy{
 			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "budgeted"},
 			Spec: hookv1.RetryPolicySpec{
-				Backoff:        hookv1.Backoff{Strategy: hookv1.BackoffFixed, InitialDelay: dur("100ms"), JitterPercent: ptr.To[int32](0)},
+				Backoff:        hookv1.Backoff{Strategy: hookv1.BackoffFixed, InitialDelay: testutil.Dur("100ms"), JitterPercent: ptr.To[int32](0)},
 				Horizon:        hookv1.Horizon{MaxAttempts: ptr.To[int32](1)},
-				AttemptTimeout: dur("5s"),
-				ReplayWindow:   *dur("1h"),
+				AttemptTimeout: testutil.Dur("5s"),
+				ReplayWindow:   *testutil.Dur("1h"),
 				RetryBudget:    &hookv1.RetryBudget{RatioPercent: 0, MinRetriesPerMinute: ptr.To[int32](1)},
 				// The budget, not a breaker, is what holds the re-sends back.
 				CircuitBreaker: &hookv1.CircuitBreaker{Disabled: true},

@@ -1,4 +1,4 @@
-package controllers
+package webhookendpoint
 
 import (
 	"sync/atomic"
@@ -14,6 +14,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	hookv1 "github.com/hookkeeper/hookkeeper/api/v1alpha1"
+	"github.com/hookkeeper/hookkeeper/controllers/deliveryrecovery"
+	"github.com/hookkeeper/hookkeeper/controllers/internal/testutil"
 	"github.com/hookkeeper/hookkeeper/internal/ledger"
 )
 
@@ -30,7 +32,7 @@ func exhaustOne(ns string, secrets map[string]string) (*hookv1.WebhookEndpoint, 
 		return 503
 	}
 	policy := fastPolicy(ns, "fast", 2)
-	policy.Spec.Retention = &hookv1.Retention{SecretGracePeriod: dur("0s"), Payloads: dur("168h"), Evidence: dur("720h")}
+	policy.Spec.Retention = &hookv1.Retention{SecretGracePeriod: testutil.Dur("0s"), Payloads: testutil.Dur("168h"), Evidence: testutil.Dur("720h")}
 	ep := newEndpoint(ns, "orders", rcv.URL, func(s *hookv1.WebhookEndpointSpec) {
 		s.RetryPolicyRef = &hookv1.LocalObjectReference{Name: "fast"}
 	})
@@ -92,7 +94,7 @@ var _ = Describe("DeliveryRecovery controller", func() {
 
 		// A restarted controller that lost the status runs the operation
 		// again: every effect is keyed by the UID, so nothing is resent.
-		fresh := &DeliveryRecoveryReconciler{Client: k8sClient, Engine: eng}
+		fresh := &deliveryrecovery.DeliveryRecoveryReconciler{Client: k8sClient, Engine: eng}
 		var cur hookv1.DeliveryRecovery
 		Expect(k8sClient.Get(ctx, key, &cur)).To(Succeed())
 		lost := cur.DeepCopy()

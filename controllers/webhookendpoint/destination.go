@@ -1,4 +1,4 @@
-package controllers
+package webhookendpoint
 
 import (
 	"context"
@@ -11,6 +11,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	hookv1 "github.com/hookkeeper/hookkeeper/api/v1alpha1"
+	"github.com/hookkeeper/hookkeeper/controllers/conditions"
 	"github.com/hookkeeper/hookkeeper/internal/destination"
 	"github.com/hookkeeper/hookkeeper/internal/ledger"
 )
@@ -76,7 +77,7 @@ func (v *destinationVerdicts) put(host string, forbidden *destination.ForbiddenE
 // is no policy, when the URL does not parse (admission and the sender
 // refuse those), and when the lookup fails: DNS can be down for a moment,
 // and the dial-time check still refuses a forbidden address.
-func (r *WebhookEndpointReconciler) destinationProblem(ctx context.Context, rawURL string, now time.Time) *problem {
+func (r *WebhookEndpointReconciler) destinationProblem(ctx context.Context, rawURL string, now time.Time) *conditions.Problem {
 	if r.Destinations == nil {
 		return nil
 	}
@@ -106,7 +107,7 @@ func (r *WebhookEndpointReconciler) destinationProblem(ctx context.Context, rawU
 	if forbidden == nil {
 		return nil
 	}
-	return &problem{hookv1.ReasonDestinationForbidden, destinationMessage(forbidden)}
+	return &conditions.Problem{Reason: hookv1.ReasonDestinationForbidden, Message: destinationMessage(forbidden)}
 }
 
 // destinationMessage is the Ready condition's message for a forbidden

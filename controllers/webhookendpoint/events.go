@@ -1,4 +1,4 @@
-package controllers
+package webhookendpoint
 
 import (
 	"fmt"
@@ -9,6 +9,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	hookv1 "github.com/hookkeeper/hookkeeper/api/v1alpha1"
+	"github.com/hookkeeper/hookkeeper/controllers/conditions"
 	"github.com/hookkeeper/hookkeeper/internal/ledger"
 )
 
@@ -30,7 +31,7 @@ type endpointEvent struct {
 func endpointEvents(before, after *hookv1.WebhookEndpoint, f *endpointFacts, memo *exhaustionMemo, now time.Time, interval time.Duration) ([]endpointEvent, *exhaustionMemo) {
 	var out []endpointEvent
 	if len(after.Undecodable) > 0 {
-		out = append(out, endpointEvent{corev1.EventTypeWarning, hookv1.ReasonInvalidSpec, "Decode", undecodableMessage(after.Undecodable)})
+		out = append(out, endpointEvent{corev1.EventTypeWarning, hookv1.ReasonInvalidSpec, "Decode", conditions.Undecodable(after.Undecodable)})
 	}
 	if c := meta.FindStatusCondition(after.Status.Conditions, hookv1.ConditionRetryBudgetLimited); c != nil && c.Status == metav1.ConditionTrue &&
 		!meta.IsStatusConditionTrue(before.Status.Conditions, hookv1.ConditionRetryBudgetLimited) {
@@ -86,7 +87,7 @@ func exhaustionNote(count int64, oldest *ledger.ExhaustedDelivery) string {
 		note = "1 delivery exhausted and unresolved"
 	}
 	if oldest != nil {
-		note += fmt.Sprintf("; oldest %s exhausted at %s (%s)", oldest.Delivery.ID, formatTime(exhaustedAt(oldest)), oldest.Delivery.ExhaustReason)
+		note += fmt.Sprintf("; oldest %s exhausted at %s (%s)", oldest.Delivery.ID, conditions.FormatTime(exhaustedAt(oldest)), oldest.Delivery.ExhaustReason)
 	}
 	return note + "; create a DeliveryRecovery with action Auto to resolve them"
 }

@@ -1,4 +1,4 @@
-package controllers
+package webhookendpoint
 
 import (
 	"context"
@@ -19,13 +19,14 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	hookv1 "github.com/hookkeeper/hookkeeper/api/v1alpha1"
+	"github.com/hookkeeper/hookkeeper/controllers/eventtype"
 	"github.com/hookkeeper/hookkeeper/internal/ledger/sqlite"
 	"github.com/hookkeeper/hookkeeper/internal/publish"
 )
 
 // runManager starts a manager of opts on rc with book attached; the
 // returned stop ends it and waits for it.
-func runManager(rc *rest.Config, book *EventTypeContracts, opts ctrl.Options) (stop func()) {
+func runManager(rc *rest.Config, book *eventtype.EventTypeContracts, opts ctrl.Options) (stop func()) {
 	GinkgoHelper()
 	opts.Scheme = scheme
 	opts.Metrics = metricsserver.Options{BindAddress: "0"}
@@ -92,11 +93,11 @@ var _ = Describe("The event types' contracts through an API-server outage", func
 		Expect(publishWith(contracts, ns, "order.created", `{"amount":1}`)).To(Succeed())
 
 		By("a book loaded from the ledger, never attached to a manager, holds publishes to the same contracts")
-		var offline *EventTypeContracts
+		var offline *eventtype.EventTypeContracts
 		Eventually(func(g Gomega) {
 			g.Expect(contracts.Flush(ctx)).To(Succeed())
 			var err error
-			offline, err = NewEventTypeContracts(ctx, ContractsOptions{Snapshots: store})
+			offline, err = eventtype.NewEventTypeContracts(ctx, eventtype.ContractsOptions{Snapshots: store})
 			g.Expect(err).NotTo(HaveOccurred())
 			c, strict, err := offline.Contract(ns, "order.created")
 			g.Expect(err).NotTo(HaveOccurred())
@@ -129,13 +130,13 @@ var _ = Describe("The event types' contracts through an API-server outage", func
 			g.Expect(err).NotTo(HaveOccurred())
 			g.Expect(c).To(BeNil())
 			g.Expect(contracts.Flush(ctx)).To(Succeed())
-			snaps, err := store.SnapshotList(ctx, snapEventType)
+			snaps, err := store.SnapshotList(ctx, "WebhookEventType") // the book's snapshots of event types
 			g.Expect(err).NotTo(HaveOccurred())
 			for _, s := range snaps {
 				g.Expect(s.Namespace + "/" + s.Name).NotTo(Equal(ns + "/order-created"))
 			}
 		}).WithTimeout(20 * time.Second).Should(Succeed())
-		reloaded, err := NewEventTypeContracts(ctx, ContractsOptions{Snapshots: store})
+		reloaded, err := eventtype.NewEventTypeContracts(ctx, eventtype.ContractsOptions{Snapshots: store})
 		Expect(err).NotTo(HaveOccurred())
 		Expect(contractRule(publishWith(reloaded, ns, "order.created", `{"amount":-1}`))).To(Equal(publish.RuleUnknownType))
 	})
@@ -152,7 +153,7 @@ var _ = Describe("The event types' contracts through an API-server outage", func
 			logs.WriteString(prefix + " " + args + "\n")
 		}, funcr.Options{})
 		logged := func() string { logMu.Lock(); defer logMu.Unlock(); return logs.String() }
-		book, err := NewEventTypeContracts(ctx, ContractsOptions{Snapshots: empty, Log: log})
+		book, err := eventtype.NewEventTypeContracts(ctx, eventtype.ContractsOptions{Snapshots: empty, Log: log})
 		Expect(err).NotTo(HaveOccurred())
 		_, _, err = book.Contract("anywhere", "order.created")
 		Expect(err).To(MatchError(publish.ErrContractsUnknown))
@@ -175,7 +176,7 @@ var _ = Describe("The event types' contracts through an API-server outage", func
 			WithTimeout(20 * time.Second).Should(Succeed())
 		stop()
 		Expect(book.Flush(ctx)).To(Succeed())
-		later, err := NewEventTypeContracts(ctx, ContractsOptions{Snapshots: empty})
+		later, err := eventtype.NewEventTypeContracts(ctx, eventtype.ContractsOptions{Snapshots: empty})
 		Expect(err).NotTo(HaveOccurred())
 		c, strict, err := later.Contract("anywhere", "x")
 		Expect(err).NotTo(HaveOccurred())
@@ -188,7 +189,7 @@ var _ = Describe("The event types' contracts through an API-server outage", func
 		strictNamespace(ns)
 		eventType(ns, "kept", "order.kept", "")
 		gone := eventType(ns, "gone", "order.gone", "")
-		book, err := NewEventTypeContracts(ctx, ContractsOptions{})
+		book, err := eventtype.NewEventTypeContracts(ctx, eventtype.ContractsOptions{})
 		Expect(err).NotTo(HaveOccurred())
 		stop := runManager(cfg, book, ctrl.Options{})
 		Eventually(func(g Gomega) {
@@ -220,7 +221,7 @@ var _ = Describe("The event types' contracts through an API-server outage", func
 	It("reads the strict label of watched namespaces with a get of each when the cache is confined to them", func() {
 		ns := newNamespace()
 		eventType(ns, "order-created", "order.created", "")
-		book, err := NewEventTypeContracts(ctx, ContractsOptions{WatchNamespaces: []string{ns}, NamespaceRefresh: 200 * time.Millisecond})
+		book, err := eventtype.NewEventTypeContracts(ctx, eventtype.ContractsOptions{WatchNamespaces: []string{ns}, NamespaceRefresh: 200 * time.Millisecond})
 		Expect(err).NotTo(HaveOccurred())
 		stop := runManager(cfg, book, ctrl.Options{Cache: cache.Options{DefaultNamespaces: map[string]cache.Config{ns: {}}}})
 		defer stop()

@@ -1,4 +1,4 @@
-package controllers
+package webhookendpoint
 
 import (
 	"fmt"
@@ -8,6 +8,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	hookv1 "github.com/hookkeeper/hookkeeper/api/v1alpha1"
+	"github.com/hookkeeper/hookkeeper/controllers/conditions"
 	"github.com/hookkeeper/hookkeeper/internal/engine"
 	"github.com/hookkeeper/hookkeeper/internal/eventfilter"
 )
@@ -16,12 +17,12 @@ import (
 // there is none: it is compiled and its cost estimated here, once per
 // reconcile, so that fan-out never meets an expression it must refuse. The
 // message is eventfilter's, with the position of the error.
-func filterProblem(spec *hookv1.WebhookEndpointSpec) *problem {
+func filterProblem(spec *hookv1.WebhookEndpointSpec) *conditions.Problem {
 	if spec.Filter == "" {
 		return nil
 	}
 	if _, err := eventfilter.Compile(spec.Filter); err != nil {
-		return &problem{hookv1.ReasonFilterInvalid, "spec." + err.Error()} // "spec.filter: 1:14: …"
+		return &conditions.Problem{Reason: hookv1.ReasonFilterInvalid, Message: "spec." + err.Error()} // "spec.filter: 1:14: …"
 	}
 	return nil
 }
@@ -36,14 +37,14 @@ const filterOverrunThreshold = 3
 // replica (o, the engine's count for the current filter; nil when none),
 // or Ready already said so at this generation (the engine's count is lost
 // on a restart, and the condition lasts until the spec changes).
-func filterOverBudget(ready *metav1.Condition, generation int64, o *engine.FilterOverruns) *problem {
+func filterOverBudget(ready *metav1.Condition, generation int64, o *engine.FilterOverruns) *conditions.Problem {
 	if o != nil && o.Count >= filterOverrunThreshold {
-		return &problem{hookv1.ReasonFilterOverBudget, fmt.Sprintf(
+		return &conditions.Problem{Reason: hookv1.ReasonFilterOverBudget, Message: fmt.Sprintf(
 			"spec.filter exceeded its evaluation budget %d times since the spec last changed, the last at %s (%s): the events it could not decide were not delivered to this endpoint; make the filter cheaper (docs/filters.md)",
-			o.Count, formatTime(o.Last), o.LastReason)}
+			o.Count, conditions.FormatTime(o.Last), o.LastReason)}
 	}
 	if ready != nil && ready.Reason == hookv1.ReasonFilterOverBudget && ready.ObservedGeneration == generation {
-		return &problem{hookv1.ReasonFilterOverBudget, strings.TrimSuffix(ready.Message, readyOverBudgetSuffix)}
+		return &conditions.Problem{Reason: hookv1.ReasonFilterOverBudget, Message: strings.TrimSuffix(ready.Message, readyOverBudgetSuffix)}
 	}
 	return nil
 }
@@ -76,5 +77,5 @@ func overrunNote(o *engine.FilterOverruns) string {
 		times = "once"
 	}
 	return fmt.Sprintf("spec.filter exceeded its evaluation budget %s since the spec last changed, the last at %s (%s): the events it could not decide were not delivered to this endpoint",
-		times, formatTime(o.Last), o.LastReason)
+		times, conditions.FormatTime(o.Last), o.LastReason)
 }

@@ -1,4 +1,4 @@
-package controllers
+package webhookendpoint
 
 import (
 	"context"
@@ -7,13 +7,13 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	hookv1 "github.com/hookkeeper/hookkeeper/api/v1alpha1"
+	"github.com/hookkeeper/hookkeeper/controllers/conditions"
+	"github.com/hookkeeper/hookkeeper/controllers/retrypolicy"
+	"github.com/hookkeeper/hookkeeper/controllers/signingsecret"
 	"github.com/hookkeeper/hookkeeper/internal/engine"
 	"github.com/hookkeeper/hookkeeper/internal/ledger"
 )
@@ -31,24 +31,24 @@ type endpointObservation struct {
 	// RetryPolicy, empty for the default); PolicyProblem why there is none.
 	Policy        ledger.Policy
 	PolicyName    string
-	PolicyProblem *problem
+	PolicyProblem *conditions.Problem
 	// Signing is the endpoint's signing secret as its Secrets hold it.
-	Signing signingSource
+	Signing signingsecret.Source
 	// Credentials are the values spec.headers[].valueFrom, spec.auth and
 	// spec.tls name, or why they cannot be read.
 	Credentials credentialSource
 	// FilterProblem is why spec.filter cannot be used; nil when it can (or
 	// there is none).
-	FilterProblem *problem
+	FilterProblem *conditions.Problem
 	// FilterOverBudget is why spec.filter, usable, is over its budget
 	// (endpoint_filter.go); nil when it is not.
-	FilterOverBudget *problem
+	FilterOverBudget *conditions.Problem
 	// FilterOverruns is what the current filter exceeded on this replica
 	// since the spec last changed; nil when nothing.
 	FilterOverruns *engine.FilterOverruns
 	// SendProblem is why the spec can never be sent or its destination is
 	// forbidden (endpoint_wire.go, webhookendpoint_destination.go).
-	SendProblem *problem
+	SendProblem *conditions.Problem
 	// NamespaceTerminating is set when a Secret the endpoint is owed is
 	// missing and its namespace is being deleted: nothing will create it.
 	NamespaceTerminating bool
@@ -115,7 +115,7 @@ func (r *WebhookEndpointReconciler) gatherEngineInputs(ctx context.Context, obs 
 	if err != nil {
 		return &stepError{"reading the RetryPolicy", err}
 	}
-	obs.Signing, err = readSigningSecret(ctx, r.contentReader(), ep)
+	obs.Signing, err = signingsecret.Read(ctx, r.contentReader(), ep)
 	if err != nil {
 		return &stepError{"reading the signing secret", err}
 	}
@@ -185,7 +185,7 @@ func (r *WebhookEndpointReconciler) gatherSecondary(ctx context.Context, obs *en
 	if r.Evidence == nil {
 		return
 	}
-	buckets, err := readEvidence(ctx, r.Evidence, ledger.OutcomeListParams{EndpointID: id}, obs.Now)
+	buckets, err := retrypolicy.ReadEvidence(ctx, r.Evidence, ledger.OutcomeListParams{EndpointID: id}, obs.Now)
 	if err != nil {
 		obs.Secondary = errors.Join(obs.Secondary, err)
 		return
@@ -213,50 +213,11 @@ func (r *WebhookEndpointReconciler) namespaceTerminating(ctx context.Context, na
 // resolvePolicy returns the engine policy of the endpoint: its RetryPolicy's
 // when it references one that is Ready, else the operator's default. A
 // reference that cannot be used is a problem, not an error.
-func (r *WebhookEndpointReconciler) resolvePolicy(ctx context.Context, ep *hookv1.WebhookEndpoint) (ledger.Policy, string, *problem, error) {
+func (r *WebhookEndpointReconciler) resolvePolicy(ctx context.Context, ep *hookv1.WebhookEndpoint) (ledger.Policy, string, *conditions.Problem, error) {
 	ref := ep.Spec.RetryPolicyRef
 	if ref == nil {
 		return r.DefaultPolicy, "", nil, nil
 	}
-	p, pr, err := namedPolicy(ctx, r.Client, ep.Namespace, ref.Name)
+	p, pr, err := retrypolicy.Named(ctx, r.Client, ep.Namespace, ref.Name)
 	return p, ref.Name, pr, err
-}
-
-// namedPolicy is the engine's form of the RetryPolicy name of namespace,
-// or the problem that keeps it from being used (missing, undecodable, not
-// Ready, invalid); an error only when it could not be read. Endpoints and
-// event types (spec.retryPolicyRef of each) resolve theirs with it.
-func namedPolicy(ctx context.Context, r client.Reader, namespace, name string) (ledger.Policy, *problem, error) {
-	var rp hookv1.RetryPolicy
-	if err := r.Get(ctx, types.NamespacedName{Namespace: namespace, Name: name}, &rp); err != nil {
-		if apierrors.IsNotFound(err) {
-			return ledger.Policy{}, &problem{hookv1.ReasonRetryPolicyNotFound, fmt.Sprintf("RetryPolicy %q not found", name)}, nil
-		}
-		return ledger.Policy{}, nil, err
-	}
-	if len(rp.Undecodable) > 0 {
-		return ledger.Policy{}, &problem{hookv1.ReasonRetryPolicyNotReady, fmt.Sprintf("RetryPolicy %q is invalid: %s", name, undecodableMessage(rp.Undecodable))}, nil
-	}
-	if pr := policyReadiness(&rp); pr != nil {
-		return ledger.Policy{}, pr, nil
-	}
-	p, err := policyConfig(&rp.Spec)
-	if err != nil {
-		return ledger.Policy{}, &problem{hookv1.ReasonRetryPolicyNotReady, fmt.Sprintf("RetryPolicy %q is invalid: %s", name, conditionMessage(err))}, nil
-	}
-	p.Name, p.Generation = name, rp.Generation // outcome evidence is kept per policy version
-	return p, nil, nil
-}
-
-// policyReadiness is nil when the RetryPolicy's status says it is Ready for
-// its current generation, else the problem.
-func policyReadiness(rp *hookv1.RetryPolicy) *problem {
-	ready := meta.FindStatusCondition(rp.Status.Conditions, hookv1.ConditionReady)
-	switch {
-	case ready == nil || rp.Status.ObservedGeneration != rp.Generation || ready.ObservedGeneration != rp.Generation:
-		return &problem{hookv1.ReasonRetryPolicyNotReady, fmt.Sprintf("RetryPolicy %q has not been reconciled yet", rp.Name)}
-	case ready.Status != metav1.ConditionTrue:
-		return &problem{hookv1.ReasonRetryPolicyNotReady, fmt.Sprintf("RetryPolicy %q is not Ready (%s: %s)", rp.Name, ready.Reason, ready.Message)}
-	}
-	return nil
 }

@@ -1,4 +1,4 @@
-package controllers
+package webhookendpoint
 
 import (
 	"errors"
@@ -10,6 +10,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	hookv1 "github.com/hookkeeper/hookkeeper/api/v1alpha1"
+	"github.com/hookkeeper/hookkeeper/controllers/conditions"
+	"github.com/hookkeeper/hookkeeper/controllers/signingsecret"
 	"github.com/hookkeeper/hookkeeper/internal/ledger"
 )
 
@@ -31,7 +33,7 @@ func TestEndpointFactsOf(t *testing.T) {
 	desired := ledger.Endpoint{Policy: ledger.Policy{ReplayWindow: 3 * time.Hour}}
 	stats := &deliveryFacts{Stats: ledger.EndpointStats{Pending: 7}}
 	until := now.Add(time.Hour)
-	forbidden := &problem{hookv1.ReasonDestinationForbidden, "url resolves to 10.0.0.1"}
+	forbidden := &conditions.Problem{Reason: hookv1.ReasonDestinationForbidden, Message: "url resolves to 10.0.0.1"}
 	readFailed := &stepError{"reading the RetryPolicy", errors.New("connection refused")}
 
 	for _, tc := range []struct {
@@ -44,7 +46,7 @@ func TestEndpointFactsOf(t *testing.T) {
 	}{
 		{"registered now: the desired policy's replay window",
 			endpointObservation{Deliveries: stats},
-			endpointDecision{Action: actionRegister, Desired: desired, Rotation: rotationPlan{PreviousUntil: until}}, nil,
+			endpointDecision{Action: actionRegister, Desired: desired, Rotation: signingsecret.RotationPlan{PreviousUntil: until}}, nil,
 			endpointFacts{Registered: true, PreviousSecretUntil: until}, 3 * time.Hour},
 		{"a problem, registered: the engine's policy, not paused",
 			endpointObservation{Registered: registered, Deliveries: stats},
@@ -69,11 +71,11 @@ func TestEndpointFactsOf(t *testing.T) {
 		{"a read failed: internal, the counters kept",
 			endpointObservation{Registered: registered, Err: readFailed},
 			errorDecision(&endpointObservation{Endpoint: ep, Err: readFailed}), nil,
-			endpointFacts{Registered: true, Incomplete: true, Problem: &problem{hookv1.ReasonInternalError, "reading the RetryPolicy failed; the operator's log has the details"}}, -1},
+			endpointFacts{Registered: true, Incomplete: true, Problem: &conditions.Problem{Reason: hookv1.ReasonInternalError, Message: "reading the RetryPolicy failed; the operator's log has the details"}}, -1},
 		{"registering failed: internal, the counters kept",
 			endpointObservation{Deliveries: stats},
 			endpointDecision{Action: actionRegister, Desired: desired}, &stepError{"registering with the delivery engine", errors.New("disk full")},
-			endpointFacts{Incomplete: true, Problem: &problem{hookv1.ReasonInternalError, "registering with the delivery engine failed; the operator's log has the details"}}, -1},
+			endpointFacts{Incomplete: true, Problem: &conditions.Problem{Reason: hookv1.ReasonInternalError, Message: "registering with the delivery engine failed; the operator's log has the details"}}, -1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			tc.obs.Endpoint, tc.obs.Now = ep, now

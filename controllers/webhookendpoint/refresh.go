@@ -1,9 +1,9 @@
-package controllers
+package webhookendpoint
 
 import (
 	"time"
 
-	"github.com/hookkeeper/hookkeeper/internal/evidence"
+	"github.com/hookkeeper/hookkeeper/controllers/retrypolicy"
 	"github.com/hookkeeper/hookkeeper/internal/ledger"
 )
 
@@ -56,9 +56,9 @@ func timeDrivenRefresh(obs *endpointObservation, f *endpointFacts, memo *exhaust
 	}
 	if obs.EvidenceRead {
 		for i := range obs.Evidence {
-			// A bucket of hour h counts in a window of length w until h+w.
-			consider(obs.Evidence[i].Hour.Add(evidence.Day))
-			consider(obs.Evidence[i].Hour.Add(evidence.Week))
+			for _, t := range retrypolicy.BucketLeaves(obs.Evidence[i].Hour) {
+				consider(t)
+			}
 		}
 	}
 	if d := f.Deliveries; d != nil {

@@ -1,4 +1,4 @@
-package controllers
+package webhookendpoint
 
 import (
 	"os/exec"
@@ -15,6 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	hookv1 "github.com/hookkeeper/hookkeeper/api/v1alpha1"
+	"github.com/hookkeeper/hookkeeper/controllers/internal/testutil"
 	"github.com/hookkeeper/hookkeeper/test/testenv"
 )
 
@@ -43,7 +44,7 @@ var _ = Describe("RetryPolicy controller", func() {
 				ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "p"},
 				Spec: hookv1.RetryPolicySpec{
 					Backoff: backoff, Horizon: horizon,
-					AttemptTimeout: dur("10s"), ReplayWindow: *dur("168h"),
+					AttemptTimeout: testutil.Dur("10s"), ReplayWindow: *testutil.Dur("168h"),
 				},
 			}
 			Expect(k8sClient.Create(ctx, p)).To(Succeed())
@@ -59,19 +60,19 @@ var _ = Describe("RetryPolicy controller", func() {
 			Expect(ready.Reason).To(Equal(hookv1.ReasonReconciled))
 		},
 		Entry("Exponential",
-			hookv1.Backoff{Strategy: hookv1.BackoffExponential, InitialDelay: dur("1s"), Factor: "3", JitterPercent: ptr.To[int32](0)},
+			hookv1.Backoff{Strategy: hookv1.BackoffExponential, InitialDelay: testutil.Dur("1s"), Factor: "3", JitterPercent: ptr.To[int32](0)},
 			hookv1.Horizon{MaxAttempts: ptr.To[int32](4)},
 			[]string{"0s", "1s", "4s", "13s"}, int64(4), "53s"),
 		Entry("Linear, capped",
-			hookv1.Backoff{Strategy: hookv1.BackoffLinear, InitialDelay: dur("1m"), MaxDelay: dur("2m"), JitterPercent: ptr.To[int32](0)},
+			hookv1.Backoff{Strategy: hookv1.BackoffLinear, InitialDelay: testutil.Dur("1m"), MaxDelay: testutil.Dur("2m"), JitterPercent: ptr.To[int32](0)},
 			hookv1.Horizon{MaxAttempts: ptr.To[int32](4)},
 			[]string{"0s", "1m", "3m", "5m"}, int64(4), "5m40s"),
 		Entry("Fixed, bounded by age",
-			hookv1.Backoff{Strategy: hookv1.BackoffFixed, InitialDelay: dur("10m"), JitterPercent: ptr.To[int32](0)},
-			hookv1.Horizon{MaxAge: dur("30m")},
+			hookv1.Backoff{Strategy: hookv1.BackoffFixed, InitialDelay: testutil.Dur("10m"), JitterPercent: ptr.To[int32](0)},
+			hookv1.Horizon{MaxAge: testutil.Dur("30m")},
 			[]string{"0s", "10m", "20m", "30m"}, int64(4), "30m10s"),
 		Entry("Schedule, with jitter",
-			hookv1.Backoff{Strategy: hookv1.BackoffSchedule, Schedule: []metav1.Duration{*dur("10s"), *dur("1m")}, JitterPercent: ptr.To[int32](50)},
+			hookv1.Backoff{Strategy: hookv1.BackoffSchedule, Schedule: []metav1.Duration{*testutil.Dur("10s"), *testutil.Dur("1m")}, JitterPercent: ptr.To[int32](50)},
 			hookv1.Horizon{MaxAttempts: ptr.To[int32](4)},
 			[]string{"0s", "10s", "1m10s", "2m10s"}, int64(4), "3m55s"),
 	)
@@ -81,9 +82,9 @@ var _ = Describe("RetryPolicy controller", func() {
 		p := &hookv1.RetryPolicy{
 			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "p"},
 			Spec: hookv1.RetryPolicySpec{
-				Backoff:      hookv1.Backoff{Strategy: hookv1.BackoffFixed, InitialDelay: dur("1m"), JitterPercent: ptr.To[int32](0)},
+				Backoff:      hookv1.Backoff{Strategy: hookv1.BackoffFixed, InitialDelay: testutil.Dur("1m"), JitterPercent: ptr.To[int32](0)},
 				Horizon:      hookv1.Horizon{MaxAttempts: ptr.To[int32](2)},
-				ReplayWindow: *dur("1h"),
+				ReplayWindow: *testutil.Dur("1h"),
 			},
 		}
 		Expect(k8sClient.Create(ctx, p)).To(Succeed())
@@ -109,9 +110,9 @@ var _ = Describe("RetryPolicy controller", func() {
 		p := &hookv1.RetryPolicy{
 			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "p"},
 			Spec: hookv1.RetryPolicySpec{
-				Backoff:      hookv1.Backoff{Strategy: hookv1.BackoffFixed, InitialDelay: dur("1h"), JitterPercent: ptr.To[int32](0)},
+				Backoff:      hookv1.Backoff{Strategy: hookv1.BackoffFixed, InitialDelay: testutil.Dur("1h"), JitterPercent: ptr.To[int32](0)},
 				Horizon:      hookv1.Horizon{MaxAttempts: ptr.To[int32](10)},
-				ReplayWindow: *dur("2h"),
+				ReplayWindow: *testutil.Dur("2h"),
 			},
 		}
 		Expect(k8sClient.Create(ctx, p)).To(Succeed())
@@ -130,9 +131,9 @@ var _ = Describe("RetryPolicy controller", func() {
 		p := &hookv1.RetryPolicy{
 			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "shared"},
 			Spec: hookv1.RetryPolicySpec{
-				Backoff:      hookv1.Backoff{Strategy: hookv1.BackoffFixed, InitialDelay: dur("1m")},
+				Backoff:      hookv1.Backoff{Strategy: hookv1.BackoffFixed, InitialDelay: testutil.Dur("1m")},
 				Horizon:      hookv1.Horizon{MaxAttempts: ptr.To[int32](3)},
-				ReplayWindow: *dur("1h"),
+				ReplayWindow: *testutil.Dur("1h"),
 			},
 		}
 		Expect(k8sClient.Create(ctx, p)).To(Succeed())

@@ -1,4 +1,4 @@
-package controllers
+package webhookendpoint
 
 import (
 	"time"
@@ -11,6 +11,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	hookv1 "github.com/hookkeeper/hookkeeper/api/v1alpha1"
+	"github.com/hookkeeper/hookkeeper/controllers/signingsecret"
 	"github.com/hookkeeper/hookkeeper/internal/ledger"
 	"github.com/hookkeeper/hookkeeper/internal/sensitive"
 	"github.com/hookkeeper/hookkeeper/internal/signing"
@@ -22,12 +23,12 @@ import (
 // under test.
 var _ = Describe("signing Secrets", func() {
 	var (
-		writer *SigningSecretReconciler
+		writer *signingsecret.SigningSecretReconciler
 		ep     *hookv1.WebhookEndpoint
 		at     = time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
 	)
 	BeforeEach(func() {
-		writer = &SigningSecretReconciler{Client: k8sClient, APIReader: k8sClient}
+		writer = &signingsecret.SigningSecretReconciler{Client: k8sClient, APIReader: k8sClient}
 		ep = &hookv1.WebhookEndpoint{
 			TypeMeta:   metav1.TypeMeta{APIVersion: hookv1.GroupVersion.String(), Kind: "WebhookEndpoint"},
 			ObjectMeta: metav1.ObjectMeta{Namespace: newNamespace(), Name: "orders", UID: types.UID("3f1e0c1a-0000-4000-8000-000000000001")},
@@ -38,17 +39,17 @@ var _ = Describe("signing Secrets", func() {
 		Expect(k8sClient.Get(ctx, client.ObjectKey{Namespace: ep.Namespace, Name: name}, &s)).To(Succeed())
 		return &s
 	}
-	read := func() signingSource {
-		src, err := readSigningSecret(ctx, k8sClient, ep)
+	read := func() signingsecret.Source {
+		src, err := signingsecret.Read(ctx, k8sClient, ep)
 		Expect(err).NotTo(HaveOccurred())
 		return src
 	}
-	write := func(src signingSource, registered sensitive.Bytes, now time.Time) rotationPlan {
+	write := func(src signingsecret.Source, registered sensitive.Bytes, now time.Time) signingsecret.RotationPlan {
 		var reg *ledger.Endpoint
 		if registered != nil {
 			reg = &ledger.Endpoint{Secrets: []ledger.SigningSecret{{Value: registered}}}
 		}
-		plan, err := writer.write(ctx, ep, &src, reg, now)
+		plan, err := writer.Write(ctx, ep, &src, reg, now)
 		Expect(err).NotTo(HaveOccurred())
 		return plan
 	}
@@ -63,12 +64,12 @@ var _ = Describe("signing Secrets", func() {
 		Expect(first.SecretName).To(Equal("orders-signing"))
 		s := secretOf("orders-signing")
 		Expect(metav1.IsControlledBy(s, ep)).To(BeTrue())
-		Expect(sensitive.Bytes(s.Data[keySigningSecret])).To(Equal(first.Current))
+		Expect(sensitive.Bytes(s.Data[signingsecret.KeySigningSecret])).To(Equal(first.Current))
 
 		write(first, first.Current, at)
 		Expect(secretOf("orders-signing").ResourceVersion).To(Equal(s.ResourceVersion), "nothing to write: nothing written")
 
-		delete(s.Data, keySigningSecret)
+		delete(s.Data, signingsecret.KeySigningSecret)
 		Expect(k8sClient.Update(ctx, s)).To(Succeed())
 		Expect(read().Owed).To(BeTrue(), "a removed key asks for a new secret")
 		plan := write(read(), first.Current, at)
@@ -76,7 +77,7 @@ var _ = Describe("signing Secrets", func() {
 		rotated := read()
 		Expect(rotated.Current).NotTo(BeEmpty())
 		Expect(rotated.Current).NotTo(Equal(first.Current))
-		Expect(rotated.Remembered).To(Equal(&previousSecret{Value: first.Current, RotatedAt: at}), "remembered in the same write")
+		Expect(rotated.Remembered).To(Equal(&signingsecret.Previous{Value: first.Current, RotatedAt: at}), "remembered in the same write")
 	})
 
 	It("refuses a generated Secret's name taken by a Secret the endpoint does not own, naming it and not its value", func() {
@@ -84,7 +85,7 @@ var _ = Describe("signing Secrets", func() {
 		Expect(err).NotTo(HaveOccurred())
 		Expect(k8sClient.Create(ctx, &corev1.Secret{
 			ObjectMeta: metav1.ObjectMeta{Namespace: ep.Namespace, Name: "orders-signing"},
-			Data:       map[string][]byte{keySigningSecret: value.Reveal()},
+			Data:       map[string][]byte{signingsecret.KeySigningSecret: value.Reveal()},
 		})).To(Succeed())
 		src := read()
 		Expect(src.Problem).NotTo(BeNil())
@@ -108,16 +109,16 @@ var _ = Describe("signing Secrets", func() {
 		src := read()
 		Expect(src.Owed).To(BeFalse())
 		plan := write(src, previous, at)
-		Expect(plan.PreviousUntil).To(Equal(at.Add(defaultRotationGracePeriod)))
+		Expect(plan.PreviousUntil).To(Equal(at.Add(signingsecret.DefaultRotationGracePeriod)))
 		prev := secretOf("orders-signing-previous")
 		Expect(metav1.IsControlledBy(prev, ep)).To(BeTrue())
-		Expect(decodePrevious(prev.Data)).To(Equal(&previousSecret{Value: previous, RotatedAt: at}))
+		Expect(signingsecret.DecodePrevious(prev.Data)).To(Equal(&signingsecret.Previous{Value: previous, RotatedAt: at}))
 		Expect(secretOf("theirs").Data).To(HaveLen(1), "the user's Secret is theirs to write")
 
 		src = read()
-		Expect(src.Remembered).To(Equal(&previousSecret{Value: previous, RotatedAt: at}))
-		plan = write(src, current, at.Add(defaultRotationGracePeriod))
+		Expect(src.Remembered).To(Equal(&signingsecret.Previous{Value: previous, RotatedAt: at}))
+		plan = write(src, current, at.Add(signingsecret.DefaultRotationGracePeriod))
 		Expect(plan.Forget).To(BeTrue())
-		Expect(decodePrevious(secretOf("orders-signing-previous").Data)).To(BeNil())
+		Expect(signingsecret.DecodePrevious(secretOf("orders-signing-previous").Data)).To(BeNil())
 	})
 })

@@ -1,4 +1,4 @@
-package controllers
+package webhookendpoint
 
 import (
 	"fmt"
@@ -9,8 +9,10 @@ import (
 	"k8s.io/utils/ptr"
 
 	hookv1 "github.com/hookkeeper/hookkeeper/api/v1alpha1"
+	"github.com/hookkeeper/hookkeeper/controllers/conditions"
+	"github.com/hookkeeper/hookkeeper/controllers/deliveryrecovery"
+	"github.com/hookkeeper/hookkeeper/controllers/retrypolicy"
 	"github.com/hookkeeper/hookkeeper/internal/ledger"
-	"github.com/hookkeeper/hookkeeper/internal/truncate"
 )
 
 // endpointFacts is what a reconcile gathered about an endpoint: how its
@@ -24,7 +26,7 @@ type endpointFacts struct {
 	SecretName string
 	// Problem is why the current spec is not in effect; nil when the engine
 	// has it.
-	Problem *problem
+	Problem *conditions.Problem
 	// Registered is set when the engine holds a configuration of the
 	// endpoint: the current spec's when Problem is nil, else an earlier one.
 	Registered bool
@@ -121,7 +123,7 @@ func webhookEndpointStatus(ep *hookv1.WebhookEndpoint, f *endpointFacts, now tim
 	status.SigningSecretName = f.SecretName
 	if !f.Waiting {
 		meta.SetStatusCondition(&status.Conditions, readyCondition(f, ep.Generation, now))
-		stalledFromReady(&status.Conditions)
+		conditions.StalledFromReady(&status.Conditions)
 	}
 	if d := f.Deliveries; d != nil {
 		st := &d.Stats
@@ -134,11 +136,11 @@ func webhookEndpointStatus(ep *hookv1.WebhookEndpoint, f *endpointFacts, now tim
 		}
 		if w := d.Waiting; w.Deliveries > 0 && !ep.Spec.Paused {
 			status.Deliveries.Throttled = w.Deliveries
-			status.Deliveries.OldestThrottledDueTime = metaTime(&w.OldestDue)
+			status.Deliveries.OldestThrottledDueTime = conditions.MetaTime(&w.OldestDue)
 		}
-		status.LastSuccessTime = metaTime(st.LastSuccessAt)
-		status.LastFailureTime = metaTime(st.LastFailureAt)
-		status.LastFailureReason = truncate.String(st.LastFailureReason, 256, "...")
+		status.LastSuccessTime = conditions.MetaTime(st.LastSuccessAt)
+		status.LastFailureTime = conditions.MetaTime(st.LastFailureAt)
+		status.LastFailureReason = conditions.Quote(st.LastFailureReason)
 		meta.SetStatusCondition(&status.Conditions, healthyCondition(&ep.Status, st, ep.Generation, now))
 		exhausted := exhaustedCondition(ep.Namespace, ep.Name, d, ep.Generation, now)
 		if exhausted.Status == metav1.ConditionTrue {
@@ -206,7 +208,7 @@ func readyCondition(f *endpointFacts, generation int64, now time.Time) metav1.Co
 	c.Status, c.Reason = metav1.ConditionTrue, hookv1.ReasonReconciled
 	c.Message = fmt.Sprintf("registered with the delivery engine: signed with the secret in Secret %q, retried on %s", f.SecretName, policy)
 	if !f.PreviousSecretUntil.IsZero() {
-		c.Message += fmt.Sprintf("; the signing secret was rotated and the previous one stays valid until %s", formatTime(f.PreviousSecretUntil))
+		c.Message += fmt.Sprintf("; the signing secret was rotated and the previous one stays valid until %s", conditions.FormatTime(f.PreviousSecretUntil))
 	}
 	return c
 }
@@ -225,21 +227,21 @@ func healthyCondition(prev *hookv1.WebhookEndpointStatus, st *ledger.EndpointSta
 	case succeeded != nil && !succeeded.Before(*failed):
 		c.Status, c.Reason = metav1.ConditionTrue, hookv1.ReasonLastAttemptSucceeded
 		c.Message = fmt.Sprintf("the last attempt succeeded at %s; the last failure was at %s (%s)",
-			formatTime(*succeeded), formatTime(*failed), st.LastFailureReason)
+			conditions.FormatTime(*succeeded), conditions.FormatTime(*failed), st.LastFailureReason)
 		return c
 	}
 
 	since := "no attempt has succeeded yet"
 	if succeeded != nil {
-		since = "the last success was at " + formatTime(*succeeded)
+		since = "the last success was at " + conditions.FormatTime(*succeeded)
 	}
 	c.Status = metav1.ConditionFalse
 	if consecutiveFailures(prev, failed, succeeded) {
 		c.Reason = hookv1.ReasonConsecutiveFailures
-		c.Message = fmt.Sprintf("attempts keep failing, the last at %s (%s); %s", formatTime(*failed), st.LastFailureReason, since)
+		c.Message = fmt.Sprintf("attempts keep failing, the last at %s (%s); %s", conditions.FormatTime(*failed), st.LastFailureReason, since)
 	} else {
 		c.Reason = hookv1.ReasonLastAttemptFailed
-		c.Message = fmt.Sprintf("the last attempt failed at %s (%s); %s", formatTime(*failed), st.LastFailureReason, since)
+		c.Message = fmt.Sprintf("the last attempt failed at %s (%s); %s", conditions.FormatTime(*failed), st.LastFailureReason, since)
 	}
 	return c
 }
@@ -280,7 +282,7 @@ func exhaustedCondition(namespace, endpoint string, d *deliveryFacts, generation
 			which = "it"
 		}
 		c.Message += fmt.Sprintf(": %s, %s (event %s of type %s), was exhausted at %s after %d attempts (%s)",
-			which, o.Delivery.ID, o.Delivery.EventID, o.EventType, formatTime(exhaustedAt(o)), o.Delivery.Attempts, o.Delivery.ExhaustReason)
+			which, o.Delivery.ID, o.Delivery.EventID, o.EventType, conditions.FormatTime(exhaustedAt(o)), o.Delivery.Attempts, o.Delivery.ExhaustReason)
 	}
 	c.Message += ". To resolve them, create a DeliveryRecovery with action Auto, which retries where a retry is still possible and reissues the rest: " +
 		recoveryCommand(namespace, endpoint, hookv1.RecoveryModeAuto) + " (or with action Dismiss to resolve them without resending)"
@@ -314,8 +316,8 @@ func recentExhausted(d *deliveryFacts, now time.Time) []hookv1.ExhaustedDelivery
 			EventType:   x.EventType,
 			Attempts:    int32(x.Delivery.Attempts),
 			Reason:      string(x.Delivery.ExhaustReason),
-			LastError:   truncate.String(x.Delivery.LastError, 256, "..."),
-			ExhaustedAt: *metaTime(ptr.To(exhaustedAt(x))),
+			LastError:   conditions.Quote(x.Delivery.LastError),
+			ExhaustedAt: *conditions.MetaTime(ptr.To(exhaustedAt(x))),
 			Recovery:    recoveryFor(x, d.ReplayWindow, now),
 		})
 	}
@@ -325,9 +327,9 @@ func recentExhausted(d *deliveryFacts, now time.Time) []hookv1.ExhaustedDelivery
 // recoveryFor says what can still resolve an exhausted delivery: a Retry
 // while its event's secrets and payload are present and the replay window
 // is open, otherwise only a Reissue. It is the rule a DeliveryRecovery with
-// action Auto applies (autoAction).
+// action Auto applies (deliveryrecovery.AutoAction).
 func recoveryFor(x *ledger.ExhaustedDelivery, replayWindow time.Duration, now time.Time) hookv1.RecoveryAction {
-	if autoAction(x, replayWindow, now) == ledger.RecoveryRetry {
+	if deliveryrecovery.AutoAction(x, replayWindow, now) == ledger.RecoveryRetry {
 		return hookv1.RecoveryRetry
 	}
 	return hookv1.RecoveryReissue
@@ -340,14 +342,11 @@ func exhaustedAt(x *ledger.ExhaustedDelivery) time.Time {
 	return x.Delivery.CreatedAt
 }
 
-// metaTime converts a ledger time for the status, at the API's precision
-// (seconds), so that an unchanged time compares equal after a round trip.
-func metaTime(t *time.Time) *metav1.Time {
-	if t == nil {
-		return nil
+// endpointEvidence is the endpoint's status.evidence: drawn from its
+// buckets when they were read, else what the status showed.
+func endpointEvidence(shown *hookv1.DeliveryEvidence, obs *endpointObservation) *hookv1.DeliveryEvidence {
+	if !obs.EvidenceRead {
+		return shown
 	}
-	mt := metav1.NewTime(t.UTC().Truncate(time.Second))
-	return &mt
+	return retrypolicy.DeliveryEvidence(obs.Evidence, obs.Now)
 }
-
-func formatTime(t time.Time) string { return t.UTC().Format(time.RFC3339) }

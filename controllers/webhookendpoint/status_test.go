@@ -1,4 +1,4 @@
-package controllers
+package webhookendpoint
 
 import (
 	"encoding/json"
@@ -13,6 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	hookv1 "github.com/hookkeeper/hookkeeper/api/v1alpha1"
+	"github.com/hookkeeper/hookkeeper/controllers/conditions"
 	"github.com/hookkeeper/hookkeeper/internal/ledger"
 )
 
@@ -52,46 +53,46 @@ func TestReadyCondition(t *testing.T) {
 		{
 			name: "a missing policy keeps the previous configuration",
 			facts: endpointFacts{PolicyName: "gone", Registered: true,
-				Problem: &problem{hookv1.ReasonRetryPolicyNotFound, `RetryPolicy "gone" not found`}},
+				Problem: &conditions.Problem{Reason: hookv1.ReasonRetryPolicyNotFound, Message: `RetryPolicy "gone" not found`}},
 			wantStatus: metav1.ConditionFalse, wantReason: hookv1.ReasonRetryPolicyNotFound,
 			wantMessage: []string{`RetryPolicy "gone" not found`, "keeps using the endpoint's previous configuration"},
 		},
 		{
 			name:       "a missing secret before the first registration",
-			facts:      endpointFacts{Problem: &problem{hookv1.ReasonSigningSecretNotFound, `Secret "s" not found`}},
+			facts:      endpointFacts{Problem: &conditions.Problem{Reason: hookv1.ReasonSigningSecretNotFound, Message: `Secret "s" not found`}},
 			wantStatus: metav1.ConditionFalse, wantReason: hookv1.ReasonSigningSecretNotFound,
 			wantMessage: []string{`Secret "s" not found`, "not registered with the delivery engine and receives no events"},
 		},
 		{
 			name:       "a forbidden destination before the first registration",
-			facts:      endpointFacts{Problem: &problem{hookv1.ReasonDestinationForbidden, "url resolves to 169.254.169.254, a cloud metadata address"}},
+			facts:      endpointFacts{Problem: &conditions.Problem{Reason: hookv1.ReasonDestinationForbidden, Message: "url resolves to 169.254.169.254, a cloud metadata address"}},
 			wantStatus: metav1.ConditionFalse, wantReason: hookv1.ReasonDestinationForbidden,
 			wantMessage: []string{"url resolves to 169.254.169.254, a cloud metadata address", "not registered with the delivery engine and receives no events"},
 		},
 		{
 			name: "a forbidden destination holds the registered endpoint paused",
 			facts: endpointFacts{Registered: true, RegisteredPaused: true,
-				Problem: &problem{hookv1.ReasonDestinationForbidden, "url resolves to 10.0.0.1, a private address"}},
+				Problem: &conditions.Problem{Reason: hookv1.ReasonDestinationForbidden, Message: "url resolves to 10.0.0.1, a private address"}},
 			wantStatus: metav1.ConditionFalse, wantReason: hookv1.ReasonDestinationForbidden,
 			wantMessage: []string{"url resolves to 10.0.0.1, a private address", "holds the endpoint paused", "none is sent until the url is allowed"},
 		},
 		{
 			name: "a url that can never be dialled holds the registered endpoint paused",
 			facts: endpointFacts{Registered: true, RegisteredPaused: true,
-				Problem: &problem{hookv1.ReasonURLInvalid, "spec.url: url port must be a number from 1 to 65535 of at most 5 digits"}},
+				Problem: &conditions.Problem{Reason: hookv1.ReasonURLInvalid, Message: "spec.url: url port must be a number from 1 to 65535 of at most 5 digits"}},
 			wantStatus: metav1.ConditionFalse, wantReason: hookv1.ReasonURLInvalid,
 			wantMessage: []string{"spec.url: url port must be", "holds the endpoint paused", "none is sent until the spec is corrected"},
 		},
 		{
 			name:       "a reserved static header before the first registration",
-			facts:      endpointFacts{Problem: &problem{hookv1.ReasonHeadersInvalid, `spec.headers[0]: header "User-Agent": headers must not set`}},
+			facts:      endpointFacts{Problem: &conditions.Problem{Reason: hookv1.ReasonHeadersInvalid, Message: `spec.headers[0]: header "User-Agent": headers must not set`}},
 			wantStatus: metav1.ConditionFalse, wantReason: hookv1.ReasonHeadersInvalid,
 			wantMessage: []string{`spec.headers[0]: header "User-Agent"`, "not registered with the delivery engine and receives no events"},
 		},
 		{
 			name: "another problem while the engine holds a paused configuration",
 			facts: endpointFacts{Registered: true, RegisteredPaused: true,
-				Problem: &problem{hookv1.ReasonRetryPolicyNotFound, `RetryPolicy "gone" not found`}},
+				Problem: &conditions.Problem{Reason: hookv1.ReasonRetryPolicyNotFound, Message: `RetryPolicy "gone" not found`}},
 			wantStatus: metav1.ConditionFalse, wantReason: hookv1.ReasonRetryPolicyNotFound,
 			wantMessage: []string{`RetryPolicy "gone" not found`, "keeps the endpoint's previous configuration, paused"},
 		},
@@ -115,7 +116,7 @@ func TestHealthyCondition(t *testing.T) {
 	unhealthy := func(reason string, lastFailure time.Duration) hookv1.WebhookEndpointStatus {
 		return hookv1.WebhookEndpointStatus{
 			Conditions:      []metav1.Condition{{Type: hookv1.ConditionHealthy, Status: metav1.ConditionFalse, Reason: reason}},
-			LastFailureTime: metaTime(at(lastFailure)),
+			LastFailureTime: conditions.MetaTime(at(lastFailure)),
 		}
 	}
 	tests := []struct {
@@ -399,7 +400,7 @@ func TestWebhookEndpointStatusKeepsWhatItCannotSee(t *testing.T) {
 		},
 	}
 	facts := &endpointFacts{Registered: true, Incomplete: true,
-		Problem: &problem{hookv1.ReasonInternalError, "registering with the delivery engine failed; the operator's log has the details"}}
+		Problem: &conditions.Problem{Reason: hookv1.ReasonInternalError, Message: "registering with the delivery engine failed; the operator's log has the details"}}
 	got := webhookEndpointStatus(ep, facts, statusNow.Add(time.Minute))
 	if got.ObservedGeneration != 4 {
 		t.Errorf("an incomplete reconcile advanced observedGeneration to %d", got.ObservedGeneration)
@@ -422,10 +423,10 @@ func TestStatusMessagesNameNoRepositoryFile(t *testing.T) {
 	var messages []string
 	for _, f := range []endpointFacts{
 		{PolicyName: "p", SecretName: "s", Registered: true, PreviousSecretUntil: statusNow.Add(time.Hour)},
-		{Problem: &problem{hookv1.ReasonSigningSecretInvalid, "bad"}},
-		{Problem: &problem{hookv1.ReasonDestinationForbidden, "forbidden"}, Registered: true},
-		{Problem: &problem{hookv1.ReasonRetryPolicyNotReady, "not ready"}, Registered: true, RegisteredPaused: true},
-		{Problem: &problem{hookv1.ReasonRetryPolicyNotReady, "not ready"}, Registered: true},
+		{Problem: &conditions.Problem{Reason: hookv1.ReasonSigningSecretInvalid, Message: "bad"}},
+		{Problem: &conditions.Problem{Reason: hookv1.ReasonDestinationForbidden, Message: "forbidden"}, Registered: true},
+		{Problem: &conditions.Problem{Reason: hookv1.ReasonRetryPolicyNotReady, Message: "not ready"}, Registered: true, RegisteredPaused: true},
+		{Problem: &conditions.Problem{Reason: hookv1.ReasonRetryPolicyNotReady, Message: "not ready"}, Registered: true},
 		{SecretName: "s", Registered: true, Deliveries: &deliveryFacts{
 			Stats: ledger.EndpointStats{ExhaustedUnresolved: 7, LastFailureAt: at(0), LastFailureReason: "HTTP 503"}, Oldest: &oldest}},
 		{SecretName: "s", Registered: true, Deliveries: &deliveryFacts{
@@ -457,7 +458,7 @@ func TestThrottledBacklogInStatus(t *testing.T) {
 		wantOldest *metav1.Time
 	}{
 		{"nothing waits", false, ledger.Waiting{}, 0, nil},
-		{"a backlog", false, ledger.Waiting{EndpointID: "ns/ep", Deliveries: 42, OldestDue: oldest}, 42, metaTime(&oldest)},
+		{"a backlog", false, ledger.Waiting{EndpointID: "ns/ep", Deliveries: 42, OldestDue: oldest}, 42, conditions.MetaTime(&oldest)},
 		{"paused", true, ledger.Waiting{EndpointID: "ns/ep", Deliveries: 42, OldestDue: oldest}, 0, nil},
 	}
 	for _, c := range cases {

@@ -1,4 +1,4 @@
-package controllers
+package webhookendpoint
 
 import (
 	"context"
@@ -32,6 +32,11 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	hookv1 "github.com/hookkeeper/hookkeeper/api/v1alpha1"
+	"github.com/hookkeeper/hookkeeper/controllers/deliveryrecovery"
+	"github.com/hookkeeper/hookkeeper/controllers/eventtype"
+	"github.com/hookkeeper/hookkeeper/controllers/quota"
+	"github.com/hookkeeper/hookkeeper/controllers/retrypolicy"
+	"github.com/hookkeeper/hookkeeper/controllers/signingsecret"
 	"github.com/hookkeeper/hookkeeper/internal/destination"
 	"github.com/hookkeeper/hookkeeper/internal/dispatch"
 	"github.com/hookkeeper/hookkeeper/internal/engine"
@@ -68,7 +73,7 @@ var (
 
 	// contracts are the event types' contracts as the publish core reads
 	// them, from the manager's cache.
-	contracts *EventTypeContracts
+	contracts *eventtype.EventTypeContracts
 
 	// endpointReads counts what the suite's WebhookEndpoint controller
 	// reads live from the API server.
@@ -185,7 +190,7 @@ var _ = BeforeSuite(func() {
 	Expect(err).NotTo(HaveOccurred())
 	store, err = sqlite.Open(ctx, filepath.Join(ledgerDir, "ledger.db"))
 	Expect(err).NotTo(HaveOccurred())
-	Expect((&RetryPolicyReconciler{Client: mgr.GetClient(), Recorder: mgr.GetEventRecorder("hookkeeper-retrypolicy"), Evidence: store, ResyncPeriod: suiteResync}).SetupWithManager(mgr)).To(Succeed())
+	Expect((&retrypolicy.RetryPolicyReconciler{Client: mgr.GetClient(), Recorder: mgr.GetEventRecorder("hookkeeper-retrypolicy"), Evidence: store, ResyncPeriod: suiteResync}).SetupWithManager(mgr)).To(Succeed())
 	exhaustion = NewExhaustionEvents(1024)
 	breakers = NewBreakerEvents(1024)
 	overruns := NewFilterOverrunEvents(1024)
@@ -215,7 +220,7 @@ var _ = BeforeSuite(func() {
 		APIReader:        endpointReads,
 		Engine:           eng,
 		Recorder:         mgr.GetEventRecorder("hookkeeper-webhookendpoint"),
-		DefaultPolicy:    DefaultPolicy(),
+		DefaultPolicy:    retrypolicy.DefaultPolicy(),
 		Exhausted:        exhaustion.Events(),
 		Breakers:         breakers.Events(),
 		FilterOverruns:   overruns.Events(),
@@ -230,12 +235,12 @@ var _ = BeforeSuite(func() {
 		CounterWriteInterval: suiteCounterWriteInterval,
 	}).SetupWithManager(mgr)).To(Succeed())
 
-	Expect((&SigningSecretReconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Engine: eng}).SetupWithManager(mgr)).To(Succeed())
+	Expect((&signingsecret.SigningSecretReconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Engine: eng}).SetupWithManager(mgr)).To(Succeed())
 
-	Expect((&DeliveryRecoveryReconciler{Client: mgr.GetClient(), Engine: eng, FollowInterval: 200 * time.Millisecond, Recorder: mgr.GetEventRecorder("hookkeeper-deliveryrecovery")}).SetupWithManager(mgr)).To(Succeed())
-	Expect((&WebhookEventTypeReconciler{Client: mgr.GetClient()}).SetupWithManager(mgr)).To(Succeed())
-	Expect((&WebhookQuotaReconciler{Client: mgr.GetClient(), Ledger: store, RefreshPeriod: 200 * time.Millisecond}).SetupWithManager(mgr)).To(Succeed())
-	contracts, err = NewEventTypeContracts(ctx, ContractsOptions{Snapshots: store, Log: logf.Log.WithName("contracts")})
+	Expect((&deliveryrecovery.DeliveryRecoveryReconciler{Client: mgr.GetClient(), Engine: eng, FollowInterval: 200 * time.Millisecond, Recorder: mgr.GetEventRecorder("hookkeeper-deliveryrecovery")}).SetupWithManager(mgr)).To(Succeed())
+	Expect((&eventtype.WebhookEventTypeReconciler{Client: mgr.GetClient()}).SetupWithManager(mgr)).To(Succeed())
+	Expect((&quota.WebhookQuotaReconciler{Client: mgr.GetClient(), Ledger: store, RefreshPeriod: 200 * time.Millisecond}).SetupWithManager(mgr)).To(Succeed())
+	contracts, err = eventtype.NewEventTypeContracts(ctx, eventtype.ContractsOptions{Snapshots: store, Log: logf.Log.WithName("contracts")})
 	Expect(err).NotTo(HaveOccurred())
 	Expect(contracts.Attach(mgr)).To(Succeed())
 
@@ -273,7 +278,7 @@ func startSlowRefreshManager(exhausted *ExhaustionEvents) {
 		APIReader:     mgr.GetAPIReader(),
 		Engine:        eng,
 		Recorder:      mgr.GetEventRecorder("hookkeeper-webhookendpoint"),
-		DefaultPolicy: DefaultPolicy(),
+		DefaultPolicy: retrypolicy.DefaultPolicy(),
 		Exhausted:     exhausted.Events(),
 		ResyncPeriod:  slowRefresh,
 		EventInterval: suiteEventInterval,
@@ -282,8 +287,8 @@ func startSlowRefreshManager(exhausted *ExhaustionEvents) {
 
 		CounterWriteInterval: suiteCounterWriteInterval,
 	}).SetupWithManager(mgr)).To(Succeed())
-	Expect((&SigningSecretReconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Engine: eng}).SetupWithManager(mgr)).To(Succeed())
-	Expect((&DeliveryRecoveryReconciler{Client: mgr.GetClient(), Engine: eng, FollowInterval: 200 * time.Millisecond, Recorder: mgr.GetEventRecorder("hookkeeper-deliveryrecovery")}).SetupWithManager(mgr)).To(Succeed())
+	Expect((&signingsecret.SigningSecretReconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Engine: eng}).SetupWithManager(mgr)).To(Succeed())
+	Expect((&deliveryrecovery.DeliveryRecoveryReconciler{Client: mgr.GetClient(), Engine: eng, FollowInterval: 200 * time.Millisecond, Recorder: mgr.GetEventRecorder("hookkeeper-deliveryrecovery")}).SetupWithManager(mgr)).To(Succeed())
 	go func() {
 		defer GinkgoRecover()
 		Expect(mgr.Start(ctx)).To(Succeed())

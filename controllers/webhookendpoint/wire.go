@@ -1,9 +1,10 @@
-package controllers
+package webhookendpoint
 
 import (
 	"fmt"
 
 	hookv1 "github.com/hookkeeper/hookkeeper/api/v1alpha1"
+	"github.com/hookkeeper/hookkeeper/controllers/conditions"
 	"github.com/hookkeeper/hookkeeper/internal/wire"
 )
 
@@ -12,14 +13,14 @@ import (
 // too), or nil. The CRD refuses such a spec at admission; this guards the
 // objects stored before a rule existed, which would otherwise be Ready
 // while every attempt fails.
-func wireProblem(spec *hookv1.WebhookEndpointSpec) *problem {
+func wireProblem(spec *hookv1.WebhookEndpointSpec) *conditions.Problem {
 	if err := wire.CheckURL(spec.URL); err != nil {
-		return &problem{hookv1.ReasonURLInvalid, "spec.url: " + err.Error()}
+		return &conditions.Problem{Reason: hookv1.ReasonURLInvalid, Message: "spec.url: " + err.Error()}
 	}
 	var hs wire.HeaderSet
 	for i, h := range spec.Headers {
 		if err := hs.Add(h.Name, h.Value); err != nil {
-			return &problem{hookv1.ReasonHeadersInvalid, fmt.Sprintf("spec.headers[%d]: %v", i, err)}
+			return &conditions.Problem{Reason: hookv1.ReasonHeadersInvalid, Message: fmt.Sprintf("spec.headers[%d]: %v", i, err)}
 		}
 	}
 	return nil

@@ -1,10 +1,11 @@
-package controllers
+package webhookendpoint
 
 import (
 	"strings"
 	"testing"
 
 	hookv1 "github.com/hookkeeper/hookkeeper/api/v1alpha1"
+	"github.com/hookkeeper/hookkeeper/controllers/conditions"
 	"github.com/hookkeeper/hookkeeper/internal/wire"
 	"github.com/hookkeeper/hookkeeper/internal/wire/wiretest"
 )
@@ -16,7 +17,7 @@ func TestWireProblem(t *testing.T) {
 	spec := func(url string, headers ...hookv1.Header) *hookv1.WebhookEndpointSpec {
 		return &hookv1.WebhookEndpointSpec{URL: url, EventTypes: []hookv1.EventTypePattern{"*"}, Headers: headers}
 	}
-	expect := func(what string, p *problem, want error, reason, field string) {
+	expect := func(what string, p *conditions.Problem, want error, reason, field string) {
 		t.Helper()
 		switch {
 		case want == nil && p != nil:

@@ -15,7 +15,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/hookkeeper/hookkeeper/controllers"
+	"github.com/hookkeeper/hookkeeper/controllers/retrypolicy"
 	"github.com/hookkeeper/hookkeeper/internal/backoff"
 	"github.com/hookkeeper/hookkeeper/internal/ledger"
 	"github.com/hookkeeper/hookkeeper/internal/ledger/postgres"
@@ -640,7 +640,7 @@ func (r *breakerResults) markdown(machine string) string {
 		return ""
 	}
 	pol, def := scaledBreaker(), ledger.DefaultBreakerPolicy
-	defBackoff := controllers.DefaultPolicy().Backoff
+	defBackoff := retrypolicy.DefaultPolicy().Backoff
 	model := newOutage(breakerBackoff, float64(r.rate), pol)
 	defModel := newOutage(defBackoff, float64(r.rate), def)
 	var out strings.Builder

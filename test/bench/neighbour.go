@@ -13,7 +13,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/hookkeeper/hookkeeper/controllers"
+	"github.com/hookkeeper/hookkeeper/controllers/retrypolicy"
 	"github.com/hookkeeper/hookkeeper/internal/backoff"
 	"github.com/hookkeeper/hookkeeper/internal/engine"
 	"github.com/hookkeeper/hookkeeper/internal/ledger"
@@ -154,7 +154,7 @@ func neighbourOnce(path string, d time.Duration, run *neighbourRun) error {
 	}
 	policyOf := func(ns string) ledger.Policy {
 		if ns == "na" && run.defaultPolicy {
-			return controllers.DefaultPolicy()
+			return retrypolicy.DefaultPolicy()
 		}
 		return pol
 	}

@@ -104,7 +104,7 @@ func (c benchContracts) Contract(_, _ string) (*publish.Contract, bool, error) {
 }
 
 // schemaContract is the contract the manager builds for a
-// WebhookEventType with benchSchema (controllers.EventTypeContracts).
+// WebhookEventType with benchSchema (eventtype.EventTypeContracts).
 func schemaContract() (*publish.Contract, error) {
 	s, err := catalog.Compile([]byte(benchSchema))
 	if err != nil {

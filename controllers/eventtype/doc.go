@@ -1,0 +1,3 @@
+// Package eventtype reconciles WebhookEventTypes and keeps the book of the
+// event types' contracts that publishes read (EventTypeContracts).
+package eventtype
