@@ -49,6 +49,7 @@ import (
 	"github.com/hookkeeper/hookkeeper/internal/ledger/ledgerstore"
 	"github.com/hookkeeper/hookkeeper/internal/publish"
 	"github.com/hookkeeper/hookkeeper/internal/servingcert"
+	"github.com/hookkeeper/hookkeeper/internal/tracing"
 )
 
 var (
@@ -137,6 +138,17 @@ func main() {
 		os.Exit(2)
 	}
 	ctx := ctrl.SetupSignalHandler()
+	// Traces when the OTEL_* environment asks for them, else none
+	// (docs/operations/tracing.md).
+	traces, stopTraces, err := tracing.Setup(ctx)
+	if err != nil {
+		setupLog.Error(err, "unable to set up tracing")
+		os.Exit(2)
+	}
+	defer flushTraces(stopTraces)
+	if traces.Enabled {
+		setupLog.Info("exporting traces over OTLP", "protocol", traces.Protocol)
+	}
 	store, err := ledgerstore.Open(ctx, loc)
 	if err != nil {
 		setupLog.Error(err, "unable to open the ledger")

@@ -130,3 +130,12 @@ func listen(addr, what string, h http.Handler) (func(context.Context) error, err
 	srv := &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second}
 	return func(ctx context.Context) error { return serve(ctx, srv, ln) }, nil
 }
+
+// flushTraces exports the spans still buffered, for at most 5 seconds.
+func flushTraces(stop func(context.Context) error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := stop(ctx); err != nil {
+		setupLog.Error(err, "flushing traces")
+	}
+}

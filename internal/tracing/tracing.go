@@ -15,6 +15,7 @@ import (
 	"fmt"
 	"net/http"
 	"os"
+	"runtime/debug"
 	"strings"
 	"sync/atomic"
 
@@ -93,7 +94,7 @@ func FromEnv(getenv func(string) string) (Settings, error) {
 // timeout from OTEL_EXPORTER_OTLP_*, the provider its sampler from
 // OTEL_TRACES_SAMPLER (parent-based, always on, by default), the resource
 // OTEL_SERVICE_NAME and OTEL_RESOURCE_ATTRIBUTES.
-func Setup(ctx context.Context, version string) (Settings, func(context.Context) error, error) {
+func Setup(ctx context.Context) (Settings, func(context.Context) error, error) {
 	noop := func(context.Context) error { return nil }
 	s, err := FromEnv(os.Getenv)
 	if err != nil || !s.Enabled {
@@ -109,7 +110,7 @@ func Setup(ctx context.Context, version string) (Settings, func(context.Context)
 		return s, noop, fmt.Errorf("the OTLP trace exporter: %w", err)
 	}
 	res, err := resource.New(ctx,
-		resource.WithAttributes(semconv.ServiceName("hookkeeper"), semconv.ServiceVersion(version)),
+		resource.WithAttributes(semconv.ServiceName("hookkeeper"), semconv.ServiceVersion(buildVersion())),
 		resource.WithFromEnv(), // OTEL_SERVICE_NAME and OTEL_RESOURCE_ATTRIBUTES win
 	)
 	if err != nil && !errors.Is(err, resource.ErrPartialResource) {
@@ -238,4 +239,13 @@ func AnswerStatus(span trace.Span, status int) {
 	if status >= 500 {
 		span.SetStatus(codes.Error, http.StatusText(status))
 	}
+}
+
+// buildVersion is the main module's version as the Go toolchain stamped it
+// ("(devel)" for a build from a checkout).
+func buildVersion() string {
+	if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" {
+		return bi.Main.Version
+	}
+	return "(devel)"
 }

@@ -115,3 +115,30 @@ func off(t *testing.T) {
 		enabled.Store(wasOn)
 	})
 }
+
+// TestSetup: nothing in the environment installs nothing; an endpoint
+// installs an exporting provider and turns tracing on.
+func TestSetup(t *testing.T) {
+	off(t)
+	for _, k := range []string{"OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "OTEL_TRACES_EXPORTER", "OTEL_SDK_DISABLED"} {
+		t.Setenv(k, "")
+	}
+	s, stop, err := Setup(t.Context())
+	if err != nil || s.Enabled || Enabled() {
+		t.Fatalf("Setup with nothing set: %+v, %v, enabled %v; want off", s, err, Enabled())
+	}
+	if err := stop(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", "http://127.0.0.1:1")
+	s, stop, err = Setup(t.Context())
+	if err != nil || !s.Enabled || !Enabled() {
+		t.Fatalf("Setup with an endpoint: %+v, %v, enabled %v; want on", s, err, Enabled())
+	}
+	_, span := Tracer().Start(t.Context(), "probe")
+	if !span.IsRecording() {
+		t.Fatal("a span of the installed provider does not record")
+	}
+	span.End()
+	_ = stop(t.Context()) // the export to a closed port fails: not the point
+}
