@@ -51,6 +51,9 @@ type DeliveryView struct {
 	// Both empty when nothing replaced it (yet).
 	ReplacedByDelivery string
 	ReplacedByEvent    string
+	// EventTrace is the trace context its event was published in: where
+	// kubectl shows the delivery's trace id.
+	EventTrace TraceContext
 }
 
 // EventBrowseParams filters EventBrowse; zero fields do not filter.

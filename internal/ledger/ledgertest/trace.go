@@ -9,7 +9,8 @@ import (
 
 // An event's trace context (issue #46): stored once, with the event, and
 // read back wherever the event is read (the insert's answer, EventGet, a
-// claim, a publish's hand-off, Browse), each event of a batch with its own;
+// claim, a publish's hand-off, Browse, a delivery's browse), each event of
+// a batch with its own;
 // an event published without one reads back without one.
 func exerciseTrace(t *testing.T, newStore func(t *testing.T) ledger.Store) {
 	subtests(t, newStore, map[string]func(t *testing.T, f *fixture){
@@ -64,4 +65,12 @@ func testTraceStored(t *testing.T, f *fixture) {
 		t.Fatalf("a handed-off publish: %v, %d leased; want 1", h.Err, len(h.Leased))
 	}
 	wantEqual(t, "the handed-off delivery's event trace context", h.Leased[0].Event.Trace, handed.Trace)
+
+	for i, p := range []*ledger.EventInsertParams{first, second, plain} {
+		views := f.browse(ledger.DeliveryBrowseParams{Namespace: "shop", EventID: res[i].Event.ID})
+		if len(views) != 1 {
+			t.Fatalf("DeliveryBrowse of event %d: %d deliveries; want 1", i, len(views))
+		}
+		wantEqual(t, "a browsed delivery's event trace context", views[0].EventTrace, p.Trace)
+	}
 }

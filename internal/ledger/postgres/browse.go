@@ -74,7 +74,7 @@ func (s *Store) DeliveryBrowse(ctx context.Context, p *ledger.DeliveryBrowsePara
 		w.add("d.id > $%d", p.AfterID)
 	}
 	q := w.finish(`SELECT `+deliveryColumns+`, e.namespace, e.type, COALESCE(ep.owner, ''),
-		COALESCE(r.new_delivery_id, ''), COALESCE(r.new_event_id, '')
+		COALESCE(r.new_delivery_id, ''), COALESCE(r.new_event_id, ''), e.trace_parent, e.trace_state
 		FROM deliveries d JOIN events e ON e.id = d.event_id
 		LEFT JOIN endpoints ep ON ep.id = d.endpoint_id
 		LEFT JOIN recovery_items r ON r.delivery_id = d.id AND r.outcome IN ('Retried', 'Reissued')`, "d.id", p.Limit)
@@ -87,7 +87,7 @@ func (s *Store) DeliveryBrowse(ctx context.Context, p *ledger.DeliveryBrowsePara
 			r deliveryRow
 			v ledger.DeliveryView
 		)
-		dest := append(r.dests(), &v.Namespace, &v.EventType, &v.EndpointOwner, &v.ReplacedByDelivery, &v.ReplacedByEvent)
+		dest := append(r.dests(), &v.Namespace, &v.EventType, &v.EndpointOwner, &v.ReplacedByDelivery, &v.ReplacedByEvent, &v.EventTrace.Parent, &v.EventTrace.State)
 		if err := row.Scan(dest...); err != nil {
 			return v, err
 		}

@@ -32,7 +32,7 @@ func (s *Store) DeliveryBrowse(ctx context.Context, p *ledger.DeliveryBrowsePara
 	for rows.Next() {
 		var v ledger.DeliveryView
 		dest, finish := deliveryDest(&v.Delivery)
-		dest = append(dest, &v.Namespace, &v.EventType, &v.EndpointOwner, &v.ReplacedByDelivery, &v.ReplacedByEvent)
+		dest = append(dest, &v.Namespace, &v.EventType, &v.EndpointOwner, &v.ReplacedByDelivery, &v.ReplacedByEvent, &v.EventTrace.Parent, &v.EventTrace.State)
 		if err := rows.Scan(dest...); err != nil {
 			return nil, translate(op, err)
 		}
@@ -84,7 +84,7 @@ func deliveryBrowseSQL(p *ledger.DeliveryBrowseParams) (string, []any, error) {
 		f.add("d.id > ?", p.AfterID)
 	}
 	q := `SELECT ` + prefixed("d", deliveryCols) + `, e.namespace, e.type, COALESCE(ep.owner, ''),
-		COALESCE(r.new_delivery_id, ''), COALESCE(r.new_event_id, '')
+		COALESCE(r.new_delivery_id, ''), COALESCE(r.new_event_id, ''), e.trace_parent, e.trace_state
 		FROM deliveries d CROSS JOIN events e ON e.id = d.event_id
 		LEFT JOIN endpoints ep ON ep.id = d.endpoint_id
 		LEFT JOIN recovery_items r ON r.delivery_id = d.id AND r.outcome IN ('Retried', 'Reissued')`
