@@ -10,6 +10,7 @@ import (
 
 	"github.com/hookkeeper/hookkeeper/api/delivery/v1alpha1"
 	"github.com/hookkeeper/hookkeeper/internal/ledger"
+	"github.com/hookkeeper/hookkeeper/internal/tracing"
 )
 
 func metaTime(t *time.Time) *metav1.Time {
@@ -46,6 +47,7 @@ func toDelivery(v ledger.DeliveryView, attempts []ledger.Attempt) v1alpha1.Deliv
 		ObjectMeta: objectMeta(v.Namespace, v.ID, v.CreatedAt),
 		Spec: v1alpha1.DeliverySpec{
 			Endpoint: endpointName(v.EndpointID), Owner: v.EndpointOwner, Event: v.EventID, EventType: v.EventType, RetryOf: v.RetryOf,
+			TraceID: tracing.TraceID(v.EventTrace.Parent),
 		},
 		Status: v1alpha1.DeliveryStatus{
 			State:          apiStates[v.State],

@@ -32,6 +32,7 @@ var (
 		{Name: "Retry Of", Type: "string", Priority: 1, Description: "The exhausted delivery this one retries."},
 		{Name: "Owner", Type: "string", Priority: 1, Description: "The endpoint's spec.owner: whom to ask about it."},
 		{Name: "Last Error", Type: "string", Priority: 1, Description: "Why the last attempt failed."},
+		{Name: "Trace", Type: "string", Priority: 1, Description: "The trace ID of its event's publish and of its attempts."},
 	}
 	eventColumns = []metav1.TableColumnDefinition{
 		{Name: "Name", Type: "string", Format: "name", Description: "The event ID."},
@@ -84,7 +85,7 @@ func (c tableConvertor) deliveryRow(d *v1alpha1.Delivery) metav1.TableRow {
 	return metav1.TableRow{
 		Cells: []any{d.Name, d.Spec.EventType, d.Spec.Endpoint, d.Status.State, int64(d.Status.AttemptCount),
 			last, d.Status.Reason, d.Status.Resolution, replaced, c.age(d.CreationTimestamp),
-			d.Spec.Event, relative(c.now(), d.Status.DueAt), d.Spec.RetryOf, d.Spec.Owner, d.Status.LastError},
+			d.Spec.Event, relative(c.now(), d.Status.DueAt), d.Spec.RetryOf, d.Spec.Owner, d.Status.LastError, d.Spec.TraceID},
 		Object: runtime.RawExtension{Object: d},
 	}
 }

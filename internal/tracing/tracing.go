@@ -249,3 +249,13 @@ func buildVersion() string {
 	}
 	return "(devel)"
 }
+
+// TraceID is the trace ID of a stored traceparent; empty when it is not a
+// valid one.
+func TraceID(parent string) string {
+	sc := trace.SpanContextFromContext(propagator.Extract(context.Background(), &carrier{parent: parent}))
+	if !sc.IsValid() {
+		return ""
+	}
+	return sc.TraceID().String()
+}

@@ -142,3 +142,16 @@ func TestSetup(t *testing.T) {
 	span.End()
 	_ = stop(t.Context()) // the export to a closed port fails: not the point
 }
+
+func TestTraceID(t *testing.T) {
+	for parent, want := range map[string]string{
+		publisherParent: "4bf92f3577b34da6a3ce929d0e0e4736",
+		"":              "",
+		"00-00000000000000000000000000000000-00f067aa0ba902b7-01": "", // an invalid trace id
+		"not a traceparent": "",
+	} {
+		if got := TraceID(parent); got != want {
+			t.Errorf("TraceID(%q) = %q; want %q", parent, got, want)
+		}
+	}
+}

@@ -38,6 +38,11 @@ type DeliverySpec struct {
 	// RetryOf names the exhausted delivery that a recovery retry resends.
 	// +optional
 	RetryOf string `json:"retryOf,omitempty"`
+	// TraceID is the OpenTelemetry trace its event was published in, and
+	// every attempt of it sent in (docs/operations/tracing.md); empty when
+	// tracing was off.
+	// +optional
+	TraceID string `json:"traceID,omitempty"`
 }
 
 // DeliveryStatus is where the delivery stands.

@@ -295,6 +295,13 @@ func schema_hookkeeper_api_delivery_v1alpha1_DeliverySpec(ref common.ReferenceCa
 							Format:      "",
 						},
 					},
+					"traceID": {
+						SchemaProps: spec.SchemaProps{
+							Description: "TraceID is the OpenTelemetry trace its event was published in, and every attempt of it sent in (docs/operations/tracing.md); empty when tracing was off.",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
 				},
 				Required: []string{"endpoint", "event", "eventType"},
 			},
