@@ -389,7 +389,7 @@ func setupControllers(mgr ctrl.Manager, d controllerDeps) error {
 	if err := (&retrypolicy.RetryPolicyReconciler{
 		Client:       mgr.GetClient(),
 		Recorder:     mgr.GetEventRecorder("hookkeeper-retrypolicy"),
-		Evidence:     d.store,
+		Ledger:       d.store,
 		ResyncPeriod: d.policyResync,
 	}).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("setting up the RetryPolicy controller: %w", err)
@@ -404,25 +404,25 @@ func setupControllers(mgr ctrl.Manager, d controllerDeps) error {
 		Breakers:             d.breakers.Events(),
 		FilterOverruns:       d.overruns.Events(),
 		Metrics:              d.metrics,
-		Activity:             d.store,
+		Ledger:               d.store,
 		ActivityInterval:     d.activityInterval,
 		CounterWriteInterval: d.counterInterval,
 		ResyncPeriod:         d.statusResync,
 		Destinations:         d.destinations,
-		Evidence:             d.store,
 	}).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("setting up the WebhookEndpoint controller: %w", err)
 	}
 	if err := (&signingsecret.SigningSecretReconciler{
 		Client:    mgr.GetClient(),
 		APIReader: mgr.GetAPIReader(),
-		Engine:    d.eng,
+		Ledger:    d.store,
 	}).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("setting up the SigningSecret controller: %w", err)
 	}
 	if err := (&deliveryrecovery.DeliveryRecoveryReconciler{
 		Client:   mgr.GetClient(),
 		Engine:   d.eng,
+		Ledger:   d.store,
 		Recorder: mgr.GetEventRecorder("hookkeeper-deliveryrecovery"),
 	}).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("setting up the DeliveryRecovery controller: %w", err)

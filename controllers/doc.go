@@ -12,8 +12,9 @@
 //   - quota: WebhookQuotas registered in the ledger.
 //
 // The shared parts are small: conditions (condition messages, kstatus
-// conditions, the one status write, invalid specs) and index (the field
-// indexes on WebhookEndpoints). cmd/main.go sets each reconciler up. Each
+// conditions, the one status write, invalid specs), index (the field
+// indexes on WebhookEndpoints) and ledgerread (the one read of the ledger
+// the controllers have; docs/adr/0050). cmd/main.go sets each reconciler up. Each
 // reads its object, asks pure functions (in status.go files, with table
 // tests) what the status should be, and writes that status once per
 // reconcile (conditions.UpdateStatus).

@@ -20,22 +20,16 @@ import (
 
 	hookv1 "github.com/hookkeeper/hookkeeper/api/v1alpha1"
 	"github.com/hookkeeper/hookkeeper/controllers/conditions"
+	"github.com/hookkeeper/hookkeeper/controllers/ledgerread"
 	"github.com/hookkeeper/hookkeeper/internal/ledger"
 )
 
 // RecoveryEngine is what the DeliveryRecovery controller asks of the
 // delivery engine.
 type RecoveryEngine interface {
-	Endpoint(ctx context.Context, id string) (ledger.Endpoint, error)
-	ExhaustedList(ctx context.Context, params *ledger.ExhaustedListParams) ([]ledger.ExhaustedDelivery, error)
 	RecoveryStart(ctx context.Context, operationKey, specHash, objectUID string) (ledger.RecoveryOperation, error)
 	Recover(ctx context.Context, operationKey, deliveryID string, action ledger.RecoveryAction) (ledger.RecoveryItem, error)
-	RecoveryItems(ctx context.Context, operationKey string) ([]ledger.RecoveryItem, error)
-	ReplayList(ctx context.Context, params *ledger.ReplayListParams) ([]ledger.ReplayCandidate, error)
 	Replay(ctx context.Context, operationKey, eventID, endpointID string, onUnreplayable ledger.ReplayFallback) (ledger.RecoveryItem, error)
-	// RetryBudgetDeferrals reads, from the ledger, the retries and re-sends
-	// the endpoint's budget deferred on any replica.
-	RetryBudgetDeferrals(ctx context.Context, endpointID string, now time.Time) (ledger.DeferralStreak, error)
 }
 
 const (
@@ -62,6 +56,9 @@ const (
 type DeliveryRecoveryReconciler struct {
 	client.Client
 	Engine RecoveryEngine
+	// Ledger reads the endpoint, its exhausted deliveries and retry-budget
+	// deferrals, the events to replay and the recovery's items.
+	Ledger ledgerread.Reader
 	Clock  clock.PassiveClock
 	// FollowInterval paces a running recovery (default 2s).
 	FollowInterval time.Duration
@@ -149,7 +146,7 @@ func (r *DeliveryRecoveryReconciler) run(ctx context.Context, rec *hookv1.Delive
 		return nil, fmt.Errorf("reading WebhookEndpoint %s: %w", facts.EndpointName, err)
 	}
 	endpointID := ledger.EndpointID(rec.Namespace, facts.EndpointName)
-	ep, err := r.Engine.Endpoint(ctx, endpointID)
+	ep, err := r.Ledger.EndpointGet(ctx, endpointID)
 	switch {
 	case err == nil:
 		facts.Registered = true
@@ -172,7 +169,7 @@ func (r *DeliveryRecoveryReconciler) run(ctx context.Context, rec *hookv1.Delive
 	if b := recoveryBlocked(facts); b != nil && b.Permanent {
 		return &recoveryProgress{Block: b, Operation: &op}, nil
 	}
-	items, err := r.Engine.RecoveryItems(ctx, key)
+	items, err := r.Ledger.RecoveryItemsList(ctx, key)
 	if err != nil {
 		return nil, fmt.Errorf("reading the items of recovery %s: %w", key, err)
 	}
@@ -187,14 +184,14 @@ func (r *DeliveryRecoveryReconciler) run(ctx context.Context, rec *hookv1.Delive
 		}
 	}
 	if applied > 0 {
-		if items, err = r.Engine.RecoveryItems(ctx, key); err != nil {
+		if items, err = r.Ledger.RecoveryItemsList(ctx, key); err != nil {
 			return nil, fmt.Errorf("reading the items of recovery %s: %w", key, err)
 		}
 	}
 	progress := &recoveryProgress{Operation: &op, Items: items}
 	// Re-sends that wait may wait for the retry budget they draw on.
 	if facts.Registered && ep.Policy.Budget != nil && waitingResends(items) > 0 {
-		d, err := r.Engine.RetryBudgetDeferrals(ctx, endpointID, r.now())
+		d, err := ledgerread.Deferrals(ctx, r.Ledger, endpointID, r.now())
 		if err != nil {
 			return nil, fmt.Errorf("reading the retry budget's deferrals of endpoint %s: %w", endpointID, err)
 		}
@@ -217,7 +214,7 @@ func (r *DeliveryRecoveryReconciler) apply(ctx context.Context, rec *hookv1.Deli
 	}
 	// Refused items stay unresolved and are listed again: list a full
 	// limit and skip what the operation already holds.
-	matched, err := r.Engine.ExhaustedList(ctx, params)
+	matched, err := r.Ledger.ExhaustedList(ctx, params)
 	if err != nil {
 		return 0, fmt.Errorf("selecting exhausted deliveries: %w", err)
 	}
@@ -261,7 +258,7 @@ func (r *DeliveryRecoveryReconciler) applyReplay(ctx context.Context, rec *hookv
 	}
 	// Every selected event becomes an item (refused and skipped ones too),
 	// so a full limit lists what the operation holds and what is left.
-	matched, err := r.Engine.ReplayList(ctx, params)
+	matched, err := r.Ledger.ReplayList(ctx, params)
 	if err != nil {
 		return 0, fmt.Errorf("selecting events to replay: %w", err)
 	}

@@ -20,7 +20,7 @@ import (
 	hookv1 "github.com/hookkeeper/hookkeeper/api/v1alpha1"
 	"github.com/hookkeeper/hookkeeper/controllers/conditions"
 	"github.com/hookkeeper/hookkeeper/controllers/index"
-	"github.com/hookkeeper/hookkeeper/internal/ledger"
+	"github.com/hookkeeper/hookkeeper/controllers/ledgerread"
 )
 
 // RetryPolicyReconciler writes a RetryPolicy's effective schedule, its
@@ -31,9 +31,9 @@ type RetryPolicyReconciler struct {
 	Clock clock.PassiveClock
 	// Recorder announces a policy that cannot be decoded (InvalidSpec).
 	Recorder events.EventRecorder
-	// Evidence reads the ledger's outcome buckets for status.evidence and
-	// the HorizonFit advice (retrypolicy_evidence.go); nil shows none.
-	Evidence ledger.Evidence
+	// Ledger reads the outcome buckets for status.evidence and the
+	// HorizonFit advice (evidence.go); nil shows none.
+	Ledger ledgerread.Reader
 	// ResyncPeriod paces the refresh of the evidence (default 1m).
 	ResyncPeriod time.Duration
 }

@@ -11,6 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	hookv1 "github.com/hookkeeper/hookkeeper/api/v1alpha1"
+	"github.com/hookkeeper/hookkeeper/controllers/ledgerread"
 	"github.com/hookkeeper/hookkeeper/internal/evidence"
 	"github.com/hookkeeper/hookkeeper/internal/ledger"
 )
@@ -26,7 +27,7 @@ import (
 const DefaultEvidenceResync = time.Minute
 
 // ReadEvidence lists the buckets of the 7-day window ending at now.
-func ReadEvidence(ctx context.Context, src ledger.Evidence, p ledger.OutcomeListParams, now time.Time) ([]ledger.OutcomeBucket, error) {
+func ReadEvidence(ctx context.Context, src ledgerread.Reader, p ledger.OutcomeListParams, now time.Time) ([]ledger.OutcomeBucket, error) {
 	p.Since = evidence.WindowStart(now, evidence.Week)
 	b, err := src.OutcomeList(ctx, &p)
 	if err != nil {
@@ -134,10 +135,10 @@ var (
 // setPolicyEvidence gathers the policy's buckets and sets its evidence and
 // HorizonFit condition; without an evidence source it does nothing.
 func (r *RetryPolicyReconciler) setPolicyEvidence(ctx context.Context, policy *hookv1.RetryPolicy, now time.Time) error {
-	if r.Evidence == nil {
+	if r.Ledger == nil {
 		return nil
 	}
-	buckets, err := ReadEvidence(ctx, r.Evidence, ledger.OutcomeListParams{Namespace: policy.Namespace, PolicyName: policy.Name}, now)
+	buckets, err := ReadEvidence(ctx, r.Ledger, ledger.OutcomeListParams{Namespace: policy.Namespace, PolicyName: policy.Name}, now)
 	if err != nil {
 		return err
 	}
@@ -158,7 +159,7 @@ func (r *RetryPolicyReconciler) setPolicyEvidence(ctx context.Context, policy *h
 
 // evidenceResync is when to refresh a policy's evidence (0: never).
 func (r *RetryPolicyReconciler) evidenceResync() time.Duration {
-	if r.Evidence == nil {
+	if r.Ledger == nil {
 		return 0
 	}
 	if r.ResyncPeriod > 0 {

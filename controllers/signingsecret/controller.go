@@ -20,16 +20,10 @@ import (
 	hookv1 "github.com/hookkeeper/hookkeeper/api/v1alpha1"
 	"github.com/hookkeeper/hookkeeper/controllers/conditions"
 	"github.com/hookkeeper/hookkeeper/controllers/index"
+	"github.com/hookkeeper/hookkeeper/controllers/ledgerread"
 	"github.com/hookkeeper/hookkeeper/internal/ledger"
 	"github.com/hookkeeper/hookkeeper/internal/signing"
 )
-
-// SigningEngine is what the signing-secret controller asks of the
-// delivery engine: the configuration it signs an endpoint's deliveries
-// with, to notice a rotation.
-type SigningEngine interface {
-	Endpoint(ctx context.Context, id string) (ledger.Endpoint, error)
-}
 
 // SigningSecretReconciler is the only writer of Secrets. For a
 // WebhookEndpoint without spec.signingSecretRef it generates the owned
@@ -44,7 +38,9 @@ type SigningSecretReconciler struct {
 	// APIReader reads Secrets from the API server: Secrets are watched by
 	// metadata only, so the cache does not hold their data.
 	APIReader client.Reader
-	Engine    SigningEngine
+	// Ledger reads the configuration the engine signs an endpoint's
+	// deliveries with, to notice a rotation.
+	Ledger ledgerread.Reader
 	// Clock dates rotations; nil means the real clock.
 	Clock clock.PassiveClock
 }
@@ -73,7 +69,7 @@ func (r *SigningSecretReconciler) reconcile(ctx context.Context, req ctrl.Reques
 		return ctrl.Result{}, err
 	}
 	var registered *ledger.Endpoint
-	switch reg, err := r.Engine.Endpoint(ctx, ledger.EndpointID(ep.Namespace, ep.Name)); {
+	switch reg, err := r.Ledger.EndpointGet(ctx, ledger.EndpointID(ep.Namespace, ep.Name)); {
 	case errors.Is(err, ledger.ErrNotFound):
 	case err != nil:
 		return ctrl.Result{}, fmt.Errorf("reading the endpoint's configuration from the delivery engine: %w", err)

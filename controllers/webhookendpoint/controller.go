@@ -28,6 +28,7 @@ import (
 	hookv1 "github.com/hookkeeper/hookkeeper/api/v1alpha1"
 	"github.com/hookkeeper/hookkeeper/controllers/conditions"
 	"github.com/hookkeeper/hookkeeper/controllers/index"
+	"github.com/hookkeeper/hookkeeper/controllers/ledgerread"
 	"github.com/hookkeeper/hookkeeper/controllers/retrypolicy"
 	"github.com/hookkeeper/hookkeeper/internal/destination"
 	"github.com/hookkeeper/hookkeeper/internal/engine"
@@ -49,21 +50,12 @@ const (
 // EndpointEngine is what the WebhookEndpoint controller asks of the
 // delivery engine (*engine.Engine).
 type EndpointEngine interface {
-	Endpoint(ctx context.Context, id string) (ledger.Endpoint, error)
 	RegisterEndpoint(ctx context.Context, ep ledger.Endpoint) (ledger.Endpoint, error)
 	RemoveEndpoint(ctx context.Context, id string) (int, error)
-	EndpointStats(ctx context.Context, id string) (ledger.EndpointStats, error)
 	// Waiting reads the endpoint's throttled backlog (deliveries due and
 	// not sent), from a read of the ledger shared by every endpoint.
 	Waiting(ctx context.Context, id string) (ledger.Waiting, error)
-	ExhaustedList(ctx context.Context, params *ledger.ExhaustedListParams) ([]ledger.ExhaustedDelivery, error)
-	// RetryBudgetDeferrals reads, from the ledger, the retries its budget
-	// deferred on any replica.
-	RetryBudgetDeferrals(ctx context.Context, endpointID string, now time.Time) (ledger.DeferralStreak, error)
-	// Breaker reads the endpoint's circuit breaker from the ledger (the
-	// zero breaker when it never opened); ProbeNow makes the next probe of
-	// an open one due now.
-	Breaker(ctx context.Context, endpointID string) (ledger.Breaker, error)
+	// ProbeNow makes the next probe of an open circuit breaker due now.
 	ProbeNow(ctx context.Context, endpointID string) (ledger.Breaker, error)
 	// EndpointFilterOverruns reads what the endpoint's filter exceeded on
 	// this replica since its configuration last changed.
@@ -119,12 +111,15 @@ type WebhookEndpointReconciler struct {
 	// Metrics keeps the circuit metrics (NewBreakerMetrics); nil keeps
 	// none.
 	Metrics *BreakerMetrics
-	// Activity is the ledger's read of the endpoints whose counters
-	// changed: a poller (endpoint_activity.go, on the leader) reads it
-	// every ActivityInterval (default 5s) and refreshes the endpoints
-	// whose counters moved. nil: counters show only on the engine's notices and
-	// the resync.
-	Activity         EndpointActivitySource
+	// Ledger is the controllers' one read of the ledger (ledgerread): the
+	// engine's configuration of the endpoint, its counters, exhausted
+	// deliveries, retry-budget deferrals, circuit breaker and outcome
+	// evidence, and which endpoints' counters moved. Required.
+	Ledger ledgerread.Reader
+	// ActivityInterval is how often a poller (activity.go, on the leader)
+	// reads which endpoints' counters moved and refreshes them (default
+	// 5s); negative: no poller, and counters show only on the engine's
+	// notices and the resync.
 	ActivityInterval time.Duration
 	// ResyncPeriod is the safety resync: every endpoint is reconciled
 	// again between one and two periods after its last reconcile (default
@@ -142,9 +137,6 @@ type WebhookEndpointReconciler struct {
 	CounterWriteInterval time.Duration
 	// Clock stamps conditions; nil means the real clock.
 	Clock clock.PassiveClock
-	// Evidence reads the ledger's outcome buckets for status.evidence
-	// (retrypolicy_evidence.go); nil shows none.
-	Evidence ledger.Evidence
 	// Destinations is the operator's destination policy: an endpoint whose
 	// url is or resolves to a forbidden address is not Ready
 	// (DestinationForbidden) and is not registered, or is paused when the
@@ -461,8 +453,8 @@ func (r *WebhookEndpointReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	if r.FilterOverruns != nil {
 		b = b.WatchesRawSource(source.Channel(r.FilterOverruns, &handler.EnqueueRequestForObject{}))
 	}
-	if r.Activity != nil {
-		poller := newActivityPoller(r.Activity, r.ActivityInterval)
+	if r.ActivityInterval >= 0 {
+		poller := newActivityPoller(r.Ledger, r.ActivityInterval)
 		if err := mgr.Add(poller); err != nil {
 			return fmt.Errorf("adding the endpoint activity poller: %w", err)
 		}

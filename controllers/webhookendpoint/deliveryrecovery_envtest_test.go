@@ -94,7 +94,7 @@ var _ = Describe("DeliveryRecovery controller", func() {
 
 		// A restarted controller that lost the status runs the operation
 		// again: every effect is keyed by the UID, so nothing is resent.
-		fresh := &deliveryrecovery.DeliveryRecoveryReconciler{Client: k8sClient, Engine: eng}
+		fresh := &deliveryrecovery.DeliveryRecoveryReconciler{Client: k8sClient, Engine: eng, Ledger: store}
 		var cur hookv1.DeliveryRecovery
 		Expect(k8sClient.Get(ctx, key, &cur)).To(Succeed())
 		lost := cur.DeepCopy()

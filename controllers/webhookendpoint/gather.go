@@ -12,6 +12,7 @@ import (
 
 	hookv1 "github.com/hookkeeper/hookkeeper/api/v1alpha1"
 	"github.com/hookkeeper/hookkeeper/controllers/conditions"
+	"github.com/hookkeeper/hookkeeper/controllers/ledgerread"
 	"github.com/hookkeeper/hookkeeper/controllers/retrypolicy"
 	"github.com/hookkeeper/hookkeeper/controllers/signingsecret"
 	"github.com/hookkeeper/hookkeeper/internal/engine"
@@ -103,7 +104,7 @@ func (r *WebhookEndpointReconciler) gather(ctx context.Context, ep *hookv1.Webho
 // secret, and whether its spec can be sent to an allowed destination.
 func (r *WebhookEndpointReconciler) gatherEngineInputs(ctx context.Context, obs *endpointObservation) error {
 	ep := obs.Endpoint
-	registered, err := r.Engine.Endpoint(ctx, ledger.EndpointID(ep.Namespace, ep.Name))
+	registered, err := r.Ledger.EndpointGet(ctx, ledger.EndpointID(ep.Namespace, ep.Name))
 	switch {
 	case errors.Is(err, ledger.ErrNotFound):
 	case err != nil:
@@ -150,11 +151,11 @@ func (r *WebhookEndpointReconciler) gatherDeliveries(ctx context.Context, obs *e
 	id := ledger.EndpointID(obs.Endpoint.Namespace, obs.Endpoint.Name)
 	d := &deliveryFacts{}
 	var err error
-	d.Stats, err = r.Engine.EndpointStats(ctx, id)
+	d.Stats, err = r.Ledger.EndpointStats(ctx, id)
 	if err != nil && !errors.Is(err, ledger.ErrNotFound) {
 		return &stepError{"reading the endpoint's counters from the delivery engine", err}
 	}
-	d.Oldest, d.Recent, err = unresolvedExhausted(ctx, r.Engine.ExhaustedList, id, d.Stats.ExhaustedUnresolved, obs.Now, recentExhaustedMax)
+	d.Oldest, d.Recent, err = unresolvedExhausted(ctx, r.Ledger.ExhaustedList, id, d.Stats.ExhaustedUnresolved, obs.Now, recentExhaustedMax)
 	if err != nil {
 		return &stepError{"listing the endpoint's exhausted deliveries", err}
 	}
@@ -169,12 +170,12 @@ func (r *WebhookEndpointReconciler) gatherDeliveries(ctx context.Context, obs *e
 // and the outcome evidence; a failed read leaves what it feeds as it was.
 func (r *WebhookEndpointReconciler) gatherSecondary(ctx context.Context, obs *endpointObservation) {
 	id := ledger.EndpointID(obs.Endpoint.Namespace, obs.Endpoint.Name)
-	if streak, err := r.Engine.RetryBudgetDeferrals(ctx, id, obs.Now); err != nil {
+	if streak, err := ledgerread.Deferrals(ctx, r.Ledger, id, obs.Now); err != nil {
 		obs.Secondary = errors.Join(obs.Secondary, fmt.Errorf("reading the endpoint's retry-budget deferrals: %w", err))
 	} else {
 		obs.Deferrals = &streak
 	}
-	switch b, err := r.Engine.Breaker(ctx, id); {
+	switch b, err := ledgerread.Breaker(ctx, r.Ledger, id); {
 	case errors.Is(err, ledger.ErrNotFound):
 		obs.Breaker = &ledger.Breaker{EndpointID: id}
 	case err != nil:
@@ -182,10 +183,7 @@ func (r *WebhookEndpointReconciler) gatherSecondary(ctx context.Context, obs *en
 	default:
 		obs.Breaker = &b
 	}
-	if r.Evidence == nil {
-		return
-	}
-	buckets, err := retrypolicy.ReadEvidence(ctx, r.Evidence, ledger.OutcomeListParams{EndpointID: id}, obs.Now)
+	buckets, err := retrypolicy.ReadEvidence(ctx, r.Ledger, ledger.OutcomeListParams{EndpointID: id}, obs.Now)
 	if err != nil {
 		obs.Secondary = errors.Join(obs.Secondary, err)
 		return

@@ -190,7 +190,7 @@ var _ = BeforeSuite(func() {
 	Expect(err).NotTo(HaveOccurred())
 	store, err = sqlite.Open(ctx, filepath.Join(ledgerDir, "ledger.db"))
 	Expect(err).NotTo(HaveOccurred())
-	Expect((&retrypolicy.RetryPolicyReconciler{Client: mgr.GetClient(), Recorder: mgr.GetEventRecorder("hookkeeper-retrypolicy"), Evidence: store, ResyncPeriod: suiteResync}).SetupWithManager(mgr)).To(Succeed())
+	Expect((&retrypolicy.RetryPolicyReconciler{Client: mgr.GetClient(), Recorder: mgr.GetEventRecorder("hookkeeper-retrypolicy"), Ledger: store, ResyncPeriod: suiteResync}).SetupWithManager(mgr)).To(Succeed())
 	exhaustion = NewExhaustionEvents(1024)
 	breakers = NewBreakerEvents(1024)
 	overruns := NewFilterOverrunEvents(1024)
@@ -225,19 +225,18 @@ var _ = BeforeSuite(func() {
 		Breakers:         breakers.Events(),
 		FilterOverruns:   overruns.Events(),
 		Metrics:          NewBreakerMetrics(breakerRegistry),
-		Activity:         store,
+		Ledger:           store,
 		ActivityInterval: suiteActivityInterval,
 		ResyncPeriod:     slowRefresh,
 		EventInterval:    suiteEventInterval,
 		Destinations:     destinations,
-		Evidence:         store,
 
 		CounterWriteInterval: suiteCounterWriteInterval,
 	}).SetupWithManager(mgr)).To(Succeed())
 
-	Expect((&signingsecret.SigningSecretReconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Engine: eng}).SetupWithManager(mgr)).To(Succeed())
+	Expect((&signingsecret.SigningSecretReconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Ledger: store}).SetupWithManager(mgr)).To(Succeed())
 
-	Expect((&deliveryrecovery.DeliveryRecoveryReconciler{Client: mgr.GetClient(), Engine: eng, FollowInterval: 200 * time.Millisecond, Recorder: mgr.GetEventRecorder("hookkeeper-deliveryrecovery")}).SetupWithManager(mgr)).To(Succeed())
+	Expect((&deliveryrecovery.DeliveryRecoveryReconciler{Client: mgr.GetClient(), Engine: eng, Ledger: store, FollowInterval: 200 * time.Millisecond, Recorder: mgr.GetEventRecorder("hookkeeper-deliveryrecovery")}).SetupWithManager(mgr)).To(Succeed())
 	Expect((&eventtype.WebhookEventTypeReconciler{Client: mgr.GetClient()}).SetupWithManager(mgr)).To(Succeed())
 	Expect((&quota.WebhookQuotaReconciler{Client: mgr.GetClient(), Ledger: store, RefreshPeriod: 200 * time.Millisecond}).SetupWithManager(mgr)).To(Succeed())
 	contracts, err = eventtype.NewEventTypeContracts(ctx, eventtype.ContractsOptions{Snapshots: store, Log: logf.Log.WithName("contracts")})
@@ -283,12 +282,14 @@ func startSlowRefreshManager(exhausted *ExhaustionEvents) {
 		ResyncPeriod:  slowRefresh,
 		EventInterval: suiteEventInterval,
 		Destinations:  destinations,
-		Evidence:      store,
+		Ledger:        store,
+		// No activity poller: only what an event triggers.
+		ActivityInterval: -1,
 
 		CounterWriteInterval: suiteCounterWriteInterval,
 	}).SetupWithManager(mgr)).To(Succeed())
-	Expect((&signingsecret.SigningSecretReconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Engine: eng}).SetupWithManager(mgr)).To(Succeed())
-	Expect((&deliveryrecovery.DeliveryRecoveryReconciler{Client: mgr.GetClient(), Engine: eng, FollowInterval: 200 * time.Millisecond, Recorder: mgr.GetEventRecorder("hookkeeper-deliveryrecovery")}).SetupWithManager(mgr)).To(Succeed())
+	Expect((&signingsecret.SigningSecretReconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Ledger: store}).SetupWithManager(mgr)).To(Succeed())
+	Expect((&deliveryrecovery.DeliveryRecoveryReconciler{Client: mgr.GetClient(), Engine: eng, Ledger: store, FollowInterval: 200 * time.Millisecond, Recorder: mgr.GetEventRecorder("hookkeeper-deliveryrecovery")}).SetupWithManager(mgr)).To(Succeed())
 	go func() {
 		defer GinkgoRecover()
 		Expect(mgr.Start(ctx)).To(Succeed())

@@ -20,6 +20,7 @@ var controllerPackages = []string{
 	"controllers/eventtype",
 	"controllers/index",
 	"controllers/internal/testutil",
+	"controllers/ledgerread",
 	"controllers/quota",
 	"controllers/retrypolicy",
 	"controllers/signingsecret",
