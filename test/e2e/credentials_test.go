@@ -15,6 +15,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -23,7 +24,7 @@ import (
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 
-	"github.com/hookkeeper/hookkeeper/internal/signing"
+	"github.com/hookkeeper/hookkeeper/test/receivers"
 )
 
 // Issue 24: receivers reached as they are. Each receiver here is a real
@@ -322,38 +323,36 @@ func (c *credState) get(k string) string {
 	return c.values[k]
 }
 
-type credRequest struct {
-	webhookID   string
-	status      int
-	clientNames []string
-}
-
 // credReceiver answers 200 to a request that check accepts and 401 to any
-// other; over TLS when tlsCfg is set.
+// other (test/receivers); over TLS when tlsCfg is set. With
+// echoAuthorization it answers the Authorization header it got.
 type credReceiver struct {
-	srv               *httptest.Server
-	check             func(*http.Request, *credState) bool
+	*receivers.Receiver
 	state             credState
 	echoAuthorization bool
-
-	mu  sync.Mutex
-	log []credRequest
 }
 
 func newCredReceiver(tlsCfg *tls.Config, check func(*http.Request, *credState) bool) *credReceiver {
-	r := &credReceiver{check: check, state: credState{values: map[string]string{}}}
-	r.srv = httptest.NewUnstartedServer(http.HandlerFunc(r.serve))
-	if tlsCfg != nil {
-		r.srv.TLS = tlsCfg
-		r.srv.StartTLS()
-	} else {
-		r.srv.Start()
-	}
-	DeferCleanup(r.srv.Close)
+	r := &credReceiver{state: credState{values: map[string]string{}}}
+	r.Receiver = receivers.New(receivers.Options{TLS: tlsCfg,
+		Respond: func(req *http.Request, _ *receivers.Request) int {
+			if check(req, &r.state) {
+				return http.StatusOK
+			}
+			return http.StatusUnauthorized
+		},
+		Body: func(req *http.Request) string {
+			if r.echoAuthorization {
+				return "you sent " + req.Header.Get("Authorization")
+			}
+			return ""
+		},
+	})
+	DeferCleanup(r.Close)
 	return r
 }
 
-func (r *credReceiver) url() string { return r.srv.URL + "/hooks" }
+func (r *credReceiver) url() string { return r.URL() + "/hooks" }
 
 func (r *credReceiver) set(k, v string) {
 	r.state.mu.Lock()
@@ -361,50 +360,14 @@ func (r *credReceiver) set(k, v string) {
 	r.state.values[k] = v
 }
 
-func (r *credReceiver) serve(w http.ResponseWriter, req *http.Request) {
-	rq := credRequest{webhookID: req.Header.Get(signing.HeaderID), status: http.StatusUnauthorized}
-	if req.TLS != nil {
-		for _, c := range req.TLS.PeerCertificates {
-			rq.clientNames = append(rq.clientNames, c.Subject.CommonName)
-		}
-	}
-	if r.check(req, &r.state) {
-		rq.status = http.StatusOK
-	}
-	r.mu.Lock()
-	r.log = append(r.log, rq)
-	r.mu.Unlock()
-	w.WriteHeader(rq.status)
-	if r.echoAuthorization {
-		fmt.Fprintf(w, "you sent %s", req.Header.Get("Authorization"))
-	}
-}
-
-func (r *credReceiver) requestsOf(id string) []credRequest {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	var out []credRequest
-	for _, rq := range r.log {
-		if rq.webhookID == id {
-			out = append(out, rq)
-		}
-	}
-	return out
-}
-
 func (r *credReceiver) accepted(id string) bool {
-	for _, rq := range r.requestsOf(id) {
-		if rq.status == http.StatusOK {
-			return true
-		}
-	}
-	return false
+	return slices.ContainsFunc(r.Of(id), func(rq receivers.Request) bool { return rq.Status == http.StatusOK })
 }
 
 func (r *credReceiver) answers(id string) []int {
 	var out []int
-	for _, rq := range r.requestsOf(id) {
-		out = append(out, rq.status)
+	for _, rq := range r.Of(id) {
+		out = append(out, rq.Status)
 	}
 	return out
 }
@@ -413,26 +376,12 @@ func (r *credReceiver) answers(id string) []int {
 // requests of id.
 func (r *credReceiver) clientNames(id string) []string {
 	var out []string
-	for _, rq := range r.requestsOf(id) {
-		if rq.status == http.StatusOK && len(rq.clientNames) > 0 {
-			out = append(out, rq.clientNames[0])
+	for _, rq := range r.Of(id) {
+		if rq.Status == http.StatusOK && len(rq.ClientNames) > 0 {
+			out = append(out, rq.ClientNames[0])
 		}
 	}
 	return out
-}
-
-// String is what a failure shows: webhook-ids and answers, no credential.
-func (r *credReceiver) String() string {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	var b strings.Builder
-	for _, rq := range r.log {
-		fmt.Fprintf(&b, "webhook-id=%s -> %d\n", rq.webhookID, rq.status)
-	}
-	if b.Len() == 0 {
-		return "(nothing received)"
-	}
-	return b.String()
 }
 
 // ---- an OAuth2 token server ----

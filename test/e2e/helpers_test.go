@@ -3,23 +3,18 @@ package e2e
 import (
 	"encoding/base64"
 	"encoding/json"
-	"fmt"
 	"io"
 	"net/http"
-	"net/http/httptest"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 
-	"github.com/hookkeeper/hookkeeper/internal/dispatch"
 	"github.com/hookkeeper/hookkeeper/internal/sensitive"
-	"github.com/hookkeeper/hookkeeper/internal/signing"
 	"github.com/hookkeeper/hookkeeper/test/apicall"
 	"github.com/hookkeeper/hookkeeper/test/fixtures"
+	"github.com/hookkeeper/hookkeeper/test/receivers"
 )
 
 // ---- kubectl ----
@@ -192,113 +187,42 @@ func (c *apiClient) attempts(g Gomega, ns, deliveryID string) ([]attemptView, []
 
 // ---- receivers ----
 
-// received is one request a receiver got.
-type received struct {
-	At         time.Time
-	Path       string
-	WebhookID  string // the event identity, stable across retries
-	DeliveryID string // Hookkeeper-Delivery-Id
-	Type       string
-	Data       map[string]any
-	Verified   bool // the signature verified with the endpoint's secret
-	Status     int  // what the receiver answered
-}
+// received is one request a receiver got (test/receivers).
+type received = receivers.Request
 
-// receiver is a real HTTP receiver on loopback. respond decides the answer
-// to each request (n counts the requests with the same webhook-id, from
-// 1). When verify is set, a request whose Standard Webhooks signature does
-// not verify with the endpoint's secret (set with useSecret once the
-// operator generated it) is answered 401 before respond is asked.
+// receiver is a real HTTP receiver on loopback (test/receivers). respond
+// decides the answer to each request (n counts the requests with the same
+// webhook-id, from 1). Once the endpoint's secret is known (useSecret,
+// once the operator generated it), requests go through pkg/receiver: their
+// signature is verified and a copy of an event answered 2xx before is a
+// duplicate, answered 200 without asking respond. When verify is set, a
+// request whose signature does not verify is answered 401 before respond
+// is asked.
 type receiver struct {
-	name    string
-	srv     *httptest.Server
-	verify  bool
-	secret  atomic.Pointer[sensitive.Bytes]
-	respond func(n int, r *received) int
-
-	mu  sync.Mutex
-	log []received
+	*receivers.Receiver
+	name string
 }
 
 func newReceiver(name string, verify bool, respond func(n int, r *received) int) *receiver {
-	r := &receiver{name: name, verify: verify, respond: respond}
-	r.srv = httptest.NewServer(http.HandlerFunc(r.serve))
-	DeferCleanup(r.srv.Close)
+	r := &receiver{name: name, Receiver: receivers.New(receivers.Options{Verify: verify,
+		Respond: func(_ *http.Request, rc *received) int { return respond(rc.N, rc) }})}
+	DeferCleanup(r.Close)
 	specReceivers = append(specReceivers, r)
 	return r
 }
 
-func (r *receiver) URL(path string) string { return r.srv.URL + path }
+func (r *receiver) URL(path string) string { return r.Receiver.URL() + path }
 
-func (r *receiver) useSecret(s sensitive.Bytes) { r.secret.Store(&s) }
-
-func (r *receiver) serve(w http.ResponseWriter, req *http.Request) {
-	body, _ := io.ReadAll(io.LimitReader(req.Body, 1<<20))
-	rc := received{
-		At:         time.Now(),
-		Path:       req.URL.Path,
-		WebhookID:  req.Header.Get(signing.HeaderID),
-		DeliveryID: req.Header.Get(dispatch.DeliveryIDHeader),
-	}
-	var env struct {
-		Type string         `json:"type"`
-		Data map[string]any `json:"data"`
-	}
-	_ = json.Unmarshal(body, &env)
-	rc.Type, rc.Data = env.Type, env.Data
-	if s := r.secret.Load(); s != nil {
-		rc.Verified = signing.Verify([]sensitive.Bytes{*s}, rc.WebhookID, req.Header.Get(signing.HeaderTimestamp),
-			req.Header.Get(signing.HeaderSignature), body, time.Now(), signing.DefaultTolerance) == nil
-	}
-
-	r.mu.Lock()
-	n := 1
-	for _, prev := range r.log {
-		if prev.WebhookID == rc.WebhookID {
-			n++
-		}
-	}
-	r.mu.Unlock()
-	if r.verify && !rc.Verified {
-		rc.Status = http.StatusUnauthorized
-	} else {
-		rc.Status = r.respond(n, &rc)
-	}
-	r.mu.Lock()
-	r.log = append(r.log, rc)
-	r.mu.Unlock()
-	w.WriteHeader(rc.Status)
+func (r *receiver) useSecret(s sensitive.Bytes) {
+	GinkgoHelper()
+	Expect(r.UseSecrets(string(s.Reveal()))).To(Succeed())
 }
 
 // received returns what the receiver got, in order.
-func (r *receiver) received() []received {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return append([]received(nil), r.log...)
-}
+func (r *receiver) received() []received { return r.Requests() }
 
 // of returns the requests carrying one event identity.
-func (r *receiver) of(webhookID string) []received {
-	var out []received
-	for _, rc := range r.received() {
-		if rc.WebhookID == webhookID {
-			out = append(out, rc)
-		}
-	}
-	return out
-}
-
-func (r *receiver) String() string {
-	var b strings.Builder
-	for _, rc := range r.received() {
-		fmt.Fprintf(&b, "%s webhook-id=%s delivery=%s type=%s verified=%t -> %d\n",
-			rc.At.Format("15:04:05.000"), rc.WebhookID, rc.DeliveryID, rc.Type, rc.Verified, rc.Status)
-	}
-	if b.Len() == 0 {
-		return "(nothing received)"
-	}
-	return b.String()
-}
+func (r *receiver) of(webhookID string) []received { return r.Of(webhookID) }
 
 // answer returns a respond func that always answers status.
 func answer(status int) func(int, *received) int {

@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -24,6 +23,7 @@ import (
 	"github.com/hookkeeper/hookkeeper/internal/ledger/postgres/pgtest"
 	"github.com/hookkeeper/hookkeeper/internal/ledger/sqlite"
 	"github.com/hookkeeper/hookkeeper/internal/signing"
+	"github.com/hookkeeper/hookkeeper/test/receivers"
 )
 
 // These tests run the engine as a real process (enginehost), so that it can
@@ -113,59 +113,28 @@ func (h *host) kill(t *testing.T) {
 	<-h.done
 }
 
-// countingReceiver records every webhook-id it receives and checks that no
-// event is being received twice at the same moment.
+// countingReceiver counts the requests of every webhook-id it receives
+// (test/receivers) and the times one event was being received twice at
+// the same moment (Overlaps); each answer is held for hold.
 type countingReceiver struct {
-	*httptest.Server
-	mu          sync.Mutex
-	seen        map[string]int
-	active      map[string]int
-	overlaps    atomic.Int64
-	requests    atomic.Int64
-	hold        time.Duration
-	firstUnique atomic.Int64
+	*receivers.Receiver
 	// gate, when set, holds every request past the first gateAfter
 	// events until it is closed: accepted events then stay pending
 	// whatever the machine's speed.
 	gate      chan struct{}
-	gateAfter int64
+	gateAfter int
 }
 
 func newCountingReceiver(t *testing.T, hold time.Duration) *countingReceiver {
-	r := &countingReceiver{seen: map[string]int{}, active: map[string]int{}, hold: hold}
-	r.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
-		id := req.Header.Get("webhook-id")
-		_, _ = io.Copy(io.Discard, req.Body)
-		r.mu.Lock()
-		r.active[id]++
-		if r.active[id] > 1 {
-			r.overlaps.Add(1)
-		}
-		r.seen[id]++
-		if r.seen[id] == 1 {
-			r.firstUnique.Add(1)
-		}
-		r.mu.Unlock()
-		r.requests.Add(1)
-		if r.gate != nil && r.firstUnique.Load() > r.gateAfter {
+	r := &countingReceiver{}
+	r.Receiver = receivers.New(receivers.Options{Delay: hold, Respond: func(*http.Request, *receivers.Request) int {
+		if r.gate != nil && r.Events() > r.gateAfter {
 			<-r.gate
 		}
-		if r.hold > 0 {
-			time.Sleep(r.hold) // a slow receiver, to widen the window for double sends
-		}
-		r.mu.Lock()
-		r.active[id]--
-		r.mu.Unlock()
-		w.WriteHeader(http.StatusNoContent)
-	}))
+		return http.StatusNoContent
+	}})
 	t.Cleanup(r.Close)
 	return r
-}
-
-func (r *countingReceiver) count(id string) int {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.seen[id]
 }
 
 func writeEndpoints(t *testing.T, url string, maxInFlight int) string {
@@ -236,7 +205,7 @@ func TestCrashLosesNoAcceptedEvent(t *testing.T) {
 	// Past the first 100 events the receiver holds every request until
 	// the kill: thousands stay pending however fast the machine delivers.
 	rcv.gate, rcv.gateAfter = make(chan struct{}), 100
-	endpoints := writeEndpoints(t, rcv.URL, 16)
+	endpoints := writeEndpoints(t, rcv.URL(), 16)
 	args := []string{"--ledger", "sqlite://" + ledgerPath, "--endpoints", endpoints, "--lease-margin", "1s", "--workers", "32"}
 
 	first := startHost(t, args...)
@@ -280,7 +249,7 @@ func TestCrashLosesNoAcceptedEvent(t *testing.T) {
 		mu.Lock()
 		n := len(accepted)
 		mu.Unlock()
-		return n >= 1500 && rcv.firstUnique.Load() >= 100
+		return n >= 1500 && rcv.Events() >= 100
 	}).WithTimeout(2 * time.Minute).WithPolling(time.Millisecond).Should(gomega.BeTrue())
 	close(killed)
 	first.kill(t)
@@ -290,10 +259,10 @@ func TestCrashLosesNoAcceptedEvent(t *testing.T) {
 	mu.Lock()
 	acceptedAtKill := len(accepted)
 	mu.Unlock()
-	deliveredAtKill := rcv.firstUnique.Load()
+	deliveredAtKill := rcv.Events()
 	t.Logf("at SIGKILL: %d events accepted, %d delivered", acceptedAtKill, deliveredAtKill)
-	if acceptedAtKill-int(deliveredAtKill) < 1000 {
-		t.Fatalf("only %d accepted events were in flight at the kill; the test must kill with thousands pending", acceptedAtKill-int(deliveredAtKill))
+	if acceptedAtKill-deliveredAtKill < 1000 {
+		t.Fatalf("only %d accepted events were in flight at the kill; the test must kill with thousands pending", acceptedAtKill-deliveredAtKill)
 	}
 
 	second := startHost(t, args...)
@@ -303,7 +272,7 @@ func TestCrashLosesNoAcceptedEvent(t *testing.T) {
 		mu.Lock()
 		defer mu.Unlock()
 		for key, id := range accepted {
-			if rcv.count(id) == 0 {
+			if rcv.Count(id) == 0 {
 				missing = append(missing, key)
 			}
 		}
@@ -323,7 +292,7 @@ func TestCrashLosesNoAcceptedEvent(t *testing.T) {
 		}
 		accepted[key] = id
 	}
-	g.Eventually(func() int64 { return rcv.firstUnique.Load() }).WithTimeout(120*time.Second).WithPolling(50*time.Millisecond).
+	g.Eventually(func() int { return rcv.Events() }).WithTimeout(120*time.Second).WithPolling(50*time.Millisecond).
 		Should(gomega.BeEquivalentTo(total), "distinct events delivered")
 	// The attempts cut short by the kill reached the receiver but were
 	// never recorded: their leases expire and they are sent again. Wait
@@ -345,7 +314,7 @@ func TestCrashLosesNoAcceptedEvent(t *testing.T) {
 	if stats.Delivered != total || stats.Pending != 0 || stats.InFlight != 0 {
 		t.Fatalf("ledger stats after recovery: %+v, want %d delivered and nothing pending", stats, total)
 	}
-	t.Logf("receiver saw %d requests for %d events (%d redelivered after the crash)", rcv.requests.Load(), total, rcv.requests.Load()-total)
+	t.Logf("receiver saw %d requests for %d events (%d redelivered after the crash)", rcv.Total(), total, rcv.Total()-total)
 }
 
 // TestTwoProcessesShareOnePostgres runs two engine processes on one
@@ -357,7 +326,7 @@ func TestTwoProcessesShareOnePostgres(t *testing.T) {
 	dsn := pgtest.DSN(t)
 	schema := pgtest.NewSchema(t)
 	rcv := newCountingReceiver(t, 5*time.Millisecond)
-	endpoints := writeEndpoints(t, rcv.URL, 64)
+	endpoints := writeEndpoints(t, rcv.URL(), 64)
 	args := []string{"--ledger", dsn, "--pg-schema", schema, "--endpoints", endpoints, "--workers", "32", "--idle-wait", "50ms"}
 	a := startHost(t, args...)
 	b := startHost(t, args...)
@@ -386,16 +355,16 @@ func TestTwoProcessesShareOnePostgres(t *testing.T) {
 		}()
 	}
 	wg.Wait()
-	g.Eventually(func() int64 { return rcv.firstUnique.Load() }).WithTimeout(120 * time.Second).WithPolling(20 * time.Millisecond).
+	g.Eventually(func() int { return rcv.Events() }).WithTimeout(120 * time.Second).WithPolling(20 * time.Millisecond).
 		Should(gomega.BeEquivalentTo(total))
 
 	attemptsA, attemptsB := a.stop(t), b.stop(t)
-	t.Logf("process A made %d attempts, process B %d; receiver saw %d requests", attemptsA, attemptsB, rcv.requests.Load())
-	if rcv.overlaps.Load() != 0 {
-		t.Fatalf("%d times a delivery was being sent by two engines at once", rcv.overlaps.Load())
+	t.Logf("process A made %d attempts, process B %d; receiver saw %d requests", attemptsA, attemptsB, rcv.Total())
+	if rcv.Overlaps() != 0 {
+		t.Fatalf("%d times a delivery was being sent by two engines at once", rcv.Overlaps())
 	}
-	if rcv.requests.Load() != total {
-		t.Fatalf("receiver saw %d requests for %d events: some delivery was sent twice", rcv.requests.Load(), total)
+	if rcv.Total() != total {
+		t.Fatalf("receiver saw %d requests for %d events: some delivery was sent twice", rcv.Total(), total)
 	}
 	if attemptsA < total/10 || attemptsB < total/10 {
 		t.Fatalf("work was not shared: A=%d B=%d", attemptsA, attemptsB)
@@ -424,16 +393,7 @@ func TestTwoProcessesShareOneRetryBudget(t *testing.T) {
 	offset := started.Truncate(time.Minute).Add(time.Minute).Sub(started)
 	minuteEnd := started.Add(57 * time.Second)
 
-	var requests atomic.Int64
-	seen := sync.Map{}
-	var firsts atomic.Int64
-	counting := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		requests.Add(1)
-		if _, dup := seen.LoadOrStore(r.Header.Get("webhook-id"), true); !dup {
-			firsts.Add(1)
-		}
-		w.WriteHeader(http.StatusServiceUnavailable)
-	}))
+	counting := receivers.New(receivers.Options{Respond: func(*http.Request, *receivers.Request) int { return http.StatusServiceUnavailable }})
 	t.Cleanup(counting.Close)
 
 	secret, err := signing.GenerateSecret()
@@ -441,7 +401,7 @@ func TestTwoProcessesShareOneRetryBudget(t *testing.T) {
 		t.Fatal(err)
 	}
 	cfg, _ := json.Marshal([]map[string]any{{
-		"namespace": "crash", "name": "receiver", "url": counting.URL, "eventTypes": []string{"*"},
+		"namespace": "crash", "name": "receiver", "url": counting.URL(), "eventTypes": []string{"*"},
 		"secret": string(secret.Reveal()), "maxInFlight": 64, "maxAttempts": 100, "delay": "50ms", "timeout": "2s",
 		"budget": map[string]int{"ratioPercent": 0, "minPerMinute": allowance},
 	}})
@@ -462,12 +422,12 @@ func TestTwoProcessesShareOneRetryBudget(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	retries := func() int64 { return requests.Load() - firsts.Load() }
-	g.Eventually(firsts.Load).WithTimeout(20 * time.Second).Should(gomega.BeEquivalentTo(events))
+	retries := func() int { return counting.Total() - counting.Events() }
+	g.Eventually(counting.Events).WithTimeout(20 * time.Second).Should(gomega.BeEquivalentTo(events))
 	g.Eventually(retries).WithTimeout(time.Until(minuteEnd)).Should(gomega.BeEquivalentTo(allowance))
 	g.Consistently(retries).WithTimeout(min(time.Until(minuteEnd), 8*time.Second)).WithPolling(50*time.Millisecond).
 		Should(gomega.BeEquivalentTo(allowance), "the two engines overspent the budget")
-	t.Logf("%d first attempts, %d retries in the minute, shared by two processes", firsts.Load(), retries())
+	t.Logf("%d first attempts, %d retries in the minute, shared by two processes", counting.Events(), retries())
 }
 
 // pendingDeliveries counts the receiver endpoint's deliveries that are
@@ -520,24 +480,15 @@ func TestRestartResendsACrashedAttemptAtOnce(t *testing.T) {
 			// The receiver holds the first request until its connection
 			// dies with the engine; it answers every later one.
 			first := make(chan string, 1)
-			var requests atomic.Int64
-			var mu sync.Mutex
-			seen := map[string]int{}
-			rcv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
-				id := req.Header.Get("webhook-id")
-				_, _ = io.Copy(io.Discard, req.Body)
-				mu.Lock()
-				seen[id]++
-				mu.Unlock()
-				if requests.Add(1) == 1 {
-					first <- id
-					<-req.Context().Done()
-					return
+			rcv := receivers.New(receivers.Options{Respond: func(req *http.Request, rc *receivers.Request) int {
+				if rc.N == 1 {
+					first <- rc.WebhookID
+					<-req.Context().Done() // no answer reaches the dead engine
 				}
-				w.WriteHeader(http.StatusNoContent)
-			}))
+				return http.StatusNoContent
+			}})
 			t.Cleanup(rcv.Close)
-			args := append(tc.args(t), "--endpoints", writeEndpointsTimeout(t, rcv.URL, 1, "10m"), "--idle-wait", "50ms")
+			args := append(tc.args(t), "--endpoints", writeEndpointsTimeout(t, rcv.URL(), 1, "10m"), "--idle-wait", "50ms")
 
 			crashed := startHost(t, args...)
 			client := &http.Client{Timeout: 10 * time.Second}
@@ -556,8 +507,7 @@ func TestRestartResendsACrashedAttemptAtOnce(t *testing.T) {
 			crashed.kill(t)
 
 			restarted := startHost(t, args...)
-			count := func() int { mu.Lock(); defer mu.Unlock(); return seen[id] }
-			g.Eventually(count).WithTimeout(time.Minute).WithPolling(50*time.Millisecond).Should(gomega.Equal(2),
+			g.Eventually(func() int { return rcv.Count(id) }).WithTimeout(time.Minute).WithPolling(50*time.Millisecond).Should(gomega.Equal(2),
 				"the restarted engine did not resend the crashed attempt before its lease would expire")
 			g.Eventually(func() (int, error) { return pendingDeliveries(client, restarted.addr) }).
 				WithTimeout(time.Minute).WithPolling(50 * time.Millisecond).Should(gomega.BeZero())

@@ -76,7 +76,7 @@ func TestStalledClientsKeepMemoryBounded(t *testing.T) {
 			g := gomega.NewWithT(t)
 			rcv := newCountingReceiver(t, 0)
 			h := startHost(t, "--ledger", "sqlite://"+filepath.Join(t.TempDir(), "ledger.db"),
-				"--endpoints", writeEndpoints(t, rcv.URL, 16), "--api-read-header-timeout", "5m")
+				"--endpoints", writeEndpoints(t, rcv.URL(), 16), "--api-read-header-timeout", "5m")
 			_, portText, _ := net.SplitHostPort(h.addr)
 			port, _ := strconv.Atoi(portText)
 			before := memoryStatus(t, h.cmd.Process.Pid)

@@ -4,10 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"maps"
 	"net/http"
-	"net/http/httptest"
 	"slices"
 	"sort"
 	"strings"
@@ -18,8 +16,8 @@ import (
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 
-	"github.com/hookkeeper/hookkeeper/internal/signing"
 	"github.com/hookkeeper/hookkeeper/test/apicall"
+	"github.com/hookkeeper/hookkeeper/test/receivers"
 )
 
 // publishTimeout is a publisher's client timeout: a publish that does not
@@ -216,55 +214,36 @@ func failures(rs []publishResult) (n int, sample []string) {
 
 // ---- receivers ----
 
-// receiver is a real HTTP receiver on loopback that answers every request
-// with its current status and records when each request arrived, and when
-// each webhook-id (the event id, stable across retries) was first answered
-// with a 2xx.
+// receiver is a real HTTP receiver on loopback (test/receivers) that
+// answers every request with its current status; it records when each
+// request arrived, and so when each webhook-id (the event id, stable
+// across retries) was first answered with a 2xx.
 type receiver struct {
+	*receivers.Receiver
 	name   string
-	srv    *httptest.Server
 	status atomic.Int32
-
-	mu        sync.Mutex
-	arrivals  []time.Time          // every request, in arrival order
-	delivered map[string]time.Time // first 2xx answer per webhook-id
-	attempts  map[string]int       // requests per webhook-id
 }
 
 func newReceiver(name string, status int) *receiver {
-	r := &receiver{name: name, delivered: map[string]time.Time{}, attempts: map[string]int{}}
+	r := &receiver{name: name}
 	r.status.Store(int32(status))
-	r.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
-		_, _ = io.Copy(io.Discard, req.Body)
-		now := time.Now()
-		id := req.Header.Get(signing.HeaderID)
-		status := int(r.status.Load())
-		r.mu.Lock()
-		r.arrivals = append(r.arrivals, now)
-		r.attempts[id]++
-		if _, ok := r.delivered[id]; !ok && status >= 200 && status < 300 {
-			r.delivered[id] = now
-		}
-		r.mu.Unlock()
-		w.WriteHeader(status)
-	}))
-	DeferCleanup(r.srv.Close)
+	r.Receiver = receivers.New(receivers.Options{Respond: func(*http.Request, *receivers.Request) int { return int(r.status.Load()) }})
+	DeferCleanup(r.Close)
 	specReceivers = append(specReceivers, r)
 	return r
 }
 
-func (r *receiver) URL() string { return r.srv.URL + "/hooks" }
+func (r *receiver) URL() string { return r.Receiver.URL() + "/hooks" }
 
 // answer sets the status of the requests from now on.
 func (r *receiver) answer(status int) { r.status.Store(int32(status)) }
 
 // missing returns the ids not answered with a 2xx yet.
 func (r *receiver) missing(ids []string) []string {
-	r.mu.Lock()
-	defer r.mu.Unlock()
+	delivered := r.FirstAnswered2xx()
 	var out []string
 	for _, id := range ids {
-		if _, ok := r.delivered[id]; !ok {
+		if _, ok := delivered[id]; !ok {
 			out = append(out, id)
 		}
 	}
@@ -273,11 +252,9 @@ func (r *receiver) missing(ids []string) []string {
 
 // unattempted returns the ids without any request yet.
 func (r *receiver) unattempted(ids []string) []string {
-	r.mu.Lock()
-	defer r.mu.Unlock()
 	var out []string
 	for _, id := range ids {
-		if r.attempts[id] == 0 {
+		if r.Count(id) == 0 {
 			out = append(out, id)
 		}
 	}
@@ -287,11 +264,10 @@ func (r *receiver) unattempted(ids []string) []string {
 // lastDelivered is when the last of ids was first answered with a 2xx;
 // false while one of them was not.
 func (r *receiver) lastDelivered(ids []string) (time.Time, bool) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
+	delivered := r.FirstAnswered2xx()
 	var last time.Time
 	for _, id := range ids {
-		t, ok := r.delivered[id]
+		t, ok := delivered[id]
 		if !ok {
 			return time.Time{}, false
 		}
@@ -303,18 +279,22 @@ func (r *receiver) lastDelivered(ids []string) (time.Time, bool) {
 }
 
 // deliveredCount is how many distinct webhook-ids were answered with a 2xx.
-func (r *receiver) deliveredCount() int {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return len(r.delivered)
+func (r *receiver) deliveredCount() int { return len(r.FirstAnswered2xx()) }
+
+// arrivals are the times every request arrived, in order.
+func (r *receiver) arrivals() []time.Time {
+	var ts []time.Time
+	for _, rc := range r.Requests() {
+		ts = append(ts, rc.At)
+	}
+	sort.Slice(ts, func(i, j int) bool { return ts[i].Before(ts[j]) })
+	return ts
 }
 
 // receiptsBetween counts the requests that arrived in [from, to).
 func (r *receiver) receiptsBetween(from, to time.Time) int {
-	r.mu.Lock()
-	defer r.mu.Unlock()
 	n := 0
-	for _, t := range r.arrivals {
+	for _, t := range r.arrivals() {
 		if !t.Before(from) && t.Before(to) {
 			n++
 		}
@@ -326,12 +306,8 @@ func (r *receiver) receiptsBetween(from, to time.Time) int {
 // counting from from to the first arrival and from the last to to; it
 // returns the gap and where it began.
 func (r *receiver) maxGap(from, to time.Time) (time.Duration, time.Time) {
-	r.mu.Lock()
-	ts := slices.Clone(r.arrivals)
-	r.mu.Unlock()
-	sort.Slice(ts, func(i, j int) bool { return ts[i].Before(ts[j]) })
 	prev, gap, at := from, time.Duration(0), from
-	for _, t := range ts {
+	for _, t := range r.arrivals() {
 		if t.Before(from) {
 			continue
 		}
@@ -350,20 +326,13 @@ func (r *receiver) maxGap(from, to time.Time) (time.Duration, time.Time) {
 }
 
 func (r *receiver) String() string {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	var more []string
-	for id, n := range r.attempts {
-		if n > 1 {
-			more = append(more, fmt.Sprintf("%s x%d", id, n))
-		}
-	}
-	sort.Strings(more)
+	byID, total := r.Counts()
+	more := r.Repeated()
 	if len(more) > 20 {
 		more = append(more[:20], fmt.Sprintf("... %d more", len(more)-20))
 	}
 	return fmt.Sprintf("answers %d now; %d requests for %d webhook-ids, %d answered 2xx; more than once: %v",
-		r.status.Load(), len(r.arrivals), len(r.attempts), len(r.delivered), more)
+		r.status.Load(), total, len(byID), r.deliveredCount(), more)
 }
 
 // ---- soft checks ----

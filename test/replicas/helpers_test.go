@@ -4,26 +4,24 @@ import (
 	"bufio"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
-	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 
-	"github.com/hookkeeper/hookkeeper/internal/signing"
 	"github.com/hookkeeper/hookkeeper/test/apicall"
 	"github.com/hookkeeper/hookkeeper/test/fixtures"
 	"github.com/hookkeeper/hookkeeper/test/procsuite"
+	"github.com/hookkeeper/hookkeeper/test/receivers"
 	"github.com/hookkeeper/hookkeeper/test/testenv"
 )
 
@@ -279,21 +277,16 @@ func (c *apiClient) deliveryOf(g Gomega, ns, eventID string) delivery {
 
 // ---- receivers ----
 
-// receiver is a real HTTP receiver on loopback that answers every request
-// with status, after delay when it is set (a slow receiver), and counts the
-// requests by webhook-id (the event identity, stable across retries). A
-// request whose sender hangs up before the answer is counted as cut too.
+// receiver is a real HTTP receiver on loopback (test/receivers) that
+// answers every request with status, after delay when it is set (a slow
+// receiver). It counts the requests by webhook-id (the event identity,
+// stable across retries), and records a request whose sender hangs up
+// before the answer as cut.
 type receiver struct {
+	*receivers.Receiver
 	name   string
 	status int
 	delay  time.Duration
-	srv    *httptest.Server
-
-	mu         sync.Mutex
-	byID       map[string]int
-	cut        map[string]int
-	total      int
-	inProgress int // requests received and not answered yet
 }
 
 func newReceiver(name string, status int) *receiver {
@@ -301,83 +294,32 @@ func newReceiver(name string, status int) *receiver {
 }
 
 func newSlowReceiver(name string, status int, delay time.Duration) *receiver {
-	r := &receiver{name: name, status: status, delay: delay, byID: map[string]int{}, cut: map[string]int{}}
-	r.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
-		_, _ = io.Copy(io.Discard, req.Body)
-		id := req.Header.Get(signing.HeaderID)
-		r.mu.Lock()
-		r.byID[id]++
-		r.total++
-		r.mu.Unlock()
-		if r.delay > 0 {
-			r.mu.Lock()
-			r.inProgress++
-			r.mu.Unlock()
-			t := time.NewTimer(r.delay)
-			defer t.Stop()
-			select {
-			case <-t.C:
-				r.mu.Lock()
-				r.inProgress--
-				r.mu.Unlock()
-			case <-req.Context().Done():
-				r.mu.Lock()
-				r.inProgress--
-				r.cut[id]++
-				r.mu.Unlock()
-				return
-			}
-		}
-		w.WriteHeader(r.status)
-	}))
-	DeferCleanup(r.srv.Close)
+	r := &receiver{name: name, status: status, delay: delay, Receiver: receivers.New(receivers.Options{
+		Respond: func(*http.Request, *receivers.Request) int { return status },
+		Delay:   delay,
+	})}
+	DeferCleanup(r.Close)
 	specReceivers = append(specReceivers, r)
 	return r
 }
 
-func (r *receiver) URL() string { return r.srv.URL + "/hooks" }
+func (r *receiver) URL() string { return r.Receiver.URL() + "/hooks" }
 
 // cutIDs returns the webhook-ids of the requests whose sender hung up
 // before the answer.
 func (r *receiver) cutIDs() []string {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	out := make([]string, 0, len(r.cut))
-	for id := range r.cut {
-		out = append(out, id)
+	var out []string
+	for _, rc := range r.Requests() {
+		if rc.Cut && !slices.Contains(out, rc.WebhookID) {
+			out = append(out, rc.WebhookID)
+		}
 	}
 	sort.Strings(out)
 	return out
 }
 
-// busy returns how many requests the receiver is holding (slow receivers
-// only).
-func (r *receiver) busy() int {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.inProgress
-}
-
-// counts returns the requests per webhook-id and their total.
-func (r *receiver) counts() (map[string]int, int) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	out := make(map[string]int, len(r.byID))
-	for id, n := range r.byID {
-		out[id] = n
-	}
-	return out, r.total
-}
-
 func (r *receiver) String() string {
-	byID, total := r.counts()
-	var more []string
-	for id, n := range byID {
-		if n > 1 {
-			more = append(more, fmt.Sprintf("%s x%d", id, n))
-		}
-	}
-	sort.Strings(more)
+	byID, total := r.Counts()
 	return fmt.Sprintf("answers %d after %v; %d requests for %d webhook-ids; more than once: %v; cut by the sender: %v",
-		r.status, r.delay, total, len(byID), more, r.cutIDs())
+		r.status, r.delay, total, len(byID), r.Repeated(), r.cutIDs())
 }

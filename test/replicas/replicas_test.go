@@ -102,10 +102,10 @@ var _ = Describe("Replicas on one PostgreSQL ledger", Ordered, func() {
 			all = append(all, id)
 		}
 		Eventually(func(g Gomega) {
-			byID, _ := orders.counts()
+			byID, _ := orders.Counts()
 			g.Expect(notReceived(byID, all)).To(BeEmpty(), "events the receiver did not get")
 		}).Should(Succeed())
-		byID, total := orders.counts()
+		byID, total := orders.Counts()
 		Expect(receivedMoreThanOnce(byID)).To(BeEmpty(), "events the receiver got more than once")
 		Expect(total).To(Equal(len(ids)), "requests in all")
 
@@ -181,7 +181,7 @@ var _ = Describe("Replicas on one PostgreSQL ledger", Ordered, func() {
 		for _, id := range ids {
 			Expect(recent).To(ContainSubstring(id), "status.recentExhausted")
 		}
-		byID, total := payments.counts()
+		byID, total := payments.Counts()
 		for _, id := range ids {
 			Expect(byID).To(HaveKeyWithValue(id, 2), "requests for %s (maxAttempts 2)", id)
 		}
@@ -235,10 +235,10 @@ var _ = Describe("Replicas on one PostgreSQL ledger", Ordered, func() {
 			n   int
 		}{{invoices, invoiceIDs, more}, {orders, orderIDs, ordersN}} {
 			Eventually(func(g Gomega) {
-				byID, _ := c.rcv.counts()
+				byID, _ := c.rcv.Counts()
 				g.Expect(notReceived(byID, c.ids)).To(BeEmpty(), "events %s did not get", c.rcv.name)
 			}).Should(Succeed())
-			byID, total := c.rcv.counts()
+			byID, total := c.rcv.Counts()
 			Expect(receivedMoreThanOnce(byID)).To(BeEmpty(), "events %s got more than once", c.rcv.name)
 			Expect(total).To(Equal(c.n), "requests to %s in all", c.rcv.name)
 		}
@@ -278,7 +278,7 @@ var _ = Describe("Replicas on one PostgreSQL ledger", Ordered, func() {
 		// Both engines work the backlog, maxInFlight at a time each: more
 		// than maxInFlight requests held by the receiver at once means
 		// that the replica about to stop has attempts in progress.
-		Eventually(slow.busy).Should(BeNumerically(">", maxInFlight))
+		Eventually(slow.InFlight).Should(BeNumerically(">", maxInFlight))
 		Expect(joined.stop()).To(Succeed(), "%s's exit status after SIGTERM", joined.name)
 		stopped := time.Now()
 
@@ -288,13 +288,13 @@ var _ = Describe("Replicas on one PostgreSQL ledger", Ordered, func() {
 		// attempts it had in progress finished within its shutdown grace
 		// (10s) and were recorded; nothing was cut, so nothing is resent.
 		Eventually(func(g Gomega) {
-			byID, _ := slow.counts()
+			byID, _ := slow.Counts()
 			g.Expect(notReceived(byID, ids)).To(BeEmpty(), "events the receiver did not get")
 		}).WithTimeout(10 * time.Second).Should(Succeed())
 		drained := time.Since(stopped)
 
 		cut := slow.cutIDs()
-		byID, total := slow.counts()
+		byID, total := slow.Counts()
 		AddReportEntry("stopped under load", fmt.Sprintf("%d attempts cut by the stop, %d requests for %d events, the rest delivered %v after the exit",
 			len(cut), total, n, drained.Round(time.Millisecond)))
 		Expect(cut).To(BeEmpty(), "attempts %s cut short by the stop instead of finishing", joined.name)
