@@ -47,6 +47,8 @@ var (
 	managerErr  error // set when managerDone is closed
 
 	api *apiClient
+	// traces is the OTLP receiver the manager exports its spans to.
+	traces *collector
 
 	// kubeControllers runs the upstream namespace controller, garbage
 	// collector and clusterrole aggregation controller, which the bare
@@ -99,6 +101,9 @@ var _ = BeforeSuite(func() {
 	deliveryCert, deliveryKey, deliveryCA, err := testenv.DeliveryAPICert(workDir)
 	Expect(err).NotTo(HaveOccurred())
 	metricsURL = "http://" + metricsAddr + "/metrics"
+	// The manager exports its spans to a real OTLP receiver (tracing_test.go).
+	traces, err = startCollector(freeAddr())
+	Expect(err).NotTo(HaveOccurred())
 	managerLog = filepath.Join(workDir, "manager.log")
 	logFile, err := os.Create(managerLog)
 	Expect(err).NotTo(HaveOccurred())
@@ -128,7 +133,9 @@ var _ = BeforeSuite(func() {
 		"--zap-devel",
 	)
 	// The Deployment's memory settings (config/manager/manager.yaml).
-	manager.Env = append(os.Environ(), "KUBECONFIG="+kubeconfig, "GOGC=400", "GOMEMLIMIT=400MiB")
+	manager.Env = append(os.Environ(), "KUBECONFIG="+kubeconfig, "GOGC=400", "GOMEMLIMIT=400MiB",
+		// Tracing on, every publish sampled, spans exported within 200ms.
+		"OTEL_EXPORTER_OTLP_ENDPOINT="+traces.endpoint, "OTEL_BSP_SCHEDULE_DELAY=200")
 	manager.Stdout, manager.Stderr = logFile, logFile
 	Expect(manager.Start()).To(Succeed())
 	managerDone = make(chan struct{})
@@ -181,6 +188,9 @@ var _ = AfterSuite(func() {
 		Expect(managerErr).NotTo(HaveOccurred(), "the manager's exit after SIGTERM:\n"+testenv.Tail(managerLog, 60))
 	}
 	Expect(kubeControllers.Stop()).To(Succeed())
+	if traces != nil {
+		Expect(traces.stop()).To(Succeed())
+	}
 	if env != nil {
 		Expect(env.Stop()).To(Succeed())
 	}
