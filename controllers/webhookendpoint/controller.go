@@ -172,11 +172,14 @@ func (r *WebhookEndpointReconciler) contentReader() client.Reader {
 	return r.reader
 }
 
-func (r *WebhookEndpointReconciler) now() time.Time {
+func (r *WebhookEndpointReconciler) now() time.Time { return r.clock().Now() }
+
+// clock is r.Clock, or the real clock.
+func (r *WebhookEndpointReconciler) clock() clock.PassiveClock {
 	if r.Clock == nil {
-		return time.Now()
+		return clock.RealClock{}
 	}
-	return r.Clock.Now()
+	return r.Clock
 }
 
 // +kubebuilder:rbac:groups=hookkeeper.dev,resources=webhookendpoints,verbs=list;watch;patch

@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"k8s.io/apimachinery/pkg/util/cache"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	hookv1 "github.com/hookkeeper/hookkeeper/api/v1alpha1"
@@ -31,44 +32,17 @@ const (
 )
 
 // destinationVerdicts remembers, per host name, whether it resolved to a
-// forbidden address (nil when not, or when the lookup failed).
+// forbidden address (a nil *destination.ForbiddenError when not, or when
+// the lookup failed), for destinationVerdictTTL on the reconciler's clock,
+// the least recently used first out.
 type destinationVerdicts struct {
-	mu sync.Mutex
-	m  map[string]destinationVerdict
+	once  sync.Once
+	cache *cache.LRUExpireCache
 }
 
-type destinationVerdict struct {
-	forbidden *destination.ForbiddenError
-	expires   time.Time
-}
-
-func (v *destinationVerdicts) get(host string, now time.Time) (*destination.ForbiddenError, bool) {
-	v.mu.Lock()
-	defer v.mu.Unlock()
-	d, ok := v.m[host]
-	if !ok || !now.Before(d.expires) {
-		return nil, false
-	}
-	return d.forbidden, true
-}
-
-func (v *destinationVerdicts) put(host string, forbidden *destination.ForbiddenError, now time.Time) {
-	v.mu.Lock()
-	defer v.mu.Unlock()
-	if v.m == nil {
-		v.m = map[string]destinationVerdict{}
-	}
-	if len(v.m) >= maxDestinationVerdicts {
-		for h, d := range v.m {
-			if !now.Before(d.expires) {
-				delete(v.m, h)
-			}
-		}
-		if len(v.m) >= maxDestinationVerdicts {
-			clear(v.m)
-		}
-	}
-	v.m[host] = destinationVerdict{forbidden: forbidden, expires: now.Add(destinationVerdictTTL)}
+func (v *destinationVerdicts) of(clk cache.Clock) *cache.LRUExpireCache {
+	v.once.Do(func() { v.cache = cache.NewLRUExpireCacheWithClock(maxDestinationVerdicts, clk) })
+	return v.cache
 }
 
 // destinationProblem checks the endpoint's URL against the destination
@@ -77,7 +51,7 @@ func (v *destinationVerdicts) put(host string, forbidden *destination.ForbiddenE
 // is no policy, when the URL does not parse (admission and the sender
 // refuse those), and when the lookup fails: DNS can be down for a moment,
 // and the dial-time check still refuses a forbidden address.
-func (r *WebhookEndpointReconciler) destinationProblem(ctx context.Context, rawURL string, now time.Time) *conditions.Problem {
+func (r *WebhookEndpointReconciler) destinationProblem(ctx context.Context, rawURL string) *conditions.Problem {
 	if r.Destinations == nil {
 		return nil
 	}
@@ -86,8 +60,11 @@ func (r *WebhookEndpointReconciler) destinationProblem(ctx context.Context, rawU
 		return nil
 	}
 	host := u.Hostname()
-	forbidden, ok := r.verdicts.get(host, now)
-	if !ok {
+	verdicts := r.verdicts.of(r.clock())
+	var forbidden *destination.ForbiddenError
+	if v, ok := verdicts.Get(host); ok {
+		forbidden = v.(*destination.ForbiddenError)
+	} else {
 		timeout := r.DestinationLookupTimeout
 		if timeout <= 0 {
 			timeout = defaultDestinationLookupTimeout
@@ -102,7 +79,7 @@ func (r *WebhookEndpointReconciler) destinationProblem(ctx context.Context, rawU
 					"host", host, "error", err.Error())
 			}
 		}
-		r.verdicts.put(host, forbidden, now)
+		verdicts.Add(host, forbidden, destinationVerdictTTL)
 	}
 	if forbidden == nil {
 		return nil

@@ -140,7 +140,7 @@ func (r *WebhookEndpointReconciler) gatherEngineInputs(ctx context.Context, obs 
 		obs.FilterOverBudget = filterOverBudget(meta.FindStatusCondition(ep.Status.Conditions, hookv1.ConditionReady), ep.Generation, seen)
 	}
 	if obs.SendProblem = wireProblem(&ep.Spec); obs.SendProblem == nil {
-		obs.SendProblem = r.destinationProblem(ctx, ep.Spec.URL, obs.Now)
+		obs.SendProblem = r.destinationProblem(ctx, ep.Spec.URL)
 	}
 	return nil
 }
