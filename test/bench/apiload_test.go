@@ -38,18 +38,29 @@ apiserver_request_duration_seconds_count{resource="secrets",verb="GET"} 99
 	}
 }
 
-func TestStatusChangesShortestGapWithinTheWindow(t *testing.T) {
+func TestStatusChangesWithinAMinute(t *testing.T) {
 	t0 := time.Unix(1000, 0)
-	sw := &statusWatch{cancel: func() {}, times: map[string][]time.Time{
-		"a": {t0.Add(-10 * time.Second), t0.Add(time.Second), t0.Add(time.Second + 59500*time.Millisecond)},
-		"b": {t0.Add(2 * time.Second)},
+	at := func(d time.Duration, fields ...string) statusChange {
+		return statusChange{at: t0.Add(d), fields: fields}
+	}
+	sw := &statusWatch{cancel: func() {}, changes: map[string][]statusChange{
+		"a": {at(-10 * time.Second), at(time.Second, "deliveries.delivered"), at(time.Second+59500*time.Millisecond, "deliveries.delivered")},
+		"b": {at(2 * time.Second)},
 	}}
 	c := sw.between(t0, t0.Add(3*time.Minute))
 	if c.total != 3 || c.shortestGap != 59500*time.Millisecond || !c.aMinuteApart() {
 		t.Errorf("changes = %+v, a minute apart %v; want 3, 59.5s, true", c, c.aMinuteApart())
 	}
-	sw.times["b"] = append(sw.times["b"], t0.Add(30*time.Second))
-	if c := sw.between(t0, t0.Add(3*time.Minute)); c.shortestGap != 28*time.Second || c.aMinuteApart() {
-		t.Errorf("changes = %+v; want the shortest gap 28s, not a minute apart", c)
+	sw.changes["b"] = append(sw.changes["b"], at(30*time.Second, "deliveries.pending", "deliveries.delivered"))
+	c = sw.between(t0, t0.Add(3*time.Minute))
+	if c.shortestGap != 28*time.Second || c.aMinuteApart() || c.soonDetail() != "1, changing `deliveries.delivered` 1, `deliveries.pending` 1" {
+		t.Errorf("changes = %+v (%s); want the shortest gap 28s, one change within a minute", c, c.soonDetail())
+	}
+}
+
+func TestFlattenStatus(t *testing.T) {
+	got := flatten("", map[string]any{"deliveries": map[string]any{"pending": int64(1)}, "conditions": []any{"x"}}, map[string]string{})
+	if len(got) != 2 || got["deliveries.pending"] != "1" || got["conditions"] != "[x]" {
+		t.Errorf("flatten = %v", got)
 	}
 }
