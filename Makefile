@@ -194,7 +194,7 @@ undeploy: controlplane ## Remove what deploy applied (the operator, its RBAC and
 BENCH_FLAGS ?=
 
 .PHONY: bench
-bench: postgres controlplane ## Measure the engine end to end and kubectl get deliveries, and write docs/benchmarks.md (BENCH_FLAGS: more flags).
+bench: postgres controlplane ## Measure the engine end to end, kubectl get deliveries and the API-server load of busy endpoints, and write docs/benchmarks.md (the results it replaces appended to docs/benchmarks-archive.md; BENCH_FLAGS: more flags).
 	HOOKKEEPER_TEST_POSTGRES="$$(./hack/postgres.sh)" go run ./test/bench --out docs/benchmarks.md $(BENCH_FLAGS)
 
 ##@ Build dependencies

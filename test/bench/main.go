@@ -893,6 +893,7 @@ the rest of the CPU: the machine, not the ledger's fsyncs (about 0.1 ms
 each here), is the limit.
 
 Reproduce: `+"`make bench`"+` (needs `+"`./hack/postgres.sh`"+`, which `+"`make bench`"+` runs).
+Past runs, and the notes written beside them: [benchmarks-archive.md](benchmarks-archive.md).
 `,
 		time.Now().UTC().Format("2006-01-02"), r.machine,
 		cfg.publishers, r.rawHTTP,
@@ -903,7 +904,7 @@ Reproduce: `+"`make bench`"+` (needs `+"`./hack/postgres.sh`"+`, which `+"`make 
 		cfg.publishers, cfg.duration, r.sqlite.published, r.postgres.published, r.rssInsertTime.Round(time.Second),
 		r.sqlite.profile, r.postgres.profile,
 	)
-	b.WriteString(costSection(cfg, r, keptNotes(cfg.out)))
+	b.WriteString(costSection(cfg, r))
 	b.WriteString(r.deliveryAPI.markdown(r.machine))
 	b.WriteString(r.breaker.markdown(r.machine))
 	b.WriteString(r.filters.markdown(r.machine))
@@ -914,9 +915,5 @@ Reproduce: `+"`make bench`"+` (needs `+"`./hack/postgres.sh`"+`, which `+"`make 
 	b.WriteString(r.crowd.markdown(r.machine))
 	b.WriteString(r.limits.markdown(r.machine))
 	b.WriteString(r.apiload.markdown(r.machine))
-	if err := os.WriteFile(cfg.out, []byte(b.String()), 0o644); err != nil {
-		return err
-	}
-	fmt.Printf("wrote %s\n", cfg.out)
-	return nil
+	return writeFile(cfg.out, b.String())
 }

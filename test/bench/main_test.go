@@ -104,3 +104,35 @@ func recvName(fd *ast.FuncDecl) string {
 	}
 	return "?"
 }
+
+func TestWriteSectionArchivesWhatItReplaces(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "benchmarks.md")
+	if err := os.WriteFile(path, []byte("# T\n\n## A\nold a\n### sub\nx\n\n## B\nb\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := writeSection(path, "## A", "\n## A\nnew a\n"); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := os.ReadFile(path); string(got) != "# T\n\n## A\nnew a\n\n## B\nb\n" {
+		t.Errorf("current: %q", got)
+	}
+	got, _ := os.ReadFile(filepath.Join(dir, "benchmarks-archive.md"))
+	if !strings.HasPrefix(string(got), "# Benchmarks: past runs\n") || !strings.Contains(string(got), "\n## A (replaced on ") ||
+		!strings.HasSuffix(string(got), ")\n\nold a\n#### sub\nx\n") {
+		t.Errorf("archive: %q", got)
+	}
+	if err := writeFile(path, "# T\n\nall new\n"); err != nil {
+		t.Fatal(err)
+	}
+	got, _ = os.ReadFile(filepath.Join(dir, "benchmarks-archive.md"))
+	if !strings.HasSuffix(string(got), ")\n\n### A\nnew a\n\n### B\nb\n") || strings.Count(string(got), "# Benchmarks: past runs") != 1 {
+		t.Errorf("archive after a full write: %q", got)
+	}
+}
+
+func TestReplaceSectionAtTheStart(t *testing.T) {
+	if got := replaceSection("## B\nold\n\n## C\nc\n", "## B", "\n## B\nnew\n"); got != "## B\nnew\n\n## C\nc\n" {
+		t.Errorf("got %q", got)
+	}
+}

@@ -8,35 +8,100 @@ import (
 	"time"
 )
 
-// The analysis between these markers in docs/benchmarks.md is written by
-// hand (where the time goes, what would close the gaps); `make bench`
-// keeps it when it rewrites the figures around it.
-const (
-	notesBegin = "<!-- notes: kept by make bench -->"
-	notesEnd   = "<!-- end of notes -->"
-)
+// The results a write replaces are not lost: `make bench` rewrites
+// docs/benchmarks.md, the current results only, and appends what it
+// replaces to docs/benchmarks-archive.md (archivePath), with the dated
+// runs and the notes written beside them by hand.
 
-func keptNotes(path string) string {
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return ""
+// archivePath is the archive of the benchmarks file at path:
+// docs/benchmarks.md's is docs/benchmarks-archive.md.
+func archivePath(path string) string { return strings.TrimSuffix(path, ".md") + "-archive.md" }
+
+// archiveIntro starts a new archive.
+const archiveIntro = `# Benchmarks: past runs
+
+The results [benchmarks.md](benchmarks.md) held before the current ones, and the notes written
+beside them by hand (dated runs, before and after a change), oldest first. ` + "`make bench`" + ` appends
+here what it replaces there: the whole file after a full run, a step's section after a step run
+alone (` + "`go run ./test/bench --steps <step>`" + `).
+`
+
+// archive appends text, what the benchmarks file at path held under
+// title until now, to its archive, its headings one level down under a
+// heading of its own.
+func archive(path, title, text string) error {
+	if strings.TrimSpace(text) == "" {
+		return nil
 	}
-	s := string(data)
-	i, j := strings.Index(s, notesBegin), strings.Index(s, notesEnd)
-	if i < 0 || j < i {
-		return ""
+	to := archivePath(path)
+	old, err := os.ReadFile(to)
+	if err != nil && !errors.Is(err, os.ErrNotExist) {
+		return err
 	}
-	return s[i : j+len(notesEnd)]
+	doc := strings.TrimRight(string(old), "\n")
+	if strings.TrimSpace(doc) == "" {
+		doc = strings.TrimRight(archiveIntro, "\n")
+	}
+	doc += fmt.Sprintf("\n\n## %s (replaced on %s)\n\n%s\n", title, time.Now().UTC().Format("2006-01-02"), demote(strings.Trim(text, "\n")))
+	if err := os.WriteFile(to, []byte(doc), 0o644); err != nil {
+		return err
+	}
+	fmt.Printf("appended the replaced %s to %s\n", title, to)
+	return nil
+}
+
+// demote moves every Markdown heading of md one level down (outside code
+// fences), so that an archived file or section sits under its heading.
+func demote(md string) string {
+	lines := strings.Split(md, "\n")
+	fenced := false
+	for i, l := range lines {
+		switch {
+		case strings.HasPrefix(l, "```"):
+			fenced = !fenced
+		case !fenced && strings.HasPrefix(l, "#"):
+			lines[i] = "#" + l
+		}
+	}
+	return strings.Join(lines, "\n")
+}
+
+// writeFile writes the whole benchmarks file at path (a full `make bench`)
+// after appending the one it replaces, but for its title line, to the
+// archive.
+func writeFile(path, doc string) error {
+	old, err := os.ReadFile(path)
+	if err != nil && !errors.Is(err, os.ErrNotExist) {
+		return err
+	}
+	prev := string(old)
+	if strings.HasPrefix(prev, "# ") {
+		_, prev, _ = strings.Cut(prev, "\n")
+	}
+	if err := archive(path, "The results of a full `make bench`", prev); err != nil {
+		return err
+	}
+	if err := os.WriteFile(path, []byte(doc), 0o644); err != nil {
+		return err
+	}
+	fmt.Printf("wrote %s\n", path)
+	return nil
 }
 
 // writeSection replaces the section of the benchmarks file at path that
 // starts with heading (a "## " line) by section, or appends section: a
 // step run alone (`--steps deliveryapi`, `--steps breaker`) updates only
-// its own figures.
+// its own figures. The section it replaces goes to the archive.
 func writeSection(path, heading, section string) error {
 	old, err := os.ReadFile(path)
 	if err != nil && !errors.Is(err, os.ErrNotExist) {
 		return err
+	}
+	if start, end, ok := sectionBounds(string(old), heading); ok {
+		replaced := string(old)[start:end]
+		if err := archive(path, strings.TrimPrefix(heading, "## "), strings.TrimPrefix(strings.TrimLeft(replaced, "\n"), heading)); err != nil {
+			return err
+		}
 	}
 	if err := os.WriteFile(path, []byte(replaceSection(string(old), heading, section)), 0o644); err != nil {
 		return err
@@ -56,23 +121,38 @@ func writeBothStores(path, step, stores, heading, section string) error {
 	return writeSection(path, heading, section)
 }
 
+// sectionBounds finds the section of doc that starts with heading (its
+// "\n" before, or the start of doc) and runs to the next "## " heading or
+// the end.
+func sectionBounds(doc, heading string) (start, end int, ok bool) {
+	start = strings.Index("\n"+doc, "\n"+heading+"\n")
+	if start < 0 {
+		return 0, 0, false
+	}
+	start = max(start-1, 0)
+	body := strings.Index(doc[start:], heading) + start + len(heading)
+	end = len(doc)
+	if j := strings.Index(doc[body:], "\n## "); j >= 0 {
+		end = body + j
+	}
+	return start, end, true
+}
+
 // replaceSection puts section (which starts with "\n"+heading) in doc in
 // place of the one that starts with heading and runs to the next "## "
 // heading, or at the end when doc has none.
 func replaceSection(doc, heading, section string) string {
-	i := strings.Index(doc, "\n"+heading+"\n")
-	switch {
-	case strings.TrimSpace(doc) == "":
+	if strings.TrimSpace(doc) == "" {
 		return strings.TrimLeft(section, "\n")
-	case i < 0:
+	}
+	start, end, ok := sectionBounds(doc, heading)
+	if !ok {
 		return strings.TrimRight(doc, "\n") + "\n" + section
 	}
-	after := doc[i+1+len(heading):]
-	end := ""
-	if j := strings.Index(after, "\n## "); j >= 0 {
-		end = after[j:]
+	if start == 0 {
+		section = strings.TrimLeft(section, "\n")
 	}
-	return doc[:i] + section + end
+	return doc[:start] + section + doc[end:]
 }
 
 func ms(d time.Duration) string { return fmt.Sprintf("%.3f ms", float64(d)/float64(time.Millisecond)) }
@@ -116,9 +196,9 @@ func (r costRun) load() string {
 const costHeading = "## Cost per event"
 
 // costSteps are the steps whose figures make the cost section: run alone
-// (in this order) on both stores, they rewrite that section, its kept
-// notes included, so that the floors can be judged again without the rest
-// of `make bench`.
+// (in this order) on both stores, they rewrite that section (the one it
+// replaces goes to the archive), so that the floors can be judged again
+// without the rest of `make bench`.
 const costSteps = "cost,history,disk,manager"
 
 // writeCost writes the cost section when its steps ran on both stores,
@@ -128,11 +208,11 @@ func writeCost(cfg config, r *results) error {
 	if cfg.costStores != bothStores || cfg.historyStores != bothStores {
 		stores = cfg.costStores + "/" + cfg.historyStores
 	}
-	return writeBothStores(cfg.out, "cost", stores, costHeading, costSection(cfg, r, keptNotes(cfg.out)))
+	return writeBothStores(cfg.out, "cost", stores, costHeading, costSection(cfg, r))
 }
 
 // costSection is the cost part of docs/benchmarks.md (issues #15 and #26).
-func costSection(cfg config, r *results, notes string) string {
+func costSection(cfg config, r *results) string {
 	c, h, d := &r.cost, &r.history, &r.disk
 	var b strings.Builder
 	p := func(format string, args ...any) { fmt.Fprintf(&b, format, args...) }
@@ -325,9 +405,6 @@ func costSection(cfg config, r *results, notes string) string {
 	p("controllers, informers and status resyncs add %s per event (%s) at this rate, so the\n",
 		ms(m.manager.engineCPU-m.enginehost.engineCPU), delta(float64(m.manager.engineCPU), float64(m.enginehost.engineCPU)))
 	p("cost steps keep enginehost, which starts in a second and needs no control plane.\n")
-	if notes != "" {
-		p("\n%s\n", notes)
-	}
 	p("\nReproduce: `make bench` (10,000,000 events of history), or quicker\n")
 	p("`make bench BENCH_FLAGS=--history-events=1000000` (this run: `--lag-deliveries %d\n", cfg.lagDeliveries)
 	p("--history-events %d`; the lag step's 30 s preload budget fails at 100,000 on a loaded machine). The cost\n", cfg.historyEvents)
