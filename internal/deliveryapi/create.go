@@ -8,6 +8,8 @@ import (
 	"strings"
 	"time"
 
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -20,6 +22,7 @@ import (
 	"github.com/hookkeeper/hookkeeper/api/delivery/v1alpha1"
 	"github.com/hookkeeper/hookkeeper/internal/ledger"
 	"github.com/hookkeeper/hookkeeper/internal/publish"
+	"github.com/hookkeeper/hookkeeper/internal/tracing"
 )
 
 // Publisher is the publish core (publish.Core): a create of a webhookevent
@@ -75,8 +78,11 @@ func (s *creatableEvents) Create(ctx context.Context, obj runtime.Object, create
 	if errs := createOnlyFields(ev); len(errs) > 0 {
 		return nil, apierrors.NewInvalid(webhookEventGK, ev.Name, errs)
 	}
+	ctx, span := tracing.Tracer().Start(ctx, tracing.PublishSpan, trace.WithAttributes(tracing.AttrNamespace.String(ns)))
+	defer span.End()
 	res, err := s.publisher.Publish(ctx, publishRequest(ns, &ev.Spec))
 	if err != nil {
+		span.SetStatus(codes.Error, "refused")
 		return nil, publishError(err)
 	}
 	show, err := s.mayReadData(ctx, ns)

@@ -7,6 +7,8 @@ import (
 	"net"
 	"time"
 
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/trace"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apiserver/pkg/authorization/authorizer"
 	openapinamer "k8s.io/apiserver/pkg/endpoints/openapi"
@@ -19,6 +21,7 @@ import (
 
 	"github.com/hookkeeper/hookkeeper/api/delivery/v1alpha1"
 	"github.com/hookkeeper/hookkeeper/internal/deliveryapi/openapi"
+	"github.com/hookkeeper/hookkeeper/internal/tracing"
 )
 
 // Config configures the aggregated API server.
@@ -88,6 +91,11 @@ func New(cfg Config) (*Server, error) {
 	// admission, no informers), but the generic server requires one.
 	c.LoopbackClientConfig = &restclient.Config{}
 	c.SecureServing = &genericapiserver.SecureServingInfo{Listener: cfg.Listener, Cert: cfg.Cert}
+	if tracing.Enabled() {
+		// The generic server's request span continues the traceparent
+		// kube-apiserver forwards; a publish's span is its child (create.go).
+		c.TracerProvider = processTracer{otel.GetTracerProvider()}
+	}
 
 	namer := openapinamer.NewDefinitionNamer(Scheme)
 	c.OpenAPIConfig = genericapiserver.DefaultOpenAPIConfig(openapi.GetOpenAPIDefinitions, namer)
@@ -129,3 +137,9 @@ func eventsStorage(cfg Config, authz authorizer.Authorizer) rest.Storage {
 	}
 	return &creatableEvents{eventStorage: s, publisher: cfg.Publisher}
 }
+
+// processTracer is the process's tracer provider as the generic server
+// takes it; the process, not the server, shuts it down (cmd).
+type processTracer struct{ trace.TracerProvider }
+
+func (processTracer) Shutdown(context.Context) error { return nil }

@@ -98,4 +98,33 @@ var _ = Describe("Traces", func() {
 		Eventually(func() string { return kubectl("get", "deliveries", "-n", ns, "-o", "wide") }).Should(ContainSubstring(traceID))
 		Expect(kubectl("get", "deliveries", "-n", ns, "-o", "jsonpath={.items[*].spec.traceID}")).To(Equal(traceID))
 	})
+
+	It("traces an event created with kubectl create webhookevent: its publish span, its attempt, the same trace ID in kubectl", func() {
+		ns := useNamespace("e2e-traces-kube")
+		rcv := newReceiver("traced through the aggregated API", false, answer(http.StatusNoContent))
+		apply(policyYAML(ns, "fast", "200ms", 3) + "---\n" +
+			endpointYAML(ns, "orders", rcv.URL("/orders"), "[order.created]", "fast", ""))
+		kubectlWait("webhookendpoint/orders", "--for=condition=Ready", 30*time.Second)
+		manifest := "apiVersion: delivery.hookkeeper.dev/v1alpha1\nkind: WebhookEvent\nmetadata:\n  namespace: " + ns +
+			"\nspec:\n  type: order.created\n  data: {\"order\": 2}\n"
+		out, err := runKubectl(manifest, "create", "-f", "-", "-o", "jsonpath={.metadata.name}")
+		Expect(err).NotTo(HaveOccurred(), out)
+		eventID := strings.TrimSpace(out)
+		Eventually(func() []received { return rcv.of(eventID) }).Should(HaveLen(1))
+
+		var traceID string
+		Eventually(func() string {
+			traceID = kubectl("get", "deliveries", "-n", ns, "-o", "jsonpath={.items[*].spec.traceID}")
+			return traceID
+		}).ShouldNot(BeEmpty())
+		Eventually(func(g Gomega) {
+			names := map[string]int{}
+			for _, s := range traces.spans() {
+				if s.traceID == traceID && s.attrs["hookkeeper.event.id"] == eventID {
+					names[s.name]++
+				}
+			}
+			g.Expect(names).To(Equal(map[string]int{"hookkeeper.publish": 1, "hookkeeper.attempt": 1}))
+		}).Should(Succeed())
+	})
 })
