@@ -28,7 +28,7 @@ const (
 	// spec.signingSecretRef.
 	SigningSecretRef = "spec.signingSecretRef.name"
 	// CredentialSecret indexes WebhookEndpoints by every Secret their
-	// headers, auth and tls read (endpoint_credentials.go).
+	// headers, auth and tls read (webhookendpoint/credentials.go).
 	CredentialSecret = "spec.credentials.secrets"
 	// CAConfigMap indexes WebhookEndpoints by the ConfigMap holding
 	// their CA bundle.

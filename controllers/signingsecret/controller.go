@@ -30,7 +30,7 @@ import (
 // `whsec_` Secret (and a new secret when its key is removed: a rotation);
 // for every endpoint it remembers the secret a rotation replaced, for its
 // grace period, before the WebhookEndpoint controller registers the new
-// one (signingsecret_rotation.go plans it), and forgets it afterwards. It
+// one (rotation.go plans it), and forgets it afterwards. It
 // writes no status: an endpoint's Ready condition reads the Secrets it
 // leaves (WebhookEndpointReconciler).
 type SigningSecretReconciler struct {

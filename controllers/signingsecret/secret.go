@@ -17,7 +17,7 @@ import (
 
 // Reading an endpoint's signing secret from its Secrets, for both
 // controllers that need it: the WebhookEndpoint controller, which only
-// reads, and the signing-secret controller (signingsecret_controller.go),
+// reads, and the signing-secret controller (controller.go),
 // the only writer of Secrets. Secrets are read through the API reader, not
 // the cache: the controllers watch Secrets' metadata only, so that the
 // operator does not hold every Secret of the cluster in memory. No value

@@ -18,7 +18,7 @@ import (
 // The controller watches Secrets and ConfigMaps by metadata only
 // (SetupWithManager), so that the operator does not hold every Secret of
 // the cluster in memory; their data is read from the API server. The
-// reconciles woken by the ledger's activity (endpoint_activity.go) would
+// reconciles woken by the ledger's activity (activity.go) would
 // read them again every few seconds, unchanged. The content cache keeps,
 // for each Secret and ConfigMap a reconcile read, the object as read and
 // its resourceVersion: a later reconcile looks the object up in the

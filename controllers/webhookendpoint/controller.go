@@ -65,7 +65,7 @@ type EndpointEngine interface {
 // WebhookEndpointReconciler registers WebhookEndpoints with the delivery
 // engine and writes what the engine knows of them into their status.
 //
-// Each reconcile gathers one observation (webhookendpoint_gather.go: the
+// Each reconcile gathers one observation (gather.go: the
 // RetryPolicy, the signing Secrets, the engine's configuration, counters,
 // exhausted deliveries and retry-budget deferrals, the circuit breaker, the
 // outcome evidence, the destination check), decides purely what the engine
@@ -73,11 +73,11 @@ type EndpointEngine interface {
 // request to act on), does that, writes the status computed from the
 // observation once (endpointStatus), and then emits the Events decided
 // from it (endpointEvents, breakerEvents) and sets the circuit metrics
-// (endpoint_breaker.go). A missing or
+// (breaker.go). A missing or
 // unusable RetryPolicy or signing secret leaves the engine's
 // configuration as it was; a url or header that can never be sent
-// (endpoint_wire.go) or a forbidden destination
-// (webhookendpoint_destination.go) pauses it. It only reads Secrets: the
+// (wire.go) or a forbidden destination
+// (destination.go) pauses it. It only reads Secrets: the
 // SigningSecretReconciler writes them.
 type WebhookEndpointReconciler struct {
 	client.Client
@@ -85,7 +85,7 @@ type WebhookEndpointReconciler struct {
 	// watched by metadata only, so the manager's cache does not hold their
 	// data. The reconcile reads one only when its resourceVersion in the
 	// metadata cache moved from the one it keeps the content of
-	// (endpoint_contentcache.go).
+	// (contentcache.go).
 	APIReader client.Reader
 	// ContentCacheSize bounds how many Secrets and ConfigMaps the content
 	// cache keeps (default 16384), least recently used first out.
@@ -124,7 +124,7 @@ type WebhookEndpointReconciler struct {
 	// ResyncPeriod is the safety resync: every endpoint is reconciled
 	// again between one and two periods after its last reconcile (default
 	// 1h), or sooner when its status changes with time
-	// (webhookendpoint_refresh.go).
+	// (refresh.go).
 	ResyncPeriod time.Duration
 	// EventInterval is the least time between two DeliveriesExhausted
 	// Events of an endpoint while its count grows (default 1m).
@@ -132,7 +132,7 @@ type WebhookEndpointReconciler struct {
 	// CounterWriteInterval is the least time between two status writes of
 	// an endpoint whose status changed only in its fast-moving counters
 	// (delivered total, last success, evidence: counterFields in
-	// webhookendpoint_counters.go); default 1m. Any other change is
+	// counters.go); default 1m. Any other change is
 	// written at once, with the counters.
 	CounterWriteInterval time.Duration
 	// Clock stamps conditions; nil means the real clock.
@@ -154,10 +154,10 @@ type WebhookEndpointReconciler struct {
 	overrunMemos map[types.UID]*overrunMemo
 	verdicts     destinationVerdicts
 	// counterWrites is when each endpoint's status was last written by
-	// this process (webhookendpoint_counters.go).
+	// this process (counters.go).
 	counterWrites map[types.UID]time.Time
 	// content keeps the Secrets and ConfigMaps read, and reader reads
-	// through it (endpoint_contentcache.go); nil until SetupWithManager.
+	// through it (contentcache.go); nil until SetupWithManager.
 	content *contentCache
 	reader  *contentReader
 }
@@ -242,7 +242,7 @@ func (r *WebhookEndpointReconciler) reconcile(ctx context.Context, req ctrl.Requ
 
 	err := errors.Join(obs.Err, applyErr, obs.Secondary, probeErr)
 	// A change of counters alone waits for the endpoint's counter interval
-	// (webhookendpoint_counters.go); the reconcile runs again when it is
+	// (counters.go); the reconcile runs again when it is
 	// over.
 	hold := r.counterHold(ep.UID, &before.Status, &ep.Status, now)
 	if hold > 0 {
@@ -425,10 +425,10 @@ func (r *WebhookEndpointReconciler) safetyResync() time.Duration {
 // do not requeue it), when its signing Secret, generated Secrets, the
 // Secrets and ConfigMap its credentials come from, or its RetryPolicy
 // change, when the engine reports an exhaustion or a breaker
-// change, when a DeliveryRecovery of it progresses (endpoint_recoveries.go),
-// when the activity poller sees its counters move (endpoint_activity.go),
+// change, when a DeliveryRecovery of it progresses (recoveries.go),
+// when the activity poller sees its counters move (activity.go),
 // when its status changes with time, and after the safety resync
-// (webhookendpoint_refresh.go).
+// (refresh.go).
 func (r *WebhookEndpointReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	if r.APIReader == nil {
 		r.APIReader = mgr.GetAPIReader()

@@ -14,7 +14,7 @@ import (
 // and its fast-moving counters at a bounded rate (issue #45, item 3).
 //
 // An endpoint with traffic is reconciled every few seconds (the activity
-// poller, endpoint_activity.go), and each delivery moves its delivered
+// poller, activity.go), and each delivery moves its delivered
 // total, its last success and its evidence. Written each time, that is a
 // status write (and a watch event for every client watching endpoints,
 // GitOps controllers among them) per endpoint every few seconds. So a

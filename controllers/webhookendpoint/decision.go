@@ -49,7 +49,7 @@ type endpointDecision struct {
 	// Rotation says which secrets the engine signs with; set when Problem
 	// is nil.
 	Rotation signingsecret.RotationPlan
-	// Probe is the probe request to act on (endpoint_breaker.go); nil when
+	// Probe is the probe request to act on (breaker.go); nil when
 	// there is none new.
 	Probe *probeRequest
 }

@@ -42,13 +42,13 @@ type endpointObservation struct {
 	// there is none).
 	FilterProblem *conditions.Problem
 	// FilterOverBudget is why spec.filter, usable, is over its budget
-	// (endpoint_filter.go); nil when it is not.
+	// (filter.go); nil when it is not.
 	FilterOverBudget *conditions.Problem
 	// FilterOverruns is what the current filter exceeded on this replica
 	// since the spec last changed; nil when nothing.
 	FilterOverruns *engine.FilterOverruns
 	// SendProblem is why the spec can never be sent or its destination is
-	// forbidden (endpoint_wire.go, webhookendpoint_destination.go).
+	// forbidden (wire.go, destination.go).
 	SendProblem *conditions.Problem
 	// NamespaceTerminating is set when a Secret the endpoint is owed is
 	// missing and its namespace is being deleted: nothing will create it.

@@ -8,7 +8,7 @@ import (
 )
 
 // When an endpoint's status is refreshed. What its deliveries change comes
-// from the activity poller (endpoint_activity.go) and the engine's
+// from the activity poller (activity.go) and the engine's
 // notices; what changes with time alone, no counter moving, is found here,
 // so that the reconcile asks to come back exactly then (timeDrivenRefresh):
 //
