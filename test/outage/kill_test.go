@@ -247,7 +247,7 @@ var _ = Describe("D: the kill mode: a replica SIGKILLed and restarted during the
 		load = pub.run(ctx, eventsPerSecond)
 		Consistently(func(g Gomega) {
 			for _, m := range replicas {
-				g.Expect(m.exited()).To(BeFalse(), "%s exited during the warm-up: %v", m.name, m.err)
+				g.Expect(m.Exited()).To(BeFalse(), "%s exited during the warm-up: %v", m.name, m.Err)
 			}
 		}).WithTimeout(warmUp).WithPolling(250 * time.Millisecond).Should(Succeed())
 
@@ -291,9 +291,9 @@ var _ = Describe("D: the kill mode: a replica SIGKILLed and restarted during the
 			Should(BeTrue(), "kube-apiserver stays stopped for the outage")
 		By(fmt.Sprintf("SIGKILL to %s, %v into the outage", victim.name, killAfter))
 		killedAt := time.Now()
-		Expect(victim.cmd.Process.Signal(syscall.SIGKILL)).To(Succeed())
-		Eventually(victim.exited).WithTimeout(5*time.Second).Should(BeTrue(), "%s gone after SIGKILL", victim.name)
-		GinkgoWriter.Printf("%s %s killed (SIGKILL), %.1fs into the outage: %v\n", stamp(killedAt), victim.name, killedAt.Sub(outageStart).Seconds(), victim.err)
+		Expect(victim.Cmd.Process.Signal(syscall.SIGKILL)).To(Succeed())
+		Eventually(victim.Exited).WithTimeout(5*time.Second).Should(BeTrue(), "%s gone after SIGKILL", victim.name)
+		GinkgoWriter.Printf("%s %s killed (SIGKILL), %.1fs into the outage: %v\n", stamp(killedAt), victim.name, killedAt.Sub(outageStart).Seconds(), victim.Err)
 
 		Consistently(apiserver.isStopped).WithTimeout(restartAfter-time.Since(killedAt)).WithPolling(250*time.Millisecond).
 			Should(BeTrue(), "kube-apiserver stays stopped for the outage")
@@ -301,8 +301,8 @@ var _ = Describe("D: the kill mode: a replica SIGKILLed and restarted during the
 		restarted := startManager(victim.restartConfig(victim.name + "-restarted"))
 		var firstDelivery time.Time
 		v.g.Eventually(func(g Gomega) {
-			if restarted.exited() {
-				StopTrying(fmt.Sprintf("%s exited %.1fs after it started: %v", restarted.name, restarted.exitedAt.Sub(restarted.started).Seconds(), restarted.err)).Now()
+			if restarted.Exited() {
+				StopTrying(fmt.Sprintf("%s exited %.1fs after it started: %v", restarted.name, restarted.ExitedAt.Sub(restarted.Started).Seconds(), restarted.Err)).Now()
 			}
 			if !apiserver.isStopped() {
 				StopTrying("kube-apiserver no longer stopped").Now()
@@ -358,7 +358,7 @@ var _ = Describe("D: the kill mode: a replica SIGKILLed and restarted during the
 		fmt.Fprintf(&report, "load %s to %s; outage (SIGSTOP to kube-apiserver) %s to %s (%v)\n",
 			stamp(loadStart), stamp(loadEnd), stamp(outageStart), stamp(outageEnd), outageEnd.Sub(outageStart).Round(time.Millisecond))
 		fmt.Fprintf(&report, "Lease holder before the outage: %s; %s SIGKILLed at %s (%.1fs into the outage), started again at %s (%.1fs after the kill)\n",
-			leader, victim.name, stamp(killedAt), killedAt.Sub(outageStart).Seconds(), stamp(restarted.started), restarted.started.Sub(killedAt).Seconds())
+			leader, victim.name, stamp(killedAt), killedAt.Sub(outageStart).Seconds(), stamp(restarted.Started), restarted.Started.Sub(killedAt).Seconds())
 		beforeRs, duringRs, all := pub.between(loadStart.Add(settle), outageStart), pub.between(outageStart, outageEnd), pub.between(loadStart, loadEnd)
 		p99Before, p99During := p99(beforeRs), p99(duringRs)
 		nFailovers, failoverSample := pub.failovers()
@@ -371,20 +371,20 @@ var _ = Describe("D: the kill mode: a replica SIGKILLed and restarted during the
 		if n, sample := failures(all); n > 0 {
 			v.addf("publisher %s: %d of %d publishes not answered 201 after failover (%s during the outage); first ones:\n    %s", pub.name, n, len(all), statusCounts(duringRs), strings.Join(sample, "\n    "))
 		}
-		first201, ok := pub.firstCreatedBy(victimIdx, restarted.started)
+		first201, ok := pub.firstCreatedBy(victimIdx, restarted.Started)
 		switch {
 		case !ok || !first201.Before(outageEnd):
 			v.addf("%s answered no publish 201 during the outage (it answered %d after it)", restarted.name, pub.answeredBy(victimIdx, outageEnd, loadEnd))
 			fmt.Fprintf(&report, "%s: first 201 never during the outage\n", restarted.name)
 		default:
 			fmt.Fprintf(&report, "%s: first 201 %.1fs after the kill (%.1fs after its start); %d publishes answered 201 during the outage\n",
-				restarted.name, first201.Sub(killedAt).Seconds(), first201.Sub(restarted.started).Seconds(), pub.answeredBy(victimIdx, restarted.started, outageEnd))
+				restarted.name, first201.Sub(killedAt).Seconds(), first201.Sub(restarted.Started).Seconds(), pub.answeredBy(victimIdx, restarted.Started, outageEnd))
 		}
 		if firstDelivery.IsZero() {
 			fmt.Fprintf(&report, "%s: first delivery never during the outage\n", restarted.name)
 		} else {
 			fmt.Fprintf(&report, "%s: first delivery %.1fs after the kill (%.1fs after its start; seen in its metrics, polled every 100ms)\n",
-				restarted.name, firstDelivery.Sub(killedAt).Seconds(), firstDelivery.Sub(restarted.started).Seconds())
+				restarted.name, firstDelivery.Sub(killedAt).Seconds(), firstDelivery.Sub(restarted.Started).Seconds())
 		}
 		gap, at := t.recv.maxGap(outageStart, outageEnd)
 		fmt.Fprintf(&report, "receiver of %s: %d requests during the outage, longest without one %v (from %s); %d delivered in all; lost %d\n",
@@ -394,8 +394,8 @@ var _ = Describe("D: the kill mode: a replica SIGKILLed and restarted during the
 		}
 		for _, m := range []*manager{survivor, restarted} {
 			state := "running"
-			if m.exited() {
-				state = fmt.Sprintf("exited at %s (%.1fs into the outage): %v", stamp(m.exitedAt), m.exitedAt.Sub(outageStart).Seconds(), m.err)
+			if m.Exited() {
+				state = fmt.Sprintf("exited at %s (%.1fs into the outage): %v", stamp(m.ExitedAt), m.ExitedAt.Sub(outageStart).Seconds(), m.Err)
 			}
 			delivered := survivorDelivered
 			if m == restarted {

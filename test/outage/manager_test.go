@@ -5,11 +5,9 @@ import (
 	"fmt"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
@@ -54,16 +52,10 @@ type managerConfig struct {
 // Deployment runs it: --leader-elect, every address on loopback.
 type manager struct {
 	managerConfig
-	cmd        *exec.Cmd
-	logPath    string
+	*procsuite.Process
 	apiBase    string // http://127.0.0.1:port of its HTTP API
 	probeURL   string
 	metricsURL string
-	started    time.Time
-
-	done     chan struct{}
-	err      error     // how it exited; set when done is closed
-	exitedAt time.Time // set when done is closed
 }
 
 // startManager starts a manager process; it is stopped (SIGTERM) by a
@@ -78,11 +70,9 @@ func startManager(c managerConfig) *manager {
 	metricsAddr, probeAddr, apiAddr := c.metricsAddr, c.probeAddr, c.apiAddr
 	m := &manager{
 		managerConfig: c,
-		logPath:       filepath.Join(suite.Dir, c.name+".log"),
 		apiBase:       "http://" + apiAddr,
 		probeURL:      "http://" + probeAddr + "/readyz",
 		metricsURL:    "http://" + metricsAddr + "/metrics",
-		done:          make(chan struct{}),
 	}
 	args := []string{
 		"--ledger=" + c.ledger,
@@ -105,27 +95,16 @@ func startManager(c managerConfig) *manager {
 	if c.instance != "" {
 		args = append(args, "--instance="+c.instance)
 	}
-	logFile, err := os.Create(m.logPath)
-	Expect(err).NotTo(HaveOccurred())
-	m.cmd = exec.Command(suite.Manager, args...)
 	// The Deployment's memory settings (config/manager/manager.yaml).
-	m.cmd.Env = append(os.Environ(), "KUBECONFIG="+suite.Kubeconfig, "GOGC=400", "GOMEMLIMIT=400MiB")
-	m.cmd.Stdout, m.cmd.Stderr = logFile, logFile
-	Expect(m.cmd.Start()).To(Succeed())
-	m.started = time.Now()
-	GinkgoWriter.Printf("%s started %s (PID %d, --api-auth=%s, log %s)\n", stamp(m.started), c.name, m.cmd.Process.Pid, c.auth, m.logPath)
-	go func() {
-		m.err = m.cmd.Wait()
-		m.exitedAt = time.Now()
-		_ = logFile.Close()
-		close(m.done)
-	}()
+	m.Process = procsuite.StartProcess(c.name, filepath.Join(suite.Dir, c.name+".log"),
+		[]string{"KUBECONFIG=" + suite.Kubeconfig, "GOGC=400", "GOMEMLIMIT=400MiB"}, suite.Manager, args...)
+	GinkgoWriter.Printf("%s started %s (PID %d, --api-auth=%s, log %s)\n", stamp(m.Started), c.name, m.Cmd.Process.Pid, c.auth, m.LogPath)
 	managers = append(managers, m)
 	DeferCleanup(func() {
-		if m.exited() {
+		if m.Exited() {
 			return
 		}
-		Expect(m.stop()).To(Succeed(), "%s's exit after SIGTERM:\n%s", m.name, testenv.Tail(m.logPath, 60))
+		Expect(m.Stop()).To(Succeed(), "%s's exit after SIGTERM:\n%s", m.name, testenv.Tail(m.LogPath, 60))
 	})
 	return m
 }
@@ -135,19 +114,11 @@ func startManager(c managerConfig) *manager {
 // publish but not read: an answer, not a refused connection).
 func (m *manager) waitReady(token string) {
 	GinkgoHelper()
-	probe := &http.Client{Timeout: 2 * time.Second}
-	Eventually(func(g Gomega) {
-		if m.exited() {
-			StopTrying(fmt.Sprintf("%s exited: %v\n%s", m.name, m.err, testenv.Tail(m.logPath, 60))).Now()
-		}
-		resp, err := probe.Get(m.probeURL)
-		g.Expect(err).NotTo(HaveOccurred())
-		resp.Body.Close()
-		g.Expect(resp.StatusCode).To(Equal(http.StatusOK))
-		status, _, err := apicall.Do(probe, m.apiBase, token, http.MethodGet, "/v1/namespaces/"+m.namespace+"/events/evt_none", "", "")
+	m.WaitReady(m.probeURL, func(g Gomega, client *http.Client) {
+		status, _, err := apicall.Do(client, m.apiBase, token, http.MethodGet, "/v1/namespaces/"+m.namespace+"/events/evt_none", "", "")
 		g.Expect(err).NotTo(HaveOccurred())
 		g.Expect(status).To(Or(Equal(http.StatusNotFound), Equal(http.StatusForbidden)))
-	}).WithTimeout(60*time.Second).Should(Succeed(), func() string { return m.name + " not ready:\n" + testenv.Tail(m.logPath, 60) })
+	})
 }
 
 // restartConfig is the configuration of a process started again on m's
@@ -158,37 +129,13 @@ func (m *manager) restartConfig(name string) managerConfig {
 	return c
 }
 
-func (m *manager) exited() bool {
-	select {
-	case <-m.done:
-		return true
-	default:
-		return false
-	}
-}
-
-// stop sends SIGTERM and waits for the exit (30s at most, then SIGKILL and
-// a failure); it returns how the manager exited: nil is status 0.
-func (m *manager) stop() error {
-	GinkgoHelper()
-	Expect(m.cmd.Process.Signal(syscall.SIGTERM)).To(Succeed())
-	select {
-	case <-m.done:
-	case <-time.After(30 * time.Second):
-		_ = m.cmd.Process.Kill()
-		<-m.done
-		Fail(m.name + " did not stop within 30s of SIGTERM:\n" + testenv.Tail(m.logPath, 60))
-	}
-	return m.err
-}
-
 // fatalLines are the lines of the manager's log that tell of it giving up:
 // "problem running manager" (its Start failed: leadership lost, a cache
 // that did not sync) and "unable to" (its setup failed).
 func (m *manager) fatalLines() []string {
-	data, err := os.ReadFile(m.logPath)
+	data, err := os.ReadFile(m.LogPath)
 	if err != nil {
-		return []string{fmt.Sprintf("(reading %s: %v)", m.logPath, err)}
+		return []string{fmt.Sprintf("(reading %s: %v)", m.LogPath, err)}
 	}
 	var out []string
 	for line := range strings.SplitSeq(string(data), "\n") {
@@ -203,12 +150,12 @@ func (m *manager) fatalLines() []string {
 // exited, or its log says it gave up. Empty when neither.
 func (m *manager) exitProblems(since time.Time) []string {
 	var out []string
-	if m.exited() {
+	if m.Exited() {
 		at := "before the outage"
-		if !since.IsZero() && m.exitedAt.After(since) {
-			at = fmt.Sprintf("%.1fs into the outage", m.exitedAt.Sub(since).Seconds())
+		if !since.IsZero() && m.ExitedAt.After(since) {
+			at = fmt.Sprintf("%.1fs into the outage", m.ExitedAt.Sub(since).Seconds())
 		}
-		out = append(out, fmt.Sprintf("%s exited %s: %v", m.name, at, m.err))
+		out = append(out, fmt.Sprintf("%s exited %s: %v", m.name, at, m.Err))
 	}
 	for _, l := range m.fatalLines() {
 		out = append(out, fmt.Sprintf("%s logged: %s", m.name, l))

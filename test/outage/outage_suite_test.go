@@ -124,10 +124,10 @@ var _ = AfterEach(func() {
 		apiserver.waitAnswering()
 	}
 	for _, m := range managers {
-		if m.exited() {
-			AddReportEntry(m.name+" exited", fmt.Sprintf("%v at %s", m.err, stamp(m.exitedAt)))
+		if m.Exited() {
+			AddReportEntry(m.name+" exited", fmt.Sprintf("%v at %s", m.Err, stamp(m.ExitedAt)))
 		}
-		AddReportEntry(m.name+" log (last 150 lines; full log in "+m.logPath+")", testenv.Tail(m.logPath, 150))
+		AddReportEntry(m.name+" log (last 150 lines; full log in "+m.LogPath+")", testenv.Tail(m.LogPath, 150))
 	}
 	AddReportEntry("kubectl get hookkeeper -A -o yaml", suite.KubectlOutput("get", "hookkeeper", "-A", "-o", "yaml"))
 	AddReportEntry("kubectl get events -A", suite.KubectlOutput("get", "events", "-A"))

@@ -128,7 +128,7 @@ func endpointCounts(ns, endpoint string) (delivered, pending, inFlight int64, er
 // allExited reports whether every manager exited.
 func allExited(ms []*manager) bool {
 	for _, m := range ms {
-		if !m.exited() {
+		if !m.Exited() {
 			return false
 		}
 	}
@@ -187,7 +187,7 @@ func underOutage(name string, targets []*target, ms []*manager) {
 	}
 	Consistently(func(g Gomega) {
 		for _, m := range ms {
-			g.Expect(m.exited()).To(BeFalse(), "%s exited during the warm-up: %v", m.name, m.err)
+			g.Expect(m.Exited()).To(BeFalse(), "%s exited during the warm-up: %v", m.name, m.Err)
 		}
 	}).WithTimeout(warmUp).WithPolling(250 * time.Millisecond).Should(Succeed())
 
@@ -303,8 +303,8 @@ func underOutage(name string, targets []*target, ms []*manager) {
 	}
 	for _, m := range ms {
 		state := "running"
-		if m.exited() {
-			state = fmt.Sprintf("exited at %s (%.1fs into the outage): %v", stamp(m.exitedAt), m.exitedAt.Sub(outageStart).Seconds(), m.err)
+		if m.Exited() {
+			state = fmt.Sprintf("exited at %s (%.1fs into the outage): %v", stamp(m.ExitedAt), m.ExitedAt.Sub(outageStart).Seconds(), m.Err)
 		}
 		fmt.Fprintf(&report, "manager %s: %s; delivered during the outage: %s\n", m.name, state, deliveredDuring[m])
 		for _, p := range m.exitProblems(outageStart) {
@@ -424,7 +424,7 @@ var _ = Describe("C: a manager started while the API server does not answer", Or
 		Expect(recv.missing(heldID)).To(HaveLen(held), "no held event delivered yet")
 
 		By("stopping the first manager")
-		Expect(first.stop()).To(Succeed())
+		Expect(first.Stop()).To(Succeed())
 
 		By("stopping kube-apiserver, then starting a new manager on the same ledger with the receiver back")
 		outageStart := apiserver.stop()
@@ -437,8 +437,8 @@ var _ = Describe("C: a manager started while the API server does not answer", Or
 		pub := newPublisher("c-during", ns, second.apiBase, suite.APIToken)
 		var firstAccepted time.Time
 		v.g.Eventually(func(g Gomega) {
-			if second.exited() {
-				StopTrying(fmt.Sprintf("%s exited %.1fs after it started: %v", second.name, second.exitedAt.Sub(second.started).Seconds(), second.err)).Now()
+			if second.Exited() {
+				StopTrying(fmt.Sprintf("%s exited %.1fs after it started: %v", second.name, second.ExitedAt.Sub(second.Started).Seconds(), second.Err)).Now()
 			}
 			r := pub.publishOne()
 			g.Expect(r.status).To(Equal(http.StatusCreated), "a publish through %s: %s", second.name, r.err)
@@ -453,18 +453,18 @@ var _ = Describe("C: a manager started while the API server does not answer", Or
 		}
 		all := append(append([]string(nil), heldID...), pub.accepted()...)
 		v.g.Eventually(func(g Gomega) {
-			if second.exited() {
-				StopTrying(fmt.Sprintf("%s exited: %v; %d of %d held events undelivered", second.name, second.err, len(recv.missing(heldID)), held)).Now()
+			if second.Exited() {
+				StopTrying(fmt.Sprintf("%s exited: %v; %d of %d held events undelivered", second.name, second.Err, len(recv.missing(heldID)), held)).Now()
 			}
 			g.Expect(recv.missing(all)).To(BeEmpty(), "accepted events (%d held before the outage) not delivered", held)
-		}).WithTimeout(max(time.Until(second.started.Add(within)), 5*time.Second)).WithPolling(250*time.Millisecond).
+		}).WithTimeout(max(time.Until(second.Started.Add(within)), 5*time.Second)).WithPolling(250*time.Millisecond).
 			Should(Succeed(), "the manager started during the outage delivers what the ledger holds")
 		var keptUp time.Duration
 		if len(recv.missing(all)) == 0 {
 			By(fmt.Sprintf("the new manager keeping up for %v more, the API server still stopped", keepUp))
 			keepStart := time.Now()
 			v.g.Consistently(func(g Gomega) {
-				g.Expect(second.exited()).To(BeFalse(), "%s exited: %v", second.name, second.err)
+				g.Expect(second.Exited()).To(BeFalse(), "%s exited: %v", second.name, second.Err)
 				r := pub.publishOne()
 				g.Expect(r.status).To(Equal(http.StatusCreated), "a publish through %s: %s", second.name, r.err)
 				keptUp = time.Since(keepStart)
@@ -485,14 +485,14 @@ var _ = Describe("C: a manager started while the API server does not answer", Or
 
 		var report strings.Builder
 		fmt.Fprintf(&report, "outage %s to %s (%v); %s started %.1fs into it\n", stamp(outageStart), stamp(outageEnd),
-			outageEnd.Sub(outageStart).Round(time.Millisecond), second.name, second.started.Sub(outageStart).Seconds())
+			outageEnd.Sub(outageStart).Round(time.Millisecond), second.name, second.Started.Sub(outageStart).Seconds())
 		if firstAccepted.IsZero() {
 			fmt.Fprintf(&report, "first 201: never (publishes: %s)\n", statusCounts(pub.between(time.Time{}, outageEnd)))
 		} else {
-			fmt.Fprintf(&report, "first 201 %.1fs after the start\n", firstAccepted.Sub(second.started).Seconds())
+			fmt.Fprintf(&report, "first 201 %.1fs after the start\n", firstAccepted.Sub(second.Started).Seconds())
 		}
 		if heldAll {
-			fmt.Fprintf(&report, "all %d held events delivered during the outage, the last %.1fs after %s started\n", held, heldLast.Sub(second.started).Seconds(), second.name)
+			fmt.Fprintf(&report, "all %d held events delivered during the outage, the last %.1fs after %s started\n", held, heldLast.Sub(second.Started).Seconds(), second.name)
 		} else {
 			fmt.Fprintf(&report, "held events delivered during the outage: %d of %d\n", held-heldMissing, held)
 		}
@@ -500,12 +500,12 @@ var _ = Describe("C: a manager started while the API server does not answer", Or
 			fmt.Fprintf(&report, "events published during the outage and delivered during it: %d of %d (publishes: %s); accepting for %v after the first delivery round\n",
 				n-newMissing, n, statusCounts(pub.between(time.Time{}, outageEnd)), keptUp.Round(time.Millisecond))
 		}
-		if !second.exited() {
+		if !second.Exited() {
 			checkStatus(v, &target{ns: ns, endpoint: endpoint, recv: recv, managers: []*manager{second}}, outageEnd.Add(statusWithin))
 		}
 		state := "running"
-		if second.exited() {
-			state = fmt.Sprintf("exited %.1fs after it started: %v", second.exitedAt.Sub(second.started).Seconds(), second.err)
+		if second.Exited() {
+			state = fmt.Sprintf("exited %.1fs after it started: %v", second.ExitedAt.Sub(second.Started).Seconds(), second.Err)
 		}
 		fmt.Fprintf(&report, "manager %s: %s\n", second.name, state)
 		for _, p := range second.exitProblems(outageStart) {

@@ -10,9 +10,13 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"fmt"
+	"net/http"
 	"net/url"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"syscall"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -151,4 +155,82 @@ func PostgresLedger() string {
 	u.RawQuery = q.Encode()
 	ginkgo.GinkgoWriter.Printf("ledger: PostgreSQL schema %s\n", schema)
 	return u.String()
+}
+
+// Process is a manager process of a suite, its output in a log of its own.
+type Process struct {
+	Name    string
+	LogPath string
+	Cmd     *exec.Cmd
+	Started time.Time
+	// Err is how it exited (nil: status 0) and ExitedAt when: set once
+	// Exited.
+	Err      error
+	ExitedAt time.Time
+
+	done chan struct{}
+}
+
+// StartProcess starts binary with args, env added to the test's own, its
+// stdout and stderr in logPath.
+func StartProcess(name, logPath string, env []string, binary string, args ...string) *Process {
+	ginkgo.GinkgoHelper()
+	p := &Process{Name: name, LogPath: logPath, done: make(chan struct{})}
+	logFile, err := os.Create(logPath)
+	gomega.Expect(err).NotTo(gomega.HaveOccurred())
+	p.Cmd = exec.Command(binary, args...)
+	p.Cmd.Env = append(os.Environ(), env...)
+	p.Cmd.Stdout, p.Cmd.Stderr = logFile, logFile
+	gomega.Expect(p.Cmd.Start()).To(gomega.Succeed())
+	p.Started = time.Now()
+	go func() {
+		p.Err = p.Cmd.Wait()
+		p.ExitedAt = time.Now()
+		_ = logFile.Close()
+		close(p.done)
+	}()
+	return p
+}
+
+// Exited says whether the process has exited.
+func (p *Process) Exited() bool {
+	select {
+	case <-p.done:
+		return true
+	default:
+		return false
+	}
+}
+
+// Stop sends SIGTERM and waits for the exit (30s at most, then SIGKILL and
+// a failure); it returns how the process exited: nil is status 0.
+func (p *Process) Stop() error {
+	ginkgo.GinkgoHelper()
+	gomega.Expect(p.Cmd.Process.Signal(syscall.SIGTERM)).To(gomega.Succeed())
+	select {
+	case <-p.done:
+	case <-time.After(30 * time.Second):
+		_ = p.Cmd.Process.Kill()
+		<-p.done
+		ginkgo.Fail(p.Name + " did not stop within 30s of SIGTERM:\n" + testenv.Tail(p.LogPath, 60))
+	}
+	return p.Err
+}
+
+// WaitReady waits, for a minute at most, until the process's readiness
+// probe at probeURL answers 200 and api (a question to its API) succeeds;
+// it stops waiting when the process exits.
+func (p *Process) WaitReady(probeURL string, api func(g gomega.Gomega, client *http.Client)) {
+	ginkgo.GinkgoHelper()
+	probe := &http.Client{Timeout: 2 * time.Second}
+	gomega.Eventually(func(g gomega.Gomega) {
+		if p.Exited() {
+			gomega.StopTrying(fmt.Sprintf("%s exited: %v\n%s", p.Name, p.Err, testenv.Tail(p.LogPath, 60))).Now()
+		}
+		resp, err := probe.Get(probeURL)
+		g.Expect(err).NotTo(gomega.HaveOccurred())
+		resp.Body.Close()
+		g.Expect(resp.StatusCode).To(gomega.Equal(http.StatusOK))
+		api(g, probe)
+	}).WithTimeout(60*time.Second).Should(gomega.Succeed(), func() string { return p.Name + " not ready:\n" + testenv.Tail(p.LogPath, 60) })
 }

@@ -6,13 +6,11 @@ import (
 	"fmt"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"sort"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
@@ -22,22 +20,17 @@ import (
 	"github.com/hookkeeper/hookkeeper/test/fixtures"
 	"github.com/hookkeeper/hookkeeper/test/procsuite"
 	"github.com/hookkeeper/hookkeeper/test/receivers"
-	"github.com/hookkeeper/hookkeeper/test/testenv"
 )
 
 // ---- manager processes ----
 
 // replica is one manager process of the suite.
 type replica struct {
+	*procsuite.Process
 	name       string
-	cmd        *exec.Cmd
-	logPath    string // its stdout and stderr
 	metricsURL string
 	probeURL   string
 	api        *apiClient
-
-	done chan struct{}
-	err  error // how it exited; set when done is closed
 }
 
 // startReplica starts a manager on the suite's ledger with leader election,
@@ -47,15 +40,11 @@ func startReplica(name string) *replica {
 	metricsAddr, probeAddr, apiAddr := procsuite.FreeAddr(), procsuite.FreeAddr(), procsuite.FreeAddr()
 	r := &replica{
 		name:       name,
-		logPath:    filepath.Join(suite.Dir, name+".log"),
 		metricsURL: "http://" + metricsAddr + "/metrics",
 		probeURL:   "http://" + probeAddr + "/readyz",
 		api:        &apiClient{base: "http://" + apiAddr, token: suite.APIToken, client: &http.Client{Timeout: 10 * time.Second}},
-		done:       make(chan struct{}),
 	}
-	logFile, err := os.Create(r.logPath)
-	Expect(err).NotTo(HaveOccurred())
-	r.cmd = exec.Command(suite.Manager,
+	r.Process = procsuite.StartProcess(name, filepath.Join(suite.Dir, name+".log"), []string{"KUBECONFIG=" + suite.Kubeconfig}, suite.Manager,
 		"--ledger="+ledgerFlag,
 		"--leader-elect",
 		"--leader-election-namespace="+leaseNamespace,
@@ -71,14 +60,6 @@ func startReplica(name string) *replica {
 		"--allowed-destination-cidrs=127.0.0.0/8",
 		"--zap-devel",
 	)
-	r.cmd.Env = append(os.Environ(), "KUBECONFIG="+suite.Kubeconfig)
-	r.cmd.Stdout, r.cmd.Stderr = logFile, logFile
-	Expect(r.cmd.Start()).To(Succeed())
-	go func() {
-		r.err = r.cmd.Wait()
-		_ = logFile.Close()
-		close(r.done)
-	}()
 	return r
 }
 
@@ -86,43 +67,11 @@ func startReplica(name string) *replica {
 // event of an authenticated caller is a 404, not a refused connection).
 func (r *replica) waitReady() {
 	GinkgoHelper()
-	probe := &http.Client{Timeout: 2 * time.Second}
-	Eventually(func(g Gomega) {
-		if r.exited() {
-			StopTrying(fmt.Sprintf("%s exited: %v\n%s", r.name, r.err, testenv.Tail(r.logPath, 60))).Now()
-		}
-		resp, err := probe.Get(r.probeURL)
-		g.Expect(err).NotTo(HaveOccurred())
-		resp.Body.Close()
-		g.Expect(resp.StatusCode).To(Equal(http.StatusOK))
+	r.WaitReady(r.probeURL, func(g Gomega, _ *http.Client) {
 		status, _, err := r.api.do(http.MethodGet, "/v1/namespaces/default/events/evt_none", "", "")
 		g.Expect(err).NotTo(HaveOccurred())
 		g.Expect(status).To(Equal(http.StatusNotFound))
-	}).WithTimeout(60*time.Second).Should(Succeed(), func() string { return r.name + " not ready:\n" + testenv.Tail(r.logPath, 60) })
-}
-
-func (r *replica) exited() bool {
-	select {
-	case <-r.done:
-		return true
-	default:
-		return false
-	}
-}
-
-// stop sends SIGTERM and waits for the exit (30s at most, then SIGKILL and
-// a failure); it returns how the manager exited: nil is status 0.
-func (r *replica) stop() error {
-	GinkgoHelper()
-	Expect(r.cmd.Process.Signal(syscall.SIGTERM)).To(Succeed())
-	select {
-	case <-r.done:
-	case <-time.After(30 * time.Second):
-		_ = r.cmd.Process.Kill()
-		<-r.done
-		Fail(r.name + " did not stop within 30s of SIGTERM:\n" + testenv.Tail(r.logPath, 60))
-	}
-	return r.err
+	})
 }
 
 // metrics returns the manager's samples by series, as /metrics spells them

@@ -88,10 +88,10 @@ var _ = BeforeSuite(func() {
 
 var _ = AfterSuite(func() {
 	for _, r := range replicas {
-		if r.exited() {
+		if r.Exited() {
 			continue
 		}
-		Expect(r.stop()).To(Succeed(), "%s's exit after SIGTERM:\n%s", r.name, testenv.Tail(r.logPath, 60))
+		Expect(r.Stop()).To(Succeed(), "%s's exit after SIGTERM:\n%s", r.name, testenv.Tail(r.LogPath, 60))
 	}
 	suite.Stop("manager-a.log, manager-b.log, kubeconfig")
 })
@@ -109,10 +109,10 @@ var _ = AfterEach(func() {
 	}
 	suite.Failed = true
 	for _, r := range replicas {
-		if r.exited() {
-			AddReportEntry(r.name+" exited", fmt.Sprint(r.err))
+		if r.Exited() {
+			AddReportEntry(r.name+" exited", fmt.Sprint(r.Err))
 		}
-		AddReportEntry(r.name+" log (last 200 lines; full log in "+r.logPath+")", testenv.Tail(r.logPath, 200))
+		AddReportEntry(r.name+" log (last 200 lines; full log in "+r.LogPath+")", testenv.Tail(r.LogPath, 200))
 	}
 	AddReportEntry("kubectl get hookkeeper -A -o yaml", suite.KubectlOutput("get", "hookkeeper", "-A", "-o", "yaml"))
 	AddReportEntry("kubectl get lease "+leaseName, suite.KubectlOutput("get", "lease", "-n", leaseNamespace, leaseName, "-o", "yaml"))

@@ -193,13 +193,13 @@ var _ = Describe("Replicas on one PostgreSQL ledger", Ordered, func() {
 
 		By("SIGTERM to the leader " + leader.name + ": a clean exit that releases the Lease")
 		start := time.Now()
-		before := logSize(leader.logPath)
-		Expect(leader.stop()).To(Succeed(), "%s's exit status after SIGTERM", leader.name)
+		before := logSize(leader.LogPath)
+		Expect(leader.Stop()).To(Succeed(), "%s's exit status after SIGTERM", leader.name)
 		stopped := time.Since(start)
 		// A stop that was asked for is no error: nothing the leader logged
 		// from the SIGTERM on is at error level (controller-runtime reports
 		// the Lease it releases as "leader election lost").
-		Expect(errorLines(leader.logPath, before)).To(BeEmpty(), "%s logged errors while stopping", leader.name)
+		Expect(errorLines(leader.LogPath, before)).To(BeEmpty(), "%s logged errors while stopping", leader.name)
 		// LeaderElectionReleaseOnCancel: the Lease is let go before the
 		// process exits, so it no longer names the old leader now.
 		h, err := leaseHolder()
@@ -279,7 +279,7 @@ var _ = Describe("Replicas on one PostgreSQL ledger", Ordered, func() {
 		// than maxInFlight requests held by the receiver at once means
 		// that the replica about to stop has attempts in progress.
 		Eventually(slow.InFlight).Should(BeNumerically(">", maxInFlight))
-		Expect(joined.stop()).To(Succeed(), "%s's exit status after SIGTERM", joined.name)
+		Expect(joined.Stop()).To(Succeed(), "%s's exit status after SIGTERM", joined.name)
 		stopped := time.Now()
 
 		By("every event delivered once, well before a lease of the stopped replica could have expired")
@@ -316,7 +316,7 @@ func whoLeads() (leader, follower *replica) {
 		leader, follower = nil, nil
 		var leading []string
 		for _, r := range replicas {
-			if r.exited() {
+			if r.Exited() {
 				continue
 			}
 			if r.leads(g) {
