@@ -738,7 +738,7 @@ func (e *Engine) attempt(ctx context.Context, ep *ledger.Endpoint, creds *dispat
 	now := e.opts.Clock.Now()
 	out := decide(ep, pol, &c.Delivery, &res, started, now, e.opts.Rand)
 	endAttempt(span, &res, &out)
-	e.opts.Metrics.observeAttempt(res.Duration, out.next)
+	e.opts.Metrics.observeAttempt(res.Duration, out.next, span.SpanContext())
 	if !probe {
 		// Before the record: a delivery that a 410 or the last failure of
 		// a streak sends back to scheduled is held by then.

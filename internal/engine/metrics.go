@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/hookkeeper/hookkeeper/internal/ledger"
 )
@@ -108,11 +109,18 @@ func (m *Metrics) observeLag(d time.Duration) {
 	}
 }
 
-func (m *Metrics) observeAttempt(d time.Duration, next ledger.Next) {
+func (m *Metrics) observeAttempt(d time.Duration, next ledger.Next, span trace.SpanContext) {
 	if m == nil {
 		return
 	}
-	m.attemptDuration.Observe(d.Seconds())
+	if span.IsSampled() {
+		// An exemplar: from a slow bucket to the attempt's trace
+		// (served in the OpenMetrics format only).
+		m.attemptDuration.(prometheus.ExemplarObserver).ObserveWithExemplar(d.Seconds(),
+			prometheus.Labels{"trace_id": span.TraceID().String()})
+	} else {
+		m.attemptDuration.Observe(d.Seconds())
+	}
 	switch next.State {
 	case ledger.StateDelivered:
 		m.attempts.WithLabelValues("delivered").Inc()

@@ -5,10 +5,12 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"go.opentelemetry.io/otel/codes"
 
 	"github.com/hookkeeper/hookkeeper/internal/engine"
@@ -53,9 +55,11 @@ func (r *traceparents) got() []string {
 
 // publishTraced publishes an event carrying publishTrace, as the publish
 // core stores it, to an endpoint of rcv, and waits for its three attempts.
-func publishTraced(t *testing.T, sf storeFactory, rcv *traceparents) {
+func publishTraced(t *testing.T, sf storeFactory, rcv *traceparents) *prometheus.Registry {
 	t.Helper()
-	e := run(t, engine.Options{Store: sf.open(t)})
+	store := sf.open(t)
+	reg := prometheus.NewPedanticRegistry()
+	e := run(t, engine.Options{Store: store, Metrics: engine.NewMetrics(reg, store)})
 	if _, err := e.RegisterEndpoint(context.Background(), endpoint(t, "shop", "orders", rcv.URL, []string{"*"}, policy(3, time.Millisecond))); err != nil {
 		t.Fatal(err)
 	}
@@ -67,6 +71,33 @@ func publishTraced(t *testing.T, sf storeFactory, rcv *traceparents) {
 		t.Fatalf("publish: %v / %v", err, res.Err)
 	}
 	eventually(t, "three attempts", func() bool { return len(rcv.got()) == 3 })
+	return reg
+}
+
+// exemplarTraces returns the trace IDs of the attempt duration
+// histogram's exemplars.
+func exemplarTraces(t *testing.T, reg *prometheus.Registry) []string {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, mf := range mfs {
+		if mf.GetName() != "hookkeeper_attempt_duration_seconds" {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			for _, b := range m.GetHistogram().GetBucket() {
+				for _, l := range b.GetExemplar().GetLabel() {
+					if l.GetName() == "trace_id" {
+						out = append(out, l.GetValue())
+					}
+				}
+			}
+		}
+	}
+	return out
 }
 
 // TestAttemptsContinueThePublishTrace: with tracing on, each attempt is a
@@ -78,17 +109,20 @@ func TestAttemptsContinueThePublishTrace(t *testing.T) {
 	for _, sf := range stores() {
 		t.Run(sf.name+"/off", func(t *testing.T) {
 			rcv := newTraceparents(t)
-			publishTraced(t, sf, rcv)
+			reg := publishTraced(t, sf, rcv)
 			for i, tp := range rcv.got() {
 				if tp != "" {
 					t.Fatalf("tracing off: attempt %d carried traceparent %q", i+1, tp)
 				}
 			}
+			if ex := exemplarTraces(t, reg); len(ex) != 0 {
+				t.Fatalf("tracing off: the attempt duration histogram has exemplars %v", ex)
+			}
 		})
 		t.Run(sf.name+"/on", func(t *testing.T) {
 			rec := tracingtest.Record(t)
 			rcv := newTraceparents(t)
-			publishTraced(t, sf, rcv)
+			reg := publishTraced(t, sf, rcv)
 			eventually(t, "three attempt spans ended", func() bool { return len(tracingtest.Named(rec, tracing.AttemptSpan)) == 3 })
 			spans := tracingtest.Named(rec, tracing.AttemptSpan)
 			seen := rcv.got()
@@ -117,6 +151,11 @@ func TestAttemptsContinueThePublishTrace(t *testing.T) {
 				if attrs["http.response.status_code"] != wantStatus || s.Status().Code != wantCode {
 					t.Fatalf("attempt %d's span: status %d, %v; want %d, %v", i+1, attrs["http.response.status_code"], s.Status().Code, wantStatus, wantCode)
 				}
+			}
+			// Exemplars link the attempt duration histogram to the trace.
+			ex := exemplarTraces(t, reg)
+			if len(ex) == 0 || !slices.Contains(ex, "4bf92f3577b34da6a3ce929d0e0e4736") {
+				t.Fatalf("the attempt duration histogram's exemplars %v; want the publish's trace", ex)
 			}
 		})
 	}

@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"io"
 	"net/http"
 	"strings"
 	"sync"
@@ -93,6 +94,17 @@ var _ = Describe("Traces", func() {
 			numbers[a.attrs["hookkeeper.attempt.number"].(int64)] = a.status
 		}
 		Expect(numbers).To(Equal(map[int64]ptrace.StatusCode{1: ptrace.StatusCodeError, 2: ptrace.StatusCodeError, 3: ptrace.StatusCodeUnset}))
+
+		By("the attempt duration histogram's exemplars naming the trace, in the OpenMetrics format")
+		mreq, err := http.NewRequest(http.MethodGet, metricsURL, nil)
+		Expect(err).NotTo(HaveOccurred())
+		mreq.Header.Set("Accept", "application/openmetrics-text; version=1.0.0")
+		mresp, err := http.DefaultClient.Do(mreq)
+		Expect(err).NotTo(HaveOccurred())
+		exposition, err := io.ReadAll(mresp.Body)
+		mresp.Body.Close()
+		Expect(err).NotTo(HaveOccurred())
+		Expect(string(exposition)).To(MatchRegexp(`hookkeeper_attempt_duration_seconds_bucket\{.*\} \d+ # \{trace_id="`+traceID+`"\}`))
 
 		By("kubectl get deliveries -o wide showing the trace ID")
 		Eventually(func() string { return kubectl("get", "deliveries", "-n", ns, "-o", "wide") }).Should(ContainSubstring(traceID))
