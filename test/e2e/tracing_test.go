@@ -104,7 +104,7 @@ var _ = Describe("Traces", func() {
 		exposition, err := io.ReadAll(mresp.Body)
 		mresp.Body.Close()
 		Expect(err).NotTo(HaveOccurred())
-		Expect(string(exposition)).To(MatchRegexp(`hookkeeper_attempt_duration_seconds_bucket\{.*\} \d+ # \{trace_id="`+traceID+`"\}`))
+		Expect(string(exposition)).To(MatchRegexp(`hookkeeper_attempt_duration_seconds_bucket\{.*\} \d+ # \{trace_id="` + traceID + `"\}`))
 
 		By("kubectl get deliveries -o wide showing the trace ID")
 		Eventually(func() string { return kubectl("get", "deliveries", "-n", ns, "-o", "wide") }).Should(ContainSubstring(traceID))
