@@ -37,6 +37,7 @@ func TestCounterHold(t *testing.T) {
 	counters := func(n int64) *hookv1.WebhookEndpointStatus {
 		s := written.DeepCopy()
 		s.Deliveries.Delivered = n
+		s.Deliveries.InFlight = n % 3 // moves with every delivery
 		at := metav1.NewTime(clk.Now())
 		s.LastSuccessTime = &at
 		s.Evidence.Last24h.Settled = n
