@@ -279,6 +279,10 @@ func writeTrace(b *strings.Builder, t *traced, indent string) {
 	if t.event.Spec.ReissueOf != "" {
 		head += ", reissues " + t.event.Spec.ReissueOf
 	}
+	// Every delivery of an event shares its publish's trace.
+	if len(t.deliveries) > 0 && t.deliveries[0].Spec.TraceID != "" {
+		head += ", trace " + t.deliveries[0].Spec.TraceID
+	}
 	b.WriteString(head + "\n")
 	byName := map[string]bool{}
 	for _, d := range t.deliveries {

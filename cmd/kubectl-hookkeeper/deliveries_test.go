@@ -53,18 +53,22 @@ func sampleTrace() *traced {
 	retriedOnce.Status.ReplacedBy = &deliveryv1.Replacement{Delivery: "dlv_r", Event: "evt_1"}
 	retry := delivery("dlv_r", "evt_1", "audit", "Delivered", attempt(1, 204, ""))
 	retry.Spec.RetryOf = "dlv_b"
+	// The reissue was published traced (ADR 0051), the original not.
+	traced2 := delivery("dlv_c", "evt_2", "billing", "Delivered", attempt(1, 200, ""))
+	traced2.Spec.TraceID = "4bf92f3577b34da6a3ce929d0e0e4736"
 
 	return &traced{
 		event:      event("evt_1", "order.paid", ""),
 		deliveries: []deliveryv1.Delivery{exhausted, retriedOnce, retry},
 		reissues: map[string]*traced{"evt_2": {
 			event:      event("evt_2", "order.paid", "evt_1"),
-			deliveries: []deliveryv1.Delivery{delivery("dlv_c", "evt_2", "billing", "Delivered", attempt(1, 200, ""))},
+			deliveries: []deliveryv1.Delivery{traced2},
 		}},
 	}
 }
 
-// TestRenderTrace: every kind of node of sampleTrace, and an event
+// TestRenderTrace: every kind of node of sampleTrace (a traced event shows
+// its trace ID), and an event
 // without deliveries, in its place in the tree.
 func TestRenderTrace(t *testing.T) {
 	tr := sampleTrace()
@@ -73,7 +77,7 @@ func TestRenderTrace(t *testing.T) {
 │   ├── 3 older attempts not shown
 │   ├── attempt 1 at 2026-12-01T12:00:01Z took 12ms: HTTP 503: HTTP 503
 │   ├── attempt 2 at 2026-12-01T12:00:02Z took 12ms: no response: connection refused
-│   └── reissued as webhookevent/evt_2 order.paid, created 2026-12-01T12:00:00Z, reissues evt_1
+│   └── reissued as webhookevent/evt_2 order.paid, created 2026-12-01T12:00:00Z, reissues evt_1, trace 4bf92f3577b34da6a3ce929d0e0e4736
 │       └── delivery/dlv_c to billing: Delivered, 1 attempt, last HTTP 200
 │           └── attempt 1 at 2026-12-01T12:00:01Z took 12ms: HTTP 200
 └── delivery/dlv_b to audit: Exhausted, 1 attempt, last HTTP 500, resolution Retried
