@@ -10,6 +10,7 @@ import (
 	"github.com/hookkeeper/hookkeeper/internal/publish"
 	"github.com/hookkeeper/hookkeeper/internal/sensitive"
 	"github.com/hookkeeper/hookkeeper/internal/signing"
+	"github.com/hookkeeper/hookkeeper/internal/tracing"
 )
 
 // Acknowledger completes Callback-mode deliveries. The engine implements
@@ -58,6 +59,13 @@ type AckAnswer struct {
 func (h *Handler) ack(w http.ResponseWriter, r *http.Request) {
 	log := h.cfg.Log.WithValues("route", "POST /v1/acks/{deliveryID}")
 	id := r.PathValue("deliveryID")
+	if tracing.Enabled() {
+		// A receiver that joined the attempt's trace acknowledges in it.
+		ctx, span := tracing.StartServer(r.Context(), r.Header, tracing.AckSpan, tracing.AttrDelivery.String(id))
+		defer span.End()
+		r = r.WithContext(ctx)
+		w = &tracedWriter{ResponseWriter: w, span: span}
+	}
 	if err := h.serveAck(w, r, id); err != nil {
 		h.fail(w, log, err)
 	}

@@ -237,7 +237,7 @@ func (h *Handler) serve(rt route) http.HandlerFunc {
 		ns := r.PathValue("namespace")
 		log := h.cfg.Log.WithValues("route", pattern, "namespace", ns)
 		if rt.span != "" && tracing.Enabled() {
-			ctx, span := tracing.StartServer(r.Context(), r.Header, rt.span, ns)
+			ctx, span := tracing.StartServer(r.Context(), r.Header, rt.span, tracing.AttrNamespace.String(ns))
 			defer span.End()
 			r = r.WithContext(ctx)
 			w = &tracedWriter{ResponseWriter: w, span: span}

@@ -1,10 +1,14 @@
 package httpapi
 
 import (
+	"fmt"
 	"net/http"
 	"strings"
 	"testing"
 
+	"github.com/hookkeeper/hookkeeper/internal/ledger"
+	"github.com/hookkeeper/hookkeeper/internal/sensitive"
+	"github.com/hookkeeper/hookkeeper/internal/signing"
 	"github.com/hookkeeper/hookkeeper/internal/tracing"
 	"github.com/hookkeeper/hookkeeper/internal/tracing/tracingtest"
 )
@@ -73,4 +77,46 @@ func TestPublishContinuesThePublishersTrace(t *testing.T) {
 			t.Fatalf("the refused publish's span records status %d; want 401", status)
 		}
 	})
+}
+
+// TestAcknowledgementJoinsTheReceiversTrace: with tracing on, a Callback
+// acknowledgement is a server span continuing the traceparent the
+// receiver sends (the attempt's, when the receiver propagates it), naming
+// the delivery, with the answer. (Not parallel: tracing is process-wide.)
+func TestAcknowledgementJoinsTheReceiversTrace(t *testing.T) {
+	rec := tracingtest.Record(t)
+	secret, err := signing.GenerateSecret()
+	if err != nil {
+		t.Fatal(err)
+	}
+	acks := &fakeAcknowledger{secrets: map[string][]sensitive.Bytes{"dlv_a": {secret}},
+		states: map[string]ledger.DeliveryState{"dlv_a": ledger.StateAwaitingAck}}
+	e := newEnv(t, func(c *Config) { c.Acknowledger = acks })
+	body := `{"deliveryID":"dlv_a","outcome":"processed"}`
+	sig, err := signing.Sign(secret, "ack_1", testNow, []byte(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := e.do(t, req{path: "/v1/acks/dlv_a", body: body, headers: map[string]string{
+		signing.HeaderID: "ack_1", signing.HeaderTimestamp: fmt.Sprint(testNow.Unix()), signing.HeaderSignature: sig,
+		"Traceparent": publisherTraceparent,
+	}})
+	if r.Code != http.StatusOK {
+		t.Fatalf("ack: %d %s", r.Code, r.Body)
+	}
+	spans := tracingtest.Named(rec, tracing.AckSpan)
+	if len(spans) != 1 {
+		t.Fatalf("%d acknowledgement spans; want 1", len(spans))
+	}
+	s := spans[0]
+	if s.Parent().SpanID().String() != "00f067aa0ba902b7" || s.SpanContext().TraceID().String() != "4bf92f3577b34da6a3ce929d0e0e4736" {
+		t.Fatalf("the acknowledgement span's parent %s in trace %s; want the receiver's span", s.Parent().SpanID(), s.SpanContext().TraceID())
+	}
+	attrs := map[string]string{}
+	for _, kv := range s.Attributes() {
+		attrs[string(kv.Key)] = kv.Value.String()
+	}
+	if attrs[string(tracing.AttrDelivery)] != "dlv_a" || attrs["http.response.status_code"] != "200" {
+		t.Fatalf("the acknowledgement span's attributes %v; want the delivery and 200", attrs)
+	}
 }

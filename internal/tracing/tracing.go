@@ -212,6 +212,8 @@ const (
 	PublishSpan = "hookkeeper.publish"
 	// AttemptSpan is one attempt to deliver an event to an endpoint.
 	AttemptSpan = "hookkeeper.attempt"
+	// AckSpan is a receiver's Callback acknowledgement of a delivery.
+	AckSpan = "hookkeeper.acknowledge"
 
 	AttrNamespace  = attribute.Key("hookkeeper.namespace")
 	AttrEventID    = attribute.Key("hookkeeper.event.id")
@@ -225,11 +227,10 @@ const (
 	AttrBreaker    = attribute.Key("hookkeeper.breaker.state")
 )
 
-// StartServer starts the server span name over a request with headers h
-// in namespace ns, continuing the caller's trace.
-func StartServer(ctx context.Context, h http.Header, name, ns string) (context.Context, trace.Span) {
-	return Tracer().Start(Extract(ctx, h), name, trace.WithSpanKind(trace.SpanKindServer),
-		trace.WithAttributes(AttrNamespace.String(ns)))
+// StartServer starts the server span name over a request with headers h,
+// continuing the caller's trace.
+func StartServer(ctx context.Context, h http.Header, name string, attrs ...attribute.KeyValue) (context.Context, trace.Span) {
+	return Tracer().Start(Extract(ctx, h), name, trace.WithSpanKind(trace.SpanKindServer), trace.WithAttributes(attrs...))
 }
 
 // AnswerStatus records an HTTP answer's status on span: an error from 500
