@@ -188,6 +188,9 @@ func planWrite(ctx context.Context, st lister, ip *itemPlan, step RecoveryStep, 
 			ReissueOf: ev.ID, CreatedAt: now,
 		}
 		w.Event.copyContract(ev)
+		// Its attempts continue the original's publish trace: the copy
+		// resolves what that trace began (ADR 0051).
+		w.Event.Trace = ev.Trace
 		w.Deliveries = []Delivery{resend(scheduled(newDeliveryID, newEventID, orig.EndpointID))}
 		w.Item.NewEventID, w.Item.NewDeliveryID, w.Item.NewDeliveryState = newEventID, newDeliveryID, StateScheduled
 	case StepReissueRequest:

@@ -15,6 +15,7 @@ import (
 func exerciseTrace(t *testing.T, newStore func(t *testing.T) ledger.Store) {
 	subtests(t, newStore, map[string]func(t *testing.T, f *fixture){
 		"StoredOnceReadEverywhere": testTraceStored,
+		"ReissueCopyContinuesIt":   testTraceReissueCopy,
 	})
 }
 
@@ -74,3 +75,29 @@ func testTraceStored(t *testing.T, f *fixture) {
 		wantEqual(t, "a browsed delivery's event trace context", views[0].EventTrace, p.Trace)
 	}
 }
+
+// testTraceReissueCopy: a recovery's reissued copy of an event carries the
+// original's trace context, so its attempts continue the original publish's
+// trace.
+func testTraceReissueCopy(t *testing.T, f *fixture) {
+	const ep = "shop/orders"
+	f.upsert(endpoint("shop", "orders", "order.*"), t0)
+	p := event("shop", "order.created", t0)
+	p.Trace = ledger.TraceContext{Parent: "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01", State: "vendor=1"}
+	ev := f.insert(p)[0]
+	if ev.Err != nil {
+		t.Fatal(ev.Err)
+	}
+	f.exhaustAll(at(time.Second))
+	orig := f.delivery(deliveryTo(t, ev, ep))
+	rp := recoveryParams("op-t", orig.ID, ledger.RecoveryReissue, at(time.Minute))
+	if it := f.applyP(rp); it.Outcome != ledger.OutcomeReissued {
+		t.Fatalf("reissue: %+v", it)
+	}
+	cp, err := f.s.EventGet(f.ctx, rp.NewEventID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantEqual(t, "the reissued copy's trace context", cp.Trace, p.Trace)
+}
+
