@@ -58,7 +58,7 @@ import (
 const token = "bench-token"
 
 // allSteps are the steps of `make bench`.
-const allSteps = "sqlite,postgres,lag,rss,deliveryapi,cost,history,disk,manager,breaker,filters,neighbour,schema,capacity,rest,crowd,limits,apiload"
+const allSteps = "sqlite,postgres,lag,rss,deliveryapi,cost,history,disk,manager,breaker,filters,neighbour,schema,capacity,rest,crowd,limits,apiload,tracing"
 
 // verboseHosts passes -v to enginehost (set from --v).
 var verboseHosts bool
@@ -188,6 +188,7 @@ type results struct {
 	crowd                  crowdResults   // crowd.go
 	limits                 limitsResults  // limits.go
 	apiload                apiloadResults // apiload.go
+	tracing                tracingResults // tracing.go
 }
 
 type throughput struct {
@@ -411,6 +412,14 @@ func run(cfg config) error {
 	}
 	if cfg.steps == "apiload" {
 		return writeSection(cfg.out, apiloadHeading, r.apiload.markdown(r.machine))
+	}
+	if cfg.runs("tracing") {
+		if err := runTracing(cfg, bin, work, &r.tracing); err != nil {
+			return err
+		}
+	}
+	if cfg.steps == "tracing" {
+		return writeSection(cfg.out, tracingHeading, r.tracing.markdown(r.machine))
 	}
 	if cfg.steps != allSteps || cfg.historyStores != bothStores || cfg.costStores != bothStores || cfg.breakerStores != bothStores ||
 		cfg.crowd.stores != bothStores {
@@ -915,5 +924,6 @@ Past runs, and the notes written beside them: [benchmarks-archive.md](benchmarks
 	b.WriteString(r.crowd.markdown(r.machine))
 	b.WriteString(r.limits.markdown(r.machine))
 	b.WriteString(r.apiload.markdown(r.machine))
+	b.WriteString(r.tracing.markdown(r.machine))
 	return writeFile(cfg.out, b.String())
 }

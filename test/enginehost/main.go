@@ -37,6 +37,7 @@ import (
 	"github.com/hookkeeper/hookkeeper/internal/ledger/ledgerstore"
 	"github.com/hookkeeper/hookkeeper/internal/ledger/postgres"
 	"github.com/hookkeeper/hookkeeper/internal/sensitive"
+	"github.com/hookkeeper/hookkeeper/internal/tracing"
 )
 
 // EndpointConfig is one endpoint of the --endpoints file.
@@ -187,6 +188,18 @@ func run(o hostOptions) error {
 	if o.verbose {
 		log = funcr.New(func(prefix, args string) { fmt.Fprintln(os.Stderr, prefix, args) }, funcr.Options{})
 	}
+
+	// Traces as the manager takes them, from OTEL_* (the bench's tracing
+	// step); off when the environment asks for none.
+	_, stopTraces, err := tracing.Setup(ctx)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		fctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = stopTraces(fctx)
+	}()
 
 	loc, err := ledger.ParseLocation(o.ledger)
 	if err != nil {
