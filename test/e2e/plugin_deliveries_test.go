@@ -87,11 +87,14 @@ var _ = Describe("kubectl hookkeeper send-test and trace", func() {
 		By("trace: the event, its exhausted delivery with both attempts, the reissue's event and its delivery, as a tree")
 		stdout, stderr, err = run("trace", failed)
 		Expect(err).NotTo(HaveOccurred(), stderr)
-		want := `^webhookevent/` + failed + ` hookkeeper\.test, created \S+\n` +
+		// Tracing is on in the suite: the event and its reissued copy name
+		// the trace they were published in (the copy continues the
+		// original's, ADR 0051).
+		want := `^webhookevent/` + failed + ` hookkeeper\.test, created \S+, trace [0-9a-f]{32}\n` +
 			`└── delivery/dlv_\w+ to flaky: Exhausted \(MaxAttempts\), 2 attempts, last HTTP 503, resolution Reissued\n` +
 			`    ├── attempt 1 at \S+ took \S+: HTTP 503: HTTP 503\n` +
 			`    ├── attempt 2 at \S+ took \S+: HTTP 503: HTTP 503\n` +
-			`    └── reissued as webhookevent/` + reissue + ` hookkeeper\.test, created \S+, reissues ` + failed + `\n` +
+			`    └── reissued as webhookevent/` + reissue + ` hookkeeper\.test, created \S+, reissues ` + failed + `, trace [0-9a-f]{32}\n` +
 			`        └── delivery/dlv_\w+ to flaky: Delivered, 1 attempt, last HTTP 204\n` +
 			`            └── attempt 1 at \S+ took \S+: HTTP 204\n$`
 		Expect(stdout).To(MatchRegexp(want))
