@@ -100,4 +100,3 @@ func testTraceReissueCopy(t *testing.T, f *fixture) {
 	}
 	wantEqual(t, "the reissued copy's trace context", cp.Trace, p.Trace)
 }
-
