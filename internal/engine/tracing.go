@@ -25,12 +25,13 @@ func startAttempt(ctx context.Context, ep *ledger.Endpoint, c *ledger.ClaimedDel
 	if !tracing.Enabled() || c.Event.Trace.IsZero() {
 		return ctx, trace.SpanFromContext(context.Background()) // a no-op span
 	}
-	publish := trace.SpanContextFromContext(tracing.Resume(context.Background(), c.Event.Trace.Parent, c.Event.Trace.State))
+	ctx = tracing.Resume(ctx, c.Event.Trace.Parent, c.Event.Trace.State)
+	publish := trace.SpanContextFromContext(ctx)
 	breaker := "closed"
 	if probe {
 		breaker = "half-open"
 	}
-	return tracing.Tracer().Start(trace.ContextWithRemoteSpanContext(ctx, publish), tracing.AttemptSpan,
+	return tracing.Tracer().Start(ctx, tracing.AttemptSpan,
 		trace.WithSpanKind(trace.SpanKindClient),
 		trace.WithLinks(trace.Link{SpanContext: publish}),
 		trace.WithAttributes(
